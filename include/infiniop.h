@@ -1,0 +1,11 @@
+/* infiniop.h: the whole public C API of libinfiniop. */
+#ifndef INFINIOP_H
+#define INFINIOP_H
+
+#include "infinicore.h"
+#include "infiniop/handle.h"
+#include "infiniop/tensor_descriptor.h"
+#include "infiniop/runtime.h"
+#include "infiniop/ops/gelu_backward.h"
+
+#endif /* INFINIOP_H */

@@ -1,0 +1,18 @@
+#ifndef INFINIOP_RUNTIME_H
+#define INFINIOP_RUNTIME_H
+
+#include "handle.h"
+
+/* On the CPU devices a device pointer is a host pointer and every call is synchronous;
+ * stream may be NULL or a value returned by infiniopStreamCreate. */
+__INFINI_C infiniStatus_t infiniopMalloc(infiniopHandle_t handle, void **ptr, size_t size);
+__INFINI_C infiniStatus_t infiniopFree(infiniopHandle_t handle, void *ptr);
+__INFINI_C infiniStatus_t infiniopMemcpyHostToDevice(infiniopHandle_t handle, void *dst,
+                                                     const void *src, size_t size, void *stream);
+__INFINI_C infiniStatus_t infiniopMemcpyDeviceToHost(infiniopHandle_t handle, void *dst,
+                                                     const void *src, size_t size, void *stream);
+__INFINI_C infiniStatus_t infiniopStreamCreate(infiniopHandle_t handle, void **stream);
+__INFINI_C infiniStatus_t infiniopStreamDestroy(infiniopHandle_t handle, void *stream);
+__INFINI_C infiniStatus_t infiniopStreamSynchronize(infiniopHandle_t handle, void *stream);
+
+#endif /* INFINIOP_RUNTIME_H */
