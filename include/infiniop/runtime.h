@@ -15,4 +15,8 @@ __INFINI_C infiniStatus_t infiniopStreamCreate(infiniopHandle_t handle, void **s
 __INFINI_C infiniStatus_t infiniopStreamDestroy(infiniopHandle_t handle, void *stream);
 __INFINI_C infiniStatus_t infiniopStreamSynchronize(infiniopHandle_t handle, void *stream);
 
+/* The SIMD target the cpu device dispatches to now ("AVX3", "AVX2", "SSE4", ...): the best the
+ * processor supports among those compiled in. Not part of API.md's contract; for diagnostics. */
+__INFINI_C const char *infiniopCpuIsaName(void);
+
 #endif /* INFINIOP_RUNTIME_H */

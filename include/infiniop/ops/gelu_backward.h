@@ -6,7 +6,7 @@
 
 /* grad_input = grad_output * d/dx gelu_tanh(input). All three tensors share shape and dtype
  * (F32, F16 or BF16); grad_input may be exactly the memory of input or of grad_output. */
-typedef struct InfiniopDescriptor *infiniopGeluBackwardDescriptor_t;
+typedef struct InfiniopGeluBackwardDescriptor *infiniopGeluBackwardDescriptor_t;
 
 __INFINI_C infiniStatus_t infiniopCreateGeluBackwardDescriptor(
     infiniopHandle_t handle, infiniopGeluBackwardDescriptor_t *desc_ptr,

@@ -1,0 +1,110 @@
+// Per-target loads of F32/F16/BF16 storage into F32 vectors and stores back, rounding to
+// nearest even. Highway 1.0.3's own BF16 DemoteTo truncates, and its F16 conversions on
+// targets without F16C (SSE4 and below) truncate and mishandle Inf/NaN, so those paths are done
+// here with integer operations; targets with F16C use the hardware instructions, which round
+// to nearest even.
+#if defined(INFINIOP_CPU_CONVERT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef INFINIOP_CPU_CONVERT_INL_H_
+#undef INFINIOP_CPU_CONVERT_INL_H_
+#else
+#define INFINIOP_CPU_CONVERT_INL_H_
+#endif
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace infiniop::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+#undef INFINIOP_HWY_NATIVE_F16
+#if HWY_ARCH_X86 && HWY_TARGET < HWY_SSE4
+#define INFINIOP_HWY_NATIVE_F16 1
+#else
+#define INFINIOP_HWY_NATIVE_F16 0
+#endif
+
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadF32(DF df, const float *p) {
+  return hn::LoadU(df, p);
+}
+
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::bfloat16_t *p) {
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
+}
+
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::float16_t *p) {
+#if INFINIOP_HWY_NATIVE_F16
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
+#else
+  const hn::RebindToUnsigned<DF> du32;
+  const hn::RebindToSigned<DF> di32;
+  const hn::Rebind<uint16_t, DF> du16;
+  const auto bits = hn::PromoteTo(du32, hn::LoadU(du16, reinterpret_cast<const uint16_t *>(p)));
+  const auto magnitude = hn::And(bits, hn::Set(du32, 0x7fff));
+  const auto shifted = hn::ShiftLeft<13>(magnitude);
+  // Normal and subnormal halves: rebias the exponent by multiplying with 2^112 (exact).
+  const auto finite = hn::Mul(hn::BitCast(df, shifted), hn::Set(df, 0x1p112f));
+  const auto special = hn::BitCast(df, hn::Or(shifted, hn::Set(du32, 0x7f800000)));
+  const auto is_special = hn::RebindMask(
+      df, hn::Gt(hn::BitCast(di32, magnitude), hn::Set(di32, 0x7bff)));
+  const auto sign = hn::ShiftLeft<16>(hn::And(bits, hn::Set(du32, 0x8000)));
+  return hn::Or(hn::IfThenElse(is_special, special, finite), hn::BitCast(df, sign));
+#endif
+}
+
+template <class DF>
+HWY_INLINE void StoreF32(DF /*df*/, hn::Vec<DF> v, float *p) {
+  hn::StoreU(v, DF(), p);
+}
+
+template <class DF>
+HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, hwy::bfloat16_t *p) {
+  const hn::RebindToUnsigned<DF> du32;
+  const hn::RebindToSigned<DF> di32;
+  const hn::Rebind<uint16_t, DF> du16;
+  const auto bits = hn::BitCast(du32, v);
+  const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(du32, 1));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(odd, hn::Set(du32, 0x7fff))));
+  const auto quiet_nan = hn::Or(hn::ShiftRight<16>(bits), hn::Set(du32, 0x40));
+  const auto result = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), quiet_nan, rounded);
+  (void)df;
+  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, result)), du16, reinterpret_cast<uint16_t *>(p));
+}
+
+template <class DF>
+HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, hwy::float16_t *p) {
+#if INFINIOP_HWY_NATIVE_F16
+  hn::StoreU(hn::DemoteTo(hn::Rebind<hwy::float16_t, DF>(), v), hn::Rebind<hwy::float16_t, DF>(), p);
+#else
+  const hn::RebindToUnsigned<DF> du32;
+  const hn::RebindToSigned<DF> di32;
+  const hn::Rebind<uint16_t, DF> du16;
+  const auto bits = hn::BitCast(du32, v);
+  const auto sign = hn::And(hn::ShiftRight<16>(bits), hn::Set(du32, 0x8000));
+  const auto magnitude = hn::And(bits, hn::Set(du32, 0x7fffffff));
+  const auto m = hn::BitCast(di32, magnitude);  // < 2^31: signed compares are exact
+  // Below 2^-14 the result is subnormal: adding 0.5 lets the FPU round at 2^-24 granularity.
+  const auto subnormal = hn::Sub(
+      hn::BitCast(du32, hn::Add(hn::BitCast(df, magnitude), hn::Set(df, 0.5f))),
+      hn::Set(du32, 0x3f000000));
+  // Normal: rebias the exponent (-112) and round the 13 dropped bits to nearest even.
+  const auto odd = hn::And(hn::ShiftRight<13>(magnitude), hn::Set(du32, 1));
+  const auto normal =
+      hn::ShiftRight<13>(hn::Add(hn::Sub(magnitude, hn::Set(du32, 0x37fff001)), odd));
+  auto result = hn::IfThenElse(hn::RebindMask(du32, hn::Lt(m, hn::Set(di32, 0x38800000))),
+                               subnormal, normal);
+  result = hn::IfThenElse(hn::RebindMask(du32, hn::Gt(m, hn::Set(di32, 0x477fefff))),
+                          hn::Set(du32, 0x7c00), result);
+  result = hn::IfThenElse(hn::RebindMask(du32, hn::Gt(m, hn::Set(di32, 0x7f800000))),
+                          hn::Set(du32, 0x7e00), result);
+  const auto half = hn::DemoteTo(du16, hn::BitCast(di32, hn::Or(result, sign)));
+  hn::StoreU(half, du16, reinterpret_cast<uint16_t *>(p));
+#endif
+}
+
+}  // namespace infiniop::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // INFINIOP_CPU_CONVERT_INL_H_

@@ -1,0 +1,123 @@
+// Per-target half of the cpu elementwise framework. A cpu functor is
+//   template <class D, class V> void operator()(D d, V &out..., V in...) const
+// on F32 vectors; this file runs it over a range of a Plan for each storage type.
+#if defined(INFINIOP_CPU_ELEMENTWISE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef INFINIOP_CPU_ELEMENTWISE_INL_H_
+#undef INFINIOP_CPU_ELEMENTWISE_INL_H_
+#else
+#define INFINIOP_CPU_ELEMENTWISE_INL_H_
+#endif
+
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "cpu/convert-inl.h"
+#include "elementwise/plan.h"
+#include "elementwise/walk.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace infiniop::cpu::HWY_NAMESPACE {
+
+using elementwise::kMaxOperands;
+using elementwise::Plan;
+
+// Runs the functor over `n` contiguous elements; base[k] is operand k, outputs first.
+template <class Functor, class T, size_t... Out, size_t... In>
+HWY_INLINE void ContiguousRow(const Functor &f, size_t n, char *const *base,
+                              std::index_sequence<Out...>, std::index_sequence<In...>) {
+  constexpr size_t kOut = sizeof...(Out), kIn = sizeof...(In);
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  T *out_ptr[kOut] = {reinterpret_cast<T *>(base[Out])...};
+  const T *in_ptr[kIn] = {reinterpret_cast<const T *>(base[kOut + In])...};
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const hn::Vec<decltype(d)> in[kIn] = {LoadF32(d, in_ptr[In] + i)...};
+    hn::Vec<decltype(d)> out[kOut];
+    f(d, out[Out]..., in[In]...);
+    (StoreF32(d, out[Out], out_ptr[Out] + i), ...);
+  }
+  if (i == n) return;
+  // Tail: run one whole vector on zero-padded copies, then copy back only the valid part.
+  constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+  const size_t rest = n - i;
+  HWY_ALIGN T in_tail[kIn][kMaxLanes] = {};
+  HWY_ALIGN T out_tail[kOut][kMaxLanes];
+  (std::memcpy(in_tail[In], in_ptr[In] + i, rest * sizeof(T)), ...);
+  const hn::Vec<decltype(d)> in[kIn] = {LoadF32(d, in_tail[In])...};
+  hn::Vec<decltype(d)> out[kOut];
+  f(d, out[Out]..., in[In]...);
+  (StoreF32(d, out[Out], out_tail[Out]), ...);
+  (std::memcpy(out_ptr[Out] + i, out_tail[Out], rest * sizeof(T)), ...);
+}
+
+// A row with some non-unit inner stride: gather tiles of the strided operands into contiguous
+// buffers, run the contiguous row on them, scatter the strided outputs back.
+template <class Functor, class T, class OutSeq, class InSeq>
+HWY_NOINLINE void StridedRow(const Functor &f, size_t n, char *const *base, const ptrdiff_t *strides,
+                             int num_operands, int num_outputs) {
+  constexpr size_t kTile = 256;
+  HWY_ALIGN T tile[kMaxOperands][kTile];
+  char *tile_base[kMaxOperands];
+  for (size_t start = 0; start < n; start += kTile) {
+    const size_t count = n - start < kTile ? n - start : kTile;
+    for (int k = 0; k < num_operands; ++k) {
+      const T *src = reinterpret_cast<const T *>(base[k]) + static_cast<ptrdiff_t>(start) * strides[k];
+      if (strides[k] == 1) {
+        tile_base[k] = const_cast<char *>(reinterpret_cast<const char *>(src));
+        continue;
+      }
+      tile_base[k] = reinterpret_cast<char *>(tile[k]);
+      if (k < num_outputs) continue;  // outputs are only written
+      for (size_t j = 0; j < count; ++j) tile[k][j] = src[static_cast<ptrdiff_t>(j) * strides[k]];
+    }
+    ContiguousRow<Functor, T>(f, count, tile_base, OutSeq(), InSeq());
+    for (int k = 0; k < num_outputs; ++k) {
+      if (strides[k] == 1) continue;
+      T *dst = reinterpret_cast<T *>(base[k]) + static_cast<ptrdiff_t>(start) * strides[k];
+      for (size_t j = 0; j < count; ++j) dst[static_cast<ptrdiff_t>(j) * strides[k]] = tile[k][j];
+    }
+  }
+}
+
+template <class Functor, class T>
+HWY_INLINE void RangeTyped(const Plan &plan, const Functor &f, char *const *operands, size_t begin,
+                           size_t end) {
+  using OutSeq = std::make_index_sequence<Functor::kOutputs>;
+  using InSeq = std::make_index_sequence<Functor::kInputs>;
+  if (plan.inner_contiguous) {
+    elementwise::walkRows(plan, operands, begin, end, [&](char *const *base, size_t count) HWY_ATTR {
+      ContiguousRow<Functor, T>(f, count, base, OutSeq(), InSeq());
+    });
+    return;
+  }
+  ptrdiff_t inner_strides[kMaxOperands];
+  for (int k = 0; k < plan.numOperands(); ++k) inner_strides[k] = plan.strides[k][plan.ndim - 1];
+  elementwise::walkRows(plan, operands, begin, end, [&](char *const *base, size_t count) HWY_ATTR {
+    StridedRow<Functor, T, OutSeq, InSeq>(f, count, base, inner_strides, plan.numOperands(),
+                                          plan.num_outputs);
+  });
+}
+
+// Runs elements [begin, end) of the plan: the per-target body behind every cpu kernel.
+template <class Functor>
+HWY_INLINE void ElementwiseRange(const Plan &plan, const void *attributes, char *const *operands,
+                                 size_t begin, size_t end) {
+  Functor f{};
+  if constexpr (!std::is_empty_v<Functor>) std::memcpy(&f, attributes, sizeof(Functor));
+  switch (plan.dtype) {
+    case INFINI_DTYPE_F16:
+      return RangeTyped<Functor, hwy::float16_t>(plan, f, operands, begin, end);
+    case INFINI_DTYPE_BF16:
+      return RangeTyped<Functor, hwy::bfloat16_t>(plan, f, operands, begin, end);
+    default:
+      return RangeTyped<Functor, float>(plan, f, operands, begin, end);
+  }
+}
+
+}  // namespace infiniop::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // INFINIOP_CPU_ELEMENTWISE_INL_H_

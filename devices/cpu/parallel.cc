@@ -1,0 +1,29 @@
+#include "cpu/parallel.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+namespace infiniop::cpu {
+
+void runRanges(const elementwise::Plan &plan, const void *attributes, char *const *operands,
+               RangeFn range) {
+  const size_t n = plan.numel;
+  const int threads = n < kParallelThreshold ? 1 : omp_get_max_threads();
+  if (threads <= 1) {
+    range(plan, attributes, operands, 0, n);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    // Chunks are whole multiples of 64 elements so that threads never share a cache line of a
+    // contiguous output.
+    const size_t team = static_cast<size_t>(omp_get_num_threads());
+    const size_t chunk = ((n + team - 1) / team + 63) / 64 * 64;
+    const size_t begin = std::min(n, chunk * static_cast<size_t>(omp_get_thread_num()));
+    const size_t end = std::min(n, begin + chunk);
+    if (begin < end) range(plan, attributes, operands, begin, end);
+  }
+}
+
+}  // namespace infiniop::cpu

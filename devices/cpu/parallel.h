@@ -1,0 +1,42 @@
+// Thread split for the cpu device: OpenMP over flat element ranges, only when the work is
+// large enough to repay waking the threads.
+#pragma once
+
+#include "elementwise/plan.h"
+
+namespace infiniop::cpu {
+
+// Per-target range body: runs elements [begin, end) of the plan.
+using RangeFn = void (*)(const elementwise::Plan &plan, const void *attributes,
+                         char *const *operands, size_t begin, size_t end);
+
+// Below this many elements one thread does the whole call (a fork/join costs a few
+// microseconds, about what one core needs for this many elements of a light kernel).
+constexpr size_t kParallelThreshold = size_t{1} << 15;
+
+void runRanges(const elementwise::Plan &plan, const void *attributes, char *const *operands,
+               RangeFn range);
+
+}  // namespace infiniop::cpu
+
+// In a file compiled per target through foreach_target.h, where the functor `Functor` is declared
+// in HWY_NAMESPACE: defines the per-target range body of the cpu kernel `name`. Use outside
+// namespaces, then INFINIOP_CPU_ELEMENTWISE_DISPATCH(name) inside `#if HWY_ONCE`.
+#define INFINIOP_CPU_ELEMENTWISE_RANGE(name, Functor)                                  \
+  HWY_BEFORE_NAMESPACE();                                                             \
+  namespace infiniop::cpu::HWY_NAMESPACE {                                            \
+  void name##_range(const elementwise::Plan &plan, const void *attributes,            \
+                    char *const *operands, size_t begin, size_t end) {                \
+    ElementwiseRange<Functor>(plan, attributes, operands, begin, end);                \
+  }                                                                                   \
+  }                                                                                   \
+  HWY_AFTER_NAMESPACE()
+
+// Defines the kernel `name` of the cpu device: dispatch to the best target, then split threads.
+#define INFINIOP_CPU_ELEMENTWISE_DISPATCH(name)                                                  \
+  namespace infiniop::cpu {                                                                     \
+  HWY_EXPORT(name##_range);                                                                     \
+  void name(const elementwise::Plan &plan, const void *attributes, char *const *operands) {     \
+    runRanges(plan, attributes, operands, &HWY_DYNAMIC_DISPATCH(name##_range));                 \
+  }                                                                                             \
+  }

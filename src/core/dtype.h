@@ -1,0 +1,110 @@
+// Storage dtypes: sizes, names, and the scalar F16/BF16 <-> F32 conversions (round to nearest
+// even, NaN kept quiet) that the reference device uses and the SIMD paths are tested against.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "infinicore.h"
+
+namespace infiniop {
+
+size_t dtypeSize(infiniDtype_t dtype);  // 0 for an unknown value
+const char *dtypeName(infiniDtype_t dtype);
+inline bool isFloatStorage(infiniDtype_t t) {
+  return t == INFINI_DTYPE_F32 || t == INFINI_DTYPE_F16 || t == INFINI_DTYPE_BF16;
+}
+
+inline uint32_t bitsOf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float floatOf(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline float f32FromBf16(uint16_t h) { return floatOf(uint32_t{h} << 16); }
+
+inline uint16_t bf16FromF32(float f) {
+  const uint32_t u = bitsOf(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
+  const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>((u + rounding) >> 16);
+}
+
+inline float f32FromF16(uint16_t h) {
+  const uint32_t sign = uint32_t{h & 0x8000u} << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu;
+  const uint32_t mantissa = h & 0x3ffu;
+  float magnitude;
+  if (exponent == 0x1f) {
+    magnitude = floatOf(0x7f800000u | (mantissa << 13));
+  } else if (exponent == 0) {
+    magnitude = static_cast<float>(mantissa) * 0x1p-24f;  // subnormal (or zero), exact
+  } else {
+    magnitude = floatOf(((exponent + 112) << 23) | (mantissa << 13));
+  }
+  return floatOf(bitsOf(magnitude) | sign);
+}
+
+inline uint16_t f16FromF32(float f) {
+  const uint32_t u = bitsOf(f);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return sign | 0x7e00;           // NaN
+  if (a >= 0x477ff000u) return sign | 0x7c00;          // rounds to >= 65520: infinity
+  if (a < 0x38800000u) {                               // below 2^-14: F16 subnormal or zero
+    // Adding 0.5 makes the FPU round the value at 2^-24 granularity, nearest even.
+    const float shifted = floatOf(a) + 0.5f;
+    return sign | static_cast<uint16_t>(bitsOf(shifted) - bitsOf(0.5f));
+  }
+  const uint32_t odd = (a >> 13) & 1u;
+  return sign | static_cast<uint16_t>((a - (112u << 23) + 0xfffu + odd) >> 13);
+}
+
+}  // namespace infiniop
+
+namespace infiniop {
+
+// Storage element types of the floating dtypes, for templates that load and store them.
+struct F16 {
+  uint16_t bits;
+};
+struct BF16 {
+  uint16_t bits;
+};
+inline float toFloat(float v) { return v; }
+inline float toFloat(F16 v) { return f32FromF16(v.bits); }
+inline float toFloat(BF16 v) { return f32FromBf16(v.bits); }
+template <class T>
+T fromFloat(float v);
+template <>
+inline float fromFloat<float>(float v) {
+  return v;
+}
+template <>
+inline F16 fromFloat<F16>(float v) {
+  return F16{f16FromF32(v)};
+}
+template <>
+inline BF16 fromFloat<BF16>(float v) {
+  return BF16{bf16FromF32(v)};
+}
+
+// Calls fn(T{}) with T the storage type of a floating dtype (F32, F16, BF16).
+template <class Fn>
+void visitFloatStorage(infiniDtype_t dtype, Fn &&fn) {
+  switch (dtype) {
+    case INFINI_DTYPE_F16:
+      return fn(F16{});
+    case INFINI_DTYPE_BF16:
+      return fn(BF16{});
+    default:
+      return fn(float{});
+  }
+}
+
+}  // namespace infiniop

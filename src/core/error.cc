@@ -1,0 +1,43 @@
+#include "core/error.h"
+
+namespace infiniop {
+namespace {
+thread_local std::string last_error;
+}
+
+infiniStatus_t fail(infiniStatus_t status, std::string message) {
+  last_error = std::move(message);
+  return status;
+}
+
+infiniStatus_t succeed() {
+  last_error.clear();
+  return INFINI_STATUS_SUCCESS;
+}
+
+}  // namespace infiniop
+
+extern "C" const char *infiniopGetLastError(void) { return infiniop::last_error.c_str(); }
+
+extern "C" const char *infiniStatusString(infiniStatus_t status) {
+  switch (status) {
+#define INFINIOP_STATUS_NAME(name) \
+  case name:                       \
+    return #name;
+    INFINIOP_STATUS_NAME(INFINI_STATUS_SUCCESS)
+    INFINIOP_STATUS_NAME(INFINI_STATUS_INTERNAL_ERROR)
+    INFINIOP_STATUS_NAME(INFINI_STATUS_NOT_IMPLEMENTED)
+    INFINIOP_STATUS_NAME(INFINI_STATUS_BAD_PARAM)
+    INFINIOP_STATUS_NAME(INFINI_STATUS_NULL_POINTER)
+    INFINIOP_STATUS_NAME(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED)
+    INFINIOP_STATUS_NAME(INFINI_STATUS_DEVICE_NOT_FOUND)
+    INFINIOP_STATUS_NAME(INFINI_STATUS_DEVICE_NOT_INITIALIZED)
+    INFINIOP_STATUS_NAME(INFINI_STATUS_DEVICE_ARCHITECTURE_NOT_SUPPORTED)
+    INFINIOP_STATUS_NAME(INFINI_STATUS_BAD_TENSOR_DTYPE)
+    INFINIOP_STATUS_NAME(INFINI_STATUS_BAD_TENSOR_SHAPE)
+    INFINIOP_STATUS_NAME(INFINI_STATUS_BAD_TENSOR_STRIDES)
+    INFINIOP_STATUS_NAME(INFINI_STATUS_INSUFFICIENT_WORKSPACE)
+#undef INFINIOP_STATUS_NAME
+  }
+  return "INFINI_STATUS_UNKNOWN";
+}

@@ -1,0 +1,50 @@
+#include "core/handle.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+
+namespace infiniop {
+
+const char *deviceName(infiniDevice_t device) {
+  switch (device) {
+    case INFINI_DEVICE_CPU:
+      return "cpu";
+    case INFINI_DEVICE_OPENCL:
+      return "opencl";
+    case INFINI_DEVICE_CPU_REFERENCE:
+      return "cpu_reference";
+  }
+  return "unknown";
+}
+
+}  // namespace infiniop
+
+using infiniop::fail;
+
+extern "C" infiniStatus_t infiniopCreateHandle(infiniopHandle_t *handle, infiniDevice_t device,
+                                               int device_id) {
+  return infiniop::guarded("infiniopCreateHandle", [&] {
+    if (!handle) return fail(INFINI_STATUS_NULL_POINTER, "infiniopCreateHandle: handle is NULL");
+    if (device != INFINI_DEVICE_CPU && device != INFINI_DEVICE_CPU_REFERENCE)
+      return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,
+                  "infiniopCreateHandle: device type " + std::to_string(static_cast<int>(device)) +
+                      " (" + infiniop::deviceName(device) + ") is not supported by this build");
+    if (device_id != 0)
+      return fail(INFINI_STATUS_DEVICE_NOT_FOUND,
+                  std::string("infiniopCreateHandle: ") + infiniop::deviceName(device) +
+                      " has only device 0, not " + std::to_string(device_id));
+    *handle = new InfiniopHandle{device, device_id, {}, {}, {}};
+    return infiniop::succeed();
+  });
+}
+
+extern "C" infiniStatus_t infiniopDestroyHandle(infiniopHandle_t handle) {
+  if (!handle) return fail(INFINI_STATUS_NULL_POINTER, "infiniopDestroyHandle: handle is NULL");
+  // Memory and streams belong to the handle, as buffers belong to an OpenCL context.
+  for (void *p : handle->allocations) std::free(p);
+  for (void *s : handle->streams) delete static_cast<char *>(s);
+  delete handle;
+  return infiniop::succeed();
+}

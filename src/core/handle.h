@@ -1,0 +1,21 @@
+#pragma once
+
+#include <mutex>
+#include <unordered_set>
+
+#include "infiniop/handle.h"
+
+// A handle names a device. On the CPU devices it also remembers what infiniopMalloc handed out
+// and which streams exist, so that a wrong pointer is an error rather than heap corruption.
+struct InfiniopHandle {
+  infiniDevice_t device;
+  int device_id;
+
+  std::mutex mutex;
+  std::unordered_set<void *> allocations;
+  std::unordered_set<void *> streams;
+};
+
+namespace infiniop {
+const char *deviceName(infiniDevice_t device);
+}

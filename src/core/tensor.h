@@ -1,0 +1,37 @@
+// Tensor descriptors: validated once at creation, then read by operator descriptors.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "infiniop/tensor_descriptor.h"
+
+struct InfiniopTensorDescriptor {
+  infiniDtype_t dtype;
+  std::vector<size_t> shape;
+  std::vector<ptrdiff_t> strides;  // in elements, never empty-sized mismatch with shape
+
+  size_t ndim() const { return shape.size(); }
+  size_t numel() const;
+};
+
+namespace infiniop {
+
+using Tensor = InfiniopTensorDescriptor;
+
+std::string shapeString(const std::vector<size_t> &shape);   // "[4,5]"
+std::string stridesString(const std::vector<ptrdiff_t> &strides);
+
+// Element offsets of the lowest and highest element relative to element [0,...,0]; {0, 0} for an
+// empty tensor. Creation guarantees both fit in ptrdiff_t bytes.
+struct ElementSpan {
+  ptrdiff_t lowest = 0, highest = 0;
+};
+ElementSpan elementSpan(const std::vector<size_t> &shape, const std::vector<ptrdiff_t> &strides);
+
+// True when two different indices of the view address the same element (a broadcast stride, or
+// strides that interleave). Decided by sorting the dims by |stride|: each must step over the
+// whole extent of the smaller ones.
+bool hasSelfOverlap(const std::vector<size_t> &shape, const std::vector<ptrdiff_t> &strides);
+
+}  // namespace infiniop

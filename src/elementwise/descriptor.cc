@@ -1,0 +1,228 @@
+#include "elementwise/descriptor.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace infiniop::elementwise {
+namespace {
+
+struct Operand {
+  std::string name;
+  int source;
+  std::vector<size_t> shape;
+  std::vector<ptrdiff_t> strides;
+  ptrdiff_t offset;
+};
+
+// Expands user tensors into operands, halving split ones.
+infiniStatus_t addOperands(const char *op, const UserTensor &user, int source,
+                           std::vector<Operand> &operands) {
+  const Tensor &t = *user.tensor;
+  if (user.split_dim < 0) {
+    operands.push_back({user.name, source, t.shape, t.strides, 0});
+    return INFINI_STATUS_SUCCESS;
+  }
+  const size_t dim = static_cast<size_t>(user.split_dim);
+  if (t.shape[dim] % 2 != 0)
+    return fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
+                std::string(op) + ": " + user.name + " shape " + shapeString(t.shape) + " has size " +
+                    std::to_string(t.shape[dim]) + " along dim " + std::to_string(dim) +
+                    ", which must be even to split into two halves");
+  std::vector<size_t> half = t.shape;
+  half[dim] /= 2;
+  const ptrdiff_t second = static_cast<ptrdiff_t>(half[dim]) * t.strides[dim];
+  const std::string where = " along dim " + std::to_string(dim) + ")";
+  operands.push_back({std::string(user.name) + " (first half" + where, source, half, t.strides, 0});
+  operands.push_back({std::string(user.name) + " (second half" + where, source, half, t.strides, second});
+  return INFINI_STATUS_SUCCESS;
+}
+
+// Drops size-1 dims, orders dims by the first operand's |stride| (outermost first), and merges
+// neighbours that every operand traverses as one.
+void foldDims(const std::vector<Operand> &operands, Plan &plan) {
+  const size_t rank = operands[0].shape.size();
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < rank; ++d)
+    if (operands[0].shape[d] != 1) dims.push_back(d);
+  const auto &key = operands[0].strides;
+  std::stable_sort(dims.begin(), dims.end(),
+                   [&](size_t a, size_t b) { return std::abs(key[a]) > std::abs(key[b]); });
+  const int n_ops = static_cast<int>(operands.size());
+  plan.ndim = 0;
+  for (size_t d : dims) {
+    const size_t size = operands[0].shape[d];
+    bool merge = plan.ndim > 0;
+    for (int k = 0; merge && k < n_ops; ++k)
+      merge = plan.strides[k][plan.ndim - 1] == operands[k].strides[d] * static_cast<ptrdiff_t>(size);
+    if (merge) {
+      plan.shape[plan.ndim - 1] *= size;
+      for (int k = 0; k < n_ops; ++k) plan.strides[k][plan.ndim - 1] = operands[k].strides[d];
+    } else {
+      plan.shape[plan.ndim] = size;
+      for (int k = 0; k < n_ops; ++k) plan.strides[k][plan.ndim] = operands[k].strides[d];
+      ++plan.ndim;
+    }
+  }
+  if (plan.ndim == 0) {  // a single element
+    plan.ndim = 1;
+    plan.shape[0] = 1;
+    for (int k = 0; k < n_ops; ++k) plan.strides[k][0] = 1;
+  }
+  plan.inner_contiguous = true;
+  for (int k = 0; k < n_ops; ++k)
+    plan.inner_contiguous = plan.inner_contiguous && plan.strides[k][plan.ndim - 1] == 1;
+}
+
+bool sameLayout(const std::vector<size_t> &shape_a, const std::vector<ptrdiff_t> &strides_a,
+                const std::vector<size_t> &shape_b, const std::vector<ptrdiff_t> &strides_b) {
+  return shape_a == shape_b && strides_a == strides_b;
+}
+
+}  // namespace
+
+infiniStatus_t failNullDescriptorPointer(const char *op_name) {
+  return fail(INFINI_STATUS_NULL_POINTER, std::string(op_name) + ": desc_ptr is NULL");
+}
+
+infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op, const KernelTable &kernels,
+                                  std::initializer_list<UserTensor> outputs,
+                                  std::initializer_list<UserTensor> inputs, Descriptor **result,
+                                  const void *attributes, size_t attributes_size) {
+  const std::string prefix = std::string(op) + ": ";
+  if (!handle) return fail(INFINI_STATUS_NULL_POINTER, prefix + "handle is NULL");
+  std::vector<UserTensor> users(outputs);
+  users.insert(users.end(), inputs.begin(), inputs.end());
+  for (const UserTensor &u : users)
+    if (!u.tensor) return fail(INFINI_STATUS_NULL_POINTER, prefix + u.name + " descriptor is NULL");
+  const int device = static_cast<int>(handle->device);
+  if (device < 0 || device >= kNumDevices || !kernels[device])
+    return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,
+                prefix + "not available on device " + deviceName(handle->device));
+
+  const infiniDtype_t dtype = users[0].tensor->dtype;
+  for (const UserTensor &u : users) {
+    if (!isFloatStorage(u.tensor->dtype))
+      return fail(INFINI_STATUS_BAD_TENSOR_DTYPE, prefix + u.name + " has dtype " +
+                                                      dtypeName(u.tensor->dtype) +
+                                                      "; F32, F16 or BF16 is required");
+    if (u.tensor->dtype != dtype)
+      return fail(INFINI_STATUS_BAD_TENSOR_DTYPE, prefix + u.name + " has dtype " +
+                                                      dtypeName(u.tensor->dtype) + " but " +
+                                                      users[0].name + " has " + dtypeName(dtype));
+  }
+
+  std::vector<Operand> operands;
+  for (size_t i = 0; i < users.size(); ++i)
+    INFINIOP_CHECK(addOperands(op, users[i], static_cast<int>(i), operands));
+  if (operands.size() > static_cast<size_t>(kMaxOperands))
+    return fail(INFINI_STATUS_INTERNAL_ERROR, prefix + "too many operands");
+  for (const Operand &o : operands)
+    if (o.shape != operands[0].shape)
+      return fail(INFINI_STATUS_BAD_TENSOR_SHAPE, prefix + o.name + " shape " + shapeString(o.shape) +
+                                                      " does not match " + operands[0].name +
+                                                      " shape " + shapeString(operands[0].shape));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor &t = *users[i].tensor;
+    if (hasSelfOverlap(t.shape, t.strides))
+      return fail(INFINI_STATUS_BAD_TENSOR_STRIDES,
+                  prefix + "output " + users[i].name + " (shape " + shapeString(t.shape) +
+                      ", strides " + stridesString(t.strides) + ") has overlapping elements");
+  }
+  if (attributes_size > kMaxAttributeBytes)
+    return fail(INFINI_STATUS_INTERNAL_ERROR, prefix + "attributes too large");
+
+  auto desc = std::make_unique<Descriptor>();
+  desc->op_name_ = op;
+  desc->kernel_ = kernels[device];
+  if (attributes_size) std::memcpy(desc->attributes_, attributes, attributes_size);
+  desc->num_user_outputs_ = static_cast<int>(outputs.size());
+  const size_t element_size = dtypeSize(dtype);
+  for (const UserTensor &u : users) {
+    const Tensor &t = *u.tensor;
+    const ElementSpan span = elementSpan(t.shape, t.strides);
+    const auto bytes = static_cast<ptrdiff_t>(element_size);
+    desc->layouts_.push_back(
+        {u.name, t.shape, t.strides, span.lowest * bytes, (span.highest + 1) * bytes, t.numel() == 0});
+  }
+  Plan &plan = desc->plan_;
+  plan.dtype = dtype;
+  plan.element_size = element_size;
+  plan.num_outputs = 0;
+  for (const Operand &o : operands) plan.num_outputs += o.source < static_cast<int>(outputs.size());
+  plan.num_inputs = static_cast<int>(operands.size()) - plan.num_outputs;
+  plan.numel = users[0].split_dim < 0 ? users[0].tensor->numel() : users[0].tensor->numel() / 2;
+  for (size_t k = 0; k < operands.size(); ++k) {
+    plan.source[k] = operands[k].source;
+    plan.offset[k] = operands[k].offset;
+  }
+  foldDims(operands, plan);
+  *result = desc.release();
+  return succeed();
+}
+
+infiniStatus_t Descriptor::calculate(size_t /*workspace_size: none needed*/,
+                                     std::initializer_list<void *> outputs,
+                                     std::initializer_list<const void *> inputs) const {
+  std::vector<const char *> pointers;
+  for (void *p : outputs) pointers.push_back(static_cast<const char *>(p));
+  for (const void *p : inputs) pointers.push_back(static_cast<const char *>(p));
+  const std::string prefix = std::string(op_name_) + ": ";
+  for (size_t i = 0; i < pointers.size(); ++i)
+    if (!pointers[i] && !layouts_[i].empty)
+      return fail(INFINI_STATUS_NULL_POINTER, prefix + layouts_[i].name + " pointer is NULL");
+  if (plan_.numel == 0) return succeed();
+
+  // An output may alias an input only exactly; any other shared byte is an error.
+  const auto overlaps = [&](size_t a, size_t b) {
+    const char *lo_a = pointers[a] + layouts_[a].lowest_byte, *hi_a = pointers[a] + layouts_[a].end_byte;
+    const char *lo_b = pointers[b] + layouts_[b].lowest_byte, *hi_b = pointers[b] + layouts_[b].end_byte;
+    return lo_a < hi_b && lo_b < hi_a;
+  };
+  const size_t n_out = static_cast<size_t>(num_user_outputs_);
+  for (size_t o = 0; o < n_out; ++o) {
+    for (size_t other = 0; other < pointers.size(); ++other) {
+      if (other == o || (other < o && other < n_out)) continue;
+      if (!overlaps(o, other)) continue;
+      const bool exact_alias = other >= n_out && pointers[o] == pointers[other] &&
+                               sameLayout(layouts_[o].shape, layouts_[o].strides,
+                                          layouts_[other].shape, layouts_[other].strides);
+      if (!exact_alias)
+        return fail(INFINI_STATUS_BAD_TENSOR_STRIDES,
+                    prefix + "output " + layouts_[o].name + " overlaps " + layouts_[other].name +
+                        " without being exactly the same memory and layout");
+    }
+  }
+
+  char *operands[kMaxOperands];
+  for (int k = 0; k < plan_.numOperands(); ++k)
+    operands[k] = const_cast<char *>(pointers[plan_.source[k]]) +
+                  plan_.offset[k] * static_cast<ptrdiff_t>(plan_.element_size);
+  kernel_(plan_, attributes_, operands);
+  return succeed();
+}
+
+infiniStatus_t workspaceSize(const char *op_name, const Descriptor *desc, size_t *size) {
+  if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(op_name) + ": desc is NULL");
+  if (!size) return fail(INFINI_STATUS_NULL_POINTER, std::string(op_name) + ": size is NULL");
+  *size = 0;  // elementwise kernels need no scratch memory
+  return succeed();
+}
+
+infiniStatus_t destroy(const char *op_name, Descriptor *desc) {
+  if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(op_name) + ": desc is NULL");
+  delete desc;
+  return succeed();
+}
+
+infiniStatus_t calculate(const char *op_name, const Descriptor *desc, size_t workspace_size,
+                         std::initializer_list<void *> outputs,
+                         std::initializer_list<const void *> inputs) {
+  if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(op_name) + ": desc is NULL");
+  return guarded(op_name, [&] { return desc->calculate(workspace_size, outputs, inputs); });
+}
+
+}  // namespace infiniop::elementwise

@@ -1,0 +1,40 @@
+// GeluBackward: grad_input = grad_output * gelu_tanh'(input). All wiring; the maths lives in
+// devices/*/gelu_backward.cc.
+#include "elementwise/descriptor.h"
+#include "infiniop/ops/gelu_backward.h"
+#include "ops/kernels.h"
+
+namespace ew = infiniop::elementwise;
+
+namespace {
+constexpr const char *kName = "GeluBackward";
+constexpr ew::KernelTable kKernels = INFINIOP_KERNEL_TABLE(gelu_backward);
+}  // namespace
+
+extern "C" infiniStatus_t infiniopCreateGeluBackwardDescriptor(
+    infiniopHandle_t handle, infiniopGeluBackwardDescriptor_t *desc_ptr,
+    infiniopTensorDescriptor_t grad_input_desc, infiniopTensorDescriptor_t input_desc,
+    infiniopTensorDescriptor_t grad_output_desc) {
+  return infiniop::guarded(kName, [&] {
+    return ew::createInto(desc_ptr, handle, kName, kKernels, {{"grad_input", grad_input_desc}},
+                          {{"input", input_desc}, {"grad_output", grad_output_desc}});
+  });
+}
+
+extern "C" infiniStatus_t infiniopGetGeluBackwardWorkspaceSize(infiniopGeluBackwardDescriptor_t desc,
+                                                               size_t *size) {
+  return ew::workspaceSize(kName, ew::unwrap(desc), size);
+}
+
+extern "C" infiniStatus_t infiniopGeluBackward(infiniopGeluBackwardDescriptor_t desc, void *workspace,
+                                               size_t workspace_size, void *grad_input,
+                                               const void *input, const void *grad_output,
+                                               void * /*stream: CPU work is synchronous*/) {
+  (void)workspace;
+  return ew::calculate(kName, ew::unwrap(desc), workspace_size, {grad_input}, {input, grad_output});
+}
+
+extern "C" infiniStatus_t infiniopDestroyGeluBackwardDescriptor(
+    infiniopGeluBackwardDescriptor_t desc) {
+  return ew::destroy(kName, ew::unwrap(desc));
+}

@@ -1,0 +1,28 @@
+// Every device's kernel entry points, declared from one list: adding an elementwise operator
+// adds one line here, and the device folders define `void <name>(Plan, attributes, operands)`.
+#pragma once
+
+#include "elementwise/plan.h"
+
+#define INFINIOP_ELEMENTWISE_OPS(X) X(gelu_backward)
+
+#define INFINIOP_DECLARE_KERNEL(name) \
+  void name(const elementwise::Plan &plan, const void *attributes, char *const *operands);
+
+namespace infiniop {
+namespace cpu_reference {
+INFINIOP_ELEMENTWISE_OPS(INFINIOP_DECLARE_KERNEL)
+}
+#if INFINIOP_WITH_CPU
+namespace cpu {
+INFINIOP_ELEMENTWISE_OPS(INFINIOP_DECLARE_KERNEL)
+}
+#define INFINIOP_CPU_KERNEL(name) ::infiniop::cpu::name
+#else
+#define INFINIOP_CPU_KERNEL(name) nullptr
+#endif
+}  // namespace infiniop
+
+// The kernel table of one operator, indexed by infiniDevice_t (CPU, OPENCL, CPU_REFERENCE).
+#define INFINIOP_KERNEL_TABLE(name) \
+  { INFINIOP_CPU_KERNEL(name), nullptr, ::infiniop::cpu_reference::name }
