@@ -36,7 +36,12 @@ struct GeluBackward {
     const V s = hn::IfThenElse(negative, er, r);
     const V one_minus_s = hn::IfThenElse(negative, r, er);
     const V derivative = hn::Mul(s, hn::MulAdd(hn::Mul(x, one_minus_s), dv, hn::Set(d, 1.0f)));
-    grad_input = hn::Mul(hn::IfThenElse(hn::IsNaN(input), input, derivative), grad_output);
+    const V product = hn::Mul(hn::IfThenElse(hn::IsNaN(input), input, derivative), grad_output);
+    // For finite x < -10 the derivative underflows to 0 but is truly negative, so an infinite
+    // grad_output must give an infinity of the opposite sign, not inf * 0 = NaN.
+    const auto underflowed = hn::And(hn::Eq(derivative, hn::Zero(d)), hn::IsFinite(input));
+    grad_input = hn::IfThenElse(hn::And(underflowed, hn::IsInf(grad_output)), hn::Neg(grad_output),
+                                product);
   }
 };
 

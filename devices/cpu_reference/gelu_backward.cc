@@ -17,9 +17,17 @@ struct GeluBackward {
     // of the formula for huge and infinite inputs (std::clamp passes NaN through).
     const double x = std::clamp(static_cast<double>(input), -30.0, 30.0);
     const double u = kAlpha * (x + kBeta * x * x * x);
-    const double t = std::tanh(u);
-    const double derivative =
-        0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kAlpha * (1.0 + 3.0 * kBeta * x * x);
+    // 0.5 (1 + tanh u) and 0.5 (1 - tanh u), each as a sigmoid so neither cancels; then
+    // 0.5 (1 - tanh^2 u) = 2 * sigmoid(2u) * sigmoid(-2u).
+    const double half_one_plus_t = 1.0 / (1.0 + std::exp(-2.0 * u));
+    const double half_one_minus_t = 1.0 / (1.0 + std::exp(2.0 * u));
+    const double derivative = half_one_plus_t + x * (2.0 * half_one_plus_t * half_one_minus_t) *
+                                                    kAlpha * (1.0 + 3.0 * kBeta * x * x);
+    // Far left the derivative underflows to 0 but is truly negative: inf * it is -inf, not NaN.
+    if (derivative == 0.0 && std::isfinite(input) && std::isinf(grad_output)) {
+      grad_input = -grad_output;
+      return;
+    }
     grad_input = static_cast<float>(grad_output * derivative);
   }
 };

@@ -70,10 +70,9 @@ static infiniStatus_t createTensor(infiniopTensorDescriptor_t *desc, size_t ndim
   // Every element count and byte offset must fit in ptrdiff_t so that kernels can index freely.
   const size_t limit = static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max()) / element_size;
   size_t count = 1;
-  bool empty = false;
-  for (size_t d = 0; d < ndim; ++d) {
-    if (dims[d] == 0) empty = true;
-    else if (count > limit / dims[d]) {
+  const bool empty = std::find(dims.begin(), dims.end(), size_t{0}) != dims.end();
+  for (size_t d = 0; d < ndim && !empty; ++d) {
+    if (count > limit / dims[d]) {
       return fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
                   where + std::string("element count of shape ") + shapeString(dims) + " overflows");
     } else {

@@ -1,0 +1,12 @@
+#!/bin/sh
+# Fails if libinfiniop exports any symbol outside the C API (every API name starts with "infini").
+set -eu
+lib="$1"
+symbols=$(nm -D --defined-only "$lib" | awk '{print $3}')
+[ -n "$symbols" ] || { echo "no exported symbols in $lib"; exit 1; }
+extra=$(printf '%s\n' "$symbols" | grep -v '^infini' || true)
+if [ -n "$extra" ]; then
+  echo "exported symbols outside the C API:"; printf '%s\n' "$extra"; exit 1
+fi
+printf '%s\n' "$symbols" | grep -qx infiniopGeluBackward
+echo "exports ok: $(printf '%s\n' "$symbols" | wc -l) C API symbols"

@@ -1,0 +1,146 @@
+// Core ABI: status strings, last error, tensor descriptors, handles, runtime functions.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "infiniop.h"
+
+namespace {
+
+TEST(Status, NamesAndValuesMatchTheAbi) {
+  EXPECT_EQ(INFINI_STATUS_BAD_TENSOR_DTYPE, 10);
+  EXPECT_EQ(INFINI_STATUS_INSUFFICIENT_WORKSPACE, 13);
+  EXPECT_EQ(INFINI_DTYPE_BF16, 19);
+  EXPECT_EQ(INFINI_DEVICE_CPU_REFERENCE, 2);
+  EXPECT_STREQ(infiniStatusString(INFINI_STATUS_SUCCESS), "INFINI_STATUS_SUCCESS");
+  EXPECT_STREQ(infiniStatusString(INFINI_STATUS_BAD_PARAM), "INFINI_STATUS_BAD_PARAM");
+  EXPECT_STREQ(infiniStatusString(INFINI_STATUS_INSUFFICIENT_WORKSPACE),
+               "INFINI_STATUS_INSUFFICIENT_WORKSPACE");
+  EXPECT_STREQ(infiniStatusString(static_cast<infiniStatus_t>(9)), "INFINI_STATUS_UNKNOWN");
+}
+
+TEST(LastError, SetOnFailureClearedOnSuccess) {
+  infiniopTensorDescriptor_t desc = nullptr;
+  EXPECT_EQ(infiniopCreateTensorDescriptor(&desc, 1, nullptr, nullptr, INFINI_DTYPE_F32),
+            INFINI_STATUS_NULL_POINTER);
+  EXPECT_NE(std::string(infiniopGetLastError()), "");
+  const size_t shape[] = {3};
+  ASSERT_EQ(infiniopCreateTensorDescriptor(&desc, 1, shape, nullptr, INFINI_DTYPE_F32),
+            INFINI_STATUS_SUCCESS);
+  EXPECT_STREQ(infiniopGetLastError(), "");
+  EXPECT_EQ(infiniopDestroyTensorDescriptor(desc), INFINI_STATUS_SUCCESS);
+}
+
+TEST(LastError, IsThreadLocal) {
+  EXPECT_EQ(infiniopDestroyHandle(nullptr), INFINI_STATUS_NULL_POINTER);
+  std::string other;
+  std::thread([&] { other = infiniopGetLastError(); }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_NE(std::string(infiniopGetLastError()), "");
+}
+
+infiniStatus_t createTensor(std::vector<size_t> shape, std::vector<ptrdiff_t> strides,
+                            infiniDtype_t dtype = INFINI_DTYPE_F32) {
+  infiniopTensorDescriptor_t desc = nullptr;
+  const infiniStatus_t status = infiniopCreateTensorDescriptor(
+      &desc, shape.size(), shape.data(), strides.empty() ? nullptr : strides.data(), dtype);
+  if (status == INFINI_STATUS_SUCCESS) {
+    EXPECT_EQ(infiniopDestroyTensorDescriptor(desc), INFINI_STATUS_SUCCESS);
+  } else {
+    EXPECT_NE(std::string(infiniopGetLastError()), "");
+  }
+  return status;
+}
+
+TEST(TensorDescriptor, AcceptsRanksZeroToSixteen) {
+  EXPECT_EQ(createTensor({}, {}), INFINI_STATUS_SUCCESS);
+  for (size_t rank = 1; rank <= INFINIOP_MAX_NDIM; ++rank)
+    EXPECT_EQ(createTensor(std::vector<size_t>(rank, 2), {}), INFINI_STATUS_SUCCESS) << rank;
+  EXPECT_EQ(createTensor(std::vector<size_t>(INFINIOP_MAX_NDIM + 1, 1), {}),
+            INFINI_STATUS_BAD_TENSOR_SHAPE);
+}
+
+TEST(TensorDescriptor, ZeroSizeDims) {
+  EXPECT_EQ(createTensor({0}, {}), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(createTensor({4, 0, 5}, {}), INFINI_STATUS_SUCCESS);
+  // With a zero dim no element exists, so even huge strides address nothing.
+  EXPECT_EQ(createTensor({0, SIZE_MAX / 2}, {PTRDIFF_MAX, 1}), INFINI_STATUS_SUCCESS);
+}
+
+TEST(TensorDescriptor, RejectsElementCountOverflow) {
+  EXPECT_EQ(createTensor({SIZE_MAX / 2, 3}, {}), INFINI_STATUS_BAD_TENSOR_SHAPE);
+  EXPECT_EQ(createTensor({size_t{1} << 40, size_t{1} << 30}, {}), INFINI_STATUS_BAD_TENSOR_SHAPE);
+  EXPECT_EQ(createTensor({size_t{1} << 61}, {}), INFINI_STATUS_BAD_TENSOR_SHAPE);  // bytes overflow
+}
+
+TEST(TensorDescriptor, RejectsOffsetOverflow) {
+  EXPECT_EQ(createTensor({3, 4}, {PTRDIFF_MAX / 2, 1}), INFINI_STATUS_BAD_TENSOR_STRIDES);
+  EXPECT_EQ(createTensor({3, 4}, {-(PTRDIFF_MAX / 2), 1}), INFINI_STATUS_BAD_TENSOR_STRIDES);
+  EXPECT_EQ(createTensor({3, 4}, {PTRDIFF_MIN, 1}), INFINI_STATUS_BAD_TENSOR_STRIDES);
+}
+
+TEST(TensorDescriptor, AcceptsBroadcastAndNegativeStrides) {
+  EXPECT_EQ(createTensor({3, 4}, {0, 1}), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(createTensor({3, 4}, {-4, -1}), INFINI_STATUS_SUCCESS);
+}
+
+TEST(TensorDescriptor, RejectsUnknownDtypeAndNulls) {
+  EXPECT_EQ(createTensor({3}, {}, static_cast<infiniDtype_t>(0)), INFINI_STATUS_BAD_TENSOR_DTYPE);
+  EXPECT_EQ(createTensor({3}, {}, static_cast<infiniDtype_t>(42)), INFINI_STATUS_BAD_TENSOR_DTYPE);
+  const size_t shape[] = {3};
+  EXPECT_EQ(infiniopCreateTensorDescriptor(nullptr, 1, shape, nullptr, INFINI_DTYPE_F32),
+            INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(infiniopDestroyTensorDescriptor(nullptr), INFINI_STATUS_NULL_POINTER);
+}
+
+TEST(Handle, CpuDevicesAndErrors) {
+  infiniopHandle_t handle = nullptr;
+  for (infiniDevice_t device : {INFINI_DEVICE_CPU, INFINI_DEVICE_CPU_REFERENCE}) {
+    ASSERT_EQ(infiniopCreateHandle(&handle, device, 0), INFINI_STATUS_SUCCESS);
+    EXPECT_EQ(infiniopDestroyHandle(handle), INFINI_STATUS_SUCCESS);
+    EXPECT_EQ(infiniopCreateHandle(&handle, device, 1), INFINI_STATUS_DEVICE_NOT_FOUND);
+    EXPECT_NE(std::string(infiniopGetLastError()), "");
+  }
+  EXPECT_EQ(infiniopCreateHandle(&handle, INFINI_DEVICE_OPENCL, 0),
+            INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED);
+  EXPECT_EQ(infiniopCreateHandle(&handle, static_cast<infiniDevice_t>(7), 0),
+            INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED);
+  EXPECT_EQ(infiniopCreateHandle(nullptr, INFINI_DEVICE_CPU, 0), INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(infiniopDestroyHandle(nullptr), INFINI_STATUS_NULL_POINTER);
+}
+
+TEST(Runtime, MallocCopyFreeStreams) {
+  infiniopHandle_t handle = nullptr;
+  ASSERT_EQ(infiniopCreateHandle(&handle, INFINI_DEVICE_CPU, 0), INFINI_STATUS_SUCCESS);
+  void *device = nullptr;
+  ASSERT_EQ(infiniopMalloc(handle, &device, 100), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(device) % 64, 0u);
+  std::vector<uint8_t> src(100), dst(100, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7);
+  void *stream = nullptr;
+  ASSERT_EQ(infiniopStreamCreate(handle, &stream), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(infiniopMemcpyHostToDevice(handle, device, src.data(), 100, stream), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(infiniopStreamSynchronize(handle, stream), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(infiniopMemcpyDeviceToHost(handle, dst.data(), device, 100, nullptr), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(src, dst);
+  EXPECT_EQ(infiniopStreamDestroy(handle, stream), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(infiniopStreamDestroy(handle, stream), INFINI_STATUS_BAD_PARAM);  // twice
+  EXPECT_EQ(infiniopStreamSynchronize(handle, &src), INFINI_STATUS_BAD_PARAM);
+  EXPECT_EQ(infiniopMemcpyHostToDevice(handle, nullptr, src.data(), 1, nullptr), INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(infiniopMemcpyHostToDevice(handle, nullptr, nullptr, 0, nullptr), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(infiniopFree(handle, device), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(infiniopFree(handle, device), INFINI_STATUS_BAD_PARAM);        // double free
+  EXPECT_EQ(infiniopFree(handle, src.data()), INFINI_STATUS_BAD_PARAM);    // never allocated
+  EXPECT_NE(std::string(infiniopGetLastError()), "");
+  EXPECT_EQ(infiniopMalloc(handle, nullptr, 4), INFINI_STATUS_NULL_POINTER);
+  void *zero = nullptr;
+  EXPECT_EQ(infiniopMalloc(handle, &zero, 0), INFINI_STATUS_SUCCESS);
+  EXPECT_NE(zero, nullptr);
+  // Leaving `zero` allocated: destroying the handle releases it (ASan checks that).
+  EXPECT_EQ(infiniopDestroyHandle(handle), INFINI_STATUS_SUCCESS);
+}
+
+}  // namespace
