@@ -9,7 +9,18 @@
 
 namespace infiniop {
 
+// The int behind an enum argument of the C API. C callers may pass any int, and loading an
+// out-of-range value as a C++ enum is undefined, so validation reads the bytes instead.
+template <class Enum>
+int enumValue(const Enum &value) {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized");
+  int raw;
+  std::memcpy(&raw, &value, sizeof raw);
+  return raw;
+}
+
 size_t dtypeSize(infiniDtype_t dtype);  // 0 for an unknown value
+inline bool isKnownDtype(int raw) { return raw >= INFINI_DTYPE_BYTE && raw <= INFINI_DTYPE_BF16; }
 const char *dtypeName(infiniDtype_t dtype);
 inline bool isFloatStorage(infiniDtype_t t) {
   return t == INFINI_DTYPE_F32 || t == INFINI_DTYPE_F16 || t == INFINI_DTYPE_BF16;

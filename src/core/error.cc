@@ -1,5 +1,7 @@
 #include "core/error.h"
 
+#include "core/dtype.h"
+
 namespace infiniop {
 namespace {
 thread_local std::string last_error;
@@ -20,7 +22,7 @@ infiniStatus_t succeed() {
 extern "C" const char *infiniopGetLastError(void) { return infiniop::last_error.c_str(); }
 
 extern "C" const char *infiniStatusString(infiniStatus_t status) {
-  switch (status) {
+  switch (infiniop::enumValue(status)) {  // any int may arrive from C
 #define INFINIOP_STATUS_NAME(name) \
   case name:                       \
     return #name;

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace infiniop {
@@ -27,10 +28,12 @@ extern "C" infiniStatus_t infiniopCreateHandle(infiniopHandle_t *handle, infiniD
                                                int device_id) {
   return infiniop::guarded("infiniopCreateHandle", [&] {
     if (!handle) return fail(INFINI_STATUS_NULL_POINTER, "infiniopCreateHandle: handle is NULL");
-    if (device != INFINI_DEVICE_CPU && device != INFINI_DEVICE_CPU_REFERENCE)
+    const int raw = infiniop::enumValue(device);
+    if (raw != INFINI_DEVICE_CPU && raw != INFINI_DEVICE_CPU_REFERENCE)
       return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,
-                  "infiniopCreateHandle: device type " + std::to_string(static_cast<int>(device)) +
-                      " (" + infiniop::deviceName(device) + ") is not supported by this build");
+                  "infiniopCreateHandle: device type " + std::to_string(raw) + " (" +
+                      (raw == INFINI_DEVICE_OPENCL ? "opencl" : "unknown") +
+                      ") is not supported by this build");
     if (device_id != 0)
       return fail(INFINI_STATUS_DEVICE_NOT_FOUND,
                   std::string("infiniopCreateHandle: ") + infiniop::deviceName(device) +

@@ -52,7 +52,7 @@ bool hasSelfOverlap(const std::vector<size_t> &shape, const std::vector<ptrdiff_
 
 static infiniStatus_t createTensor(infiniopTensorDescriptor_t *desc, size_t ndim,
                                    const size_t *shape, const ptrdiff_t *strides,
-                                   infiniDtype_t dtype) {
+                                   int dtype_value) {
   const char *where = "infiniopCreateTensorDescriptor: ";
   if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(where) + "desc is NULL");
   if (ndim > INFINIOP_MAX_NDIM)
@@ -60,10 +60,11 @@ static infiniStatus_t createTensor(infiniopTensorDescriptor_t *desc, size_t ndim
                                                     " dimensions; at most " +
                                                     std::to_string(INFINIOP_MAX_NDIM) + " are supported");
   if (ndim > 0 && !shape) return fail(INFINI_STATUS_NULL_POINTER, std::string(where) + "shape is NULL");
-  const size_t element_size = dtypeSize(dtype);
-  if (element_size == 0)
+  if (!isKnownDtype(dtype_value))
     return fail(INFINI_STATUS_BAD_TENSOR_DTYPE,
-                where + std::string("unknown dtype ") + std::to_string(static_cast<int>(dtype)));
+                where + std::string("unknown dtype ") + std::to_string(dtype_value));
+  const auto dtype = static_cast<infiniDtype_t>(dtype_value);
+  const size_t element_size = dtypeSize(dtype);
 
   std::vector<size_t> dims(shape, shape + ndim);
   std::vector<ptrdiff_t> steps(ndim);
@@ -110,7 +111,9 @@ extern "C" infiniStatus_t infiniopCreateTensorDescriptor(infiniopTensorDescripto
                                                          const ptrdiff_t *strides,
                                                          infiniDtype_t dtype) {
   return infiniop::guarded("infiniopCreateTensorDescriptor",
-                           [&] { return infiniop::createTensor(desc, ndim, shape, strides, dtype); });
+                           [&] {
+    return infiniop::createTensor(desc, ndim, shape, strides, infiniop::enumValue(dtype));
+  });
 }
 
 extern "C" infiniStatus_t infiniopDestroyTensorDescriptor(infiniopTensorDescriptor_t desc) {

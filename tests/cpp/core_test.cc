@@ -20,6 +20,7 @@ TEST(Status, NamesAndValuesMatchTheAbi) {
   EXPECT_STREQ(infiniStatusString(INFINI_STATUS_INSUFFICIENT_WORKSPACE),
                "INFINI_STATUS_INSUFFICIENT_WORKSPACE");
   EXPECT_STREQ(infiniStatusString(static_cast<infiniStatus_t>(9)), "INFINI_STATUS_UNKNOWN");
+  EXPECT_STREQ(infiniStatusString(static_cast<infiniStatus_t>(1000)), "INFINI_STATUS_UNKNOWN");
 }
 
 TEST(LastError, SetOnFailureClearedOnSuccess) {
