@@ -106,3 +106,7 @@ extern "C" infiniStatus_t infiniopStreamSynchronize(infiniopHandle_t handle, voi
   INFINIOP_CHECK(checkStream("infiniopStreamSynchronize", handle, stream));
   return succeed();
 }
+
+#if !INFINIOP_WITH_CPU
+extern "C" const char *infiniopCpuIsaName(void) { return "none (built without the cpu device)"; }
+#endif
