@@ -62,15 +62,14 @@ HWY_INLINE void StoreF32(DF /*df*/, hn::Vec<DF> v, float *p) {
 template <class DF>
 HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, hwy::bfloat16_t *p) {
   const hn::RebindToUnsigned<DF> du32;
-  const hn::RebindToSigned<DF> di32;
   const hn::Rebind<uint16_t, DF> du16;
   const auto bits = hn::BitCast(du32, v);
   const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(du32, 1));
   const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(odd, hn::Set(du32, 0x7fff))));
   const auto quiet_nan = hn::Or(hn::ShiftRight<16>(bits), hn::Set(du32, 0x40));
-  const auto result = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), quiet_nan, rounded);
+  const auto result = hn::IfThenElse(hn::RebindMask(du32, hn::Ne(v, v)), quiet_nan, rounded);
   (void)df;
-  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, result)), du16, reinterpret_cast<uint16_t *>(p));
+  hn::StoreU(hn::TruncateTo(du16, result), du16, reinterpret_cast<uint16_t *>(p));
 }
 
 template <class DF>
