@@ -47,8 +47,8 @@ HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::float16_t *p) {
   // Normal and subnormal halves: rebias the exponent by multiplying with 2^112 (exact).
   const auto finite = hn::Mul(hn::BitCast(df, shifted), hn::Set(df, 0x1p112f));
   const auto special = hn::BitCast(df, hn::Or(shifted, hn::Set(du32, 0x7f800000)));
-  const auto is_special = hn::RebindMask(
-      df, hn::Gt(hn::BitCast(di32, magnitude), hn::Set(di32, 0x7bff)));
+  const auto is_special =
+      hn::RebindMask(df, hn::Gt(hn::BitCast(di32, magnitude), hn::Set(di32, 0x7bff)));
   const auto sign = hn::ShiftLeft<16>(hn::And(bits, hn::Set(du32, 0x8000)));
   return hn::Or(hn::IfThenElse(is_special, special, finite), hn::BitCast(df, sign));
 #endif
@@ -75,7 +75,8 @@ HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, hwy::bfloat16_t *p) {
 template <class DF>
 HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, hwy::float16_t *p) {
 #if INFINIOP_HWY_NATIVE_F16
-  hn::StoreU(hn::DemoteTo(hn::Rebind<hwy::float16_t, DF>(), v), hn::Rebind<hwy::float16_t, DF>(), p);
+  hn::StoreU(hn::DemoteTo(hn::Rebind<hwy::float16_t, DF>(), v), hn::Rebind<hwy::float16_t, DF>(),
+             p);
 #else
   const hn::RebindToUnsigned<DF> du32;
   const hn::RebindToSigned<DF> di32;
@@ -85,15 +86,15 @@ HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, hwy::float16_t *p) {
   const auto magnitude = hn::And(bits, hn::Set(du32, 0x7fffffff));
   const auto m = hn::BitCast(di32, magnitude);  // < 2^31: signed compares are exact
   // Below 2^-14 the result is subnormal: adding 0.5 lets the FPU round at 2^-24 granularity.
-  const auto subnormal = hn::Sub(
-      hn::BitCast(du32, hn::Add(hn::BitCast(df, magnitude), hn::Set(df, 0.5f))),
-      hn::Set(du32, 0x3f000000));
+  const auto subnormal =
+      hn::Sub(hn::BitCast(du32, hn::Add(hn::BitCast(df, magnitude), hn::Set(df, 0.5f))),
+              hn::Set(du32, 0x3f000000));
   // Normal: rebias the exponent (-112) and round the 13 dropped bits to nearest even.
   const auto odd = hn::And(hn::ShiftRight<13>(magnitude), hn::Set(du32, 1));
   const auto normal =
       hn::ShiftRight<13>(hn::Add(hn::Sub(magnitude, hn::Set(du32, 0x37fff001)), odd));
-  auto result = hn::IfThenElse(hn::RebindMask(du32, hn::Lt(m, hn::Set(di32, 0x38800000))),
-                               subnormal, normal);
+  auto result =
+      hn::IfThenElse(hn::RebindMask(du32, hn::Lt(m, hn::Set(di32, 0x38800000))), subnormal, normal);
   result = hn::IfThenElse(hn::RebindMask(du32, hn::Gt(m, hn::Set(di32, 0x477fefff))),
                           hn::Set(du32, 0x7c00), result);
   result = hn::IfThenElse(hn::RebindMask(du32, hn::Gt(m, hn::Set(di32, 0x7f800000))),

@@ -56,15 +56,16 @@ HWY_INLINE void ContiguousRow(const Functor &f, size_t n, char *const *base,
 // A row with some non-unit inner stride: gather tiles of the strided operands into contiguous
 // buffers, run the contiguous row on them, scatter the strided outputs back.
 template <class Functor, class T, class OutSeq, class InSeq>
-HWY_NOINLINE void StridedRow(const Functor &f, size_t n, char *const *base, const ptrdiff_t *strides,
-                             int num_operands, int num_outputs) {
+HWY_NOINLINE void StridedRow(const Functor &f, size_t n, char *const *base,
+                             const ptrdiff_t *strides, int num_operands, int num_outputs) {
   constexpr size_t kTile = 256;
   HWY_ALIGN T tile[kMaxOperands][kTile];
   char *tile_base[kMaxOperands];
   for (size_t start = 0; start < n; start += kTile) {
     const size_t count = n - start < kTile ? n - start : kTile;
     for (int k = 0; k < num_operands; ++k) {
-      const T *src = reinterpret_cast<const T *>(base[k]) + static_cast<ptrdiff_t>(start) * strides[k];
+      const T *src =
+          reinterpret_cast<const T *>(base[k]) + static_cast<ptrdiff_t>(start) * strides[k];
       if (strides[k] == 1) {
         tile_base[k] = const_cast<char *>(reinterpret_cast<const char *>(src));
         continue;
@@ -88,9 +89,10 @@ HWY_INLINE void RangeTyped(const Plan &plan, const Functor &f, char *const *oper
   using OutSeq = std::make_index_sequence<Functor::kOutputs>;
   using InSeq = std::make_index_sequence<Functor::kInputs>;
   if (plan.inner_contiguous) {
-    elementwise::walkRows(plan, operands, begin, end, [&](char *const *base, size_t count) HWY_ATTR {
-      ContiguousRow<Functor, T>(f, count, base, OutSeq(), InSeq());
-    });
+    elementwise::walkRows(plan, operands, begin, end,
+                          [&](char *const *base, size_t count) HWY_ATTR {
+                            ContiguousRow<Functor, T>(f, count, base, OutSeq(), InSeq());
+                          });
     return;
   }
   ptrdiff_t inner_strides[kMaxOperands];

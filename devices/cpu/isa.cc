@@ -8,15 +8,21 @@
 
 HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
-const char *TargetName() { return hwy::TargetName(HWY_TARGET); }
+const char *TargetName() {
+  return hwy::TargetName(HWY_TARGET);
+}
 }  // namespace infiniop::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace infiniop::cpu {
 HWY_EXPORT(TargetName);
-static const char *isaName() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+static const char *isaName() {
+  return HWY_DYNAMIC_DISPATCH(TargetName)();
+}
 }  // namespace infiniop::cpu
 
-extern "C" const char *infiniopCpuIsaName(void) { return infiniop::cpu::isaName(); }
+extern "C" const char *infiniopCpuIsaName(void) {
+  return infiniop::cpu::isaName();
+}
 #endif

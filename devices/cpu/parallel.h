@@ -22,21 +22,21 @@ void runRanges(const elementwise::Plan &plan, const void *attributes, char *cons
 // In a file compiled per target through foreach_target.h, where the functor `Functor` is declared
 // in HWY_NAMESPACE: defines the per-target range body of the cpu kernel `name`. Use outside
 // namespaces, then INFINIOP_CPU_ELEMENTWISE_DISPATCH(name) inside `#if HWY_ONCE`.
-#define INFINIOP_CPU_ELEMENTWISE_RANGE(name, Functor)                                  \
-  HWY_BEFORE_NAMESPACE();                                                             \
-  namespace infiniop::cpu::HWY_NAMESPACE {                                            \
-  void name##_range(const elementwise::Plan &plan, const void *attributes,            \
-                    char *const *operands, size_t begin, size_t end) {                \
-    ElementwiseRange<Functor>(plan, attributes, operands, begin, end);                \
-  }                                                                                   \
-  }                                                                                   \
+#define INFINIOP_CPU_ELEMENTWISE_RANGE(name, Functor)                                             \
+  HWY_BEFORE_NAMESPACE();                                                                         \
+  namespace infiniop::cpu::HWY_NAMESPACE {                                                        \
+  void name##_range(const elementwise::Plan &plan, const void *attributes, char *const *operands, \
+                    size_t begin, size_t end) {                                                   \
+    ElementwiseRange<Functor>(plan, attributes, operands, begin, end);                            \
+  }                                                                                               \
+  }                                                                                               \
   HWY_AFTER_NAMESPACE()
 
 // Defines the kernel `name` of the cpu device: dispatch to the best target, then split threads.
-#define INFINIOP_CPU_ELEMENTWISE_DISPATCH(name)                                                  \
-  namespace infiniop::cpu {                                                                     \
-  HWY_EXPORT(name##_range);                                                                     \
-  void name(const elementwise::Plan &plan, const void *attributes, char *const *operands) {     \
-    runRanges(plan, attributes, operands, &HWY_DYNAMIC_DISPATCH(name##_range));                 \
-  }                                                                                             \
+#define INFINIOP_CPU_ELEMENTWISE_DISPATCH(name)                                             \
+  namespace infiniop::cpu {                                                                 \
+  HWY_EXPORT(name##_range);                                                                 \
+  void name(const elementwise::Plan &plan, const void *attributes, char *const *operands) { \
+    runRanges(plan, attributes, operands, &HWY_DYNAMIC_DISPATCH(name##_range));             \
+  }                                                                                         \
   }

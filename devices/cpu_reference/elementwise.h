@@ -52,8 +52,8 @@ void runElementwise(const elementwise::Plan &plan, const void *attributes, char 
   if constexpr (!std::is_empty_v<Functor>) std::memcpy(&f, attributes, sizeof(Functor));
   visitFloatStorage(plan.dtype, [&](auto storage) {
     runTyped<Functor, decltype(storage)>(plan, f, operands,
-                                          std::make_index_sequence<Functor::kOutputs>(),
-                                          std::make_index_sequence<Functor::kInputs>());
+                                         std::make_index_sequence<Functor::kOutputs>(),
+                                         std::make_index_sequence<Functor::kInputs>());
   });
 }
 

@@ -35,8 +35,8 @@ size_t dtypeSize(infiniDtype_t dtype) {
 }
 
 const char *dtypeName(infiniDtype_t dtype) {
-  static const char *const names[] = {"INVALID", "BYTE", "BOOL", "I8",  "I16", "I32",  "I64",
-                                      "U8",      "U16",  "U32",  "U64", "F8",  "F16",  "F32",
+  static const char *const names[] = {"INVALID", "BYTE", "BOOL", "I8",  "I16",  "I32", "I64",
+                                      "U8",      "U16",  "U32",  "U64", "F8",   "F16", "F32",
                                       "F64",     "C16",  "C32",  "C64", "C128", "BF16"};
   const int i = static_cast<int>(dtype);
   return i >= 0 && i < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[i] : "UNKNOWN";

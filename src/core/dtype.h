@@ -20,7 +20,9 @@ int enumValue(const Enum &value) {
 }
 
 size_t dtypeSize(infiniDtype_t dtype);  // 0 for an unknown value
-inline bool isKnownDtype(int raw) { return raw >= INFINI_DTYPE_BYTE && raw <= INFINI_DTYPE_BF16; }
+inline bool isKnownDtype(int raw) {
+  return raw >= INFINI_DTYPE_BYTE && raw <= INFINI_DTYPE_BF16;
+}
 const char *dtypeName(infiniDtype_t dtype);
 inline bool isFloatStorage(infiniDtype_t t) {
   return t == INFINI_DTYPE_F32 || t == INFINI_DTYPE_F16 || t == INFINI_DTYPE_BF16;
@@ -37,7 +39,9 @@ inline float floatOf(uint32_t u) {
   return f;
 }
 
-inline float f32FromBf16(uint16_t h) { return floatOf(uint32_t{h} << 16); }
+inline float f32FromBf16(uint16_t h) {
+  return floatOf(uint32_t{h} << 16);
+}
 
 inline uint16_t bf16FromF32(float f) {
   const uint32_t u = bitsOf(f);
@@ -65,9 +69,9 @@ inline uint16_t f16FromF32(float f) {
   const uint32_t u = bitsOf(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return sign | 0x7e00;           // NaN
-  if (a >= 0x477ff000u) return sign | 0x7c00;          // rounds to >= 65520: infinity
-  if (a < 0x38800000u) {                               // below 2^-14: F16 subnormal or zero
+  if (a > 0x7f800000u) return sign | 0x7e00;   // NaN
+  if (a >= 0x477ff000u) return sign | 0x7c00;  // rounds to >= 65520: infinity
+  if (a < 0x38800000u) {                       // below 2^-14: F16 subnormal or zero
     // Adding 0.5 makes the FPU round the value at 2^-24 granularity, nearest even.
     const float shifted = floatOf(a) + 0.5f;
     return sign | static_cast<uint16_t>(bitsOf(shifted) - bitsOf(0.5f));
@@ -87,9 +91,15 @@ struct F16 {
 struct BF16 {
   uint16_t bits;
 };
-inline float toFloat(float v) { return v; }
-inline float toFloat(F16 v) { return f32FromF16(v.bits); }
-inline float toFloat(BF16 v) { return f32FromBf16(v.bits); }
+inline float toFloat(float v) {
+  return v;
+}
+inline float toFloat(F16 v) {
+  return f32FromF16(v.bits);
+}
+inline float toFloat(BF16 v) {
+  return f32FromBf16(v.bits);
+}
 template <class T>
 T fromFloat(float v);
 template <>

@@ -19,7 +19,9 @@ infiniStatus_t succeed() {
 
 }  // namespace infiniop
 
-extern "C" const char *infiniopGetLastError(void) { return infiniop::last_error.c_str(); }
+extern "C" const char *infiniopGetLastError(void) {
+  return infiniop::last_error.c_str();
+}
 
 extern "C" const char *infiniStatusString(infiniStatus_t status) {
   switch (infiniop::enumValue(status)) {  // any int may arrive from C

@@ -30,8 +30,8 @@ infiniStatus_t guarded(const char *where, Body &&body) noexcept {
 }  // namespace infiniop
 
 // Returns early from the enclosing function when `expr` is not SUCCESS.
-#define INFINIOP_CHECK(expr)                                 \
-  do {                                                       \
-    const infiniStatus_t infiniop_status_ = (expr);          \
+#define INFINIOP_CHECK(expr)                                                \
+  do {                                                                      \
+    const infiniStatus_t infiniop_status_ = (expr);                         \
     if (infiniop_status_ != INFINI_STATUS_SUCCESS) return infiniop_status_; \
   } while (0)

@@ -23,8 +23,9 @@ infiniStatus_t checkStream(const char *where, infiniopHandle_t handle, void *str
   if (!stream) return INFINI_STATUS_SUCCESS;
   std::lock_guard<std::mutex> lock(handle->mutex);
   if (!handle->streams.count(stream))
-    return fail(INFINI_STATUS_BAD_PARAM,
-                std::string(where) + ": stream was not created by infiniopStreamCreate on this handle");
+    return fail(
+        INFINI_STATUS_BAD_PARAM,
+        std::string(where) + ": stream was not created by infiniopStreamCreate on this handle");
   return INFINI_STATUS_SUCCESS;
 }
 
@@ -95,8 +96,9 @@ extern "C" infiniStatus_t infiniopStreamDestroy(infiniopHandle_t handle, void *s
   if (!stream) return fail(INFINI_STATUS_NULL_POINTER, "infiniopStreamDestroy: stream is NULL");
   std::lock_guard<std::mutex> lock(handle->mutex);
   if (!handle->streams.erase(stream))
-    return fail(INFINI_STATUS_BAD_PARAM,
-                "infiniopStreamDestroy: stream was not created by infiniopStreamCreate on this handle");
+    return fail(
+        INFINI_STATUS_BAD_PARAM,
+        "infiniopStreamDestroy: stream was not created by infiniopStreamCreate on this handle");
   delete static_cast<char *>(stream);
   return succeed();
 }
@@ -108,5 +110,7 @@ extern "C" infiniStatus_t infiniopStreamSynchronize(infiniopHandle_t handle, voi
 }
 
 #if !INFINIOP_WITH_CPU
-extern "C" const char *infiniopCpuIsaName(void) { return "none (built without the cpu device)"; }
+extern "C" const char *infiniopCpuIsaName(void) {
+  return "none (built without the cpu device)";
+}
 #endif

@@ -20,8 +20,12 @@ static std::string listString(const std::vector<T> &values) {
   for (size_t i = 0; i < values.size(); ++i) s += (i ? "," : "") + std::to_string(values[i]);
   return s + "]";
 }
-std::string shapeString(const std::vector<size_t> &shape) { return listString(shape); }
-std::string stridesString(const std::vector<ptrdiff_t> &strides) { return listString(strides); }
+std::string shapeString(const std::vector<size_t> &shape) {
+  return listString(shape);
+}
+std::string stridesString(const std::vector<ptrdiff_t> &strides) {
+  return listString(strides);
+}
 
 ElementSpan elementSpan(const std::vector<size_t> &shape, const std::vector<ptrdiff_t> &strides) {
   ElementSpan span;
@@ -51,15 +55,15 @@ bool hasSelfOverlap(const std::vector<size_t> &shape, const std::vector<ptrdiff_
 }
 
 static infiniStatus_t createTensor(infiniopTensorDescriptor_t *desc, size_t ndim,
-                                   const size_t *shape, const ptrdiff_t *strides,
-                                   int dtype_value) {
+                                   const size_t *shape, const ptrdiff_t *strides, int dtype_value) {
   const char *where = "infiniopCreateTensorDescriptor: ";
   if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(where) + "desc is NULL");
   if (ndim > INFINIOP_MAX_NDIM)
-    return fail(INFINI_STATUS_BAD_TENSOR_SHAPE, where + std::to_string(ndim) +
-                                                    " dimensions; at most " +
-                                                    std::to_string(INFINIOP_MAX_NDIM) + " are supported");
-  if (ndim > 0 && !shape) return fail(INFINI_STATUS_NULL_POINTER, std::string(where) + "shape is NULL");
+    return fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
+                where + std::to_string(ndim) + " dimensions; at most " +
+                    std::to_string(INFINIOP_MAX_NDIM) + " are supported");
+  if (ndim > 0 && !shape)
+    return fail(INFINI_STATUS_NULL_POINTER, std::string(where) + "shape is NULL");
   if (!isKnownDtype(dtype_value))
     return fail(INFINI_STATUS_BAD_TENSOR_DTYPE,
                 where + std::string("unknown dtype ") + std::to_string(dtype_value));
@@ -74,8 +78,8 @@ static infiniStatus_t createTensor(infiniopTensorDescriptor_t *desc, size_t ndim
   const bool empty = std::find(dims.begin(), dims.end(), size_t{0}) != dims.end();
   for (size_t d = 0; d < ndim && !empty; ++d) {
     if (count > limit / dims[d]) {
-      return fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
-                  where + std::string("element count of shape ") + shapeString(dims) + " overflows");
+      return fail(INFINI_STATUS_BAD_TENSOR_SHAPE, where + std::string("element count of shape ") +
+                                                      shapeString(dims) + " overflows");
     } else {
       count *= dims[d];
     }
@@ -88,9 +92,9 @@ static infiniStatus_t createTensor(infiniopTensorDescriptor_t *desc, size_t ndim
       const size_t step = steps[d] < 0 ? 0 - static_cast<size_t>(steps[d]) : steps[d];
       const size_t span = dims[d] - 1;
       if ((span != 0 && step > limit / span) || reach > limit - step * span)
-        return fail(INFINI_STATUS_BAD_TENSOR_STRIDES, where + std::string("strides ") +
-                                                          stridesString(steps) + " over shape " +
-                                                          shapeString(dims) + " overflow byte offsets");
+        return fail(INFINI_STATUS_BAD_TENSOR_STRIDES,
+                    where + std::string("strides ") + stridesString(steps) + " over shape " +
+                        shapeString(dims) + " overflow byte offsets");
       reach += step * span;
     }
   } else {
@@ -110,15 +114,15 @@ extern "C" infiniStatus_t infiniopCreateTensorDescriptor(infiniopTensorDescripto
                                                          size_t ndim, const size_t *shape,
                                                          const ptrdiff_t *strides,
                                                          infiniDtype_t dtype) {
-  return infiniop::guarded("infiniopCreateTensorDescriptor",
-                           [&] {
+  return infiniop::guarded("infiniopCreateTensorDescriptor", [&] {
     return infiniop::createTensor(desc, ndim, shape, strides, infiniop::enumValue(dtype));
   });
 }
 
 extern "C" infiniStatus_t infiniopDestroyTensorDescriptor(infiniopTensorDescriptor_t desc) {
   if (!desc)
-    return infiniop::fail(INFINI_STATUS_NULL_POINTER, "infiniopDestroyTensorDescriptor: desc is NULL");
+    return infiniop::fail(INFINI_STATUS_NULL_POINTER,
+                          "infiniopDestroyTensorDescriptor: desc is NULL");
   delete desc;
   return infiniop::succeed();
 }

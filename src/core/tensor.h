@@ -19,7 +19,7 @@ namespace infiniop {
 
 using Tensor = InfiniopTensorDescriptor;
 
-std::string shapeString(const std::vector<size_t> &shape);   // "[4,5]"
+std::string shapeString(const std::vector<size_t> &shape);  // "[4,5]"
 std::string stridesString(const std::vector<ptrdiff_t> &strides);
 
 // Element offsets of the lowest and highest element relative to element [0,...,0]; {0, 0} for an

@@ -29,15 +29,16 @@ infiniStatus_t addOperands(const char *op, const UserTensor &user, int source,
   const size_t dim = static_cast<size_t>(user.split_dim);
   if (t.shape[dim] % 2 != 0)
     return fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
-                std::string(op) + ": " + user.name + " shape " + shapeString(t.shape) + " has size " +
-                    std::to_string(t.shape[dim]) + " along dim " + std::to_string(dim) +
-                    ", which must be even to split into two halves");
+                std::string(op) + ": " + user.name + " shape " + shapeString(t.shape) +
+                    " has size " + std::to_string(t.shape[dim]) + " along dim " +
+                    std::to_string(dim) + ", which must be even to split into two halves");
   std::vector<size_t> half = t.shape;
   half[dim] /= 2;
   const ptrdiff_t second = static_cast<ptrdiff_t>(half[dim]) * t.strides[dim];
   const std::string where = " along dim " + std::to_string(dim) + ")";
   operands.push_back({std::string(user.name) + " (first half" + where, source, half, t.strides, 0});
-  operands.push_back({std::string(user.name) + " (second half" + where, source, half, t.strides, second});
+  operands.push_back(
+      {std::string(user.name) + " (second half" + where, source, half, t.strides, second});
   return INFINI_STATUS_SUCCESS;
 }
 
@@ -57,7 +58,8 @@ void foldDims(const std::vector<Operand> &operands, Plan &plan) {
     const size_t size = operands[0].shape[d];
     bool merge = plan.ndim > 0;
     for (int k = 0; merge && k < n_ops; ++k)
-      merge = plan.strides[k][plan.ndim - 1] == operands[k].strides[d] * static_cast<ptrdiff_t>(size);
+      merge =
+          plan.strides[k][plan.ndim - 1] == operands[k].strides[d] * static_cast<ptrdiff_t>(size);
     if (merge) {
       plan.shape[plan.ndim - 1] *= size;
       for (int k = 0; k < n_ops; ++k) plan.strides[k][plan.ndim - 1] = operands[k].strides[d];
@@ -88,7 +90,8 @@ infiniStatus_t failNullDescriptorPointer(const char *op_name) {
   return fail(INFINI_STATUS_NULL_POINTER, std::string(op_name) + ": desc_ptr is NULL");
 }
 
-infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op, const KernelTable &kernels,
+infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
+                                  const KernelTable &kernels,
                                   std::initializer_list<UserTensor> outputs,
                                   std::initializer_list<UserTensor> inputs, Descriptor **result,
                                   const void *attributes, size_t attributes_size) {
@@ -122,9 +125,9 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op, const
     return fail(INFINI_STATUS_INTERNAL_ERROR, prefix + "too many operands");
   for (const Operand &o : operands)
     if (o.shape != operands[0].shape)
-      return fail(INFINI_STATUS_BAD_TENSOR_SHAPE, prefix + o.name + " shape " + shapeString(o.shape) +
-                                                      " does not match " + operands[0].name +
-                                                      " shape " + shapeString(operands[0].shape));
+      return fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
+                  prefix + o.name + " shape " + shapeString(o.shape) + " does not match " +
+                      operands[0].name + " shape " + shapeString(operands[0].shape));
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor &t = *users[i].tensor;
     if (hasSelfOverlap(t.shape, t.strides))
@@ -145,8 +148,8 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op, const
     const Tensor &t = *u.tensor;
     const ElementSpan span = elementSpan(t.shape, t.strides);
     const auto bytes = static_cast<ptrdiff_t>(element_size);
-    desc->layouts_.push_back(
-        {u.name, t.shape, t.strides, span.lowest * bytes, (span.highest + 1) * bytes, t.numel() == 0});
+    desc->layouts_.push_back({u.name, t.shape, t.strides, span.lowest * bytes,
+                              (span.highest + 1) * bytes, t.numel() == 0});
   }
   Plan &plan = desc->plan_;
   plan.dtype = dtype;
@@ -178,8 +181,10 @@ infiniStatus_t Descriptor::calculate(size_t /*workspace_size: none needed*/,
 
   // An output may alias an input only exactly; any other shared byte is an error.
   const auto overlaps = [&](size_t a, size_t b) {
-    const char *lo_a = pointers[a] + layouts_[a].lowest_byte, *hi_a = pointers[a] + layouts_[a].end_byte;
-    const char *lo_b = pointers[b] + layouts_[b].lowest_byte, *hi_b = pointers[b] + layouts_[b].end_byte;
+    const char *lo_a = pointers[a] + layouts_[a].lowest_byte,
+               *hi_a = pointers[a] + layouts_[a].end_byte;
+    const char *lo_b = pointers[b] + layouts_[b].lowest_byte,
+               *hi_b = pointers[b] + layouts_[b].end_byte;
     return lo_a < hi_b && lo_b < hi_a;
   };
   const size_t n_out = static_cast<size_t>(num_user_outputs_);

@@ -26,7 +26,8 @@ class Descriptor {
   // Validates everything the C API promises (NULLs, device, dtypes, shapes, output overlap) and
   // builds the plan. `attributes` is copied; it must be trivially copyable.
   static infiniStatus_t create(infiniopHandle_t handle, const char *op_name,
-                               const KernelTable &kernels, std::initializer_list<UserTensor> outputs,
+                               const KernelTable &kernels,
+                               std::initializer_list<UserTensor> outputs,
                                std::initializer_list<UserTensor> inputs, Descriptor **result,
                                const void *attributes = nullptr, size_t attributes_size = 0);
 
@@ -67,8 +68,8 @@ infiniStatus_t destroy(const char *op_name, Descriptor *desc);
 template <class Public>
 infiniStatus_t createInto(Public *desc_ptr, infiniopHandle_t handle, const char *op_name,
                           const KernelTable &kernels, std::initializer_list<UserTensor> outputs,
-                          std::initializer_list<UserTensor> inputs, const void *attributes = nullptr,
-                          size_t attributes_size = 0);
+                          std::initializer_list<UserTensor> inputs,
+                          const void *attributes = nullptr, size_t attributes_size = 0);
 infiniStatus_t calculate(const char *op_name, const Descriptor *desc, size_t workspace_size,
                          std::initializer_list<void *> outputs,
                          std::initializer_list<const void *> inputs);

@@ -24,7 +24,7 @@ struct Plan {
   size_t element_size = 0;
   int num_outputs = 0, num_inputs = 0;  // operands [0, num_outputs) are outputs
   size_t numel = 0;
-  int ndim = 1;                               // >= 1; dim ndim-1 is the inner (row) dim
+  int ndim = 1;  // >= 1; dim ndim-1 is the inner (row) dim
   size_t shape[kMaxDims] = {};
   ptrdiff_t strides[kMaxOperands][kMaxDims] = {};  // in elements
   // Operand k reads or writes user pointer source[k], displaced by offset[k] elements.

@@ -11,7 +11,8 @@ namespace infiniop::elementwise {
 // row(char *const *bases, size_t count) handles `count` elements of the inner dim; bases[k] is
 // the address of operand k's first element of the row.
 template <class RowFn>
-inline void walkRows(const Plan &plan, char *const *operands, size_t begin, size_t end, RowFn &&row) {
+inline void walkRows(const Plan &plan, char *const *operands, size_t begin, size_t end,
+                     RowFn &&row) {
   const int n_ops = plan.numOperands();
   const int inner = plan.ndim - 1;
   size_t coord[kMaxDims];
@@ -23,7 +24,8 @@ inline void walkRows(const Plan &plan, char *const *operands, size_t begin, size
   }
   for (int k = 0; k < n_ops; ++k) {
     ptrdiff_t offset = 0;
-    for (int d = 0; d < plan.ndim; ++d) offset += static_cast<ptrdiff_t>(coord[d]) * plan.strides[k][d];
+    for (int d = 0; d < plan.ndim; ++d)
+      offset += static_cast<ptrdiff_t>(coord[d]) * plan.strides[k][d];
     base[k] = operands[k] + offset * static_cast<ptrdiff_t>(plan.element_size);
   }
   size_t position = begin;
@@ -39,8 +41,9 @@ inline void walkRows(const Plan &plan, char *const *operands, size_t begin, size
     coord[inner] += count;
     for (int d = inner; d > 0 && coord[d] == plan.shape[d]; --d) {
       for (int k = 0; k < n_ops; ++k)
-        base[k] += (plan.strides[k][d - 1] - static_cast<ptrdiff_t>(plan.shape[d]) * plan.strides[k][d]) *
-                   static_cast<ptrdiff_t>(plan.element_size);
+        base[k] +=
+            (plan.strides[k][d - 1] - static_cast<ptrdiff_t>(plan.shape[d]) * plan.strides[k][d]) *
+            static_cast<ptrdiff_t>(plan.element_size);
       coord[d] = 0;
       ++coord[d - 1];
     }

@@ -21,14 +21,15 @@ extern "C" infiniStatus_t infiniopCreateGeluBackwardDescriptor(
   });
 }
 
-extern "C" infiniStatus_t infiniopGetGeluBackwardWorkspaceSize(infiniopGeluBackwardDescriptor_t desc,
-                                                               size_t *size) {
+extern "C" infiniStatus_t infiniopGetGeluBackwardWorkspaceSize(
+    infiniopGeluBackwardDescriptor_t desc, size_t *size) {
   return ew::workspaceSize(kName, ew::unwrap(desc), size);
 }
 
-extern "C" infiniStatus_t infiniopGeluBackward(infiniopGeluBackwardDescriptor_t desc, void *workspace,
-                                               size_t workspace_size, void *grad_input,
-                                               const void *input, const void *grad_output,
+extern "C" infiniStatus_t infiniopGeluBackward(infiniopGeluBackwardDescriptor_t desc,
+                                               void *workspace, size_t workspace_size,
+                                               void *grad_input, const void *input,
+                                               const void *grad_output,
                                                void * /*stream: CPU work is synchronous*/) {
   (void)workspace;
   return ew::calculate(kName, ew::unwrap(desc), workspace_size, {grad_input}, {input, grad_output});

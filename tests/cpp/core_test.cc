@@ -123,18 +123,22 @@ TEST(Runtime, MallocCopyFreeStreams) {
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7);
   void *stream = nullptr;
   ASSERT_EQ(infiniopStreamCreate(handle, &stream), INFINI_STATUS_SUCCESS);
-  EXPECT_EQ(infiniopMemcpyHostToDevice(handle, device, src.data(), 100, stream), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(infiniopMemcpyHostToDevice(handle, device, src.data(), 100, stream),
+            INFINI_STATUS_SUCCESS);
   EXPECT_EQ(infiniopStreamSynchronize(handle, stream), INFINI_STATUS_SUCCESS);
-  EXPECT_EQ(infiniopMemcpyDeviceToHost(handle, dst.data(), device, 100, nullptr), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(infiniopMemcpyDeviceToHost(handle, dst.data(), device, 100, nullptr),
+            INFINI_STATUS_SUCCESS);
   EXPECT_EQ(src, dst);
   EXPECT_EQ(infiniopStreamDestroy(handle, stream), INFINI_STATUS_SUCCESS);
   EXPECT_EQ(infiniopStreamDestroy(handle, stream), INFINI_STATUS_BAD_PARAM);  // twice
   EXPECT_EQ(infiniopStreamSynchronize(handle, &src), INFINI_STATUS_BAD_PARAM);
-  EXPECT_EQ(infiniopMemcpyHostToDevice(handle, nullptr, src.data(), 1, nullptr), INFINI_STATUS_NULL_POINTER);
-  EXPECT_EQ(infiniopMemcpyHostToDevice(handle, nullptr, nullptr, 0, nullptr), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(infiniopMemcpyHostToDevice(handle, nullptr, src.data(), 1, nullptr),
+            INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(infiniopMemcpyHostToDevice(handle, nullptr, nullptr, 0, nullptr),
+            INFINI_STATUS_SUCCESS);
   EXPECT_EQ(infiniopFree(handle, device), INFINI_STATUS_SUCCESS);
-  EXPECT_EQ(infiniopFree(handle, device), INFINI_STATUS_BAD_PARAM);        // double free
-  EXPECT_EQ(infiniopFree(handle, src.data()), INFINI_STATUS_BAD_PARAM);    // never allocated
+  EXPECT_EQ(infiniopFree(handle, device), INFINI_STATUS_BAD_PARAM);      // double free
+  EXPECT_EQ(infiniopFree(handle, src.data()), INFINI_STATUS_BAD_PARAM);  // never allocated
   EXPECT_NE(std::string(infiniopGetLastError()), "");
   EXPECT_EQ(infiniopMalloc(handle, nullptr, 4), INFINI_STATUS_NULL_POINTER);
   void *zero = nullptr;

@@ -49,7 +49,8 @@ class DeviceTestBase : public ::testing::Test {
   void selectDevice(DeviceParam p) {
     if (p != 0) {
       hwy::SetSupportedTargetsForTest(p);
-      ASSERT_STREQ(infiniopCpuIsaName(), hwy::TargetName(p)) << "target forcing did not reach the library";
+      ASSERT_STREQ(infiniopCpuIsaName(), hwy::TargetName(p))
+          << "target forcing did not reach the library";
     }
     handle_ = std::make_unique<Handle>(p == 0 ? INFINI_DEVICE_CPU_REFERENCE : INFINI_DEVICE_CPU);
   }

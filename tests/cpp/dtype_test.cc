@@ -15,9 +15,13 @@ using infiniop::floatOf;
 __attribute__((target("f16c"))) uint16_t hardwareF16(float f) {
   return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
-__attribute__((target("f16c"))) float hardwareF32(uint16_t h) { return _cvtsh_ss(h); }
+__attribute__((target("f16c"))) float hardwareF32(uint16_t h) {
+  return _cvtsh_ss(h);
+}
 
-bool hasF16c() { return __builtin_cpu_supports("f16c"); }
+bool hasF16c() {
+  return __builtin_cpu_supports("f16c");
+}
 
 TEST(Dtype, F16MatchesF16cOverFloatBitPatterns) {
   if (!hasF16c()) GTEST_SKIP() << "processor lacks F16C";
@@ -33,9 +37,12 @@ TEST(Dtype, F16MatchesF16cOverFloatBitPatterns) {
     }
   }
   for (uint32_t h = 0; h < 0x10000; ++h) {
-    const float expected = hardwareF32(static_cast<uint16_t>(h)), got = infiniop::f32FromF16(static_cast<uint16_t>(h));
-    if (std::isnan(expected)) ASSERT_TRUE(std::isnan(got));
-    else ASSERT_EQ(bitsOf(got), bitsOf(expected)) << std::hex << h;
+    const float expected = hardwareF32(static_cast<uint16_t>(h)),
+                got = infiniop::f32FromF16(static_cast<uint16_t>(h));
+    if (std::isnan(expected))
+      ASSERT_TRUE(std::isnan(got));
+    else
+      ASSERT_EQ(bitsOf(got), bitsOf(expected)) << std::hex << h;
   }
 }
 

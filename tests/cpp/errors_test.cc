@@ -17,7 +17,8 @@ class GeluBackwardErrors : public ::testing::TestWithParam<infiniDevice_t> {
  protected:
   GeluBackwardErrors() : handle_(GetParam()) {}
 
-  infiniopTensorDescriptor_t tensor(std::vector<size_t> shape, infiniDtype_t dtype = INFINI_DTYPE_F32,
+  infiniopTensorDescriptor_t tensor(std::vector<size_t> shape,
+                                    infiniDtype_t dtype = INFINI_DTYPE_F32,
                                     std::vector<ptrdiff_t> strides = {}) {
     infiniopTensorDescriptor_t desc = nullptr;
     EXPECT_EQ(infiniopCreateTensorDescriptor(&desc, shape.size(), shape.data(),
@@ -32,7 +33,8 @@ class GeluBackwardErrors : public ::testing::TestWithParam<infiniDevice_t> {
 
   void expectCreateFails(infiniStatus_t expected, infiniopTensorDescriptor_t out,
                          infiniopTensorDescriptor_t in, infiniopTensorDescriptor_t grad) {
-    infiniopGeluBackwardDescriptor_t op = reinterpret_cast<infiniopGeluBackwardDescriptor_t>(&owned_);
+    infiniopGeluBackwardDescriptor_t op =
+        reinterpret_cast<infiniopGeluBackwardDescriptor_t>(&owned_);
     const auto before = op;
     EXPECT_EQ(infiniopCreateGeluBackwardDescriptor(handle_.get(), &op, out, in, grad), expected);
     EXPECT_NE(std::string(infiniopGetLastError()), "");
@@ -56,15 +58,18 @@ TEST_P(GeluBackwardErrors, CreateValidatesEverything) {
   expectCreateFails(INFINI_STATUS_BAD_TENSOR_DTYPE, tensor({4, 6}, INFINI_DTYPE_F64),
                     tensor({4, 6}, INFINI_DTYPE_F64), tensor({4, 6}, INFINI_DTYPE_F64));
   // Outputs may not broadcast or otherwise overlap themselves.
-  expectCreateFails(INFINI_STATUS_BAD_TENSOR_STRIDES, tensor({4, 6}, INFINI_DTYPE_F32, {0, 1}), t, t);
-  expectCreateFails(INFINI_STATUS_BAD_TENSOR_STRIDES, tensor({4, 6}, INFINI_DTYPE_F32, {3, 1}), t, t);
+  expectCreateFails(INFINI_STATUS_BAD_TENSOR_STRIDES, tensor({4, 6}, INFINI_DTYPE_F32, {0, 1}), t,
+                    t);
+  expectCreateFails(INFINI_STATUS_BAD_TENSOR_STRIDES, tensor({4, 6}, INFINI_DTYPE_F32, {3, 1}), t,
+                    t);
   expectCreateFails(INFINI_STATUS_NULL_POINTER, nullptr, t, t);
   expectCreateFails(INFINI_STATUS_NULL_POINTER, t, nullptr, t);
   expectCreateFails(INFINI_STATUS_NULL_POINTER, t, t, nullptr);
   EXPECT_EQ(infiniopCreateGeluBackwardDescriptor(handle_.get(), nullptr, t, t, t),
             INFINI_STATUS_NULL_POINTER);
   infiniopGeluBackwardDescriptor_t op = nullptr;
-  EXPECT_EQ(infiniopCreateGeluBackwardDescriptor(nullptr, &op, t, t, t), INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(infiniopCreateGeluBackwardDescriptor(nullptr, &op, t, t, t),
+            INFINI_STATUS_NULL_POINTER);
   EXPECT_NE(std::string(infiniopGetLastError()), "");
 }
 
@@ -91,7 +96,8 @@ TEST_P(GeluBackwardErrors, CalculateLeavesOutputUntouchedOnError) {
   // ... but exact aliasing (in-place) is fine.
   EXPECT_EQ(infiniopGeluBackward(op, nullptr, 0, in, in, grad, nullptr), INFINI_STATUS_SUCCESS);
   EXPECT_STREQ(infiniopGetLastError(), "");
-  EXPECT_EQ(infiniopGeluBackward(nullptr, nullptr, 0, out, in, grad, nullptr), INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(infiniopGeluBackward(nullptr, nullptr, 0, out, in, grad, nullptr),
+            INFINI_STATUS_NULL_POINTER);
   size_t size = 0;
   EXPECT_EQ(infiniopGetGeluBackwardWorkspaceSize(nullptr, &size), INFINI_STATUS_NULL_POINTER);
   EXPECT_EQ(infiniopGetGeluBackwardWorkspaceSize(op, nullptr), INFINI_STATUS_NULL_POINTER);
@@ -104,8 +110,9 @@ TEST_P(GeluBackwardErrors, DifferentLayoutAtTheSameAddressIsNotInPlace) {
   auto contiguous = tensor({4, 4});
   auto transposed = tensor({4, 4}, INFINI_DTYPE_F32, {1, 4});
   infiniopGeluBackwardDescriptor_t op = nullptr;
-  ASSERT_EQ(infiniopCreateGeluBackwardDescriptor(handle_.get(), &op, contiguous, transposed, contiguous),
-            INFINI_STATUS_SUCCESS);
+  ASSERT_EQ(
+      infiniopCreateGeluBackwardDescriptor(handle_.get(), &op, contiguous, transposed, contiguous),
+      INFINI_STATUS_SUCCESS);
   std::vector<float> a(16, 1.0f), g(16, 1.0f);
   const std::vector<float> before = a;
   EXPECT_EQ(infiniopGeluBackward(op, nullptr, 0, a.data(), a.data(), g.data(), nullptr),
@@ -127,9 +134,11 @@ TEST_P(GeluBackwardErrors, ZeroSizeAcceptsNullPointers) {
 TEST_P(GeluBackwardErrors, DescriptorOutlivesTensorDescriptors) {
   infiniopTensorDescriptor_t t = nullptr;
   const size_t shape[] = {5};
-  ASSERT_EQ(infiniopCreateTensorDescriptor(&t, 1, shape, nullptr, INFINI_DTYPE_F32), INFINI_STATUS_SUCCESS);
+  ASSERT_EQ(infiniopCreateTensorDescriptor(&t, 1, shape, nullptr, INFINI_DTYPE_F32),
+            INFINI_STATUS_SUCCESS);
   infiniopGeluBackwardDescriptor_t op = nullptr;
-  ASSERT_EQ(infiniopCreateGeluBackwardDescriptor(handle_.get(), &op, t, t, t), INFINI_STATUS_SUCCESS);
+  ASSERT_EQ(infiniopCreateGeluBackwardDescriptor(handle_.get(), &op, t, t, t),
+            INFINI_STATUS_SUCCESS);
   infiniopDestroyTensorDescriptor(t);
   float x[5] = {-2, -1, 0, 1, 2}, g[5] = {1, 1, 1, 1, 1}, out[5];
   EXPECT_EQ(infiniopGeluBackward(op, nullptr, 0, out, x, g, nullptr), INFINI_STATUS_SUCCESS);

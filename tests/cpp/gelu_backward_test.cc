@@ -40,7 +40,8 @@ double allowedError(infiniDtype_t dtype, double x, double g, double truth) {
   const double s = 1.0 / (1.0 + std::exp(-v)), one_minus_s = 1.0 / (1.0 + std::exp(v));
   const double tail = std::fabs(xc * one_minus_s * dv);
   const double terms = s + s * tail;
-  double f32 = std::fabs(g) * (4.0 * 0x1p-23 * terms * (1.0 + std::fabs(v)) + 0x1p-125 * (1.0 + tail));
+  double f32 =
+      std::fabs(g) * (4.0 * 0x1p-23 * terms * (1.0 + std::fabs(v)) + 0x1p-125 * (1.0 + tail));
   f32 += 0x1p-149;  // the final product may round into F32 subnormals
   if (dtype != INFINI_DTYPE_F32) f32 += ulpOf(dtype, std::fabs(truth));
   return f32;
@@ -57,8 +58,7 @@ std::string checkElement(infiniDtype_t dtype, float x, float g, float got) {
   const double allowed = allowedError(dtype, x, g, t);
   if (error <= allowed) return "";
   return "error " + std::to_string(error / ulpOf(dtype, std::fabs(t))) + " ulp > allowed " +
-         std::to_string(allowed / ulpOf(dtype, std::fabs(t))) + " ulp, truth " +
-         std::to_string(t);
+         std::to_string(allowed / ulpOf(dtype, std::fabs(t))) + " ulp, truth " + std::to_string(t);
 }
 
 infiniStatus_t runGeluBackward(infiniopHandle_t handle, TensorBuffer &out, void *out_data,
@@ -111,10 +111,10 @@ TEST_P(DeviceTest, GeluBackwardSpecialValues) {
   const float inf = INFINITY, nan = NAN;
   const struct {
     float x, g, expected;  // expected NaN means "NaN"
-  } cases[] = {{inf, 1, 1},        {-inf, 1, 0},    {nan, 1, nan},     {1e4f, 1, 1},
-               {-1e4f, 1, 0},      {1e-40f, 2, 1},  {-1e-40f, 2, 1},   {0, -3, -1.5f},
-               {1, inf, inf},      {-1, inf, -inf}, {inf, -inf, -inf}, {-inf, inf, nan},
-               {1e30f, 1, 1},      {-1e30f, 1, 0},  {0, nan, nan},     {-20, 1, 0}};
+  } cases[] = {{inf, 1, 1},   {-inf, 1, 0},    {nan, 1, nan},     {1e4f, 1, 1},
+               {-1e4f, 1, 0}, {1e-40f, 2, 1},  {-1e-40f, 2, 1},   {0, -3, -1.5f},
+               {1, inf, inf}, {-1, inf, -inf}, {inf, -inf, -inf}, {-inf, inf, nan},
+               {1e30f, 1, 1}, {-1e30f, 1, 0},  {0, nan, nan},     {-20, 1, 0}};
   for (infiniDtype_t dtype : kFloatDtypes) {
     const size_t n = sizeof(cases) / sizeof(cases[0]);
     TensorBuffer in({n}, dtype), grad({n}, dtype), out({n}, dtype);
@@ -138,8 +138,17 @@ TEST_P(DeviceTest, GeluBackwardSpecialValues) {
 }
 
 // ---------------------------------------------------------------- layouts x sizes
-enum class Layout { kContiguous, kStrided, kTransposed, kMixed, kBroadcast, kReversed,
-                    kInPlaceInput, kInPlaceGrad, kRank8 };
+enum class Layout {
+  kContiguous,
+  kStrided,
+  kTransposed,
+  kMixed,
+  kBroadcast,
+  kReversed,
+  kInPlaceInput,
+  kInPlaceGrad,
+  kRank8
+};
 
 const char *layoutName(Layout l) {
   static const char *names[] = {"Contiguous", "Strided",      "Transposed",  "Mixed", "Broadcast",
@@ -217,8 +226,8 @@ Views makeViews(Layout layout, size_t n, infiniDtype_t dtype) {
 }
 
 float specialOr(size_t i, float value, size_t period) {
-  static const float specials[] = {INFINITY, -INFINITY, NAN, 1e4f, -1e4f, 1e-40f, -1e-40f, 0.0f,
-                                   -0.0f, 20.0f, -20.0f, 1e-6f};
+  static const float specials[] = {INFINITY, -INFINITY, NAN,   1e4f,  -1e4f,  1e-40f,
+                                   -1e-40f,  0.0f,      -0.0f, 20.0f, -20.0f, 1e-6f};
   if (i % period != period - 1) return value;
   return specials[(i / period) % (sizeof(specials) / sizeof(specials[0]))];
 }
@@ -237,7 +246,8 @@ TEST_P(GeluBackwardLayouts, MatchesFormulaForEverySize) {
   const Layout layout = std::get<2>(GetParam());
   // Row lengths around every vector width (4, 8, 16 F32 lanes), zero, and one large enough for
   // all threads (3 rows of it exceed the parallel threshold).
-  const size_t sizes[] = {0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 255, 257, 1000, 40000};
+  const size_t sizes[] = {0,  1,  2,  3,  4,  5,  7,  8,   9,   15,   16,
+                          17, 31, 32, 33, 63, 64, 65, 255, 257, 1000, 40000};
   for (size_t n : sizes) {
     if (layout == Layout::kRank8 && n > 1000) continue;
     SCOPED_TRACE("row length " + std::to_string(n));
@@ -255,8 +265,8 @@ TEST_P(GeluBackwardLayouts, MatchesFormulaForEverySize) {
     }
     if (v.out_view == v.out.get()) v.out->poison();
     const std::vector<uint8_t> guard_before = v.out_view->storage();
-    ASSERT_EQ(runGeluBackward(handle(), *v.out_view, v.out_view->data(), *v.in, v.in->data(), *v.grad,
-                              v.grad->data()),
+    ASSERT_EQ(runGeluBackward(handle(), *v.out_view, v.out_view->data(), *v.in, v.in->data(),
+                              *v.grad, v.grad->data()),
               INFINI_STATUS_SUCCESS)
         << infiniopGetLastError();
     int failures = 0;
@@ -285,7 +295,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          Layout::kRank8)),
     [](const ::testing::TestParamInfo<LayoutParam> &info) {
       return deviceParamName(std::get<0>(info.param)) + "_" +
-             infiniop::dtypeName(std::get<1>(info.param)) + "_" + layoutName(std::get<2>(info.param));
+             infiniop::dtypeName(std::get<1>(info.param)) + "_" +
+             layoutName(std::get<2>(info.param));
     });
 
 }  // namespace

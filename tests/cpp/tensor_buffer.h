@@ -97,7 +97,9 @@ class TensorBuffer {
   void fill(const std::function<float(size_t)> &value) {
     for (size_t i = 0; i < numel_; ++i) set(i, value(i));
   }
-  void poison() { fill([](size_t) { return std::numeric_limits<float>::quiet_NaN(); }); }
+  void poison() {
+    fill([](size_t) { return std::numeric_limits<float>::quiet_NaN(); });
+  }
 
   // A descriptor for this view; the caller destroys it.
   infiniopTensorDescriptor_t descriptor() const {

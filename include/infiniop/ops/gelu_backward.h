@@ -13,15 +13,15 @@ __INFINI_C infiniStatus_t infiniopCreateGeluBackwardDescriptor(
     infiniopTensorDescriptor_t grad_input_desc, infiniopTensorDescriptor_t input_desc,
     infiniopTensorDescriptor_t grad_output_desc);
 
-__INFINI_C infiniStatus_t infiniopGetGeluBackwardWorkspaceSize(
-    infiniopGeluBackwardDescriptor_t desc, size_t *size);
+__INFINI_C infiniStatus_t
+infiniopGetGeluBackwardWorkspaceSize(infiniopGeluBackwardDescriptor_t desc, size_t *size);
 
 __INFINI_C infiniStatus_t infiniopGeluBackward(infiniopGeluBackwardDescriptor_t desc,
                                                void *workspace, size_t workspace_size,
                                                void *grad_input, const void *input,
                                                const void *grad_output, void *stream);
 
-__INFINI_C infiniStatus_t infiniopDestroyGeluBackwardDescriptor(
-    infiniopGeluBackwardDescriptor_t desc);
+__INFINI_C infiniStatus_t
+infiniopDestroyGeluBackwardDescriptor(infiniopGeluBackwardDescriptor_t desc);
 
 #endif /* INFINIOP_OPS_GELU_BACKWARD_H */
