@@ -1,0 +1,199 @@
+"""Finding and loading libinfiniop.so, the C prototypes, and status checking."""
+
+import ctypes
+import os
+import threading
+from pathlib import Path
+
+from .enums import Status
+
+__all__ = [
+    "InfiniopError",
+    "LibraryNotFoundError",
+    "library_candidates",
+    "load_library",
+    "get_library",
+    "check",
+    "status_string",
+    "last_error",
+]
+
+LIBRARY_ENV = "INFINIOP_LIBRARY"
+LIBRARY_NAME = "libinfiniop.so"
+
+# python/infiniop/_library.py -> the repository root is three levels up.
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class LibraryNotFoundError(OSError):
+    """libinfiniop.so could not be found or could not be loaded."""
+
+
+class InfiniopError(RuntimeError):
+    """A libinfiniop call returned a status other than INFINI_STATUS_SUCCESS.
+
+    status: the int status; status_name: infiniStatusString(status);
+    message: infiniopGetLastError() read right after the failing call; function: the C function.
+    """
+
+    def __init__(self, status, message, function=None):
+        self.status = int(status)
+        self.status_name = status_string(self.status)
+        self.message = message
+        self.function = function
+        where = f"{function} failed: " if function else ""
+        super().__init__(f"{where}{self.status_name} ({self.status}): {message or '(no message)'}")
+
+
+# --------------------------------------------------------------------------------------------
+# Locating the library
+
+def library_candidates(environ=None, repo_root=None):
+    """The paths to try, best first, and whether they came from the environment variable.
+
+    INFINIOP_LIBRARY, when set, is the only candidate (an explicit choice must not be overridden
+    by a stale build lying around). Otherwise build/ next to the repository root, then the
+    build-*/ folders, most recently built first.
+    """
+    environ = os.environ if environ is None else environ
+    root = REPO_ROOT if repo_root is None else Path(repo_root)
+    explicit = environ.get(LIBRARY_ENV, "").strip()
+    if explicit:
+        return [Path(explicit)], True
+    found = []
+    default = root / "build" / LIBRARY_NAME
+    if default.is_file():
+        found.append(default)
+    others = [p for p in root.glob("build-*/" + LIBRARY_NAME) if p.is_file()]
+    others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    return found + others, False
+
+
+def _open(path):
+    """dlopen one candidate; None and the reason if it does not load."""
+    try:
+        return ctypes.CDLL(str(path)), None
+    except OSError as error:  # e.g. a sanitizer build that needs its runtime preloaded
+        return None, str(error)
+
+
+def load_library(path=None):
+    """Load libinfiniop.so (from `path`, or as library_candidates() says) and declare its API.
+
+    Returns the ctypes.CDLL. Raises LibraryNotFoundError with every path tried and why it failed.
+    """
+    if path is not None:
+        candidates, explicit, origin = [Path(path)], True, "the path given"
+    else:
+        candidates, explicit = library_candidates()
+        origin = f"${LIBRARY_ENV}" if explicit else f"the build folders under {REPO_ROOT}"
+    reasons = []
+    for candidate in candidates:
+        if not candidate.is_file():
+            reasons.append(f"{candidate}: no such file")
+            continue
+        lib, reason = _open(candidate)
+        if lib is not None:
+            _declare(lib)
+            lib.infiniop_path = str(candidate)
+            return lib
+        reasons.append(f"{candidate}: {reason}")
+    hint = (f"Build the library (cmake -S {REPO_ROOT} -B {REPO_ROOT}/build && cmake --build "
+            f"{REPO_ROOT}/build) or set {LIBRARY_ENV} to the path of {LIBRARY_NAME}.")
+    if not reasons:
+        reasons.append(f"no {REPO_ROOT}/build/{LIBRARY_NAME} or {REPO_ROOT}/build-*/{LIBRARY_NAME}")
+    raise LibraryNotFoundError(
+        f"cannot load {LIBRARY_NAME} from {origin}:\n  " + "\n  ".join(reasons) + "\n" + hint)
+
+
+_lock = threading.Lock()
+_library = None
+
+
+def get_library():
+    """The process-wide library, loaded on first use (so `import infiniop` never fails)."""
+    global _library
+    if _library is None:
+        with _lock:
+            if _library is None:
+                _library = load_library()
+    return _library
+
+
+# --------------------------------------------------------------------------------------------
+# Prototypes: every exported function of include/infiniop.h.
+
+_status = ctypes.c_int  # C enums are int-sized
+_enum = ctypes.c_int
+_ptr = ctypes.c_void_p
+_pptr = ctypes.POINTER(ctypes.c_void_p)
+_size = ctypes.c_size_t
+_psize = ctypes.POINTER(ctypes.c_size_t)
+_pdiff = ctypes.POINTER(ctypes.c_ssize_t)  # ptrdiff_t
+
+_PROTOTYPES = {
+    # infinicore.h
+    "infiniStatusString": (ctypes.c_char_p, [_enum]),
+    "infiniopGetLastError": (ctypes.c_char_p, []),
+    # handle.h
+    "infiniopCreateHandle": (_status, [_pptr, _enum, ctypes.c_int]),
+    "infiniopDestroyHandle": (_status, [_ptr]),
+    # tensor_descriptor.h
+    "infiniopCreateTensorDescriptor": (_status, [_pptr, _size, _psize, _pdiff, _enum]),
+    "infiniopDestroyTensorDescriptor": (_status, [_ptr]),
+    # runtime.h
+    "infiniopMalloc": (_status, [_ptr, _pptr, _size]),
+    "infiniopFree": (_status, [_ptr, _ptr]),
+    "infiniopMemcpyHostToDevice": (_status, [_ptr, _ptr, _ptr, _size, _ptr]),
+    "infiniopMemcpyDeviceToHost": (_status, [_ptr, _ptr, _ptr, _size, _ptr]),
+    "infiniopStreamCreate": (_status, [_ptr, _pptr]),
+    "infiniopStreamDestroy": (_status, [_ptr, _ptr]),
+    "infiniopStreamSynchronize": (_status, [_ptr, _ptr]),
+    "infiniopCpuIsaName": (ctypes.c_char_p, []),
+    # ops/gelu_backward.h
+    "infiniopCreateGeluBackwardDescriptor": (_status, [_ptr, _pptr, _ptr, _ptr, _ptr]),
+    "infiniopGetGeluBackwardWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopGeluBackward": (_status, [_ptr, _ptr, _size, _ptr, _ptr, _ptr, _ptr]),
+    "infiniopDestroyGeluBackwardDescriptor": (_status, [_ptr]),
+}
+
+EXPORTED_FUNCTIONS = tuple(_PROTOTYPES)
+
+
+def _declare(lib):
+    for name, (restype, argtypes) in _PROTOTYPES.items():
+        function = getattr(lib, name)  # AttributeError names a missing export clearly
+        function.restype = restype
+        function.argtypes = argtypes
+
+
+# --------------------------------------------------------------------------------------------
+# Status helpers
+
+def _decode(raw):
+    return raw.decode("utf-8", errors="replace") if raw else ""
+
+
+def status_string(status):
+    """infiniStatusString(status), e.g. 'INFINI_STATUS_BAD_PARAM'."""
+    return _decode(get_library().infiniStatusString(int(status)))
+
+
+def last_error():
+    """infiniopGetLastError(): why the last call on this thread failed ('' after a success)."""
+    return _decode(get_library().infiniopGetLastError())
+
+
+def check(status, function=None):
+    """Raise InfiniopError unless status is SUCCESS.
+
+    Must be called right after the C call: the last-error text is thread-local and only valid
+    until the next libinfiniop call on this thread.
+    """
+    if status != Status.SUCCESS:
+        raise InfiniopError(status, last_error(), function)
+
+
+def call(name, *args):
+    """Call a status-returning C function by name and check its status."""
+    check(getattr(get_library(), name)(*args), name)

@@ -1,0 +1,341 @@
+"""Handle, TensorDescriptor, and the adaptation of NumPy arrays and torch tensors to the C API."""
+
+import ctypes
+import sys
+from dataclasses import dataclass
+
+from . import _library
+from .enums import Device, DType
+
+__all__ = ["Handle", "TensorDescriptor", "ArrayView", "array_view", "cpu_isa_name"]
+
+HOST_DEVICES = (Device.CPU, Device.CPU_REFERENCE)
+
+
+def cpu_isa_name():
+    """The SIMD target the cpu device dispatches to ('AVX3', 'AVX2', ...): for diagnostics."""
+    return _library._decode(_library.get_library().infiniopCpuIsaName())
+
+
+# --------------------------------------------------------------------------------------------
+# Arrays
+
+@dataclass(frozen=True)
+class ArrayView:
+    """What the C API needs to know about one array: where element [0, ..., 0] is, its shape,
+    its strides in elements (may be 0 or negative) and its dtype."""
+
+    obj: object  # the array itself, kept alive while the view is used
+    kind: str  # 'numpy' or 'torch'
+    ptr: int
+    shape: tuple
+    strides: tuple
+    dtype: DType
+    itemsize: int
+
+    @property
+    def numel(self):
+        n = 1
+        for size in self.shape:
+            n *= size
+        return n
+
+    def element_span(self):
+        """(lowest, highest) element offsets from ptr that the array touches; None if empty."""
+        if self.numel == 0:
+            return None
+        lowest = highest = 0
+        for size, stride in zip(self.shape, self.strides):
+            reach = (size - 1) * stride
+            if reach < 0:
+                lowest += reach
+            else:
+                highest += reach
+        return lowest, highest
+
+    def byte_range(self):
+        """[start, end) host addresses of the bytes the array touches; None if empty."""
+        span = self.element_span()
+        if span is None:
+            return None
+        return self.ptr + span[0] * self.itemsize, self.ptr + (span[1] + 1) * self.itemsize
+
+
+def _numpy_dtypes():
+    import numpy as np
+
+    return {
+        np.dtype(np.float16): DType.F16,
+        np.dtype(np.float32): DType.F32,
+        np.dtype(np.float64): DType.F64,
+        np.dtype(np.int8): DType.I8,
+        np.dtype(np.int16): DType.I16,
+        np.dtype(np.int32): DType.I32,
+        np.dtype(np.int64): DType.I64,
+        np.dtype(np.uint8): DType.U8,
+        np.dtype(np.uint16): DType.U16,
+        np.dtype(np.uint32): DType.U32,
+        np.dtype(np.uint64): DType.U64,
+        np.dtype(np.bool_): DType.BOOL,
+    }
+
+
+def _torch_dtypes(torch):
+    return {
+        torch.float16: DType.F16,
+        torch.bfloat16: DType.BF16,
+        torch.float32: DType.F32,
+        torch.float64: DType.F64,
+        torch.int8: DType.I8,
+        torch.int16: DType.I16,
+        torch.int32: DType.I32,
+        torch.int64: DType.I64,
+        torch.uint8: DType.U8,
+        torch.bool: DType.BOOL,
+    }
+
+
+def _is_torch_tensor(obj):
+    # Only look at torch if the caller has imported it (and so could have made a tensor):
+    # importing torch ourselves would cost seconds for NumPy-only users.
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor), torch
+
+
+def array_view(obj, name="array"):
+    """An ArrayView of a NumPy ndarray or a torch tensor (host memory, strided layout).
+
+    Dtypes the library does not support (F64, integers) are still described, so that the library
+    itself answers BAD_TENSOR_DTYPE; dtypes with no infiniDtype_t at all raise TypeError.
+    """
+    is_torch, torch = _is_torch_tensor(obj)
+    if is_torch:
+        if obj.layout != torch.strided:
+            raise TypeError(f"{name}: only strided torch tensors are supported, not {obj.layout}")
+        if obj.device.type != "cpu":
+            raise ValueError(f"{name}: torch tensor is on {obj.device}; host (cpu) memory is "
+                             "required (the binding stages it to the device itself)")
+        dtype = _torch_dtypes(torch).get(obj.dtype)
+        if dtype is None:
+            raise TypeError(f"{name}: torch dtype {obj.dtype} has no infiniDtype_t")
+        return ArrayView(obj, "torch", obj.data_ptr(), tuple(obj.shape), tuple(obj.stride()),
+                         dtype, obj.element_size())
+
+    import numpy as np
+
+    if isinstance(obj, np.ndarray):
+        if not obj.dtype.isnative:
+            raise TypeError(f"{name}: non-native byte order {obj.dtype.str} is not supported")
+        dtype = _numpy_dtypes().get(obj.dtype)
+        if dtype is None:
+            raise TypeError(f"{name}: numpy dtype {obj.dtype} has no infiniDtype_t")
+        itemsize = obj.itemsize
+        if any(s % itemsize for s in obj.strides):
+            raise ValueError(f"{name}: byte strides {obj.strides} are not multiples of the "
+                             f"element size {itemsize}")
+        # ctypes.data is the address of element [0, ..., 0] even for negative strides, which is
+        # exactly the C API's convention.
+        return ArrayView(obj, "numpy", obj.ctypes.data, tuple(obj.shape),
+                         tuple(s // itemsize for s in obj.strides), dtype, itemsize)
+    raise TypeError(f"{name}: expected a numpy.ndarray or a torch.Tensor, "
+                    f"not {type(obj).__name__}")
+
+
+# --------------------------------------------------------------------------------------------
+# Handle
+
+class Handle:
+    """An infiniopHandle_t: one device. Use as a context manager, or call close().
+
+    >>> with Handle("cpu") as h: ...
+    """
+
+    def __init__(self, device="cpu", device_id=0):
+        self.device = Device.parse(device)
+        self.device_id = int(device_id)
+        lib = _library.get_library()
+        handle = ctypes.c_void_p()
+        _library.check(lib.infiniopCreateHandle(ctypes.byref(handle), int(self.device),
+                                                self.device_id), "infiniopCreateHandle")
+        self._lib = lib
+        self._raw = handle.value
+
+    @property
+    def is_open(self):
+        return self._raw is not None
+
+    @property
+    def value(self):
+        """The raw infiniopHandle_t."""
+        if not self.is_open:
+            raise ValueError("the handle is closed")
+        return self._raw
+
+    @property
+    def host_memory(self):
+        """True when device pointers are host pointers (the CPU devices): no staging needed."""
+        return self.device in HOST_DEVICES
+
+    def close(self):
+        """Destroy the handle (idempotent). Memory from malloc() is released with it."""
+        raw, self._raw = getattr(self, "_raw", None), None
+        if raw is not None:
+            _library.check(self._lib.infiniopDestroyHandle(raw), "infiniopDestroyHandle")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # never raise from a finalizer (e.g. at interpreter exit)
+            pass
+
+    def __repr__(self):
+        name = self.device.name.lower() if isinstance(self.device, Device) else self.device
+        state = "" if self.is_open else ", closed"
+        return f"Handle({name!r}, device_id={self.device_id}{state})"
+
+    # Device memory and streams (runtime.h). Pointers are ints; streams are ints (or None).
+    def malloc(self, size):
+        ptr = ctypes.c_void_p()
+        _library.check(self._lib.infiniopMalloc(self.value, ctypes.byref(ptr), int(size)),
+                       "infiniopMalloc")
+        return ptr.value
+
+    def free(self, ptr):
+        _library.check(self._lib.infiniopFree(self.value, ptr), "infiniopFree")
+
+    def memcpy_host_to_device(self, dst, src, size, stream=None):
+        _library.check(self._lib.infiniopMemcpyHostToDevice(self.value, dst, src, int(size), stream),
+                       "infiniopMemcpyHostToDevice")
+
+    def memcpy_device_to_host(self, dst, src, size, stream=None):
+        _library.check(self._lib.infiniopMemcpyDeviceToHost(self.value, dst, src, int(size), stream),
+                       "infiniopMemcpyDeviceToHost")
+
+    def stream_create(self):
+        stream = ctypes.c_void_p()
+        _library.check(self._lib.infiniopStreamCreate(self.value, ctypes.byref(stream)),
+                       "infiniopStreamCreate")
+        return stream.value
+
+    def stream_destroy(self, stream):
+        _library.check(self._lib.infiniopStreamDestroy(self.value, stream), "infiniopStreamDestroy")
+
+    def stream_synchronize(self, stream=None):
+        _library.check(self._lib.infiniopStreamSynchronize(self.value, stream),
+                       "infiniopStreamSynchronize")
+
+
+# --------------------------------------------------------------------------------------------
+# TensorDescriptor
+
+class TensorDescriptor:
+    """An infiniopTensorDescriptor_t: shape, strides in ELEMENTS (None = contiguous row-major;
+    0 and negative allowed where the operator allows them) and dtype."""
+
+    def __init__(self, shape, strides=None, dtype=DType.F32):
+        self.shape = tuple(int(s) for s in shape)
+        self.strides = None if strides is None else tuple(int(s) for s in strides)
+        if self.strides is not None and len(self.strides) != len(self.shape):
+            raise ValueError(f"strides {self.strides} do not have one entry per dimension of "
+                             f"shape {self.shape}")
+        if any(s < 0 for s in self.shape):
+            raise ValueError(f"negative size in shape {self.shape}")
+        # Keep unknown values as plain ints: the library, not the binding, rejects them.
+        self.dtype = DType(dtype) if int(dtype) in DType._value2member_map_ else int(dtype)
+        lib = _library.get_library()
+        ndim = len(self.shape)
+        shape_array = (ctypes.c_size_t * ndim)(*self.shape)
+        strides_array = None if self.strides is None else (ctypes.c_ssize_t * ndim)(*self.strides)
+        desc = ctypes.c_void_p()
+        _library.check(lib.infiniopCreateTensorDescriptor(ctypes.byref(desc), ndim, shape_array,
+                                                          strides_array, int(dtype)),
+                       "infiniopCreateTensorDescriptor")
+        self._lib = lib
+        self._raw = desc.value
+
+    @classmethod
+    def from_array(cls, array):
+        """The descriptor of a NumPy array or torch tensor (or an ArrayView)."""
+        view = array if isinstance(array, ArrayView) else array_view(array)
+        return cls(view.shape, view.strides, view.dtype)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def value(self):
+        if self._raw is None:
+            raise ValueError("the tensor descriptor is closed")
+        return self._raw
+
+    def close(self):
+        raw, self._raw = getattr(self, "_raw", None), None
+        if raw is not None:
+            _library.check(self._lib.infiniopDestroyTensorDescriptor(raw),
+                           "infiniopDestroyTensorDescriptor")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        dtype = self.dtype.name if isinstance(self.dtype, DType) else self.dtype
+        return f"TensorDescriptor(shape={self.shape}, strides={self.strides}, dtype={dtype})"
+
+
+# --------------------------------------------------------------------------------------------
+# Staging host arrays through device memory (devices whose pointers are not host pointers)
+
+def run_staged(handle, views, num_outputs, run):
+    """Copy the host arrays `views` (outputs first) to device memory, call run(device_pointers),
+    and copy the outputs back once run() has succeeded.
+
+    Arrays whose host bytes overlap share one device buffer at the same relative offsets, so the
+    library sees exactly the aliasing the caller made: an exact in-place alias stays an exact
+    alias, and a partial overlap is still reported as BAD_TENSOR_STRIDES. Every buffer starts at
+    the lowest byte its arrays touch, so a device pointer is the buffer plus a non-negative
+    offset even for negative strides.
+    """
+    ranges = [view.byte_range() for view in views]
+    # Merge overlapping byte ranges into groups: [start, end, indices of views].
+    groups = []
+    for index in sorted((i for i, r in enumerate(ranges) if r), key=lambda i: ranges[i]):
+        start, end = ranges[index]
+        if groups and start < groups[-1][1]:
+            groups[-1][1] = max(groups[-1][1], end)
+            groups[-1][2].append(index)
+        else:
+            groups.append([start, end, [index]])
+
+    buffers = []
+    try:
+        device_ptrs = [0] * len(views)  # empty arrays: NULL, which the C API accepts
+        for start, end, members in groups:
+            buffer = handle.malloc(end - start)
+            buffers.append(buffer)
+            handle.memcpy_host_to_device(buffer, start, end - start)
+            for index in members:
+                device_ptrs[index] = buffer + (views[index].ptr - start)
+        run(device_ptrs)
+        for (start, end, members), buffer in zip(groups, buffers):
+            if any(index < num_outputs for index in members):
+                # The whole group comes back; bytes no output covers come back unchanged.
+                handle.memcpy_device_to_host(start, buffer, end - start)
+    finally:
+        for buffer in buffers:
+            handle.free(buffer)
