@@ -7,5 +7,7 @@
 #include "infiniop/tensor_descriptor.h"
 #include "infiniop/runtime.h"
 #include "infiniop/ops/gelu_backward.h"
+#include "infiniop/ops/swiglu.h"
+#include "infiniop/ops/swiglu_backward.h"
 
 #endif /* INFINIOP_H */

@@ -24,26 +24,17 @@ struct GeluBackward {
     constexpr float kTwoA = 1.5957691216057308f;  // 2 sqrt(2/pi)
     constexpr float kTwoAB = kTwoA * 0.044715f;   // 2 sqrt(2/pi) b
     constexpr float kSixAB = 3.0f * kTwoAB;
-    // Beyond |x| = 20 the F32 derivative is 1, or below every F32 value (see `e` below).
+    // Beyond |x| = 20 the F32 derivative is 1, or tiny (see below).
     const V x = hn::Min(hn::Max(input, hn::Set(d, -20.0f)), hn::Set(d, 20.0f));
     const V x2 = hn::Mul(x, x);
     const V v = hn::Mul(x, hn::MulAdd(x2, hn::Set(d, kTwoAB), hn::Set(d, kTwoA)));
     const V dv = hn::MulAdd(x2, hn::Set(d, kSixAB), hn::Set(d, kTwoA));
-    // e is clamped at exp(-87) rather than underflowing: for x < -10, where |gelu'| < 3e-36,
-    // the derivative is then a tiny negative number (|error| < 2^-125 (1 + |x v'|)) and an
-    // infinite grad_output gives an infinity of the right sign rather than inf * 0 = NaN.
-    const V e = ExpNonPositive(d, hn::Neg(hn::Abs(v)));
-    const V one_plus_e = hn::Add(hn::Set(d, 1.0f), e);
-    // 1 / (1 + e) for 1 + e in [1, 2]: the hardware estimate and one Newton step (<= 1 ulp),
-    // far cheaper than a division.
-    const V estimate = hn::ApproximateReciprocal(one_plus_e);
-    const V r = hn::Mul(estimate, hn::NegMulAdd(one_plus_e, estimate, hn::Set(d, 2.0f)));
-    const V er = hn::Mul(e, r);
-    const V s = hn::IfThenElse(hn::Lt(v, hn::Zero(d)), er, r);
-    V derivative = hn::MulAdd(hn::Mul(x, dv), hn::Mul(er, r), s);
-    // gelu'(-inf) = 0 exactly (so -inf with an infinite grad_output is NaN); NaN stays NaN.
-    derivative = hn::IfThenZeroElse(hn::Lt(input, hn::Set(d, -3.4028235e38f)), derivative);
-    derivative = hn::IfThenElse(hn::IsNaN(input), input, derivative);
+    // sigmoid(v) and s(1 - s) come from exp clamped at exp(-87): for x < -10, where
+    // |gelu'| < 3e-36, the derivative stays a tiny negative number (|error| < 2^-125 (1 + |x v'|))
+    // so that an infinite grad_output gives an infinity of the right sign, not inf * 0 = NaN.
+    V s;
+    const V slope = SigmoidAndSlope(d, v, &s);
+    const V derivative = ZeroAtMinusInfNaNAtNaN(d, input, hn::MulAdd(hn::Mul(x, dv), slope, s));
     grad_input = hn::Mul(derivative, grad_output);
   }
 };

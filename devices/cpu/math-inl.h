@@ -34,6 +34,34 @@ HWY_INLINE V ExpNonPositive(D d, V a) {
   return hn::Mul(p, hn::BitCast(d, hn::ShiftLeft<23>(biased)));
 }
 
+// 1 / y for y in [1, 2]: the hardware estimate refined by one Newton step (<= 1 ulp), far
+// cheaper than a division.
+template <class D, class V>
+HWY_INLINE V ReciprocalOneToTwo(D d, V y) {
+  const V estimate = hn::ApproximateReciprocal(y);
+  return hn::Mul(estimate, hn::NegMulAdd(y, estimate, hn::Set(d, 2.0f)));
+}
+
+// Returns s (1 - s) and sets *s = sigmoid(x), both without cancellation: with e = exp(-|x|) and
+// r = 1 / (1 + e), s = (x < 0 ? e r : r) and s (1 - s) = e r^2. exp is clamped at exp(-87), so
+// for x < -87 both are tiny (about 1.6e-38) instead of 0 or subnormal.
+template <class D, class V>
+HWY_INLINE V SigmoidAndSlope(D d, V x, V *s) {
+  const V e = ExpNonPositive(d, hn::Neg(hn::Abs(x)));
+  const V r = ReciprocalOneToTwo(d, hn::Add(hn::Set(d, 1.0f), e));
+  const V er = hn::Mul(e, r);
+  *s = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), er, r);
+  return hn::Mul(er, r);
+}
+
+// `value` computed from a clamped x, with x's non-finite cases restored: 0 where x is -inf (the
+// limit of silu, gelu and their derivatives there), NaN where x is NaN.
+template <class D, class V>
+HWY_INLINE V ZeroAtMinusInfNaNAtNaN(D d, V x, V value) {
+  value = hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, -3.4028235e38f)), value);
+  return hn::IfThenElse(hn::IsNaN(x), x, value);
+}
+
 }  // namespace infiniop::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "cpu_reference/elementwise.h"
+#include "cpu_reference/limits.h"
 #include "ops/kernels.h"
 
 namespace infiniop::cpu_reference {
@@ -24,11 +25,7 @@ struct GeluBackward {
     const double derivative = half_one_plus_t + x * (2.0 * half_one_plus_t * half_one_minus_t) *
                                                     kAlpha * (1.0 + 3.0 * kBeta * x * x);
     // Far left the derivative underflows to 0 but is truly negative: inf * it is -inf, not NaN.
-    if (derivative == 0.0 && std::isfinite(input) && std::isinf(grad_output)) {
-      grad_input = -grad_output;
-      return;
-    }
-    grad_input = static_cast<float>(grad_output * derivative);
+    grad_input = static_cast<float>(timesNegativeTail(grad_output, derivative, input));
   }
 };
 

@@ -27,6 +27,10 @@ infiniStatus_t addOperands(const char *op, const UserTensor &user, int source,
     return INFINI_STATUS_SUCCESS;
   }
   const size_t dim = static_cast<size_t>(user.split_dim);
+  if (dim >= t.ndim())
+    return fail(INFINI_STATUS_BAD_TENSOR_SHAPE, std::string(op) + ": " + user.name + " shape " +
+                                                    shapeString(t.shape) + " has no dim " +
+                                                    std::to_string(dim) + " to split");
   if (t.shape[dim] % 2 != 0)
     return fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
                 std::string(op) + ": " + user.name + " shape " + shapeString(t.shape) +

@@ -117,6 +117,28 @@ class TensorBuffer {
   size_t origin_offset_ = 0;
 };
 
+// Strides of a column-major layout (the first dim moves fastest).
+inline std::vector<ptrdiff_t> columnMajorStrides(const std::vector<size_t> &shape) {
+  std::vector<ptrdiff_t> strides(shape.size());
+  ptrdiff_t step = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    strides[d] = step;
+    step *= static_cast<ptrdiff_t>(shape[d] ? shape[d] : 1);
+  }
+  return strides;
+}
+
+// Row-major strides with every dim padded by one element: nothing merges, nothing is dense.
+inline std::vector<ptrdiff_t> paddedStrides(const std::vector<size_t> &shape) {
+  std::vector<ptrdiff_t> strides(shape.size());
+  ptrdiff_t step = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = step;
+    step *= static_cast<ptrdiff_t>(shape[d]) + 1;
+  }
+  return strides;
+}
+
 // Distance between adjacent values of `dtype` at magnitude |v| (subnormal spacing below).
 inline double ulpOf(infiniDtype_t dtype, double v) {
   const int mantissa_bits = dtype == INFINI_DTYPE_F16 ? 10 : dtype == INFINI_DTYPE_BF16 ? 7 : 23;
@@ -124,6 +146,14 @@ inline double ulpOf(infiniDtype_t dtype, double v) {
   int e = v == 0 ? min_exponent : std::ilogb(v);
   if (e < min_exponent) e = min_exponent;
   return std::ldexp(1.0, e - mantissa_bits);
+}
+
+// True when a finite value rounds to an infinity when stored in `dtype` (round to nearest).
+inline bool roundsToInfinity(infiniDtype_t dtype, double v) {
+  const double limit = dtype == INFINI_DTYPE_F16    ? 65520.0
+                       : dtype == INFINI_DTYPE_BF16 ? 0x1.ffp127
+                                                    : 0x1.ffffffp127;
+  return std::fabs(v) >= limit;
 }
 
 // Signed test inputs over [-range, range] with a share near zero, deterministic per seed.

@@ -1,0 +1,74 @@
+// SwiGlu and SwiGluBackward: wiring only; the maths lives in devices/*/swiglu.cc.
+#include "elementwise/descriptor.h"
+#include "infiniop/ops/swiglu.h"
+#include "infiniop/ops/swiglu_backward.h"
+#include "ops/kernels.h"
+#include "ops/split_dim.h"
+
+namespace ew = infiniop::elementwise;
+
+namespace {
+constexpr const char *kForward = "SwiGlu";
+constexpr const char *kBackward = "SwiGluBackward";
+constexpr ew::KernelTable kForwardKernels = INFINIOP_KERNEL_TABLE(swiglu);
+constexpr ew::KernelTable kBackwardKernels = INFINIOP_KERNEL_TABLE(swiglu_backward);
+}  // namespace
+
+extern "C" infiniStatus_t infiniopCreateSwiGluDescriptor(infiniopHandle_t handle,
+                                                         infiniopSwiGluDescriptor_t *desc_ptr,
+                                                         infiniopTensorDescriptor_t y_desc,
+                                                         infiniopTensorDescriptor_t x_desc,
+                                                         int32_t dim) {
+  return infiniop::guarded(kForward, [&] {
+    int split = 0;
+    INFINIOP_CHECK(infiniop::normalizeSplitDim(kForward, "x", x_desc, dim, &split));
+    return ew::createInto(desc_ptr, handle, kForward, kForwardKernels, {{"y", y_desc}},
+                          {{"x", x_desc, split}});
+  });
+}
+
+extern "C" infiniStatus_t infiniopGetSwiGluWorkspaceSize(infiniopSwiGluDescriptor_t desc,
+                                                         size_t *size) {
+  return ew::workspaceSize(kForward, ew::unwrap(desc), size);
+}
+
+extern "C" infiniStatus_t infiniopSwiGlu(infiniopSwiGluDescriptor_t desc, void * /*workspace*/,
+                                         size_t workspace_size, void *y, const void *x,
+                                         void * /*stream*/) {
+  return ew::calculate(kForward, ew::unwrap(desc), workspace_size, {y}, {x});
+}
+
+extern "C" infiniStatus_t infiniopDestroySwiGluDescriptor(infiniopSwiGluDescriptor_t desc) {
+  return ew::destroy(kForward, ew::unwrap(desc));
+}
+
+extern "C" infiniStatus_t infiniopCreateSwiGluBackwardDescriptor(
+    infiniopHandle_t handle, infiniopSwiGluBackwardDescriptor_t *desc_ptr,
+    infiniopTensorDescriptor_t x_grad_desc, infiniopTensorDescriptor_t y_grad_desc,
+    infiniopTensorDescriptor_t x_desc, int32_t dim) {
+  return infiniop::guarded(kBackward, [&] {
+    int split = 0;
+    INFINIOP_CHECK(infiniop::normalizeSplitDim(kBackward, "x", x_desc, dim, &split));
+    // Operands: x_grad1, x_grad2 <- (y_grad, x1, x2).
+    return ew::createInto(desc_ptr, handle, kBackward, kBackwardKernels,
+                          {{"x_grad", x_grad_desc, split}},
+                          {{"y_grad", y_grad_desc}, {"x", x_desc, split}});
+  });
+}
+
+extern "C" infiniStatus_t infiniopGetSwiGluBackwardWorkspaceSize(
+    infiniopSwiGluBackwardDescriptor_t desc, size_t *size) {
+  return ew::workspaceSize(kBackward, ew::unwrap(desc), size);
+}
+
+extern "C" infiniStatus_t infiniopSwiGluBackward(infiniopSwiGluBackwardDescriptor_t desc,
+                                                 void * /*workspace*/, size_t workspace_size,
+                                                 void *x_grad, const void *y_grad, const void *x,
+                                                 void * /*stream*/) {
+  return ew::calculate(kBackward, ew::unwrap(desc), workspace_size, {x_grad}, {y_grad, x});
+}
+
+extern "C" infiniStatus_t infiniopDestroySwiGluBackwardDescriptor(
+    infiniopSwiGluBackwardDescriptor_t desc) {
+  return ew::destroy(kBackward, ew::unwrap(desc));
+}
