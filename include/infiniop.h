@@ -7,6 +7,8 @@
 #include "infiniop/tensor_descriptor.h"
 #include "infiniop/runtime.h"
 #include "infiniop/ops/gelu_backward.h"
+#include "infiniop/ops/gelu_mul.h"
+#include "infiniop/ops/gelu_mul_backward.h"
 #include "infiniop/ops/swiglu.h"
 #include "infiniop/ops/swiglu_backward.h"
 

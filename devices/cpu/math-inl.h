@@ -34,10 +34,10 @@ HWY_INLINE V ExpNonPositive(D d, V a) {
   return hn::Mul(p, hn::BitCast(d, hn::ShiftLeft<23>(biased)));
 }
 
-// 1 / y for y in [1, 2]: the hardware estimate refined by one Newton step (<= 1 ulp), far
-// cheaper than a division.
+// 1 / y for a positive normal y: the hardware estimate refined by one Newton step (<= 1 ulp),
+// far cheaper than a division.
 template <class D, class V>
-HWY_INLINE V ReciprocalOneToTwo(D d, V y) {
+HWY_INLINE V Reciprocal(D d, V y) {
   const V estimate = hn::ApproximateReciprocal(y);
   return hn::Mul(estimate, hn::NegMulAdd(y, estimate, hn::Set(d, 2.0f)));
 }
@@ -48,7 +48,7 @@ HWY_INLINE V ReciprocalOneToTwo(D d, V y) {
 template <class D, class V>
 HWY_INLINE V SigmoidAndSlope(D d, V x, V *s) {
   const V e = ExpNonPositive(d, hn::Neg(hn::Abs(x)));
-  const V r = ReciprocalOneToTwo(d, hn::Add(hn::Set(d, 1.0f), e));
+  const V r = Reciprocal(d, hn::Add(hn::Set(d, 1.0f), e));
   const V er = hn::Mul(e, r);
   *s = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), er, r);
   return hn::Mul(er, r);
@@ -60,6 +60,56 @@ template <class D, class V>
 HWY_INLINE V ZeroAtMinusInfNaNAtNaN(D d, V x, V value) {
   value = hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, -3.4028235e38f)), value);
   return hn::IfThenElse(hn::IsNaN(x), x, value);
+}
+
+// gelu_tanh(x) = x sigmoid(v), v = 2u = 2a (x + b x^3); returns it and sets *derivative to
+//   s + x v' s (1 - s),  v' = 2a (1 + 3 b x^2),
+// which never cancels for negative x (unlike 0.5 (1 + tanh u)). x is clamped at -20, where both
+// are tiny negative numbers (|error| < 2^-125 (1 + |x v'|)), and the derivative's x at +20,
+// beyond which it is 1. Unused results cost nothing once inlined.
+template <class D, class V>
+HWY_INLINE V GeluTanh(D d, V input, V *derivative) {
+  constexpr float kTwoA = 1.5957691216057308f;  // 2 sqrt(2/pi)
+  constexpr float kTwoAB = kTwoA * 0.044715f;
+  constexpr float kSixAB = 3.0f * kTwoAB;
+  const V x_low = hn::Max(input, hn::Set(d, -20.0f));
+  const V v =
+      hn::Mul(x_low, hn::MulAdd(hn::Mul(x_low, x_low), hn::Set(d, kTwoAB), hn::Set(d, kTwoA)));
+  V s;
+  const V slope = SigmoidAndSlope(d, v, &s);
+  const V x = hn::Min(x_low, hn::Set(d, 20.0f));
+  const V dv = hn::MulAdd(hn::Mul(x, x), hn::Set(d, kSixAB), hn::Set(d, kTwoA));
+  *derivative = ZeroAtMinusInfNaNAtNaN(d, input, hn::MulAdd(hn::Mul(x, dv), slope, s));
+  return ZeroAtMinusInfNaNAtNaN(d, input, hn::Mul(x_low, s));
+}
+
+// gelu_erf(x) = x Phi(x); returns it and sets *derivative to Phi(x) + x phi(x). Phi comes from
+// erfc(|x| / sqrt 2) = t exp(-z^2 - 1.26551223 + t P(t)), t = 1 / (1 + z / 2) (Numerical
+// Recipes' Chebyshev fit, relative error < 1.2e-7 for every z >= 0), so the left tail keeps its
+// relative accuracy. Clamps as in GeluTanh.
+template <class D, class V>
+HWY_INLINE V GeluErf(D d, V input, V *derivative) {
+  const V x_low = hn::Max(input, hn::Set(d, -20.0f));
+  const V x = hn::Min(x_low, hn::Set(d, 20.0f));
+  const V z = hn::Mul(hn::Abs(x), hn::Set(d, 0.70710678118654752f));
+  const V z2 = hn::Mul(z, z);
+  const V t = Reciprocal(d, hn::MulAdd(z, hn::Set(d, 0.5f), hn::Set(d, 1.0f)));
+  V p = hn::Set(d, 0.17087277f);
+  p = hn::MulAdd(p, t, hn::Set(d, -0.82215223f));
+  p = hn::MulAdd(p, t, hn::Set(d, 1.48851587f));
+  p = hn::MulAdd(p, t, hn::Set(d, -1.13520398f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.27886807f));
+  p = hn::MulAdd(p, t, hn::Set(d, -0.18628806f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.09678418f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.37409196f));
+  p = hn::MulAdd(p, t, hn::Set(d, 1.00002368f));
+  p = hn::MulAdd(p, t, hn::Set(d, -1.26551223f));
+  const V half_erfc = hn::Mul(hn::Mul(t, hn::Set(d, 0.5f)), ExpNonPositive(d, hn::Sub(p, z2)));
+  const V cdf =
+      hn::IfThenElse(hn::Lt(x, hn::Zero(d)), half_erfc, hn::Sub(hn::Set(d, 1.0f), half_erfc));
+  const V pdf = hn::Mul(ExpNonPositive(d, hn::Neg(z2)), hn::Set(d, 0.3989422804014327f));
+  *derivative = ZeroAtMinusInfNaNAtNaN(d, input, hn::MulAdd(x, pdf, cdf));
+  return ZeroAtMinusInfNaNAtNaN(d, input, hn::Mul(x_low, cdf));
 }
 
 }  // namespace infiniop::cpu::HWY_NAMESPACE

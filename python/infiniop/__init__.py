@@ -5,6 +5,7 @@ repository root; it is loaded on first use, so importing this package never fail
 
     import infiniop, torch
     grad_input = infiniop.gelu_backward(grad_output, x, device="cpu")
+    y = infiniop.swiglu(x, dim=-1)
 """
 
 from ._library import (
@@ -19,6 +20,7 @@ from ._library import (
 from .core import ArrayView, Handle, TensorDescriptor, array_view, cpu_isa_name
 from .enums import Device, DType, Status
 from .gelu_backward import GeluBackward, gelu_backward
+from .swiglu import SwiGlu, SwiGluBackward, swiglu, swiglu_backward
 
 __all__ = [
     "ArrayView",
@@ -29,6 +31,8 @@ __all__ = [
     "InfiniopError",
     "LibraryNotFoundError",
     "Status",
+    "SwiGlu",
+    "SwiGluBackward",
     "TensorDescriptor",
     "array_view",
     "cpu_isa_name",
@@ -38,4 +42,6 @@ __all__ = [
     "library_candidates",
     "load_library",
     "status_string",
+    "swiglu",
+    "swiglu_backward",
 ]

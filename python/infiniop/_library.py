@@ -130,6 +130,7 @@ _pptr = ctypes.POINTER(ctypes.c_void_p)
 _size = ctypes.c_size_t
 _psize = ctypes.POINTER(ctypes.c_size_t)
 _pdiff = ctypes.POINTER(ctypes.c_ssize_t)  # ptrdiff_t
+_int32 = ctypes.c_int32
 
 _PROTOTYPES = {
     # infinicore.h
@@ -155,6 +156,16 @@ _PROTOTYPES = {
     "infiniopGetGeluBackwardWorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopGeluBackward": (_status, [_ptr, _ptr, _size, _ptr, _ptr, _ptr, _ptr]),
     "infiniopDestroyGeluBackwardDescriptor": (_status, [_ptr]),
+    # ops/swiglu.h
+    "infiniopCreateSwiGluDescriptor": (_status, [_ptr, _pptr, _ptr, _ptr, _int32]),
+    "infiniopGetSwiGluWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopSwiGlu": (_status, [_ptr, _ptr, _size, _ptr, _ptr, _ptr]),
+    "infiniopDestroySwiGluDescriptor": (_status, [_ptr]),
+    # ops/swiglu_backward.h
+    "infiniopCreateSwiGluBackwardDescriptor": (_status, [_ptr, _pptr, _ptr, _ptr, _ptr, _int32]),
+    "infiniopGetSwiGluBackwardWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopSwiGluBackward": (_status, [_ptr, _ptr, _size, _ptr, _ptr, _ptr, _ptr]),
+    "infiniopDestroySwiGluBackwardDescriptor": (_status, [_ptr]),
 }
 
 EXPORTED_FUNCTIONS = tuple(_PROTOTYPES)

@@ -1,0 +1,102 @@
+// GeluMul and GeluMulBackward: wiring only. The approximation picks the kernel at creation, so
+// the inner loops never branch on it.
+#include "core/dtype.h"
+#include "elementwise/descriptor.h"
+#include "infiniop/ops/gelu_mul.h"
+#include "infiniop/ops/gelu_mul_backward.h"
+#include "ops/kernels.h"
+
+namespace ew = infiniop::elementwise;
+
+namespace {
+constexpr const char *kForward = "GeluMul";
+constexpr const char *kBackward = "GeluMulBackward";
+constexpr ew::KernelTable kForwardErf = INFINIOP_KERNEL_TABLE(gelu_mul_erf);
+constexpr ew::KernelTable kForwardTanh = INFINIOP_KERNEL_TABLE(gelu_mul_tanh);
+constexpr ew::KernelTable kBackwardErf = INFINIOP_KERNEL_TABLE(gelu_mul_backward_erf);
+constexpr ew::KernelTable kBackwardTanh = INFINIOP_KERNEL_TABLE(gelu_mul_backward_tanh);
+
+// Validates the approximation and the input's rank; gives the kernels and the split dim.
+infiniStatus_t choose(const char *op, infiniopTensorDescriptor_t input,
+                      infiniopGeluApproximate_t approximate, const ew::KernelTable &erf,
+                      const ew::KernelTable &tanh, const ew::KernelTable **kernels, int *last_dim) {
+  const int raw = infiniop::enumValue(approximate);
+  if (raw != INFINIOP_GELU_APPROXIMATE_NONE && raw != INFINIOP_GELU_APPROXIMATE_TANH)
+    return infiniop::fail(INFINI_STATUS_BAD_PARAM, std::string(op) + ": approximate " +
+                                                       std::to_string(raw) +
+                                                       " is neither NONE (0) nor TANH (1)");
+  if (!input)
+    return infiniop::fail(INFINI_STATUS_NULL_POINTER,
+                          std::string(op) + ": input descriptor is NULL");
+  if (input->ndim() == 0)
+    return infiniop::fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
+                          std::string(op) + ": input must have at least one dim to split");
+  *kernels = raw == INFINIOP_GELU_APPROXIMATE_TANH ? &tanh : &erf;
+  *last_dim = static_cast<int>(input->ndim()) - 1;
+  return INFINI_STATUS_SUCCESS;
+}
+}  // namespace
+
+extern "C" infiniStatus_t infiniopCreateGeluMulDescriptor(infiniopHandle_t handle,
+                                                          infiniopGeluMulDescriptor_t *desc_ptr,
+                                                          infiniopTensorDescriptor_t out_desc,
+                                                          infiniopTensorDescriptor_t input_desc,
+                                                          infiniopGeluApproximate_t approximate) {
+  return infiniop::guarded(kForward, [&] {
+    const ew::KernelTable *kernels = nullptr;
+    int dim = 0;
+    INFINIOP_CHECK(
+        choose(kForward, input_desc, approximate, kForwardErf, kForwardTanh, &kernels, &dim));
+    return ew::createInto(desc_ptr, handle, kForward, *kernels, {{"out", out_desc}},
+                          {{"input", input_desc, dim}});
+  });
+}
+
+extern "C" infiniStatus_t infiniopGetGeluMulWorkspaceSize(infiniopGeluMulDescriptor_t desc,
+                                                          size_t *size) {
+  return ew::workspaceSize(kForward, ew::unwrap(desc), size);
+}
+
+extern "C" infiniStatus_t infiniopGeluMul(infiniopGeluMulDescriptor_t desc, void * /*workspace*/,
+                                          size_t workspace_size, void *out, const void *input,
+                                          void * /*stream*/) {
+  return ew::calculate(kForward, ew::unwrap(desc), workspace_size, {out}, {input});
+}
+
+extern "C" infiniStatus_t infiniopDestroyGeluMulDescriptor(infiniopGeluMulDescriptor_t desc) {
+  return ew::destroy(kForward, ew::unwrap(desc));
+}
+
+extern "C" infiniStatus_t infiniopCreateGeluMulBackwardDescriptor(
+    infiniopHandle_t handle, infiniopGeluMulBackwardDescriptor_t *desc_ptr,
+    infiniopTensorDescriptor_t input_grad_desc, infiniopTensorDescriptor_t out_grad_desc,
+    infiniopTensorDescriptor_t input_desc, infiniopGeluApproximate_t approximate) {
+  return infiniop::guarded(kBackward, [&] {
+    const ew::KernelTable *kernels = nullptr;
+    int dim = 0;
+    INFINIOP_CHECK(
+        choose(kBackward, input_desc, approximate, kBackwardErf, kBackwardTanh, &kernels, &dim));
+    // Operands: (grad1, grad2) <- (out_grad, x1, x2).
+    return ew::createInto(desc_ptr, handle, kBackward, *kernels,
+                          {{"input_grad", input_grad_desc, dim}},
+                          {{"out_grad", out_grad_desc}, {"input", input_desc, dim}});
+  });
+}
+
+extern "C" infiniStatus_t infiniopGetGeluMulBackwardWorkspaceSize(
+    infiniopGeluMulBackwardDescriptor_t desc, size_t *size) {
+  return ew::workspaceSize(kBackward, ew::unwrap(desc), size);
+}
+
+extern "C" infiniStatus_t infiniopGeluMulBackward(infiniopGeluMulBackwardDescriptor_t desc,
+                                                  void * /*workspace*/, size_t workspace_size,
+                                                  void *input_grad, const void *out_grad,
+                                                  const void *input, void * /*stream*/) {
+  return ew::calculate(kBackward, ew::unwrap(desc), workspace_size, {input_grad},
+                       {out_grad, input});
+}
+
+extern "C" infiniStatus_t infiniopDestroyGeluMulBackwardDescriptor(
+    infiniopGeluMulBackwardDescriptor_t desc) {
+  return ew::destroy(kBackward, ew::unwrap(desc));
+}
