@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "device_param.h"
+#include "accuracy.h"
 #include "tensor_buffer.h"
 
 namespace infiniop_test {
@@ -23,37 +24,6 @@ long double siluDerivativeL(long double x) {
   if (std::isinf(x)) return x > 0 ? 1.0L : 0.0L;  // the limits
   return sigmoidL(x) + x * sigmoidL(x) * sigmoidL(-x);
 }
-// a * factor where factor (silu or silu' at a finite x < 0) is negative-tiny when it underflows.
-long double timesTail(long double a, long double factor, float x) {
-  if (factor == 0 && std::isinf(a) && std::isfinite(x) && x < 0) return -a;
-  return a * factor;
-}
-
-// Error allowed against the truth: 8 ulp of the terms summed (F32 exp, reciprocal and products),
-// 2^-125 (1 + |x1|) where the kernels clamp sigmoid's exp (x1 < -87, |silu| < 1.5e-36), one
-// F32 subnormal quantum, and for F16/BF16 one rounding of the output.
-double allowed(infiniDtype_t dtype, double scale, double terms, double x1, double truth) {
-  const double x = std::isfinite(x1) ? std::fabs(x1) : 0.0;
-  double e = std::fabs(scale) * (8 * 0x1p-23 * terms + 0x1p-125 * (1 + x)) + 0x1p-149;
-  if (dtype != INFINI_DTYPE_F32) e += ulpOf(dtype, std::fabs(truth));
-  return e;
-}
-
-std::string compare(infiniDtype_t dtype, float got, long double truth_l, double tolerance) {
-  const double truth = static_cast<double>(truth_l);
-  if (std::isnan(truth)) return std::isnan(got) ? "" : "expected NaN";
-  if (std::isinf(truth) || roundsToInfinity(dtype, truth)) {
-    const double expected = std::copysign(INFINITY, truth);
-    return got == expected ? "" : "expected " + std::to_string(expected);
-  }
-  if (!std::isfinite(got)) return "got non-finite";
-  const double error = std::fabs(got - truth);
-  if (error <= tolerance) return "";
-  return "error " + std::to_string(error / ulpOf(dtype, std::fabs(truth))) + " ulp > " +
-         std::to_string(tolerance / ulpOf(dtype, std::fabs(truth))) + " ulp, truth " +
-         std::to_string(truth);
-}
-
 // The message of the last failed create (destroying the tensor descriptors afterwards succeeds,
 // which clears infiniopGetLastError()).
 std::string last_create_error;
@@ -185,7 +155,7 @@ TEST_P(SwiGluCases, EveryDimMatchesFormula) {
       }
       int failures = 0;
       const auto check = [&](const char *what, size_t i, float got, long double truth, double tol) {
-        const std::string problem = compare(dtype, got, truth, tol);
+        const std::string problem = compareToTruth(dtype, got, truth, tol);
         if (!problem.empty() && failures++ < 5)
           ADD_FAILURE() << what << " element " << i << " x1=" << x1[i] << " x2=" << x2[i]
                         << " dy=" << g[i] << " got=" << got << ": " << problem;
@@ -196,8 +166,8 @@ TEST_P(SwiGluCases, EveryDimMatchesFormula) {
         for (size_t i = 0; i < m; ++i) {
           const long double silu = siluL(x1[i]);
           check("y", i, y.get(i), timesTail(x2[i], silu, x1[i]),
-                allowed(dtype, x2[i], std::fabs(static_cast<double>(silu)), x1[i],
-                        static_cast<double>(silu * x2[i])));
+                allowedError(dtype, x2[i], std::fabs(static_cast<double>(silu)), 0,
+                             onePlusAbs(x1[i]), static_cast<double>(silu * x2[i])));
         }
       }
       TensorBuffer &out = layout == Layout::kInPlace ? x : dx;
@@ -212,11 +182,11 @@ TEST_P(SwiGluCases, EveryDimMatchesFormula) {
                                   : static_cast<double>(derivative);  // the limits 1 and 0
         const long double scale1 = static_cast<long double>(g[i]) * x2[i];
         check("x_grad1", i, out.get(first[i]), timesTail(scale1, derivative, x1[i]),
-              allowed(dtype, static_cast<double>(scale1), terms1, x1[i],
-                      static_cast<double>(scale1 * derivative)));
+              allowedError(dtype, static_cast<double>(scale1), terms1, 0, onePlusAbs(x1[i]),
+                           static_cast<double>(scale1 * derivative)));
         check("x_grad2", i, out.get(second[i]), timesTail(g[i], silu, x1[i]),
-              allowed(dtype, g[i], std::fabs(static_cast<double>(silu)), x1[i],
-                      static_cast<double>(g[i] * silu)));
+              allowedError(dtype, g[i], std::fabs(static_cast<double>(silu)), 0, onePlusAbs(x1[i]),
+                           static_cast<double>(g[i] * silu)));
       }
     }
   }

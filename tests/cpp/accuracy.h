@@ -1,0 +1,53 @@
+// The accuracy contract shared by the split-activation tests: a float64-or-better truth, an
+// allowed error built from the terms the kernel sums, and the limits at infinities.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "tensor_buffer.h"
+
+namespace infiniop_test {
+
+// a * factor, where factor (silu, gelu or a derivative at a finite x < 0) is a negative number
+// that underflows: an infinite `a` gives -a, as SEMANTICS.md's limits require, not NaN.
+inline long double timesTail(long double a, long double factor, float x) {
+  if (factor == 0 && std::isinf(a) && std::isfinite(x) && x < 0) return -a;
+  return a * factor;
+}
+
+// 8 ulp of the summed terms, widened by `condition` (the |argument| of an exp that the kernel
+// rounds to F32 first); 2^-125 * floor_factor where the kernels clamp exp at exp(-87) (far left
+// the activations are tiny negative numbers; floor_factor bounds what multiplies that exp, e.g.
+// 1 + |x|); one F32 subnormal quantum; and for F16/BF16 one rounding of the output.
+inline double allowedError(infiniDtype_t dtype, double scale, double terms, double condition,
+                           double floor_factor, double truth) {
+  double e = std::fabs(scale) * (8 * 0x1p-23 * terms * (1 + condition) + 0x1p-125 * floor_factor) +
+             0x1p-149;
+  if (dtype != INFINI_DTYPE_F32) e += ulpOf(dtype, std::fabs(truth));
+  return e;
+}
+
+// "" when `got` meets the truth within `tolerance`; else why not.
+inline std::string compareToTruth(infiniDtype_t dtype, float got, long double truth_l,
+                                  double tolerance) {
+  const double truth = static_cast<double>(truth_l);
+  if (std::isnan(truth)) return std::isnan(got) ? "" : "expected NaN";
+  if (std::isinf(truth) || roundsToInfinity(dtype, truth)) {
+    const double expected = std::copysign(INFINITY, truth);
+    return got == expected ? "" : "expected " + std::to_string(expected);
+  }
+  if (!std::isfinite(got)) return "got non-finite";
+  const double error = std::fabs(got - truth);
+  if (error <= tolerance) return "";
+  return "error " + std::to_string(error / ulpOf(dtype, std::fabs(truth))) + " ulp > " +
+         std::to_string(tolerance / ulpOf(dtype, std::fabs(truth))) + " ulp, truth " +
+         std::to_string(truth);
+}
+
+// 1 + |x| for finite x, 1 otherwise: the usual floor factor.
+inline double onePlusAbs(double x) {
+  return std::isfinite(x) ? 1 + std::fabs(x) : 1.0;
+}
+
+}  // namespace infiniop_test
