@@ -55,3 +55,306 @@ def test_prototypes_match_headers():
     for header in INCLUDE_DIR.glob("infiniop/ops/*.h"):
         functions = declared_functions([header])
         assert not (functions & bound) or functions <= bound, f"{header.name} is partly bound"
+
+
+def test_status_strings():
+    for status in Status:
+        assert infiniop.status_string(status) == f"INFINI_STATUS_{status.name}"
+    assert infiniop.status_string(99) == "INFINI_STATUS_UNKNOWN"
+
+
+def test_cpu_isa_name():
+    name = infiniop.cpu_isa_name()
+    assert isinstance(name, str) and name
+
+
+def test_device_parse():
+    assert Device.parse("cpu") is Device.CPU
+    assert Device.parse("CPU_Reference") is Device.CPU_REFERENCE
+    assert Device.parse("cpu-reference") is Device.CPU_REFERENCE
+    assert Device.parse("opencl") is Device.OPENCL
+    assert Device.parse(2) is Device.CPU_REFERENCE
+    assert Device.parse(Device.CPU) is Device.CPU
+    assert Device.parse(9) == 9  # passed on for the library to reject
+    with pytest.raises(ValueError, match="unknown device"):
+        Device.parse("cuda")
+    with pytest.raises(TypeError):
+        Device.parse(1.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Finding the library
+
+def test_library_comes_from_environment_variable():
+    lib = infiniop.get_library()
+    if os.environ.get("INFINIOP_LIBRARY"):
+        assert Path(lib.infiniop_path) == Path(os.environ["INFINIOP_LIBRARY"])
+    assert Path(lib.infiniop_path).is_file()
+
+
+def test_library_candidates(tmp_path):
+    env_path = tmp_path / "elsewhere" / "libinfiniop.so"
+    assert _library.library_candidates({"INFINIOP_LIBRARY": str(env_path)}, tmp_path) == \
+        ([env_path], True)
+
+    assert _library.library_candidates({}, tmp_path) == ([], False)
+    for folder, mtime in (("build-old", 1000), ("build", 500), ("build-new", 2000)):
+        (tmp_path / folder).mkdir()
+        library = tmp_path / folder / "libinfiniop.so"
+        library.write_bytes(b"")
+        os.utime(library, (mtime, mtime))
+    candidates, explicit = _library.library_candidates({"INFINIOP_LIBRARY": ""}, tmp_path)
+    assert not explicit
+    assert [p.parent.name for p in candidates] == ["build", "build-new", "build-old"]
+
+
+def test_missing_library_is_a_clear_error(tmp_path):
+    missing = tmp_path / "libinfiniop.so"
+    with pytest.raises(infiniop.LibraryNotFoundError) as info:
+        infiniop.load_library(missing)
+    assert str(missing) in str(info.value) and "INFINIOP_LIBRARY" in str(info.value)
+
+    not_a_library = tmp_path / "broken.so"
+    not_a_library.write_text("not an ELF file")
+    with pytest.raises(infiniop.LibraryNotFoundError, match="broken.so"):
+        infiniop.load_library(not_a_library)
+
+
+# ----------------------------------------------------------------------------------------------
+# Handle and runtime
+
+@pytest.mark.parametrize("device", ["cpu", "cpu_reference", Device.CPU, 2])
+def test_handle_lifetime(device):
+    with infiniop.Handle(device) as handle:
+        assert handle.is_open and handle.host_memory
+        assert isinstance(handle.value, int)
+        assert "Handle(" in repr(handle)
+    assert not handle.is_open
+    handle.close()  # idempotent
+    with pytest.raises(ValueError, match="closed"):
+        handle.value
+
+
+def test_handle_errors():
+    with pytest.raises(InfiniopError) as info:
+        infiniop.Handle("cpu", device_id=1)
+    assert info.value.status == Status.DEVICE_NOT_FOUND and info.value.message
+    with pytest.raises(InfiniopError) as info:
+        infiniop.Handle("opencl")
+    assert info.value.status == Status.DEVICE_TYPE_NOT_SUPPORTED
+    assert "INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED" in str(info.value)
+    with pytest.raises(InfiniopError) as info:
+        infiniop.Handle(42)
+    assert info.value.status == Status.DEVICE_TYPE_NOT_SUPPORTED
+
+
+def test_memory_and_streams():
+    with infiniop.Handle("cpu") as handle:
+        data = np.arange(10, dtype=np.float32)
+        back = np.zeros_like(data)
+        ptr = handle.malloc(data.nbytes)
+        stream = handle.stream_create()
+        handle.memcpy_host_to_device(ptr, data.ctypes.data, data.nbytes, stream)
+        handle.memcpy_device_to_host(back.ctypes.data, ptr, data.nbytes)
+        handle.stream_synchronize(stream)
+        handle.stream_synchronize()
+        handle.stream_destroy(stream)
+        handle.free(ptr)
+        np.testing.assert_array_equal(back, data)
+        with pytest.raises(InfiniopError) as info:
+            handle.free(ptr)  # already freed
+        assert info.value.status == Status.BAD_PARAM and info.value.function == "infiniopFree"
+
+
+def test_last_error_is_thread_local_and_cleared_by_success():
+    with pytest.raises(InfiniopError):
+        infiniop.TensorDescriptor((1,) * 17)  # more than INFINIOP_MAX_NDIM dimensions
+    assert infiniop.last_error()
+    seen_elsewhere = []
+    worker = threading.Thread(target=lambda: seen_elsewhere.append(infiniop.last_error()))
+    worker.start()
+    worker.join()
+    assert seen_elsewhere == [""]
+    infiniop.TensorDescriptor((2, 3)).close()
+    assert infiniop.last_error() == ""
+
+
+# ----------------------------------------------------------------------------------------------
+# TensorDescriptor
+
+def test_tensor_descriptor():
+    with infiniop.TensorDescriptor((2, 3), (1, -2), DType.F16) as desc:
+        assert desc.ndim == 2 and desc.shape == (2, 3) and desc.strides == (1, -2)
+        assert desc.dtype is DType.F16 and "F16" in repr(desc)
+    with infiniop.TensorDescriptor(()) as scalar:
+        assert scalar.ndim == 0 and scalar.strides is None
+    with pytest.raises(InfiniopError) as info:
+        infiniop.TensorDescriptor((1,) * 17)
+    assert info.value.status == Status.BAD_TENSOR_SHAPE
+    with pytest.raises(ValueError):
+        infiniop.TensorDescriptor((2, 3), (1,))
+
+
+def test_array_views():
+    a = np.zeros((4, 6), np.float16)[::-1, 1::2]
+    view = infiniop.array_view(a)
+    assert view.kind == "numpy" and view.dtype is DType.F16
+    assert view.shape == (4, 3) and view.strides == (-6, 2)
+    assert view.ptr == a.ctypes.data
+    assert view.element_span() == (-18, 4)
+
+    t = torch.zeros(1, 5, dtype=torch.bfloat16).expand(3, 5).t()
+    view = infiniop.array_view(t)
+    assert view.kind == "torch" and view.dtype is DType.BF16
+    assert view.strides == (1, 0) and view.ptr == t.data_ptr()
+
+    with pytest.raises(TypeError):
+        infiniop.array_view([1.0, 2.0])
+    with pytest.raises(TypeError):
+        infiniop.array_view(np.zeros(3, np.complex64))
+    with pytest.raises(TypeError):
+        infiniop.array_view(np.zeros(3, ">f4"))
+
+
+# ----------------------------------------------------------------------------------------------
+# The GeluBackward descriptor class
+
+def test_descriptor_reused_after_tensor_descriptors_are_gone():
+    shape = (8, 9)
+    with infiniop.Handle("cpu") as handle:
+        descs = [infiniop.TensorDescriptor(shape, None, DType.F32) for _ in range(3)]
+        op = infiniop.GeluBackward(handle, *descs)
+        for desc in descs:  # the operator descriptor copied what it needs
+            desc.close()
+        assert op.workspace_size == 0
+        for seed in range(3):
+            generator = torch.Generator().manual_seed(seed)
+            x = torch.randn(shape, generator=generator)
+            g = torch.randn(shape, generator=generator)
+            out = torch.full(shape, float("nan"))
+            op(out, x, g)  # arrays
+            expected = infiniop.gelu_backward(g, x)
+            assert torch.equal(out, expected)
+            out.fill_(float("nan"))
+            op(out.data_ptr(), x.data_ptr(), g.data_ptr(), None, 0, None)  # raw pointers
+            assert torch.equal(out, expected)
+        with pytest.raises(ValueError, match="does not match the descriptor"):
+            op(torch.empty(shape).t(), x, g)
+        with pytest.raises(InfiniopError) as info:
+            op(None, x, g)
+        assert info.value.status == Status.NULL_POINTER
+        op.close()
+        op.close()
+
+
+def test_descriptor_shared_between_threads():
+    shape = (64, 100)
+    with infiniop.Handle("cpu") as handle:
+        like = torch.empty(shape)
+        with infiniop.GeluBackward.for_arrays(handle, like, like, like) as op:
+            def work(seed):
+                generator = torch.Generator().manual_seed(seed)
+                x, g = torch.randn(shape, generator=generator), torch.randn(shape, generator=generator)
+                out = torch.empty(shape)
+                for _ in range(20):
+                    op(out, x, g)
+                return torch.equal(out, infiniop.gelu_backward(g, x))
+
+            with ThreadPoolExecutor(4) as pool:
+                assert all(pool.map(work, range(8)))
+
+
+# ----------------------------------------------------------------------------------------------
+# gelu_backward() argument handling
+
+def test_output_allocation():
+    x = torch.randn(5, 7, dtype=torch.float16)
+    g = torch.randn(7, 5, dtype=torch.float16).t()
+    result = infiniop.gelu_backward(g, x)
+    assert result.dtype == torch.float16 and result.shape == (5, 7)
+    assert result.stride() == g.stride()  # allocated like grad_output
+    assert torch.equal(result, infiniop.gelu_backward(g, x, out=torch.empty(5, 7, dtype=torch.float16)))
+
+    a = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    result = infiniop.gelu_backward(np.ones_like(a), a)
+    assert isinstance(result, np.ndarray) and result.dtype == np.float32 and result.shape == (3, 4)
+
+
+def test_argument_errors():
+    x, a = torch.randn(3), np.ones(3, np.float32)
+    with pytest.raises(TypeError, match="one kind"):
+        infiniop.gelu_backward(x, a)
+    with pytest.raises(TypeError):
+        infiniop.gelu_backward(x, x, out=a)
+    with pytest.raises(ValueError, match="read-only"):
+        infiniop.gelu_backward(a, a, out=np.broadcast_to(np.ones(1, np.float32), (3,)))
+    with pytest.raises(TypeError):
+        infiniop.gelu_backward([1.0], [1.0])
+
+
+@pytest.mark.parametrize("device", ["cpu", "cpu_reference"])
+def test_zero_size_and_high_rank(device):
+    empty = torch.empty(0, 5)
+    assert infiniop.gelu_backward(empty, empty, device=device).shape == (0, 5)
+    shape = (2, 1, 2, 1, 2, 1, 2, 1, 2)  # nine dimensions
+    x, g = torch.randn(shape), torch.randn(shape)
+    np.testing.assert_array_equal(infiniop.gelu_backward(g, x, device=device).numpy().ravel(),
+                                  infiniop.gelu_backward(g.ravel(), x.ravel(), device=device).numpy())
+
+
+def test_explicit_handle_overrides_device():
+    x, g = torch.randn(100), torch.randn(100)
+    with infiniop.Handle("cpu_reference") as handle:
+        via_handle = infiniop.gelu_backward(g, x, device="opencl", handle=handle)
+        assert handle.is_open  # a handle given by the caller stays open
+    assert torch.equal(via_handle, infiniop.gelu_backward(g, x, device="cpu_reference"))
+
+
+# ----------------------------------------------------------------------------------------------
+# Staging through device memory (what non-host devices use), exercised on the cpu device
+
+@pytest.mark.parametrize("case", ["plain", "negative_strides", "inplace_input",
+                                  "inplace_grad_output", "broadcast", "strided_out", "empty"])
+def test_staging_matches_direct(case):
+    rng = np.random.default_rng(7)
+
+    def data(shape):
+        return (rng.standard_normal(shape) * 4).astype(np.float32)
+
+    def make():
+        if case == "plain":
+            return data((6, 7)), data((6, 7)), np.full((6, 7), np.nan, np.float32), None
+        if case == "negative_strides":
+            return data((6, 7))[::-1], data((6, 14))[:, ::-2], np.full((6, 7), np.nan, np.float32)[::-1, ::-1], None
+        if case == "inplace_input":
+            x = data((6, 7))[::-1]
+            return data((6, 7)), x, x, None
+        if case == "inplace_grad_output":
+            g = data((6, 7))
+            return g, data((6, 7)), g, None
+        if case == "broadcast":
+            return data((6, 7)), np.broadcast_to(data((1, 7)), (6, 7)), np.full((6, 7), np.nan, np.float32), None
+        if case == "strided_out":
+            storage = np.full((6, 15), 42.0, np.float32)
+            return data((6, 7)), data((6, 7)), storage[:, 1::2], storage
+        if case == "empty":
+            return data((0, 7)), data((0, 7)), np.full((0, 7), np.nan, np.float32), None
+        raise ValueError(case)
+
+    g1, x1, out1, storage1 = make()
+    rng = np.random.default_rng(7)
+    g2, x2, out2, storage2 = make()
+    direct = infiniop.gelu_backward(g1, x1, out=out1, _stage=False)
+    staged = infiniop.gelu_backward(g2, x2, out=out2, _stage=True)
+    np.testing.assert_array_equal(staged, direct)
+    if storage2 is not None:
+        np.testing.assert_array_equal(storage2[:, ::2], 42.0)
+
+
+def test_staging_keeps_partial_overlap_an_error():
+    base = np.arange(16, dtype=np.float32)
+    before = base.copy()
+    with pytest.raises(InfiniopError) as info:
+        infiniop.gelu_backward(np.ones(8, np.float32), base[:8], out=base[12:4:-1], _stage=True)
+    assert info.value.status == Status.BAD_TENSOR_STRIDES
+    np.testing.assert_array_equal(base, before)
