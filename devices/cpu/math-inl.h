@@ -62,6 +62,20 @@ HWY_INLINE V ZeroAtMinusInfNaNAtNaN(D d, V x, V value) {
   return hn::IfThenElse(hn::IsNaN(x), x, value);
 }
 
+// silu(x) = x sigmoid(x); returns it and sets *derivative to s + x s (1 - s) (whose zero near
+// x = -1.2785 is where the two terms cancel). x is clamped at -87, where sigmoid's exp is clamped
+// too: below it both are tiny negative numbers (|value| < 1.5e-36) rather than x * 1.6e-38, which
+// grows with |x|; the derivative's x is capped at 40, beyond which x s (1 - s) vanishes.
+template <class D, class V>
+HWY_INLINE V Silu(D d, V input, V *derivative) {
+  const V x = hn::Max(input, hn::Set(d, -87.0f));
+  V s;
+  const V slope = SigmoidAndSlope(d, x, &s);
+  const V capped = hn::Min(x, hn::Set(d, 40.0f));
+  *derivative = ZeroAtMinusInfNaNAtNaN(d, input, hn::MulAdd(capped, slope, s));
+  return ZeroAtMinusInfNaNAtNaN(d, input, hn::Mul(x, s));
+}
+
 // gelu_tanh(x) = x sigmoid(v), v = 2u = 2a (x + b x^3); returns it and sets *derivative to
 //   s + x v' s (1 - s),  v' = 2a (1 + 3 b x^2),
 // which never cancels for negative x (unlike 0.5 (1 + tanh u)). x is clamped at -20, where both

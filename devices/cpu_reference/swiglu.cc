@@ -1,9 +1,8 @@
-// SwiGlu and SwiGluBackward, written straight from SEMANTICS.md, in double.
-#include <algorithm>
+// SwiGlu and SwiGluBackward: the gated activation with silu, in double.
 #include <cmath>
 
 #include "cpu_reference/elementwise.h"
-#include "cpu_reference/limits.h"
+#include "cpu_reference/gated.h"
 #include "ops/kernels.h"
 
 namespace infiniop::cpu_reference {
@@ -25,30 +24,14 @@ double siluDerivative(double x) {
   return s + x * s * sigmoid(-x);
 }
 
-struct SwiGlu {
-  static constexpr int kOutputs = 1, kInputs = 2;  // y <- (x1, x2)
-  void operator()(float &y, float x1, float x2) const {
-    y = static_cast<float>(timesNegativeTail(x2, silu(x1), x1));
-  }
-};
-
-struct SwiGluBackward {
-  static constexpr int kOutputs = 2, kInputs = 3;  // (x_grad1, x_grad2) <- (y_grad, x1, x2)
-  void operator()(float &x_grad1, float &x_grad2, float y_grad, float x1, float x2) const {
-    const double dy = y_grad;
-    x_grad1 = static_cast<float>(timesNegativeTail(dy * x2, siluDerivative(x1), x1));
-    x_grad2 = static_cast<float>(timesNegativeTail(dy, silu(x1), x1));
-  }
-};
-
 }  // namespace
 
 void swiglu(const elementwise::Plan &plan, const void *attributes, char *const *operands) {
-  runElementwise<SwiGlu>(plan, attributes, operands);
+  runElementwise<Gated<silu>>(plan, attributes, operands);
 }
 
 void swiglu_backward(const elementwise::Plan &plan, const void *attributes, char *const *operands) {
-  runElementwise<SwiGluBackward>(plan, attributes, operands);
+  runElementwise<GatedBackward<silu, siluDerivative>>(plan, attributes, operands);
 }
 
 }  // namespace infiniop::cpu_reference

@@ -1,0 +1,63 @@
+// Per-target functors of the gated activations: out = act(x1) * x2 and its gradient,
+// grad1 = dy * x2 * act'(x1), grad2 = dy * act(x1). SwiGlu (act = silu) and GeluMul (act = gelu,
+// erf or tanh) are instances; an Activation is `V operator()(D, V x, V *derivative) const`.
+#if defined(INFINIOP_CPU_GATED_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef INFINIOP_CPU_GATED_INL_H_
+#undef INFINIOP_CPU_GATED_INL_H_
+#else
+#define INFINIOP_CPU_GATED_INL_H_
+#endif
+
+#include "cpu/math-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace infiniop::cpu::HWY_NAMESPACE {
+
+template <class Activation>
+struct Gated {
+  static constexpr int kOutputs = 1, kInputs = 2;  // out <- (x1, x2)
+
+  template <class D, class V>
+  HWY_INLINE void operator()(D d, V &out, V x1, V x2) const {
+    V unused;  // the derivative is dead code once inlined
+    out = hn::Mul(Activation()(d, x1, &unused), x2);
+  }
+};
+
+template <class Activation>
+struct GatedBackward {
+  static constexpr int kOutputs = 2, kInputs = 3;  // (grad1, grad2) <- (out_grad, x1, x2)
+
+  template <class D, class V>
+  HWY_INLINE void operator()(D d, V &grad1, V &grad2, V out_grad, V x1, V x2) const {
+    V derivative;
+    const V activation = Activation()(d, x1, &derivative);
+    grad1 = hn::Mul(hn::Mul(out_grad, x2), derivative);
+    grad2 = hn::Mul(out_grad, activation);
+  }
+};
+
+struct SiluActivation {
+  template <class D, class V>
+  HWY_INLINE V operator()(D d, V x, V *derivative) const {
+    return Silu(d, x, derivative);
+  }
+};
+struct GeluErfActivation {
+  template <class D, class V>
+  HWY_INLINE V operator()(D d, V x, V *derivative) const {
+    return GeluErf(d, x, derivative);
+  }
+};
+struct GeluTanhActivation {
+  template <class D, class V>
+  HWY_INLINE V operator()(D d, V x, V *derivative) const {
+    return GeluTanh(d, x, derivative);
+  }
+};
+
+}  // namespace infiniop::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // INFINIOP_CPU_GATED_INL_H_
