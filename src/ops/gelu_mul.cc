@@ -17,10 +17,10 @@ constexpr ew::KernelTable kBackwardErf = INFINIOP_KERNEL_TABLE(gelu_mul_backward
 constexpr ew::KernelTable kBackwardTanh = INFINIOP_KERNEL_TABLE(gelu_mul_backward_tanh);
 
 // Validates the approximation and the input's rank; gives the kernels and the split dim.
-infiniStatus_t choose(const char *op, infiniopTensorDescriptor_t input,
-                      infiniopGeluApproximate_t approximate, const ew::KernelTable &erf,
-                      const ew::KernelTable &tanh, const ew::KernelTable **kernels, int *last_dim) {
-  const int raw = infiniop::enumValue(approximate);
+// `raw` is the approximation as an int: C callers may pass any value (see enumValue).
+infiniStatus_t choose(const char *op, infiniopTensorDescriptor_t input, int raw,
+                      const ew::KernelTable &erf, const ew::KernelTable &tanh,
+                      const ew::KernelTable **kernels, int *last_dim) {
   if (raw != INFINIOP_GELU_APPROXIMATE_NONE && raw != INFINIOP_GELU_APPROXIMATE_TANH)
     return infiniop::fail(INFINI_STATUS_BAD_PARAM, std::string(op) + ": approximate " +
                                                        std::to_string(raw) +
@@ -45,8 +45,8 @@ extern "C" infiniStatus_t infiniopCreateGeluMulDescriptor(infiniopHandle_t handl
   return infiniop::guarded(kForward, [&] {
     const ew::KernelTable *kernels = nullptr;
     int dim = 0;
-    INFINIOP_CHECK(
-        choose(kForward, input_desc, approximate, kForwardErf, kForwardTanh, &kernels, &dim));
+    INFINIOP_CHECK(choose(kForward, input_desc, infiniop::enumValue(approximate), kForwardErf,
+                          kForwardTanh, &kernels, &dim));
     return ew::createInto(desc_ptr, handle, kForward, *kernels, {{"out", out_desc}},
                           {{"input", input_desc, dim}});
   });
@@ -74,8 +74,8 @@ extern "C" infiniStatus_t infiniopCreateGeluMulBackwardDescriptor(
   return infiniop::guarded(kBackward, [&] {
     const ew::KernelTable *kernels = nullptr;
     int dim = 0;
-    INFINIOP_CHECK(
-        choose(kBackward, input_desc, approximate, kBackwardErf, kBackwardTanh, &kernels, &dim));
+    INFINIOP_CHECK(choose(kBackward, input_desc, infiniop::enumValue(approximate), kBackwardErf,
+                          kBackwardTanh, &kernels, &dim));
     // Operands: (grad1, grad2) <- (out_grad, x1, x2).
     return ew::createInto(desc_ptr, handle, kBackward, *kernels,
                           {{"input_grad", input_grad_desc, dim}},
