@@ -1,29 +1,49 @@
 #!/usr/bin/env python3
-"""Times PyTorch's kernels for infiniop's operators at 16M output elements, so that
-infiniop-bench's figures have a baseline from the same machine: GeluBackward through
-torch.ops.aten.gelu_backward, the split activations as composed ops (chunk + silu/gelu + mul)
-and their gradients through autograd. Run with Debian's python3 (it carries torch)."""
+"""PyTorch's figures for infiniop-bench's operators on the same machine, measured the same way:
+best and median of repeated calls (about 1 s each, after a warm-up), GB/s counting every input
+read once and every output written once, and the ratio to a copy of the same byte count
+(dst.copy_(src) of bytes/2) timed in the same run.
+
+Run with Debian's interpreter, which carries torch: /usr/bin/python3 bench/compare_torch.py
+By default it times torch.ops.aten.gelu_backward(grad_output, input, approximate='tanh') at
+4096x4096 in f32 and bf16 with 2 threads, both as called (allocating its result) and in its
+out= form (grad_input preallocated, as infiniop-bench runs). --ops all adds the split
+activations, composed from chunk + silu/gelu + mul, and their gradients through autograd.
+"""
 import argparse
+import statistics
 import time
 
 import torch
 
 
-def best_time(fn, reps):
+def measure(fn, reps, budget=1.0):
+    """Best and median seconds of `reps` calls after a warm-up (reps 0: about `budget` s)."""
     fn()
-    best = float("inf")
-    for _ in range(reps):
+    times = []
+    while len(times) < reps if reps else (len(times) < 3 or sum(times) < budget):
         start = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+        times.append(time.perf_counter() - start)
+    return min(times), statistics.median(times), len(times)
 
 
 def cases(rows, cols, dtype):
+    """(name, fn, bytes) for each case: bytes = inputs read once + outputs written once."""
     g = torch.Generator().manual_seed(0)
-    x = (torch.rand(rows, cols, generator=g) * 20 - 10).to(dtype)
-    dy = (torch.rand(rows, cols, generator=g) * 8 - 4).to(dtype)
-    xx = (torch.rand(rows, 2 * cols, generator=g) * 20 - 10).to(dtype)
+
+    def uniform(r, c):  # signed values over [-10, 10], like infiniop-bench
+        return (torch.rand(r, c, generator=g) * 20 - 10).to(dtype)
+
+    x, dy, xx = uniform(rows, cols), uniform(rows, cols), uniform(rows, 2 * cols)
+    dx = torch.empty_like(x)
+    size = x.element_size()
+    n = rows * cols
+    gelu_backward = torch.ops.aten.gelu_backward
+    yield ("gelu_backward", lambda: gelu_backward(dy, x, approximate="tanh"), 3 * n * size)
+    yield ("gelu_backward(out=)",
+           lambda: gelu_backward.grad_input(dy, x, approximate="tanh", grad_input=dx),
+           3 * n * size)
 
     def split_forward(act):
         def run():
@@ -41,35 +61,50 @@ def cases(rows, cols, dtype):
 
     silu = torch.nn.functional.silu
     gelu = torch.nn.functional.gelu
-    gelu_tanh = lambda t: torch.nn.functional.gelu(t, approximate="tanh")  # noqa: E731
-    size = torch.tensor([], dtype=dtype).element_size()
-    n = rows * cols
-    return [
-        ("gelu_backward", lambda: torch.ops.aten.gelu_backward(dy, x, approximate="tanh"), 3 * n * size),
-        ("swiglu", split_forward(silu), 3 * n * size),
-        ("swiglu_backward", split_backward(silu), 5 * n * size),
-        ("gelu_mul", split_forward(gelu), 3 * n * size),
-        ("gelu_mul_tanh", split_forward(gelu_tanh), 3 * n * size),
-        ("gelu_mul_backward", split_backward(gelu), 5 * n * size),
-        ("gelu_mul_backward_tanh", split_backward(gelu_tanh), 5 * n * size),
-    ]
+
+    def gelu_tanh(t):
+        return torch.nn.functional.gelu(t, approximate="tanh")
+
+    yield ("swiglu", split_forward(silu), 3 * n * size)
+    yield ("swiglu_backward", split_backward(silu), 5 * n * size)
+    yield ("gelu_mul", split_forward(gelu), 3 * n * size)
+    yield ("gelu_mul_tanh", split_forward(gelu_tanh), 3 * n * size)
+    yield ("gelu_mul_backward", split_backward(gelu), 5 * n * size)
+    yield ("gelu_mul_backward_tanh", split_backward(gelu_tanh), 5 * n * size)
+
+
+def copy_time(nbytes, reps):
+    src = torch.ones(max(nbytes // 2, 1), dtype=torch.uint8)
+    dst = torch.zeros_like(src)
+    return measure(lambda: dst.copy_(src), reps)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--shape", default="4096x4096")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--reps", type=int, default=5)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", default="4096x4096", help="RxC (default 4096x4096 = 16M)")
+    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (2)")
+    parser.add_argument("--reps", type=int, default=0, help="timed calls (default: ~1 s)")
+    parser.add_argument("--ops", default="gelu_backward",
+                        help="comma-separated names, or 'all' (default gelu_backward)")
     args = parser.parse_args()
     rows, cols = (int(v) for v in args.shape.split("x"))
+    wanted = None if args.ops == "all" else set(args.ops.split(","))
     torch.set_num_threads(args.threads)
-    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads, shape {args.shape}")
-    print(f"{'op':24s} {'dtype':9s} {'best_ms':>9s} {'Gelem/s':>8s} {'GB/s':>7s}")
+    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"{'op':24s} {'type':4s} {'shape':10s} {'best_ms':>8s} {'median_ms':>9s} "
+          f"{'Gelem/s':>7s} {'GB/s':>7s} {'copyGB/s':>8s} {'ratio':>5s} {'reps':>5s}")
+    names = {torch.float32: "f32", torch.bfloat16: "bf16"}
     for dtype in (torch.float32, torch.bfloat16):
         for name, fn, nbytes in cases(rows, cols, dtype):
-            t = best_time(fn, args.reps)
-            print(f"{name:24s} {str(dtype)[6:]:9s} {t * 1e3:9.3f} {rows * cols / t / 1e9:8.3f} "
-                  f"{nbytes / t / 1e9:7.2f}")
+            if wanted is not None and name.split("(")[0] not in wanted:
+                continue
+            best, median, reps = measure(fn, args.reps)
+            copy_best, _, _ = copy_time(nbytes, reps)
+            gbs, copy_gbs = nbytes / best / 1e9, nbytes / copy_best / 1e9
+            print(f"{name:24s} {names[dtype]:4s} {args.shape:10s} {best * 1e3:8.3f} "
+                  f"{median * 1e3:9.3f} {rows * cols / best / 1e9:7.3f} {gbs:7.2f} "
+                  f"{copy_gbs:8.2f} {gbs / copy_gbs:5.2f} {reps:5d}", flush=True)
 
 
 if __name__ == "__main__":

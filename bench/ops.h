@@ -1,4 +1,5 @@
-// The operator table of infiniop-bench: how to build, run and check each operator.
+// The operator table of infiniop-bench. Adding an operator is one entry in allOps() (ops.cc):
+// its name, how each tensor's shape follows the bench's --shape, and its four API functions.
 #pragma once
 
 #include <cstddef>
@@ -11,29 +12,54 @@
 
 namespace bench {
 
-struct CheckResult {
-  bool passed;
-  double max_ulp;  // largest |device - reference|, in ulps of the output's largest |reference|
-  const char *label;
+using Descs = std::vector<infiniopTensorDescriptor_t>;
+using OutPtrs = void *const *;
+using InPtrs = const void *const *;
+
+// An operator descriptor created on some handle, with its type erased.
+struct Bound {
+  std::shared_ptr<void> desc;  // owns the descriptor: destroys it when the last copy goes
+  size_t workspace_size = 0;
+  std::function<infiniStatus_t(void *workspace, size_t workspace_size, OutPtrs, InPtrs)> calculate;
 };
 
-// One operator instance on one device, with its inputs filled and outputs allocated.
-class Case {
- public:
-  virtual ~Case() = default;
-  size_t elements = 0;  // output elements per call
-  size_t bytes = 0;     // every input read once + every output written once
-  virtual infiniStatus_t run() = 0;
-  // Runs cpu_reference on a prefix of the rows (at most ~1M elements) and compares.
-  virtual CheckResult checkAgainstReference() = 0;
+// Creates an operator for these tensor descriptors (outputs, then inputs, in API order). On
+// failure it returns the library's status; infiniopGetLastError() says why.
+using Binder =
+    std::function<infiniStatus_t(infiniopHandle_t, const Descs &outs, const Descs &ins, Bound *)>;
+
+// Adapts an operator's create / get-workspace-size / calculate / destroy functions.
+template <class Desc>
+Binder bind(
+    std::function<infiniStatus_t(infiniopHandle_t, Desc *, const Descs &, const Descs &)> create,
+    infiniStatus_t (*workspace)(Desc, size_t *),
+    std::function<infiniStatus_t(Desc, void *, size_t, OutPtrs, InPtrs)> calculate,
+    infiniStatus_t (*destroy)(Desc)) {
+  return [=](infiniopHandle_t handle, const Descs &outs, const Descs &ins, Bound *bound) {
+    Desc desc = nullptr;
+    infiniStatus_t status = create(handle, &desc, outs, ins);
+    if (status != INFINI_STATUS_SUCCESS) return status;
+    bound->desc =
+        std::shared_ptr<void>(desc, [destroy](void *d) { destroy(static_cast<Desc>(d)); });
+    status = workspace(desc, &bound->workspace_size);
+    bound->calculate = [desc, calculate](void *w, size_t size, OutPtrs o, InPtrs i) {
+      return calculate(desc, w, size, o, i);
+    };
+    return status;
+  };
+}
+
+// How a tensor's shape follows the case's shape S (the bench's --shape).
+enum class Extent {
+  kSame,        // S
+  kDoubleLast,  // S with its last dim doubled: the [x1, x2] input of a split activation
 };
 
 struct OpInfo {
   const char *name;
-  std::vector<size_t> default_shape;  // the shape of the (half-size) output
-  std::function<std::unique_ptr<Case>(infiniDevice_t, infiniDtype_t, const std::vector<size_t> &,
-                                      std::string *error)>
-      make;
+  std::vector<Extent> outputs, inputs;  // in API order
+  Binder bind;
+  std::vector<size_t> default_shape = {4096, 4096};  // 16M elements
 };
 
 const std::vector<OpInfo> &allOps();

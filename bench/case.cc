@@ -1,0 +1,225 @@
+#include "case.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "numeric.h"
+
+namespace bench {
+namespace {
+
+std::string failure(infiniStatus_t status) {
+  return std::string(infiniStatusString(status)) + ": " + infiniopGetLastError();
+}
+
+size_t product(const std::vector<size_t> &shape) {
+  size_t n = 1;
+  for (size_t s : shape) n *= s;
+  return n;
+}
+
+// Element i of input tensor k: uniform over [-10, 10), the same for any thread count.
+float inputValue(size_t k, size_t i) {
+  uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ (k + 1) * 0xD1B54A32D192ED03ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * 0x1p-24f * 20.0f - 10.0f;
+}
+
+std::string number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", v);
+  return text;
+}
+
+}  // namespace
+
+std::string shapeText(const std::vector<size_t> &shape) {
+  std::string text;
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? "x" : "") + std::to_string(shape[i]);
+  return text;
+}
+
+Case::Case(const OpInfo &op, infiniDtype_t dtype, std::vector<size_t> shape)
+    : op_(op), dtype_(dtype), shape_(std::move(shape)) {}
+
+Case::~Case() {
+  bound_ = Bound{};  // the descriptor goes before its handle
+  if (handle_) infiniopDestroyHandle(handle_);
+}
+
+std::vector<size_t> Case::shapeOf(Extent e, std::vector<size_t> base) const {
+  if (e == Extent::kDoubleLast) base.back() *= 2;
+  return base;
+}
+
+Case::Tensor Case::allocate(std::vector<size_t> shape) const {
+  Tensor t;
+  t.count = product(shape);
+  t.shape = std::move(shape);
+  const size_t bytes = (t.count * dtypeSize(dtype_) + 63) / 64 * 64;
+  t.data = {static_cast<char *>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))), std::free};
+  return t;
+}
+
+infiniStatus_t Case::bindOn(infiniopHandle_t handle, const std::vector<size_t> &base,
+                            Bound *bound) {
+  Descs outs, ins;
+  infiniStatus_t status = INFINI_STATUS_SUCCESS;
+  const auto describe = [&](const std::vector<Extent> &extents, Descs *descs) {
+    for (Extent e : extents) {
+      const std::vector<size_t> shape = shapeOf(e, base);
+      infiniopTensorDescriptor_t d = nullptr;
+      const infiniStatus_t s =
+          infiniopCreateTensorDescriptor(&d, shape.size(), shape.data(), nullptr, dtype_);
+      if (s != INFINI_STATUS_SUCCESS && status == INFINI_STATUS_SUCCESS) status = s;
+      descs->push_back(d);
+    }
+  };
+  describe(op_.outputs, &outs);
+  describe(op_.inputs, &ins);
+  if (status == INFINI_STATUS_SUCCESS) status = op_.bind(handle, outs, ins, bound);
+  for (auto d : outs)
+    if (d) infiniopDestroyTensorDescriptor(d);
+  for (auto d : ins)
+    if (d) infiniopDestroyTensorDescriptor(d);
+  return status;
+}
+
+std::unique_ptr<Case> Case::create(const OpInfo &op, infiniDevice_t device, infiniDtype_t dtype,
+                                   const std::vector<size_t> &shape, std::string *error) {
+  std::unique_ptr<Case> c(new Case(op, dtype, shape));
+  infiniStatus_t status = infiniopCreateHandle(&c->handle_, device, 0);
+  if (status == INFINI_STATUS_SUCCESS) status = c->bindOn(c->handle_, shape, &c->bound_);
+  if (status != INFINI_STATUS_SUCCESS) {
+    *error = failure(status);
+    return nullptr;
+  }
+  const size_t size = dtypeSize(dtype);
+  for (Extent e : op.outputs) c->outs_.push_back(c->allocate(c->shapeOf(e, shape)));
+  for (Extent e : op.inputs) c->ins_.push_back(c->allocate(c->shapeOf(e, shape)));
+  // First touch in parallel, statically split like the kernels, so pages sit near their threads.
+  for (size_t k = 0; k < c->ins_.size(); ++k) {
+    Tensor &t = c->ins_[k];
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < static_cast<long long>(t.count); ++i)
+      encode(dtype, t.data.get() + i * size, inputValue(k, i));
+  }
+  for (Tensor &t : c->outs_) {
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < static_cast<long long>(t.count); ++i)
+      std::memset(t.data.get() + i * size, 0, size);
+  }
+  c->workspace_.data = {static_cast<char *>(std::aligned_alloc(
+                            64, std::max<size_t>((c->bound_.workspace_size + 63) / 64 * 64, 64))),
+                        std::free};
+  return c;
+}
+
+infiniStatus_t Case::run() {
+  std::vector<void *> o;
+  std::vector<const void *> i;
+  for (Tensor &t : outs_) o.push_back(t.data.get());
+  for (Tensor &t : ins_) i.push_back(t.data.get());
+  return bound_.calculate(workspace_.data.get(), bound_.workspace_size, o.data(), i.data());
+}
+
+size_t Case::elements() const {
+  size_t n = 0;
+  for (const Tensor &t : outs_) n += t.count;
+  return n;
+}
+
+size_t Case::bytes() const {
+  size_t n = elements();
+  for (const Tensor &t : ins_) n += t.count;
+  return n * dtypeSize(dtype_);
+}
+
+CheckResult Case::check(size_t budget) {
+  CheckResult r;
+  const size_t size = dtypeSize(dtype_);
+  // Sampling unit: one element, or one row of the last dim where an operator splits it.
+  bool split = false;
+  for (Extent e : op_.outputs) split = split || e == Extent::kDoubleLast;
+  for (Extent e : op_.inputs) split = split || e == Extent::kDoubleLast;
+  const size_t n = product(shape_), width = split ? shape_.back() : 1, rows = n / width;
+  size_t k = std::max<size_t>(1, (n + budget - 1) / std::max<size_t>(budget, 1));
+  if (k > 1) k |= 1;
+  const size_t m = (rows + k - 1) / k;
+  if (m == rows) k = 1;
+  r.stride = k;
+  const std::vector<size_t> base = split ? std::vector<size_t>{m, width} : std::vector<size_t>{m};
+
+  // Copies rows 0, k, 2k, ... of a case tensor into a tensor of the sample's shape.
+  const auto gather = [&](Extent e, const Tensor &from) {
+    Tensor to = allocate(shapeOf(e, base));
+    const size_t row = from.count / rows * size;
+    for (size_t j = 0; j < m; ++j)
+      std::memcpy(to.data.get() + j * row, from.data.get() + j * k * row, row);
+    return to;
+  };
+  std::vector<Tensor> sample_in, got, want;
+  for (size_t i = 0; i < ins_.size(); ++i) sample_in.push_back(gather(op_.inputs[i], ins_[i]));
+  for (size_t i = 0; i < outs_.size(); ++i) {
+    got.push_back(gather(op_.outputs[i], outs_[i]));
+    want.push_back(allocate(shapeOf(op_.outputs[i], base)));
+    std::memset(want.back().data.get(), 0, want.back().count * size);
+  }
+
+  infiniopHandle_t ref = nullptr;
+  infiniStatus_t status = infiniopCreateHandle(&ref, INFINI_DEVICE_CPU_REFERENCE, 0);
+  if (status == INFINI_STATUS_SUCCESS) {
+    Bound bound;
+    status = bindOn(ref, base, &bound);
+    if (status == INFINI_STATUS_SUCCESS) {
+      std::vector<char> workspace(std::max<size_t>(bound.workspace_size, 1));
+      std::vector<void *> o;
+      std::vector<const void *> i;
+      for (Tensor &t : want) o.push_back(t.data.get());
+      for (Tensor &t : sample_in) i.push_back(t.data.get());
+      status = bound.calculate(workspace.data(), bound.workspace_size, o.data(), i.data());
+    }
+  }
+  if (status != INFINI_STATUS_SUCCESS) r.error = "cpu_reference: " + failure(status);
+  if (ref) infiniopDestroyHandle(ref);
+  if (!r.error.empty()) return r;
+
+  // Tolerance per element: |got - want| <= max(64 ulp(want), floor) for F32, <= 1 ulp(want) +
+  // floor for F16/BF16, with floor = 1e-6 * max |want| of that output (the gradient's scale):
+  // it absorbs the cancellation where a value is tiny next to its terms. The reported error is
+  // norm-wise, in ulps of max |want|, as benchdnn's.
+  for (size_t t = 0; t < want.size(); ++t) {
+    double largest = 0;
+    for (size_t e = 0; e < want[t].count; ++e) {
+      const double w = decode(dtype_, want[t].data.get() + e * size);
+      if (std::isfinite(w)) largest = std::max(largest, std::fabs(w));
+    }
+    const double floor = 1e-6 * largest, unit = ulpAt(dtype_, largest);
+    for (size_t e = 0; e < want[t].count; ++e) {
+      const double w = decode(dtype_, want[t].data.get() + e * size);
+      const double g = decode(dtype_, got[t].data.get() + e * size);
+      if (w == g || (std::isnan(w) && std::isnan(g))) continue;
+      const double err = std::isfinite(g - w) ? std::fabs(g - w) : INFINITY;  // NaN, inf: inf
+      r.max_ulp = std::max(r.max_ulp, err / unit);
+      const double ulp = ulpAt(dtype_, w);
+      if (err <= (dtype_ == INFINI_DTYPE_F32 ? std::max(64 * ulp, floor) : ulp + floor)) continue;
+      if (r.bad++ == 0) {
+        const size_t row_len = want[t].count / m;  // elements per sampled row of this output
+        const size_t at = (e / row_len) * k * row_len + e % row_len;
+        r.first_bad = "output " + std::to_string(t) + " element " + std::to_string(at) + ": got " +
+                      number(g) + ", cpu_reference " + number(w);
+      }
+    }
+    r.checked += want[t].count;
+  }
+  r.passed = r.bad == 0;
+  return r;
+}
+
+}  // namespace bench

@@ -1,0 +1,64 @@
+// One operator at one shape and dtype on one device: its tensors allocated and filled, its
+// descriptor created; run() times well, check() compares with cpu_reference.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "infiniop.h"
+#include "ops.h"
+
+namespace bench {
+
+struct CheckResult {
+  bool passed = false;
+  size_t checked = 0;     // output elements compared
+  size_t stride = 1;      // every stride-th element (or row, for split operators); 1: all
+  size_t bad = 0;         // elements beyond the tolerance
+  double max_ulp = 0;     // largest |got - want| in ulps of the output's largest |want|
+  std::string first_bad;  // where the first element beyond the tolerance is, and its values
+  std::string error;      // non-empty: the reference could not run
+};
+
+class Case {
+ public:
+  // Returns null and sets *error (status name and the library's message) on failure.
+  static std::unique_ptr<Case> create(const OpInfo &op, infiniDevice_t device, infiniDtype_t dtype,
+                                      const std::vector<size_t> &shape, std::string *error);
+  ~Case();
+
+  infiniStatus_t run();
+  // Compares with cpu_reference on at most about `budget` output elements: the whole output if
+  // it is that small, else every k-th element (k odd, so that every SIMD lane gets checked) or,
+  // for operators that split the last dim, every k-th row.
+  CheckResult check(size_t budget);
+
+  size_t elements() const;  // output elements written per call
+  size_t bytes() const;     // every input read once + every output written once
+
+ private:
+  struct Tensor {
+    std::vector<size_t> shape;
+    size_t count = 0;
+    std::unique_ptr<char, void (*)(void *)> data{nullptr, nullptr};
+  };
+  Case(const OpInfo &op, infiniDtype_t dtype, std::vector<size_t> shape);
+  std::vector<size_t> shapeOf(Extent e, std::vector<size_t> base) const;
+  Tensor allocate(std::vector<size_t> shape) const;
+  // Creates the operator on `handle` for the case's tensors with shape `base`.
+  infiniStatus_t bindOn(infiniopHandle_t handle, const std::vector<size_t> &base, Bound *bound);
+
+  const OpInfo &op_;
+  infiniDtype_t dtype_;
+  std::vector<size_t> shape_;
+  infiniopHandle_t handle_ = nullptr;
+  std::vector<Tensor> outs_, ins_;
+  Bound bound_;
+  Tensor workspace_;
+};
+
+std::string shapeText(const std::vector<size_t> &shape);  // "4096x4096"
+
+}  // namespace bench

@@ -1,0 +1,74 @@
+#include "timing.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace bench {
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+template <class Fn>
+double timeOnce(const Fn &fn) {
+  const double start = now();
+  fn();
+  return now() - start;
+}
+
+// Calls fn(begin, end) on each thread's contiguous share of [0, n).
+template <class Fn>
+void parallelChunks(size_t n, const Fn &fn) {
+#pragma omp parallel
+  {
+    const size_t team = static_cast<size_t>(omp_get_num_threads());
+    const size_t chunk = ((n + team - 1) / team + 63) / 64 * 64;
+    const size_t begin = std::min(n, chunk * static_cast<size_t>(omp_get_thread_num()));
+    const size_t end = std::min(n, begin + chunk);
+    if (begin < end) fn(begin, end);
+  }
+}
+
+Timing summarize(std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  return {times.front(), times[times.size() / 2], static_cast<int>(times.size())};
+}
+
+}  // namespace
+
+Timings measure(const std::function<void()> &op, size_t copy_bytes, int reps, double budget_s) {
+  const size_t half = std::max<size_t>(copy_bytes / 2, 1), padded = (half + 63) / 64 * 64;
+  using Buffer = std::unique_ptr<char, void (*)(void *)>;
+  Buffer src(static_cast<char *>(std::aligned_alloc(64, padded)), std::free);
+  Buffer dst(static_cast<char *>(std::aligned_alloc(64, padded)), std::free);
+  parallelChunks(half, [&](size_t begin, size_t end) {  // first touch by the copying thread
+    std::memset(src.get() + begin, 1, end - begin);
+    std::memset(dst.get() + begin, 0, end - begin);
+  });
+  const auto copy = [&] {
+    parallelChunks(half, [&](size_t begin, size_t end) {
+      std::memcpy(dst.get() + begin, src.get() + begin, end - begin);
+    });
+  };
+
+  op();  // warm-up: page faults, caches, the thread pool
+  copy();
+  std::vector<double> op_times, copy_times;
+  double total = 0;
+  while (reps > 0 ? op_times.size() < static_cast<size_t>(reps)
+                  : op_times.size() < 3 || (total < budget_s && op_times.size() < 100000)) {
+    op_times.push_back(timeOnce(op));
+    copy_times.push_back(timeOnce(copy));
+    total += op_times.back();
+  }
+  return {summarize(op_times), summarize(copy_times)};
+}
+
+}  // namespace bench
