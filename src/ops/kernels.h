@@ -4,9 +4,10 @@
 
 #include "elementwise/plan.h"
 
-#define INFINIOP_ELEMENTWISE_OPS(X)                                                 \
-  X(gelu_backward) X(swiglu) X(swiglu_backward) X(gelu_mul_erf) X(gelu_mul_tanh) \
-      X(gelu_mul_backward_erf) X(gelu_mul_backward_tanh)
+#define INFINIOP_ELEMENTWISE_OPS(X)                                                      \
+  X(gelu_backward)                                                                       \
+  X(swiglu) X(swiglu_backward) X(gelu_mul_erf) X(gelu_mul_tanh) X(gelu_mul_backward_erf) \
+      X(gelu_mul_backward_tanh)
 
 #define INFINIOP_DECLARE_KERNEL(name) \
   void name(const elementwise::Plan &plan, const void *attributes, char *const *operands);
