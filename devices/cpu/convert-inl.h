@@ -54,6 +54,41 @@ HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::float16_t *p) {
 #endif
 }
 
+// BF16 in pairs of F32 vectors, the fast path for whole vectors: one load of 2 Lanes(df)
+// values viewed as U32 lanes splits into the even elements (low halves, shifted up) and the odd
+// ones (high halves, masked), and StorePairF32 merges them back. No cross-lane shuffles; the
+// elementwise framework only needs each output back in its input's place (little-endian).
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the BF16 pair layout assumes little-endian lanes");
+
+template <class DF>
+HWY_INLINE void LoadPairF32(DF df, const hwy::bfloat16_t *p, hn::Vec<DF> &even, hn::Vec<DF> &odd) {
+  const hn::RebindToUnsigned<DF> du32;
+  const auto pairs = hn::LoadU(du32, reinterpret_cast<const uint32_t *>(p));
+  even = hn::BitCast(df, hn::ShiftLeft<16>(pairs));
+  odd = hn::BitCast(df, hn::And(pairs, hn::Set(du32, 0xffff0000u)));
+}
+
+// F32 bits with the BF16 result, rounded to nearest even, in the high 16 bits; NaNs stay NaN
+// (quieted), so a payload only in the low bits cannot round to infinity.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundToBF16High(DF /*df*/, hn::Vec<DF> v) {
+  const hn::RebindToUnsigned<DF> du32;
+  const auto bits = hn::BitCast(du32, v);
+  const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(du32, 1));
+  const auto rounded = hn::Add(bits, hn::Add(odd, hn::Set(du32, 0x7fff)));
+  const auto quiet_nan = hn::Or(bits, hn::Set(du32, 0x00400000u));
+  return hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), quiet_nan, rounded);
+}
+
+template <class DF>
+HWY_INLINE void StorePairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, hwy::bfloat16_t *p) {
+  const hn::RebindToUnsigned<DF> du32;
+  const auto high = hn::And(RoundToBF16High(df, odd), hn::Set(du32, 0xffff0000u));
+  const auto pairs = hn::Or(high, hn::ShiftRight<16>(RoundToBF16High(df, even)));
+  hn::StoreU(pairs, du32, reinterpret_cast<uint32_t *>(p));
+}
+
 template <class DF>
 HWY_INLINE void StoreF32(DF /*df*/, hn::Vec<DF> v, float *p) {
   hn::StoreU(v, DF(), p);
@@ -61,14 +96,8 @@ HWY_INLINE void StoreF32(DF /*df*/, hn::Vec<DF> v, float *p) {
 
 template <class DF>
 HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, hwy::bfloat16_t *p) {
-  const hn::RebindToUnsigned<DF> du32;
   const hn::Rebind<uint16_t, DF> du16;
-  const auto bits = hn::BitCast(du32, v);
-  const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(du32, 1));
-  const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(odd, hn::Set(du32, 0x7fff))));
-  const auto quiet_nan = hn::Or(hn::ShiftRight<16>(bits), hn::Set(du32, 0x40));
-  const auto result = hn::IfThenElse(hn::RebindMask(du32, hn::Ne(v, v)), quiet_nan, rounded);
-  (void)df;
+  const auto result = hn::ShiftRight<16>(RoundToBF16High(df, v));
   hn::StoreU(hn::TruncateTo(du16, result), du16, reinterpret_cast<uint16_t *>(p));
 }
 

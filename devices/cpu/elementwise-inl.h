@@ -33,6 +33,15 @@ HWY_INLINE void ContiguousRow(const Functor &f, size_t n, char *const *base,
   T *out_ptr[kOut] = {reinterpret_cast<T *>(base[Out])...};
   const T *in_ptr[kIn] = {reinterpret_cast<const T *>(base[kOut + In])...};
   size_t i = 0;
+  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+    for (; i + 2 * lanes <= n; i += 2 * lanes) {
+      hn::Vec<decltype(d)> even_in[kIn], odd_in[kIn], even_out[kOut], odd_out[kOut];
+      (LoadPairF32(d, in_ptr[In] + i, even_in[In], odd_in[In]), ...);
+      f(d, even_out[Out]..., even_in[In]...);
+      f(d, odd_out[Out]..., odd_in[In]...);
+      (StorePairF32(d, even_out[Out], odd_out[Out], out_ptr[Out] + i), ...);
+    }
+  }
   for (; i + lanes <= n; i += lanes) {
     const hn::Vec<decltype(d)> in[kIn] = {LoadF32(d, in_ptr[In] + i)...};
     hn::Vec<decltype(d)> out[kOut];
