@@ -6,6 +6,8 @@
 #include "infiniop/handle.h"
 #include "infiniop/tensor_descriptor.h"
 #include "infiniop/runtime.h"
+#include "infiniop/ops/clipped_swiglu.h"
+#include "infiniop/ops/clipped_swiglu_backward.h"
 #include "infiniop/ops/gelu_backward.h"
 #include "infiniop/ops/gelu_mul.h"
 #include "infiniop/ops/gelu_mul_backward.h"

@@ -23,25 +23,16 @@ namespace hn = hwy::HWY_NAMESPACE;
 #define INFINIOP_HWY_NATIVE_F16 0
 #endif
 
+// F16 bits (in the low 16 bits of U32 lanes) to F32, and back rounded to nearest even.
 template <class DF>
-HWY_INLINE hn::Vec<DF> LoadF32(DF df, const float *p) {
-  return hn::LoadU(df, p);
-}
-
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::bfloat16_t *p) {
-  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
-}
-
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::float16_t *p) {
+HWY_INLINE hn::Vec<DF> F16BitsToF32(DF df, hn::Vec<hn::RebindToUnsigned<DF>> bits) {
 #if INFINIOP_HWY_NATIVE_F16
-  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
+  const hn::Rebind<uint16_t, DF> du16;
+  return hn::PromoteTo(df,
+                       hn::BitCast(hn::Rebind<hwy::float16_t, DF>(), hn::TruncateTo(du16, bits)));
 #else
   const hn::RebindToUnsigned<DF> du32;
   const hn::RebindToSigned<DF> di32;
-  const hn::Rebind<uint16_t, DF> du16;
-  const auto bits = hn::PromoteTo(du32, hn::LoadU(du16, reinterpret_cast<const uint16_t *>(p)));
   const auto magnitude = hn::And(bits, hn::Set(du32, 0x7fff));
   const auto shifted = hn::ShiftLeft<13>(magnitude);
   // Normal and subnormal halves: rebias the exponent by multiplying with 2^112 (exact).
@@ -54,62 +45,15 @@ HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::float16_t *p) {
 #endif
 }
 
-// BF16 in pairs of F32 vectors, the fast path for whole vectors: one load of 2 Lanes(df)
-// values viewed as U32 lanes splits into the even elements (low halves, shifted up) and the odd
-// ones (high halves, masked), and StorePairF32 merges them back. No cross-lane shuffles; the
-// elementwise framework only needs each output back in its input's place (little-endian).
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-              "the BF16 pair layout assumes little-endian lanes");
-
 template <class DF>
-HWY_INLINE void LoadPairF32(DF df, const hwy::bfloat16_t *p, hn::Vec<DF> &even, hn::Vec<DF> &odd) {
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> F32ToF16Bits(DF df, hn::Vec<DF> v) {
   const hn::RebindToUnsigned<DF> du32;
-  const auto pairs = hn::LoadU(du32, reinterpret_cast<const uint32_t *>(p));
-  even = hn::BitCast(df, hn::ShiftLeft<16>(pairs));
-  odd = hn::BitCast(df, hn::And(pairs, hn::Set(du32, 0xffff0000u)));
-}
-
-// F32 bits with the BF16 result, rounded to nearest even, in the high 16 bits; NaNs stay NaN
-// (quieted), so a payload only in the low bits cannot round to infinity.
-template <class DF>
-HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundToBF16High(DF /*df*/, hn::Vec<DF> v) {
-  const hn::RebindToUnsigned<DF> du32;
-  const auto bits = hn::BitCast(du32, v);
-  const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(du32, 1));
-  const auto rounded = hn::Add(bits, hn::Add(odd, hn::Set(du32, 0x7fff)));
-  const auto quiet_nan = hn::Or(bits, hn::Set(du32, 0x00400000u));
-  return hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), quiet_nan, rounded);
-}
-
-template <class DF>
-HWY_INLINE void StorePairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, hwy::bfloat16_t *p) {
-  const hn::RebindToUnsigned<DF> du32;
-  const auto high = hn::And(RoundToBF16High(df, odd), hn::Set(du32, 0xffff0000u));
-  const auto pairs = hn::Or(high, hn::ShiftRight<16>(RoundToBF16High(df, even)));
-  hn::StoreU(pairs, du32, reinterpret_cast<uint32_t *>(p));
-}
-
-template <class DF>
-HWY_INLINE void StoreF32(DF /*df*/, hn::Vec<DF> v, float *p) {
-  hn::StoreU(v, DF(), p);
-}
-
-template <class DF>
-HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, hwy::bfloat16_t *p) {
-  const hn::Rebind<uint16_t, DF> du16;
-  const auto result = hn::ShiftRight<16>(RoundToBF16High(df, v));
-  hn::StoreU(hn::TruncateTo(du16, result), du16, reinterpret_cast<uint16_t *>(p));
-}
-
-template <class DF>
-HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, hwy::float16_t *p) {
 #if INFINIOP_HWY_NATIVE_F16
-  hn::StoreU(hn::DemoteTo(hn::Rebind<hwy::float16_t, DF>(), v), hn::Rebind<hwy::float16_t, DF>(),
-             p);
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  return hn::PromoteTo(du32,
+                       hn::BitCast(hn::RebindToUnsigned<decltype(df16)>(), hn::DemoteTo(df16, v)));
 #else
-  const hn::RebindToUnsigned<DF> du32;
   const hn::RebindToSigned<DF> di32;
-  const hn::Rebind<uint16_t, DF> du16;
   const auto bits = hn::BitCast(du32, v);
   const auto sign = hn::And(hn::ShiftRight<16>(bits), hn::Set(du32, 0x8000));
   const auto magnitude = hn::And(bits, hn::Set(du32, 0x7fffffff));
@@ -128,9 +72,113 @@ HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, hwy::float16_t *p) {
                           hn::Set(du32, 0x7c00), result);
   result = hn::IfThenElse(hn::RebindMask(du32, hn::Gt(m, hn::Set(di32, 0x7f800000))),
                           hn::Set(du32, 0x7e00), result);
-  const auto half = hn::DemoteTo(du16, hn::BitCast(di32, hn::Or(result, sign)));
-  hn::StoreU(half, du16, reinterpret_cast<uint16_t *>(p));
+  return hn::Or(result, sign);
 #endif
+}
+
+// F32 bits with the BF16 result, rounded to nearest even, in the high 16 bits; NaNs stay NaN
+// (quieted), so a payload only in the low bits cannot round to infinity.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundToBF16High(DF /*df*/, hn::Vec<DF> v) {
+  const hn::RebindToUnsigned<DF> du32;
+  const auto bits = hn::BitCast(du32, v);
+  const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(du32, 1));
+  const auto rounded = hn::Add(bits, hn::Add(odd, hn::Set(du32, 0x7fff)));
+  const auto quiet_nan = hn::Or(bits, hn::Set(du32, 0x00400000u));
+  return hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), quiet_nan, rounded);
+}
+
+// One vector: Lanes(df) elements.
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadF32(DF df, const float *p) {
+  return hn::LoadU(df, p);
+}
+
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::bfloat16_t *p) {
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
+}
+
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::float16_t *p) {
+#if INFINIOP_HWY_NATIVE_F16
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
+#else
+  const hn::Rebind<uint16_t, DF> du16;
+  return F16BitsToF32(df, hn::PromoteTo(hn::RebindToUnsigned<DF>(),
+                                        hn::LoadU(du16, reinterpret_cast<const uint16_t *>(p))));
+#endif
+}
+
+template <class DF>
+HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, float *p) {
+  hn::StoreU(v, df, p);
+}
+
+template <class DF>
+HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, hwy::bfloat16_t *p) {
+  const hn::Rebind<uint16_t, DF> du16;
+  const auto result = hn::ShiftRight<16>(RoundToBF16High(df, v));
+  hn::StoreU(hn::TruncateTo(du16, result), du16, reinterpret_cast<uint16_t *>(p));
+}
+
+template <class DF>
+HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, hwy::float16_t *p) {
+#if INFINIOP_HWY_NATIVE_F16
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  hn::StoreU(hn::DemoteTo(df16, v), df16, p);
+#else
+  const hn::Rebind<uint16_t, DF> du16;
+  hn::StoreU(hn::TruncateTo(du16, F32ToF16Bits(df, v)), du16, reinterpret_cast<uint16_t *>(p));
+#endif
+}
+
+// Pairs: 2 Lanes(df) consecutive elements as `even` (elements 0, 2, ...) and `odd` (1, 3, ...),
+// the lane order of an interleaved split. For 16-bit types this is also the cheapest way to
+// move two whole vectors: one load viewed as U32 lanes splits into low and high halves with no
+// cross-lane shuffle, and the store merges them back (little-endian lanes).
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the 16-bit pair layout assumes little-endian lanes");
+
+template <class DF>
+HWY_INLINE void LoadPairF32(DF df, const float *p, hn::Vec<DF> &even, hn::Vec<DF> &odd) {
+  hn::LoadInterleaved2(df, p, even, odd);
+}
+
+template <class DF>
+HWY_INLINE void LoadPairF32(DF df, const hwy::bfloat16_t *p, hn::Vec<DF> &even, hn::Vec<DF> &odd) {
+  const hn::RebindToUnsigned<DF> du32;
+  const auto pairs = hn::LoadU(du32, reinterpret_cast<const uint32_t *>(p));
+  even = hn::BitCast(df, hn::ShiftLeft<16>(pairs));
+  odd = hn::BitCast(df, hn::And(pairs, hn::Set(du32, 0xffff0000u)));
+}
+
+template <class DF>
+HWY_INLINE void LoadPairF32(DF df, const hwy::float16_t *p, hn::Vec<DF> &even, hn::Vec<DF> &odd) {
+  const hn::RebindToUnsigned<DF> du32;
+  const auto pairs = hn::LoadU(du32, reinterpret_cast<const uint32_t *>(p));
+  even = F16BitsToF32(df, hn::And(pairs, hn::Set(du32, 0xffffu)));
+  odd = F16BitsToF32(df, hn::ShiftRight<16>(pairs));
+}
+
+template <class DF>
+HWY_INLINE void StorePairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, float *p) {
+  hn::StoreInterleaved2(even, odd, df, p);
+}
+
+template <class DF>
+HWY_INLINE void StorePairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, hwy::bfloat16_t *p) {
+  const hn::RebindToUnsigned<DF> du32;
+  const auto high = hn::And(RoundToBF16High(df, odd), hn::Set(du32, 0xffff0000u));
+  const auto pairs = hn::Or(high, hn::ShiftRight<16>(RoundToBF16High(df, even)));
+  hn::StoreU(pairs, du32, reinterpret_cast<uint32_t *>(p));
+}
+
+template <class DF>
+HWY_INLINE void StorePairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, hwy::float16_t *p) {
+  const hn::RebindToUnsigned<DF> du32;
+  const auto pairs = hn::Or(F32ToF16Bits(df, even), hn::ShiftLeft<16>(F32ToF16Bits(df, odd)));
+  hn::StoreU(pairs, du32, reinterpret_cast<uint32_t *>(p));
 }
 
 }  // namespace infiniop::cpu::HWY_NAMESPACE

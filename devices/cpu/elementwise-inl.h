@@ -92,6 +92,43 @@ HWY_NOINLINE void StridedRow(const Functor &f, size_t n, char *const *base,
   }
 }
 
+// A row in which every operand has stride 1 except interleaved pairs (Plan::kPairFirst, then
+// kPairSecond), which take turns in one stride-1 run: each pair moves with one vector load or
+// store of twice the width, deinterleaved in registers.
+template <class Functor, class T, size_t... Out, size_t... In>
+HWY_NOINLINE void PairedRow(const Functor &f, size_t n, char *const *base, const Plan::Role *role,
+                            std::index_sequence<Out...>, std::index_sequence<In...>) {
+  constexpr size_t kOut = sizeof...(Out), kAll = kOut + sizeof...(In);
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    hn::Vec<decltype(d)> v[kAll];
+    for (size_t k = 0; k < kAll; ++k)
+      v[k] = hn::Zero(d);                   // dead stores; keeps GCC's flow check quiet
+    for (size_t k = kOut; k < kAll; ++k) {  // a constant trip count: unrolled
+      const T *p = reinterpret_cast<const T *>(base[k]);
+      if (role[k] == Plan::kAlone) v[k] = LoadF32(d, p + i);
+      if (role[k] == Plan::kPairFirst && k + 1 < kAll) LoadPairF32(d, p + 2 * i, v[k], v[k + 1]);
+    }
+    f(d, v[Out]..., v[kOut + In]...);
+    for (size_t k = 0; k < kOut; ++k) {
+      T *p = reinterpret_cast<T *>(base[k]);
+      if (role[k] == Plan::kAlone) StoreF32(d, v[k], p + i);
+      if (role[k] == Plan::kPairFirst && k + 1 < kOut) StorePairF32(d, v[k], v[k + 1], p + 2 * i);
+    }
+  }
+  if (i == n) return;
+  char *rest[kAll];
+  ptrdiff_t strides[kAll];
+  for (size_t k = 0; k < kAll; ++k) {
+    strides[k] = role[k] == Plan::kAlone ? 1 : 2;
+    rest[k] = base[k] + static_cast<ptrdiff_t>(i) * strides[k] * static_cast<ptrdiff_t>(sizeof(T));
+  }
+  StridedRow<Functor, T, std::index_sequence<Out...>, std::index_sequence<In...>>(
+      f, n - i, rest, strides, static_cast<int>(kAll), static_cast<int>(kOut));
+}
+
 template <class Functor, class T>
 HWY_INLINE void RangeTyped(const Plan &plan, const Functor &f, char *const *operands, size_t begin,
                            size_t end) {
@@ -101,6 +138,13 @@ HWY_INLINE void RangeTyped(const Plan &plan, const Functor &f, char *const *oper
     elementwise::walkRows(plan, operands, begin, end,
                           [&](char *const *base, size_t count) HWY_ATTR {
                             ContiguousRow<Functor, T>(f, count, base, OutSeq(), InSeq());
+                          });
+    return;
+  }
+  if (plan.inner_paired) {
+    elementwise::walkRows(plan, operands, begin, end,
+                          [&](char *const *base, size_t count) HWY_ATTR {
+                            PairedRow<Functor, T>(f, count, base, plan.role, OutSeq(), InSeq());
                           });
     return;
   }

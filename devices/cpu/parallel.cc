@@ -7,11 +7,11 @@
 namespace infiniop::cpu {
 
 void runRanges(const elementwise::Plan &plan, const void *attributes, char *const *operands,
-               RangeFn range) {
-  const size_t n = plan.numel;
+               size_t first, size_t last, RangeFn range) {
+  const size_t n = last - first;
   const int threads = n < kParallelThreshold ? 1 : omp_get_max_threads();
   if (threads <= 1) {
-    range(plan, attributes, operands, 0, n);
+    range(plan, attributes, operands, first, last);
     return;
   }
 #pragma omp parallel num_threads(threads)
@@ -22,7 +22,7 @@ void runRanges(const elementwise::Plan &plan, const void *attributes, char *cons
     const size_t chunk = ((n + team - 1) / team + 63) / 64 * 64;
     const size_t begin = std::min(n, chunk * static_cast<size_t>(omp_get_thread_num()));
     const size_t end = std::min(n, begin + chunk);
-    if (begin < end) range(plan, attributes, operands, begin, end);
+    if (begin < end) range(plan, attributes, operands, first + begin, first + end);
   }
 }
 

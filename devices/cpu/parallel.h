@@ -14,8 +14,9 @@ using RangeFn = void (*)(const elementwise::Plan &plan, const void *attributes,
 // microseconds, about what one core needs for this many elements of a light kernel).
 constexpr size_t kParallelThreshold = size_t{1} << 15;
 
+// Runs elements [begin, end) of the plan, split over threads when there are enough of them.
 void runRanges(const elementwise::Plan &plan, const void *attributes, char *const *operands,
-               RangeFn range);
+               size_t begin, size_t end, RangeFn range);
 
 }  // namespace infiniop::cpu
 
@@ -36,7 +37,8 @@ void runRanges(const elementwise::Plan &plan, const void *attributes, char *cons
 #define INFINIOP_CPU_ELEMENTWISE_DISPATCH(name)                                             \
   namespace infiniop::cpu {                                                                 \
   HWY_EXPORT(name##_range);                                                                 \
-  void name(const elementwise::Plan &plan, const void *attributes, char *const *operands) { \
-    runRanges(plan, attributes, operands, &HWY_DYNAMIC_DISPATCH(name##_range));             \
+  void name(const elementwise::Plan &plan, const void *attributes, char *const *operands,   \
+            size_t begin, size_t end) {                                                     \
+    runRanges(plan, attributes, operands, begin, end, &HWY_DYNAMIC_DISPATCH(name##_range)); \
   }                                                                                         \
   }

@@ -27,11 +27,11 @@ void storeAt(char *p, float v) {
 }
 
 template <class Functor, class T, size_t... Out, size_t... In>
-void runTyped(const elementwise::Plan &plan, const Functor &f, char *const *operands,
-              std::index_sequence<Out...>, std::index_sequence<In...>) {
+void runTyped(const elementwise::Plan &plan, const Functor &f, char *const *operands, size_t begin,
+              size_t end, std::index_sequence<Out...>, std::index_sequence<In...>) {
   constexpr size_t kOut = sizeof...(Out);
   const int inner = plan.ndim - 1;
-  elementwise::walkRows(plan, operands, 0, plan.numel, [&](char *const *base, size_t count) {
+  elementwise::walkRows(plan, operands, begin, end, [&](char *const *base, size_t count) {
     for (size_t i = 0; i < count; ++i) {
       const auto at = [&](size_t k) {
         return base[k] + static_cast<ptrdiff_t>(i) * plan.strides[k][inner] *
@@ -47,14 +47,23 @@ void runTyped(const elementwise::Plan &plan, const Functor &f, char *const *oper
 
 // The Kernel of an operator: a Functor that is (or is built from) its attribute struct.
 template <class Functor>
-void runElementwise(const elementwise::Plan &plan, const void *attributes, char *const *operands) {
+void runElementwise(const elementwise::Plan &plan, const void *attributes, char *const *operands,
+                    size_t begin, size_t end) {
   Functor f{};
   if constexpr (!std::is_empty_v<Functor>) std::memcpy(&f, attributes, sizeof(Functor));
   visitFloatStorage(plan.dtype, [&](auto storage) {
-    runTyped<Functor, decltype(storage)>(plan, f, operands,
+    runTyped<Functor, decltype(storage)>(plan, f, operands, begin, end,
                                          std::make_index_sequence<Functor::kOutputs>(),
                                          std::make_index_sequence<Functor::kInputs>());
   });
 }
 
 }  // namespace infiniop::cpu_reference
+
+// Defines the cpu_reference kernel `name` (declared in ops/kernels.h) as the runner of a functor.
+#define INFINIOP_REFERENCE_KERNEL(name, ...)                                                  \
+  void name(const ::infiniop::elementwise::Plan &plan, const void *attributes,                \
+            char *const *operands, size_t begin, size_t end) {                                \
+    ::infiniop::cpu_reference::runElementwise<__VA_ARGS__>(plan, attributes, operands, begin, \
+                                                           end);                              \
+  }

@@ -19,8 +19,6 @@ struct GeluBackward {
 
 }  // namespace
 
-void gelu_backward(const elementwise::Plan &plan, const void *attributes, char *const *operands) {
-  runElementwise<GeluBackward>(plan, attributes, operands);
-}
+INFINIOP_REFERENCE_KERNEL(gelu_backward, GeluBackward)
 
 }  // namespace infiniop::cpu_reference

@@ -6,19 +6,9 @@
 
 namespace infiniop::cpu_reference {
 
-void gelu_mul_erf(const elementwise::Plan &plan, const void *attributes, char *const *operands) {
-  runElementwise<Gated<geluErf>>(plan, attributes, operands);
-}
-void gelu_mul_tanh(const elementwise::Plan &plan, const void *attributes, char *const *operands) {
-  runElementwise<Gated<geluTanh>>(plan, attributes, operands);
-}
-void gelu_mul_backward_erf(const elementwise::Plan &plan, const void *attributes,
-                           char *const *operands) {
-  runElementwise<GatedBackward<geluErf, geluErfDerivative>>(plan, attributes, operands);
-}
-void gelu_mul_backward_tanh(const elementwise::Plan &plan, const void *attributes,
-                            char *const *operands) {
-  runElementwise<GatedBackward<geluTanh, geluTanhDerivative>>(plan, attributes, operands);
-}
+INFINIOP_REFERENCE_KERNEL(gelu_mul_erf, Gated<geluErf>)
+INFINIOP_REFERENCE_KERNEL(gelu_mul_tanh, Gated<geluTanh>)
+INFINIOP_REFERENCE_KERNEL(gelu_mul_backward_erf, GatedBackward<geluErf, geluErfDerivative>)
+INFINIOP_REFERENCE_KERNEL(gelu_mul_backward_tanh, GatedBackward<geluTanh, geluTanhDerivative>)
 
 }  // namespace infiniop::cpu_reference

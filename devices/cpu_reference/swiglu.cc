@@ -26,12 +26,8 @@ double siluDerivative(double x) {
 
 }  // namespace
 
-void swiglu(const elementwise::Plan &plan, const void *attributes, char *const *operands) {
-  runElementwise<Gated<silu>>(plan, attributes, operands);
-}
+INFINIOP_REFERENCE_KERNEL(swiglu, Gated<silu>)
 
-void swiglu_backward(const elementwise::Plan &plan, const void *attributes, char *const *operands) {
-  runElementwise<GatedBackward<silu, siluDerivative>>(plan, attributes, operands);
-}
+INFINIOP_REFERENCE_KERNEL(swiglu_backward, GatedBackward<silu, siluDerivative>)
 
 }  // namespace infiniop::cpu_reference

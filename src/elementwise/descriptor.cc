@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "elementwise/walk.h"
 
 namespace infiniop::elementwise {
 namespace {
@@ -46,16 +48,133 @@ infiniStatus_t addOperands(const char *op, const UserTensor &user, int source,
   return INFINI_STATUS_SUCCESS;
 }
 
-// Drops size-1 dims, orders dims by the first operand's |stride| (outermost first), and merges
-// neighbours that every operand traverses as one.
-void foldDims(const std::vector<Operand> &operands, Plan &plan) {
+// The stride with which dims [from, ndim) walk the tensor as one flat row, if they do.
+std::optional<ptrdiff_t> mergedStride(const Tensor &t, size_t from) {
+  std::optional<ptrdiff_t> stride;
+  ptrdiff_t expected = 0;
+  for (size_t d = t.ndim(); d-- > from;) {
+    if (t.shape[d] == 1) continue;
+    if (stride && t.strides[d] != expected) return std::nullopt;
+    if (!stride) stride = t.strides[d];
+    expected = t.strides[d] * static_cast<ptrdiff_t>(t.shape[d]);
+  }
+  return stride.value_or(1);
+}
+
+// Strides that walk `shape` row-major over dims [from, ndim) as one flat row of step `step`,
+// and as `own` over the dims before.
+std::vector<ptrdiff_t> flatRowStrides(const std::vector<size_t> &shape, size_t from,
+                                      const std::vector<ptrdiff_t> &own, ptrdiff_t step) {
+  std::vector<ptrdiff_t> strides(own.begin(), own.begin() + static_cast<ptrdiff_t>(from));
+  strides.resize(shape.size());
+  for (size_t d = shape.size(); d-- > from;) {
+    strides[d] = step;
+    step *= static_cast<ptrdiff_t>(shape[d]);
+  }
+  return strides;
+}
+
+// Operands of an interleaved split (see UserTensor). Pairs (2p, 2p+1) of a merged row map to
+// result p, which is linear in a tensor's coordinates only where its merged dims are one flat
+// row. So the iteration shape is either the results' shape (split tensors then need flat rows)
+// or the split tensors' shape with the last dim halved (pairs are then neighbours along it, and
+// the unsplit tensors need flat rows).
+infiniStatus_t addInterleavedOperands(const char *op, const std::vector<UserTensor> &users,
+                                      std::vector<Operand> &operands,
+                                      std::vector<size_t> &iteration_shape) {
+  const UserTensor *first = nullptr;
+  for (const UserTensor &u : users)
+    if (u.split_dim >= 0 && !first) first = &u;
+  const size_t dim = static_cast<size_t>(first->split_dim);
+  const std::vector<size_t> &full = first->tensor->shape;
+  const std::string prefix = std::string(op) + ": ";
+  if (dim >= full.size() || full[dim] % 2 != 0)
+    return fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
+                prefix + first->name + " shape " + shapeString(full) +
+                    " needs an even size along dim " + std::to_string(dim) +
+                    " to split into two halves");
+  std::vector<size_t> half = full;
+  half[dim] /= 2;
+  bool split_rows_flat = true, unsplit_rows_flat = true;
+  for (const UserTensor &u : users) {
+    const Tensor &t = *u.tensor;
+    const bool split = u.split_dim >= 0;
+    if (t.shape != (split ? full : half))
+      return fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
+                  prefix + u.name + " shape " + shapeString(t.shape) + " should be " +
+                      shapeString(split ? full : half) + " (" + first->name + " shape " +
+                      shapeString(full) +
+                      (split ? ")" : " with dim " + std::to_string(dim) + " halved)"));
+    (split ? split_rows_flat : unsplit_rows_flat) &= mergedStride(t, dim).has_value();
+  }
+  const bool by_results = split_rows_flat;
+  if (!by_results && !(unsplit_rows_flat && full.back() % 2 == 0))
+    return fail(INFINI_STATUS_BAD_TENSOR_STRIDES,
+                prefix + "the interleaved split over dims " + std::to_string(dim) + ".." +
+                    std::to_string(full.size() - 1) + " needs those dims to form one strided row " +
+                    "in " + first->name + " or in the unsplit tensors (e.g. make them contiguous)");
+  iteration_shape = half;
+  if (!by_results) iteration_shape.back() = full.back() / 2;
+  for (size_t i = 0; i < users.size(); ++i) {
+    const Tensor &t = *users[i].tensor;
+    const int source = static_cast<int>(i);
+    if (users[i].split_dim < 0) {
+      operands.push_back(
+          {users[i].name, source, iteration_shape,
+           by_results ? t.strides
+                      : flatRowStrides(iteration_shape, dim, t.strides, *mergedStride(t, dim)),
+           0});
+      continue;
+    }
+    std::vector<ptrdiff_t> strides = t.strides;
+    ptrdiff_t step = t.strides.back();
+    if (by_results) {
+      step = *mergedStride(t, dim);
+      strides = flatRowStrides(iteration_shape, dim, t.strides, 2 * step);
+    } else {
+      strides.back() *= 2;
+    }
+    const std::string name = users[i].name;
+    operands.push_back(
+        {name + " (A: even elements of each merged row)", source, iteration_shape, strides, 0});
+    operands.push_back(
+        {name + " (B: odd elements of each merged row)", source, iteration_shape, strides, step});
+  }
+  return INFINI_STATUS_SUCCESS;
+}
+
+// Marks interleaved pairs: operands k, k+1 of one tensor that share a stride-1 run.
+void findPairs(Plan &plan) {
+  const int inner = plan.ndim - 1;
+  bool paired = false, all = true;
+  for (int k = 0; k < plan.numOperands(); ++k) {
+    plan.role[k] = Plan::kAlone;
+    if (plan.strides[k][inner] == 1) continue;
+    const bool same_side = (k < plan.num_outputs) == (k + 1 < plan.num_outputs);
+    if (k + 1 < plan.numOperands() && same_side && plan.source[k] == plan.source[k + 1] &&
+        plan.strides[k][inner] == 2 && plan.strides[k + 1][inner] == 2 &&
+        plan.offset[k + 1] == plan.offset[k] + 1) {
+      plan.role[k] = Plan::kPairFirst;
+      plan.role[++k] = Plan::kPairSecond;
+      paired = true;
+    } else {
+      all = false;
+    }
+  }
+  plan.inner_paired = paired && all;
+}
+
+// Drops size-1 dims, orders dims by the first operand's |stride| (outermost first) unless
+// `keep_order`, and merges neighbours that every operand traverses as one.
+void foldDims(const std::vector<Operand> &operands, bool keep_order, Plan &plan) {
   const size_t rank = operands[0].shape.size();
   std::vector<size_t> dims;
   for (size_t d = 0; d < rank; ++d)
     if (operands[0].shape[d] != 1) dims.push_back(d);
   const auto &key = operands[0].strides;
-  std::stable_sort(dims.begin(), dims.end(),
-                   [&](size_t a, size_t b) { return std::abs(key[a]) > std::abs(key[b]); });
+  if (!keep_order)
+    std::stable_sort(dims.begin(), dims.end(),
+                     [&](size_t a, size_t b) { return std::abs(key[a]) > std::abs(key[b]); });
   const int n_ops = static_cast<int>(operands.size());
   plan.ndim = 0;
   for (size_t d : dims) {
@@ -81,7 +200,27 @@ void foldDims(const std::vector<Operand> &operands, Plan &plan) {
   plan.inner_contiguous = true;
   for (int k = 0; k < n_ops; ++k)
     plan.inner_contiguous = plan.inner_contiguous && plan.strides[k][plan.ndim - 1] == 1;
+  if (!plan.inner_contiguous) findPairs(plan);
 }
+
+// The zero-fill of rows a call skips, for devices whose memory the host addresses directly.
+void zeroOutputsOnHost(const Plan &plan, const void * /*attributes*/, char *const *operands,
+                       size_t begin, size_t end) {
+  const int inner = plan.ndim - 1;
+  const size_t size = plan.element_size;
+  walkRows(plan, operands, begin, end, [&](char *const *base, size_t count) {
+    for (int k = 0; k < plan.num_outputs; ++k) {
+      const ptrdiff_t step = plan.strides[k][inner] * static_cast<ptrdiff_t>(size);
+      if (step == static_cast<ptrdiff_t>(size)) {
+        std::memset(base[k], 0, count * size);
+        continue;
+      }
+      for (size_t i = 0; i < count; ++i)
+        std::memset(base[k] + static_cast<ptrdiff_t>(i) * step, 0, size);
+    }
+  });
+}
+constexpr KernelTable kZeroKernels = {zeroOutputsOnHost, nullptr, zeroOutputsOnHost};
 
 bool sameLayout(const std::vector<size_t> &shape_a, const std::vector<ptrdiff_t> &strides_a,
                 const std::vector<size_t> &shape_b, const std::vector<ptrdiff_t> &strides_b) {
@@ -98,7 +237,7 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
                                   const KernelTable &kernels,
                                   std::initializer_list<UserTensor> outputs,
                                   std::initializer_list<UserTensor> inputs, Descriptor **result,
-                                  const void *attributes, size_t attributes_size) {
+                                  const Options &options) {
   const std::string prefix = std::string(op) + ": ";
   if (!handle) return fail(INFINI_STATUS_NULL_POINTER, prefix + "handle is NULL");
   std::vector<UserTensor> users(outputs);
@@ -123,15 +262,21 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
   }
 
   std::vector<Operand> operands;
-  for (size_t i = 0; i < users.size(); ++i)
-    INFINIOP_CHECK(addOperands(op, users[i], static_cast<int>(i), operands));
+  std::vector<size_t> iteration_shape;
+  if (std::any_of(users.begin(), users.end(), [](const UserTensor &u) { return u.interleaved; })) {
+    INFINIOP_CHECK(addInterleavedOperands(op, users, operands, iteration_shape));
+  } else {
+    for (size_t i = 0; i < users.size(); ++i)
+      INFINIOP_CHECK(addOperands(op, users[i], static_cast<int>(i), operands));
+    for (const Operand &o : operands)
+      if (o.shape != operands[0].shape)
+        return fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
+                    prefix + o.name + " shape " + shapeString(o.shape) + " does not match " +
+                        operands[0].name + " shape " + shapeString(operands[0].shape));
+    iteration_shape = operands[0].shape;
+  }
   if (operands.size() > static_cast<size_t>(kMaxOperands))
     return fail(INFINI_STATUS_INTERNAL_ERROR, prefix + "too many operands");
-  for (const Operand &o : operands)
-    if (o.shape != operands[0].shape)
-      return fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
-                  prefix + o.name + " shape " + shapeString(o.shape) + " does not match " +
-                      operands[0].name + " shape " + shapeString(operands[0].shape));
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor &t = *users[i].tensor;
     if (hasSelfOverlap(t.shape, t.strides))
@@ -139,13 +284,16 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
                   prefix + "output " + users[i].name + " (shape " + shapeString(t.shape) +
                       ", strides " + stridesString(t.strides) + ") has overlapping elements");
   }
-  if (attributes_size > kMaxAttributeBytes)
+  if (options.attributes_size > kMaxAttributeBytes)
     return fail(INFINI_STATUS_INTERNAL_ERROR, prefix + "attributes too large");
 
   auto desc = std::make_unique<Descriptor>();
   desc->op_name_ = op;
   desc->kernel_ = kernels[device];
-  if (attributes_size) std::memcpy(desc->attributes_, attributes, attributes_size);
+  desc->zero_kernel_ = kZeroKernels[device];
+  if (options.attributes_size)
+    std::memcpy(desc->attributes_, options.attributes, options.attributes_size);
+  for (int d = 0; d < options.row_dim; ++d) desc->rows_ *= iteration_shape[static_cast<size_t>(d)];
   desc->num_user_outputs_ = static_cast<int>(outputs.size());
   const size_t element_size = dtypeSize(dtype);
   for (const UserTensor &u : users) {
@@ -161,19 +309,21 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
   plan.num_outputs = 0;
   for (const Operand &o : operands) plan.num_outputs += o.source < static_cast<int>(outputs.size());
   plan.num_inputs = static_cast<int>(operands.size()) - plan.num_outputs;
-  plan.numel = users[0].split_dim < 0 ? users[0].tensor->numel() : users[0].tensor->numel() / 2;
+  plan.numel = 1;
+  for (size_t size : iteration_shape) plan.numel *= size;
   for (size_t k = 0; k < operands.size(); ++k) {
     plan.source[k] = operands[k].source;
     plan.offset[k] = operands[k].offset;
   }
-  foldDims(operands, plan);
+  foldDims(operands, options.row_dim >= 0, plan);
   *result = desc.release();
   return succeed();
 }
 
 infiniStatus_t Descriptor::calculate(size_t /*workspace_size: none needed*/,
                                      std::initializer_list<void *> outputs,
-                                     std::initializer_list<const void *> inputs) const {
+                                     std::initializer_list<const void *> inputs,
+                                     const ActiveRows &active_rows) const {
   std::vector<const char *> pointers;
   for (void *p : outputs) pointers.push_back(static_cast<const char *>(p));
   for (const void *p : inputs) pointers.push_back(static_cast<const char *>(p));
@@ -206,11 +356,16 @@ infiniStatus_t Descriptor::calculate(size_t /*workspace_size: none needed*/,
     }
   }
 
+  size_t active = rows_;
+  if (active_rows) INFINIOP_CHECK(active_rows(rows_, &active));
+  const size_t computed = active >= rows_ ? plan_.numel : plan_.numel / rows_ * active;
+
   char *operands[kMaxOperands];
   for (int k = 0; k < plan_.numOperands(); ++k)
     operands[k] = const_cast<char *>(pointers[plan_.source[k]]) +
                   plan_.offset[k] * static_cast<ptrdiff_t>(plan_.element_size);
-  kernel_(plan_, attributes_, operands);
+  if (computed > 0) kernel_(plan_, attributes_, operands, 0, computed);
+  if (computed < plan_.numel) zero_kernel_(plan_, attributes_, operands, computed, plan_.numel);
   return succeed();
 }
 
@@ -229,9 +384,11 @@ infiniStatus_t destroy(const char *op_name, Descriptor *desc) {
 
 infiniStatus_t calculate(const char *op_name, const Descriptor *desc, size_t workspace_size,
                          std::initializer_list<void *> outputs,
-                         std::initializer_list<const void *> inputs) {
+                         std::initializer_list<const void *> inputs,
+                         const ActiveRows &active_rows) {
   if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(op_name) + ": desc is NULL");
-  return guarded(op_name, [&] { return desc->calculate(workspace_size, outputs, inputs); });
+  return guarded(op_name,
+                 [&] { return desc->calculate(workspace_size, outputs, inputs, active_rows); });
 }
 
 }  // namespace infiniop::elementwise

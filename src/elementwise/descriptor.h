@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -13,13 +14,30 @@
 
 namespace infiniop::elementwise {
 
-// One tensor of the C call. With split_dim >= 0 it supplies two operands: its first and second
-// half along that (already normalized) dim.
+// One tensor of the C call. With split_dim >= 0 it supplies two operands, A and B: its first
+// and second half along that (already normalized) dim, or with `interleaved` the even and odd
+// elements of each row merged from dims [split_dim, ndim) (ClippedSwiglu's split), against
+// which every unsplit tensor is the merged row of results.
 struct UserTensor {
   const char *name;
   infiniopTensorDescriptor_t tensor;
   int split_dim = -1;
+  bool interleaved = false;
 };
+
+// Whatever an operator adds to its tensors at creation.
+struct Options {
+  const void *attributes = nullptr;  // copied; trivially copyable, the functor's layout
+  size_t attributes_size = 0;
+  // >= 0: dims [0, row_dim) of the iteration shape count as rows, and calculate may be asked to
+  // run only the first of them and zero-fill the rest of the outputs (ClippedSwiglu's
+  // group_index). The plan then keeps the logical dim order so the first rows come first.
+  int row_dim = -1;
+};
+
+// Given the number of rows, says how many of them to compute (after every pointer check, before
+// any write); may fail (e.g. a bad count in the data).
+using ActiveRows = std::function<infiniStatus_t(size_t rows, size_t *active)>;
 
 class Descriptor {
  public:
@@ -29,11 +47,14 @@ class Descriptor {
                                const KernelTable &kernels,
                                std::initializer_list<UserTensor> outputs,
                                std::initializer_list<UserTensor> inputs, Descriptor **result,
-                               const void *attributes = nullptr, size_t attributes_size = 0);
+                               const Options &options = {});
 
   // Checks pointers and aliasing, then runs the device kernel. Pointers are in UserTensor order.
+  // With `active_rows` (row_dim given at creation) only that many leading rows are computed and
+  // the outputs' other rows are set to zero.
   infiniStatus_t calculate(size_t workspace_size, std::initializer_list<void *> outputs,
-                           std::initializer_list<const void *> inputs) const;
+                           std::initializer_list<const void *> inputs,
+                           const ActiveRows &active_rows = nullptr) const;
 
   const char *name() const { return op_name_; }
   const Plan &plan() const { return plan_; }
@@ -49,7 +70,9 @@ class Descriptor {
 
   const char *op_name_ = "";
   Kernel kernel_ = nullptr;
+  Kernel zero_kernel_ = nullptr;
   Plan plan_;
+  size_t rows_ = 1;              // with Options::row_dim: rows of the iteration shape
   std::vector<Layout> layouts_;  // outputs, then inputs
   int num_user_outputs_ = 0;
   alignas(16) unsigned char attributes_[kMaxAttributeBytes] = {};
@@ -68,23 +91,22 @@ infiniStatus_t destroy(const char *op_name, Descriptor *desc);
 template <class Public>
 infiniStatus_t createInto(Public *desc_ptr, infiniopHandle_t handle, const char *op_name,
                           const KernelTable &kernels, std::initializer_list<UserTensor> outputs,
-                          std::initializer_list<UserTensor> inputs,
-                          const void *attributes = nullptr, size_t attributes_size = 0);
+                          std::initializer_list<UserTensor> inputs, const Options &options = {});
 infiniStatus_t calculate(const char *op_name, const Descriptor *desc, size_t workspace_size,
                          std::initializer_list<void *> outputs,
-                         std::initializer_list<const void *> inputs);
+                         std::initializer_list<const void *> inputs,
+                         const ActiveRows &active_rows = nullptr);
 
 infiniStatus_t failNullDescriptorPointer(const char *op_name);
 
 template <class Public>
 infiniStatus_t createInto(Public *desc_ptr, infiniopHandle_t handle, const char *op_name,
                           const KernelTable &kernels, std::initializer_list<UserTensor> outputs,
-                          std::initializer_list<UserTensor> inputs, const void *attributes,
-                          size_t attributes_size) {
+                          std::initializer_list<UserTensor> inputs, const Options &options) {
   if (!desc_ptr) return failNullDescriptorPointer(op_name);
   Descriptor *desc = nullptr;
-  const infiniStatus_t status = Descriptor::create(handle, op_name, kernels, outputs, inputs, &desc,
-                                                   attributes, attributes_size);
+  const infiniStatus_t status =
+      Descriptor::create(handle, op_name, kernels, outputs, inputs, &desc, options);
   if (status == INFINI_STATUS_SUCCESS) *desc_ptr = reinterpret_cast<Public>(desc);
   return status;
 }

@@ -31,6 +31,12 @@ struct Plan {
   int source[kMaxOperands] = {};
   ptrdiff_t offset[kMaxOperands] = {};
   bool inner_contiguous = false;  // every operand has stride 1 along the inner dim
+  // Every operand has stride 1 along the inner dim except interleaved pairs: operands k, k+1
+  // marked kPairFirst/kPairSecond that take turns in one stride-1 run (stride 2, adjacent
+  // offsets), as ClippedSwiglu's A and B do. Set only when some pair exists.
+  bool inner_paired = false;
+  enum Role : unsigned char { kAlone, kPairFirst, kPairSecond };
+  Role role[kMaxOperands] = {};
 
   int numOperands() const { return num_outputs + num_inputs; }
   size_t rowLength() const { return shape[ndim - 1]; }
@@ -39,9 +45,11 @@ struct Plan {
 // What an operator's attributes look like to a kernel: a small trivially-copyable struct.
 constexpr size_t kMaxAttributeBytes = 64;
 
-// A device kernel runs a whole plan: `operands` are the operand base pointers (source pointer
-// plus offset already applied), outputs first.
-using Kernel = void (*)(const Plan &plan, const void *attributes, char *const *operands);
+// A device kernel runs elements [begin, end) of a plan, in the plan's iteration order:
+// `operands` are the operand base pointers (source pointer plus offset already applied),
+// outputs first.
+using Kernel = void (*)(const Plan &plan, const void *attributes, char *const *operands,
+                        size_t begin, size_t end);
 
 // Kernels of one operator for every device, indexed by infiniDevice_t; nullptr = not built.
 constexpr int kNumDevices = 3;

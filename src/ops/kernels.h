@@ -4,13 +4,22 @@
 
 #include "elementwise/plan.h"
 
-#define INFINIOP_ELEMENTWISE_OPS(X)                                                      \
-  X(gelu_backward)                                                                       \
-  X(swiglu) X(swiglu_backward) X(gelu_mul_erf) X(gelu_mul_tanh) X(gelu_mul_backward_erf) \
-      X(gelu_mul_backward_tanh)
+// clang-format off
+#define INFINIOP_ELEMENTWISE_OPS(X) \
+  X(gelu_backward)                  \
+  X(swiglu)                         \
+  X(swiglu_backward)                \
+  X(gelu_mul_erf)                   \
+  X(gelu_mul_tanh)                  \
+  X(gelu_mul_backward_erf)          \
+  X(gelu_mul_backward_tanh)         \
+  X(clipped_swiglu)                 \
+  X(clipped_swiglu_backward)
+// clang-format on
 
-#define INFINIOP_DECLARE_KERNEL(name) \
-  void name(const elementwise::Plan &plan, const void *attributes, char *const *operands);
+#define INFINIOP_DECLARE_KERNEL(name)                                                     \
+  void name(const elementwise::Plan &plan, const void *attributes, char *const *operands, \
+            size_t begin, size_t end);
 
 namespace infiniop {
 namespace cpu_reference {

@@ -28,12 +28,8 @@ struct SplitOutput {
     second = -in;
   }
 };
-void differenceKernel(const ew::Plan &p, const void *a, char *const *o) {
-  infiniop::cpu_reference::runElementwise<HalvesDifference>(p, a, o);
-}
-void splitOutputKernel(const ew::Plan &p, const void *a, char *const *o) {
-  infiniop::cpu_reference::runElementwise<SplitOutput>(p, a, o);
-}
+INFINIOP_REFERENCE_KERNEL(differenceKernel, HalvesDifference)
+INFINIOP_REFERENCE_KERNEL(splitOutputKernel, SplitOutput)
 constexpr ew::KernelTable kDifference = {nullptr, nullptr, differenceKernel};
 constexpr ew::KernelTable kSplitOutput = {nullptr, nullptr, splitOutputKernel};
 

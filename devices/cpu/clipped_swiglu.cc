@@ -1,0 +1,80 @@
+// ClippedSwiglu and ClippedSwigluBackward on the cpu device, one Highway body for every target.
+// The interleaved split reaches the functor as two operands like any other; the framework
+// deinterleaves them (PairedRow).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/clipped_swiglu.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "cpu/elementwise-inl.h"
+#include "cpu/math-inl.h"
+#include "cpu/parallel.h"
+#include "hwy/highway.h"
+#include "ops/clipped_swiglu.h"
+#include "ops/kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace infiniop::cpu::HWY_NAMESPACE {
+
+// The clamped halves and the gate g = a sigmoid(z), z = alpha a. Where z < -87 (sigmoid's exp
+// is clamped there) a is moved to where z = -87, so g stays a tiny number of a's sign
+// (|g| < 87/|alpha| 1.7e-38) instead of growing with |a|; where a is infinite and z = -inf, g
+// and its slope are their limits, 0. The clamps are selects so that NaN passes through them.
+template <class V>
+struct ClippedGate {
+  template <class D>
+  HWY_INLINE ClippedGate(D d, const ClippedSwigluAttributes &at, V A, V B, bool want_slope) {
+    const V limit = hn::Set(d, at.limit);
+    a = hn::IfThenElse(hn::Gt(A, limit), limit, A);
+    b = hn::IfThenElse(hn::Gt(B, limit), limit,
+                       hn::IfThenElse(hn::Lt(B, hn::Neg(limit)), hn::Neg(limit), B));
+    const V z = at.alpha == 0.0f ? hn::Zero(d) : hn::Mul(hn::Set(d, at.alpha), a);
+    const auto far_left = hn::Lt(z, hn::Set(d, -87.0f));
+    const V a_clamped =
+        hn::IfThenElse(far_left, hn::Set(d, at.alpha == 0.0f ? 0.0f : -87.0f / at.alpha), a);
+    const V z_clamped = hn::IfThenElse(far_left, hn::Set(d, -87.0f), z);
+    V s;
+    const V slope_of_sigmoid = SigmoidAndSlope(d, z_clamped, &s);
+    const auto minus_inf = hn::Lt(z, hn::Set(d, -3.4028235e38f));
+    g = hn::IfThenZeroElse(minus_inf, hn::Mul(a_clamped, s));
+    if (want_slope) {  // g'(a) = s + z s (1 - s); z s (1 - s) vanishes beyond z = 40
+      const V capped = hn::Min(z_clamped, hn::Set(d, 40.0f));
+      slope = hn::IfThenZeroElse(minus_inf, hn::MulAdd(capped, slope_of_sigmoid, s));
+    }
+  }
+  V a, b, g, slope;
+};
+
+struct ClippedSwiglu : ClippedSwigluAttributes {
+  static constexpr int kOutputs = 1, kInputs = 2;  // y <- (A, B)
+
+  template <class D, class V>
+  HWY_INLINE void operator()(D d, V &y, V A, V B) const {
+    const ClippedGate<V> c(d, *this, A, B, false);
+    y = hn::Mul(c.g, hn::Add(c.b, hn::Set(d, bias)));
+  }
+};
+
+struct ClippedSwigluBackward : ClippedSwigluAttributes {
+  static constexpr int kOutputs = 2, kInputs = 3;  // (dA, dB) <- (dy, A, B)
+
+  template <class D, class V>
+  HWY_INLINE void operator()(D d, V &dA, V &dB, V dy, V A, V B) const {
+    const ClippedGate<V> c(d, *this, A, B, true);
+    const V limit = hn::Set(d, this->limit);
+    dA = hn::IfThenElseZero(hn::Le(A, limit),
+                            hn::Mul(hn::Mul(dy, hn::Add(c.b, hn::Set(d, bias))), c.slope));
+    const auto inside = hn::And(hn::Ge(B, hn::Neg(limit)), hn::Le(B, limit));
+    dB = hn::IfThenElseZero(inside, hn::Mul(dy, c.g));
+  }
+};
+
+}  // namespace infiniop::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+INFINIOP_CPU_ELEMENTWISE_RANGE(clipped_swiglu, ClippedSwiglu);
+INFINIOP_CPU_ELEMENTWISE_RANGE(clipped_swiglu_backward, ClippedSwigluBackward);
+
+#if HWY_ONCE
+INFINIOP_CPU_ELEMENTWISE_DISPATCH(clipped_swiglu)
+INFINIOP_CPU_ELEMENTWISE_DISPATCH(clipped_swiglu_backward)
+#endif

@@ -1,0 +1,73 @@
+// ClippedSwiglu and ClippedSwigluBackward in double, straight from SEMANTICS.md:
+//   a = min(A, limit), b = clamp(B, -limit, limit), z = alpha a, g = a sigmoid(z),
+//   y = g (b + bias);  dA = dy (b + bias) g'(a) [A <= limit],  dB = dy g [-limit <= B <= limit],
+// with g'(a) = s + z s (1 - s). The clamps pass NaN; the masks are selects, as in PyTorch's
+// autograd of clamp, so a masked-out gradient is exactly 0.
+#include <cmath>
+
+#include "cpu_reference/elementwise.h"
+#include "cpu_reference/limits.h"
+#include "ops/clipped_swiglu.h"
+#include "ops/kernels.h"
+
+namespace infiniop::cpu_reference {
+namespace {
+
+double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+
+// v * g for the gate g = a sigmoid(z), which has a's sign and is never 0 for finite non-zero a,
+// yet may underflow to 0 in double: an infinite v then gives an infinity.
+double timesGate(double v, double g, double a) {
+  if (g == 0.0 && std::isinf(v) && std::isfinite(a) && a != 0.0)
+    return (a < 0) == (v < 0) ? INFINITY : -INFINITY;
+  return v * g;
+}
+
+struct Clipped {
+  double a, b, z, g;  // clamped halves, alpha a, the gate
+
+  Clipped(const ClippedSwigluAttributes &at, float A, float B) {
+    const double limit = at.limit;
+    a = A > limit ? limit : A;
+    b = B > limit ? limit : (B < -limit ? -limit : B);
+    z = at.alpha == 0.0f ? 0.0 : at.alpha * a;  // alpha 0: z = 0 even for infinite a
+    g = z == -INFINITY ? 0.0 : a * sigmoid(z);  // the limit of a sigmoid(alpha a) there
+  }
+
+  // g'(a) = s + z s (1 - s), 1 - s = sigmoid(-z) so nothing cancels; its limits at z = +-inf.
+  double slope() const {
+    if (std::isinf(z)) return z > 0 ? 1.0 : 0.0;
+    const double s = sigmoid(z);
+    return s + z * s * sigmoid(-z);
+  }
+};
+
+struct ClippedSwiglu : ClippedSwigluAttributes {
+  static constexpr int kOutputs = 1, kInputs = 2;  // y <- (A, B)
+  void operator()(float &y, float A, float B) const {
+    const Clipped c(*this, A, B);
+    y = static_cast<float>(timesGate(c.b + bias, c.g, c.a));
+  }
+};
+
+struct ClippedSwigluBackward : ClippedSwigluAttributes {
+  static constexpr int kOutputs = 2, kInputs = 3;  // (dA, dB) <- (dy, A, B)
+  void operator()(float &dA, float &dB, float dy, float A, float B) const {
+    const Clipped c(*this, A, B);
+    dA = A <= limit ? static_cast<float>(timesNegativeTail(dy * (c.b + bias), c.slope(), c.z))
+                    : 0.0f;
+    dB = -limit <= B && B <= limit ? static_cast<float>(timesGate(dy, c.g, c.a)) : 0.0f;
+  }
+};
+
+static_assert(sizeof(ClippedSwiglu) == sizeof(ClippedSwigluAttributes));
+static_assert(sizeof(ClippedSwigluBackward) == sizeof(ClippedSwigluAttributes));
+
+}  // namespace
+
+INFINIOP_REFERENCE_KERNEL(clipped_swiglu, ClippedSwiglu)
+INFINIOP_REFERENCE_KERNEL(clipped_swiglu_backward, ClippedSwigluBackward)
+
+}  // namespace infiniop::cpu_reference

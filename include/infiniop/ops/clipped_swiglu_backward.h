@@ -1,0 +1,30 @@
+#ifndef INFINIOP_OPS_CLIPPED_SWIGLU_BACKWARD_H
+#define INFINIOP_OPS_CLIPPED_SWIGLU_BACKWARD_H
+
+#include <stdbool.h>
+
+#include "../handle.h"
+#include "../tensor_descriptor.h"
+
+/* The gradient of ClippedSwiglu (same split, attributes and group_index). With a, b as in the
+ * forward, s = sigmoid(alpha * a):
+ *   dA = y_grad * (b + bias) * s * (1 + alpha * a * (1 - s))  where A <= limit, else 0
+ *   dB = y_grad * a * s                                     where -limit <= B <= limit, else 0
+ * x_grad has x's shape and is merged from dA, dB exactly as x is split; y_grad has y's shape.
+ * Rows past the group_index sum are zero-filled. x_grad may be exactly the memory of x. */
+typedef struct InfiniopClippedSwigluBackwardDescriptor *infiniopClippedSwigluBackwardDescriptor_t;
+
+__INFINI_C infiniStatus_t infiniopCreateClippedSwigluBackwardDescriptor(
+    infiniopHandle_t handle, infiniopClippedSwigluBackwardDescriptor_t *desc_ptr,
+    infiniopTensorDescriptor_t x_grad_desc, infiniopTensorDescriptor_t y_grad_desc,
+    infiniopTensorDescriptor_t x_desc, infiniopTensorDescriptor_t group_index_desc /* nullable */,
+    int64_t dim, float alpha, float limit, float bias, bool interleaved);
+__INFINI_C infiniStatus_t infiniopGetClippedSwigluBackwardWorkspaceSize(
+    infiniopClippedSwigluBackwardDescriptor_t desc, size_t *size);
+__INFINI_C infiniStatus_t infiniopClippedSwigluBackward(
+    infiniopClippedSwigluBackwardDescriptor_t desc, void *workspace, size_t workspace_size,
+    void *x_grad, const void *y_grad, const void *x, const void *group_index, void *stream);
+__INFINI_C infiniStatus_t
+infiniopDestroyClippedSwigluBackwardDescriptor(infiniopClippedSwigluBackwardDescriptor_t desc);
+
+#endif /* INFINIOP_OPS_CLIPPED_SWIGLU_BACKWARD_H */

@@ -1,0 +1,194 @@
+// ClippedSwiglu and ClippedSwigluBackward: wiring. The attributes become the functor (see
+// ops/clipped_swiglu.h); the split is the framework's (halves or interleaved); group_index only
+// decides, per call, how many leading rows are computed and how many zero-filled.
+#include "ops/clipped_swiglu.h"
+
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include "core/dtype.h"
+#include "elementwise/descriptor.h"
+#include "infiniop/ops/clipped_swiglu.h"
+#include "infiniop/ops/clipped_swiglu_backward.h"
+#include "ops/kernels.h"
+#include "ops/split_dim.h"
+
+namespace ew = infiniop::elementwise;
+using infiniop::fail;
+
+namespace {
+constexpr const char *kForward = "ClippedSwiglu";
+constexpr const char *kBackward = "ClippedSwigluBackward";
+constexpr ew::KernelTable kForwardKernels = INFINIOP_KERNEL_TABLE(clipped_swiglu);
+constexpr ew::KernelTable kBackwardKernels = INFINIOP_KERNEL_TABLE(clipped_swiglu_backward);
+
+// The elementwise descriptor, and where group_index's counts are when there is one.
+struct ClippedDescriptor {
+  std::unique_ptr<ew::Descriptor> elementwise;
+  bool has_groups = false;
+  size_t group_count = 0;
+  ptrdiff_t group_stride = 1;  // in elements
+};
+
+// Everything validated from the attributes and group_index before the tensors are looked at.
+struct Setup {
+  int split = 0;
+  infiniop::ClippedSwigluAttributes attributes{};
+  ClippedDescriptor groups;
+};
+
+infiniStatus_t prepare(const char *op, infiniopTensorDescriptor_t x,
+                       infiniopTensorDescriptor_t group_index, int64_t dim, float alpha,
+                       float limit, float bias, Setup *setup) {
+  const std::string prefix = std::string(op) + ": ";
+  INFINIOP_CHECK(infiniop::normalizeSplitDim(op, "x", x, dim, &setup->split));
+  if (!(limit > 0.0f))  // NaN too
+    return fail(INFINI_STATUS_BAD_PARAM,
+                prefix + "limit " + std::to_string(limit) + " must be > 0 (+inf: no clipping)");
+  if (!std::isfinite(alpha))
+    return fail(INFINI_STATUS_BAD_PARAM,
+                prefix + "alpha " + std::to_string(alpha) + " is not finite");
+  if (!std::isfinite(bias))
+    return fail(INFINI_STATUS_BAD_PARAM,
+                prefix + "bias " + std::to_string(bias) + " is not finite");
+  setup->attributes = {alpha, limit, bias};
+  if (!group_index) return INFINI_STATUS_SUCCESS;
+  if (group_index->dtype != INFINI_DTYPE_I64)
+    return fail(INFINI_STATUS_BAD_TENSOR_DTYPE, prefix + "group_index has dtype " +
+                                                    infiniop::dtypeName(group_index->dtype) +
+                                                    "; I64 is required");
+  if (group_index->ndim() != 1)
+    return fail(INFINI_STATUS_BAD_TENSOR_SHAPE, prefix + "group_index shape " +
+                                                    infiniop::shapeString(group_index->shape) +
+                                                    " must have one dim");
+  setup->groups.has_groups = true;
+  setup->groups.group_count = group_index->shape[0];
+  setup->groups.group_stride = group_index->strides[0];
+  return INFINI_STATUS_SUCCESS;
+}
+
+template <class Public>
+infiniStatus_t finish(Public *desc_ptr, infiniopHandle_t handle, const char *op,
+                      const ew::KernelTable &kernels, std::initializer_list<ew::UserTensor> outputs,
+                      std::initializer_list<ew::UserTensor> inputs, Setup &setup) {
+  if (!desc_ptr) return ew::failNullDescriptorPointer(op);
+  ew::Options options;
+  options.attributes = &setup.attributes;
+  options.attributes_size = sizeof(setup.attributes);
+  options.row_dim = setup.groups.has_groups ? setup.split : -1;
+  ew::Descriptor *elementwise = nullptr;
+  INFINIOP_CHECK(
+      ew::Descriptor::create(handle, op, kernels, outputs, inputs, &elementwise, options));
+  auto desc = std::make_unique<ClippedDescriptor>(std::move(setup.groups));
+  desc->elementwise.reset(elementwise);
+  *desc_ptr = reinterpret_cast<Public>(desc.release());
+  return infiniop::succeed();
+}
+
+template <class Public>
+ClippedDescriptor *unwrap(Public desc) {
+  return reinterpret_cast<ClippedDescriptor *>(desc);
+}
+
+infiniStatus_t workspaceSize(const char *op, const ClippedDescriptor *desc, size_t *size) {
+  return ew::workspaceSize(op, desc ? desc->elementwise.get() : nullptr, size);
+}
+
+infiniStatus_t destroy(const char *op, ClippedDescriptor *desc) {
+  if (!desc) return ew::destroy(op, nullptr);
+  delete desc;
+  return infiniop::succeed();
+}
+
+// Rows to compute: min(sum of the counts, rows), read before anything is written.
+infiniStatus_t activeRows(const char *op, const ClippedDescriptor &desc, const void *group_index,
+                          size_t rows, size_t *active) {
+  if (!group_index && desc.group_count > 0)
+    return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": group_index pointer is NULL");
+  const auto *counts = static_cast<const int64_t *>(group_index);
+  size_t sum = 0;
+  for (size_t i = 0; i < desc.group_count; ++i) {
+    const int64_t count = counts[static_cast<ptrdiff_t>(i) * desc.group_stride];
+    if (count < 0)
+      return fail(INFINI_STATUS_BAD_PARAM, std::string(op) + ": group_index[" + std::to_string(i) +
+                                               "] = " + std::to_string(count) + " is negative");
+    sum = std::min(rows, sum + std::min(rows, static_cast<size_t>(count)));  // no overflow
+  }
+  *active = sum;
+  return INFINI_STATUS_SUCCESS;
+}
+
+infiniStatus_t calculate(const char *op, const ClippedDescriptor *desc, size_t workspace_size,
+                         std::initializer_list<void *> outputs,
+                         std::initializer_list<const void *> inputs, const void *group_index) {
+  if (!desc) return ew::calculate(op, nullptr, workspace_size, outputs, inputs);
+  ew::ActiveRows rows = nullptr;
+  if (desc->has_groups)
+    rows = [&](size_t total, size_t *active) {
+      return activeRows(op, *desc, group_index, total, active);
+    };
+  return ew::calculate(op, desc->elementwise.get(), workspace_size, outputs, inputs, rows);
+}
+}  // namespace
+
+extern "C" infiniStatus_t infiniopCreateClippedSwigluDescriptor(
+    infiniopHandle_t handle, infiniopClippedSwigluDescriptor_t *desc_ptr,
+    infiniopTensorDescriptor_t y_desc, infiniopTensorDescriptor_t x_desc,
+    infiniopTensorDescriptor_t group_index_desc, int64_t dim, float alpha, float limit, float bias,
+    bool interleaved) {
+  return infiniop::guarded(kForward, [&] {
+    Setup setup;
+    INFINIOP_CHECK(prepare(kForward, x_desc, group_index_desc, dim, alpha, limit, bias, &setup));
+    return finish(desc_ptr, handle, kForward, kForwardKernels, {{"y", y_desc}},
+                  {{"x", x_desc, setup.split, interleaved}}, setup);
+  });
+}
+
+extern "C" infiniStatus_t infiniopGetClippedSwigluWorkspaceSize(
+    infiniopClippedSwigluDescriptor_t desc, size_t *size) {
+  return workspaceSize(kForward, unwrap(desc), size);
+}
+
+extern "C" infiniStatus_t infiniopClippedSwiglu(infiniopClippedSwigluDescriptor_t desc,
+                                                void * /*workspace*/, size_t workspace_size,
+                                                void *y, const void *x, const void *group_index,
+                                                void * /*stream*/) {
+  return calculate(kForward, unwrap(desc), workspace_size, {y}, {x}, group_index);
+}
+
+extern "C" infiniStatus_t infiniopDestroyClippedSwigluDescriptor(
+    infiniopClippedSwigluDescriptor_t desc) {
+  return destroy(kForward, unwrap(desc));
+}
+
+extern "C" infiniStatus_t infiniopCreateClippedSwigluBackwardDescriptor(
+    infiniopHandle_t handle, infiniopClippedSwigluBackwardDescriptor_t *desc_ptr,
+    infiniopTensorDescriptor_t x_grad_desc, infiniopTensorDescriptor_t y_grad_desc,
+    infiniopTensorDescriptor_t x_desc, infiniopTensorDescriptor_t group_index_desc, int64_t dim,
+    float alpha, float limit, float bias, bool interleaved) {
+  return infiniop::guarded(kBackward, [&] {
+    Setup setup;
+    INFINIOP_CHECK(prepare(kBackward, x_desc, group_index_desc, dim, alpha, limit, bias, &setup));
+    // Operands: dA, dB <- (y_grad, A, B).
+    return finish(desc_ptr, handle, kBackward, kBackwardKernels,
+                  {{"x_grad", x_grad_desc, setup.split, interleaved}},
+                  {{"y_grad", y_grad_desc}, {"x", x_desc, setup.split, interleaved}}, setup);
+  });
+}
+
+extern "C" infiniStatus_t infiniopGetClippedSwigluBackwardWorkspaceSize(
+    infiniopClippedSwigluBackwardDescriptor_t desc, size_t *size) {
+  return workspaceSize(kBackward, unwrap(desc), size);
+}
+
+extern "C" infiniStatus_t infiniopClippedSwigluBackward(
+    infiniopClippedSwigluBackwardDescriptor_t desc, void * /*workspace*/, size_t workspace_size,
+    void *x_grad, const void *y_grad, const void *x, const void *group_index, void * /*stream*/) {
+  return calculate(kBackward, unwrap(desc), workspace_size, {x_grad}, {y_grad, x}, group_index);
+}
+
+extern "C" infiniStatus_t infiniopDestroyClippedSwigluBackwardDescriptor(
+    infiniopClippedSwigluBackwardDescriptor_t desc) {
+  return destroy(kBackward, unwrap(desc));
+}
