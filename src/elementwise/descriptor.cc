@@ -113,8 +113,8 @@ infiniStatus_t addInterleavedOperands(const char *op, const std::vector<UserTens
                 prefix + "the interleaved split over dims " + std::to_string(dim) + ".." +
                     std::to_string(full.size() - 1) + " needs those dims to form one strided row " +
                     "in " + first->name + " or in the unsplit tensors (e.g. make them contiguous)");
-  iteration_shape = half;
-  if (!by_results) iteration_shape.back() = full.back() / 2;
+  iteration_shape = by_results ? half : full;
+  if (!by_results) iteration_shape.back() /= 2;
   for (size_t i = 0; i < users.size(); ++i) {
     const Tensor &t = *users[i].tensor;
     const int source = static_cast<int>(i);
