@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "elementwise/walk.h"
+#include "ops/kernels.h"
 
 namespace infiniop::elementwise {
 namespace {
@@ -48,6 +49,16 @@ infiniStatus_t addOperands(const char *op, const UserTensor &user, int source,
   return INFINI_STATUS_SUCCESS;
 }
 
+std::vector<ptrdiff_t> contiguousStrides(const std::vector<size_t> &shape) {
+  std::vector<ptrdiff_t> strides(shape.size());
+  ptrdiff_t step = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = step;
+    step *= static_cast<ptrdiff_t>(shape[d]);
+  }
+  return strides;
+}
+
 // The stride with which dims [from, ndim) walk the tensor as one flat row, if they do.
 std::optional<ptrdiff_t> mergedStride(const Tensor &t, size_t from) {
   std::optional<ptrdiff_t> stride;
@@ -81,7 +92,8 @@ std::vector<ptrdiff_t> flatRowStrides(const std::vector<size_t> &shape, size_t f
 // the unsplit tensors need flat rows).
 infiniStatus_t addInterleavedOperands(const char *op, const std::vector<UserTensor> &users,
                                       std::vector<Operand> &operands,
-                                      std::vector<size_t> &iteration_shape) {
+                                      std::vector<size_t> &iteration_shape,
+                                      std::vector<bool> &staged) {
   const UserTensor *first = nullptr;
   for (const UserTensor &u : users)
     if (u.split_dim >= 0 && !first) first = &u;
@@ -107,16 +119,22 @@ infiniStatus_t addInterleavedOperands(const char *op, const std::vector<UserTens
                       (split ? ")" : " with dim " + std::to_string(dim) + " halved)"));
     (split ? split_rows_flat : unsplit_rows_flat) &= mergedStride(t, dim).has_value();
   }
-  const bool by_results = split_rows_flat;
-  if (!by_results && !(unsplit_rows_flat && full.back() % 2 == 0))
-    return fail(INFINI_STATUS_BAD_TENSOR_STRIDES,
-                prefix + "the interleaved split over dims " + std::to_string(dim) + ".." +
-                    std::to_string(full.size() - 1) + " needs those dims to form one strided row " +
-                    "in " + first->name + " or in the unsplit tensors (e.g. make them contiguous)");
+  // Neither: the split tensors without flat rows go through a contiguous workspace copy.
+  bool by_results = split_rows_flat;
+  std::vector<Tensor> views;
+  for (const UserTensor &u : users) views.push_back(*u.tensor);
+  if (!by_results && !(unsplit_rows_flat && full.back() % 2 == 0)) {
+    for (size_t i = 0; i < users.size(); ++i) {
+      if (users[i].split_dim < 0 || mergedStride(views[i], dim)) continue;
+      staged[i] = true;
+      views[i].strides = contiguousStrides(views[i].shape);
+    }
+    by_results = true;
+  }
   iteration_shape = by_results ? half : full;
   if (!by_results) iteration_shape.back() /= 2;
   for (size_t i = 0; i < users.size(); ++i) {
-    const Tensor &t = *users[i].tensor;
+    const Tensor &t = views[i];
     const int source = static_cast<int>(i);
     if (users[i].split_dim < 0) {
       operands.push_back(
@@ -203,6 +221,24 @@ void foldDims(const std::vector<Operand> &operands, bool keep_order, Plan &plan)
   if (!plan.inner_contiguous) findPairs(plan);
 }
 
+Plan buildPlan(infiniDtype_t dtype, const std::vector<Operand> &operands, int num_user_outputs,
+               const std::vector<size_t> &iteration_shape, bool keep_order) {
+  Plan plan;
+  plan.dtype = dtype;
+  plan.element_size = dtypeSize(dtype);
+  plan.num_outputs = 0;
+  for (const Operand &o : operands) plan.num_outputs += o.source < num_user_outputs;
+  plan.num_inputs = static_cast<int>(operands.size()) - plan.num_outputs;
+  plan.numel = 1;
+  for (size_t size : iteration_shape) plan.numel *= size;
+  for (size_t k = 0; k < operands.size(); ++k) {
+    plan.source[k] = operands[k].source;
+    plan.offset[k] = operands[k].offset;
+  }
+  foldDims(operands, keep_order, plan);
+  return plan;
+}
+
 // The zero-fill of rows a call skips, for devices whose memory the host addresses directly.
 void zeroOutputsOnHost(const Plan &plan, const void * /*attributes*/, char *const *operands,
                        size_t begin, size_t end) {
@@ -221,6 +257,7 @@ void zeroOutputsOnHost(const Plan &plan, const void * /*attributes*/, char *cons
   });
 }
 constexpr KernelTable kZeroKernels = {zeroOutputsOnHost, nullptr, zeroOutputsOnHost};
+constexpr KernelTable kCopyKernels = INFINIOP_KERNEL_TABLE(copy);
 
 bool sameLayout(const std::vector<size_t> &shape_a, const std::vector<ptrdiff_t> &strides_a,
                 const std::vector<size_t> &shape_b, const std::vector<ptrdiff_t> &strides_b) {
@@ -263,8 +300,9 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
 
   std::vector<Operand> operands;
   std::vector<size_t> iteration_shape;
+  std::vector<bool> staged(users.size(), false);
   if (std::any_of(users.begin(), users.end(), [](const UserTensor &u) { return u.interleaved; })) {
-    INFINIOP_CHECK(addInterleavedOperands(op, users, operands, iteration_shape));
+    INFINIOP_CHECK(addInterleavedOperands(op, users, operands, iteration_shape, staged));
   } else {
     for (size_t i = 0; i < users.size(); ++i)
       INFINIOP_CHECK(addOperands(op, users[i], static_cast<int>(i), operands));
@@ -303,24 +341,30 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
     desc->layouts_.push_back({u.name, t.shape, t.strides, span.lowest * bytes,
                               (span.highest + 1) * bytes, t.numel() == 0});
   }
-  Plan &plan = desc->plan_;
-  plan.dtype = dtype;
-  plan.element_size = element_size;
-  plan.num_outputs = 0;
-  for (const Operand &o : operands) plan.num_outputs += o.source < static_cast<int>(outputs.size());
-  plan.num_inputs = static_cast<int>(operands.size()) - plan.num_outputs;
-  plan.numel = 1;
-  for (size_t size : iteration_shape) plan.numel *= size;
-  for (size_t k = 0; k < operands.size(); ++k) {
-    plan.source[k] = operands[k].source;
-    plan.offset[k] = operands[k].offset;
+  desc->plan_ = buildPlan(dtype, operands, static_cast<int>(outputs.size()), iteration_shape,
+                          options.row_dim >= 0);
+  // Staged tensors: copied in before the kernel (inputs) or out after it (outputs), by the
+  // device's copy kernel, between the user's layout and a contiguous workspace buffer.
+  desc->copy_kernel_ = kCopyKernels[device];
+  for (size_t i = 0; i < users.size(); ++i) {
+    if (!staged[i]) continue;
+    const Tensor &t = *users[i].tensor;
+    const bool output = i < outputs.size();
+    const int user = static_cast<int>(i);
+    const Operand user_side{users[i].name, output ? 0 : 1, t.shape, t.strides, 0};
+    const Operand buffer_side{"workspace", output ? 1 : 0, t.shape, contiguousStrides(t.shape), 0};
+    std::vector<Operand> copy = {output ? user_side : buffer_side,
+                                 output ? buffer_side : user_side};
+    desc->staging_.push_back(
+        {user, desc->workspace_size_, output, buildPlan(dtype, copy, 1, t.shape, false)});
+    // 64-byte aligned buffers, one per staged tensor.
+    desc->workspace_size_ += (t.numel() * element_size + 63) / 64 * 64;
   }
-  foldDims(operands, options.row_dim >= 0, plan);
   *result = desc.release();
   return succeed();
 }
 
-infiniStatus_t Descriptor::calculate(size_t /*workspace_size: none needed*/,
+infiniStatus_t Descriptor::calculate(void *workspace, size_t workspace_size,
                                      std::initializer_list<void *> outputs,
                                      std::initializer_list<const void *> inputs,
                                      const ActiveRows &active_rows) const {
@@ -356,23 +400,46 @@ infiniStatus_t Descriptor::calculate(size_t /*workspace_size: none needed*/,
     }
   }
 
+  if (workspace_size < workspace_size_)
+    return fail(INFINI_STATUS_INSUFFICIENT_WORKSPACE,
+                prefix + "workspace of " + std::to_string(workspace_size) + " bytes; " +
+                    std::to_string(workspace_size_) + " are needed");
+  if (workspace_size_ > 0 && !workspace)
+    return fail(INFINI_STATUS_NULL_POINTER, prefix + "workspace pointer is NULL");
   size_t active = rows_;
   if (active_rows) INFINIOP_CHECK(active_rows(rows_, &active));
   const size_t computed = active >= rows_ ? plan_.numel : plan_.numel / rows_ * active;
 
+  // Staged tensors live in the workspace for the kernel; inputs are copied there first.
+  std::vector<char *> data;
+  for (const char *p : pointers) data.push_back(const_cast<char *>(p));
+  for (const Staging &stage : staging_) {
+    char *buffer = static_cast<char *>(workspace) + stage.offset;
+    if (!stage.output) {
+      char *copy_operands[2] = {buffer, data[static_cast<size_t>(stage.user)]};
+      copy_kernel_(stage.copy, nullptr, copy_operands, 0, stage.copy.numel);
+    }
+    data[static_cast<size_t>(stage.user)] = buffer;
+  }
   char *operands[kMaxOperands];
   for (int k = 0; k < plan_.numOperands(); ++k)
-    operands[k] = const_cast<char *>(pointers[plan_.source[k]]) +
+    operands[k] = data[static_cast<size_t>(plan_.source[k])] +
                   plan_.offset[k] * static_cast<ptrdiff_t>(plan_.element_size);
   if (computed > 0) kernel_(plan_, attributes_, operands, 0, computed);
   if (computed < plan_.numel) zero_kernel_(plan_, attributes_, operands, computed, plan_.numel);
+  for (const Staging &stage : staging_) {
+    if (!stage.output) continue;
+    char *copy_operands[2] = {const_cast<char *>(pointers[static_cast<size_t>(stage.user)]),
+                              data[static_cast<size_t>(stage.user)]};
+    copy_kernel_(stage.copy, nullptr, copy_operands, 0, stage.copy.numel);
+  }
   return succeed();
 }
 
 infiniStatus_t workspaceSize(const char *op_name, const Descriptor *desc, size_t *size) {
   if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(op_name) + ": desc is NULL");
   if (!size) return fail(INFINI_STATUS_NULL_POINTER, std::string(op_name) + ": size is NULL");
-  *size = 0;  // elementwise kernels need no scratch memory
+  *size = desc->workspaceSize();  // staging buffers only; usually 0
   return succeed();
 }
 
@@ -382,13 +449,14 @@ infiniStatus_t destroy(const char *op_name, Descriptor *desc) {
   return succeed();
 }
 
-infiniStatus_t calculate(const char *op_name, const Descriptor *desc, size_t workspace_size,
-                         std::initializer_list<void *> outputs,
+infiniStatus_t calculate(const char *op_name, const Descriptor *desc, void *workspace,
+                         size_t workspace_size, std::initializer_list<void *> outputs,
                          std::initializer_list<const void *> inputs,
                          const ActiveRows &active_rows) {
   if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(op_name) + ": desc is NULL");
-  return guarded(op_name,
-                 [&] { return desc->calculate(workspace_size, outputs, inputs, active_rows); });
+  return guarded(op_name, [&] {
+    return desc->calculate(workspace, workspace_size, outputs, inputs, active_rows);
+  });
 }
 
 }  // namespace infiniop::elementwise

@@ -52,12 +52,14 @@ class Descriptor {
   // Checks pointers and aliasing, then runs the device kernel. Pointers are in UserTensor order.
   // With `active_rows` (row_dim given at creation) only that many leading rows are computed and
   // the outputs' other rows are set to zero.
-  infiniStatus_t calculate(size_t workspace_size, std::initializer_list<void *> outputs,
+  infiniStatus_t calculate(void *workspace, size_t workspace_size,
+                           std::initializer_list<void *> outputs,
                            std::initializer_list<const void *> inputs,
                            const ActiveRows &active_rows = nullptr) const;
 
   const char *name() const { return op_name_; }
   const Plan &plan() const { return plan_; }
+  size_t workspaceSize() const { return workspace_size_; }
 
  private:
   struct Layout {  // a user tensor as the aliasing checks need it
@@ -72,7 +74,18 @@ class Descriptor {
   Kernel kernel_ = nullptr;
   Kernel zero_kernel_ = nullptr;
   Plan plan_;
-  size_t rows_ = 1;              // with Options::row_dim: rows of the iteration shape
+  size_t rows_ = 1;  // with Options::row_dim: rows of the iteration shape
+  // A tensor the kernel sees in a contiguous workspace buffer (an interleaved split whose merged
+  // dims are not one strided row), and the plan that copies it in (input) or out (output).
+  struct Staging {
+    int user;
+    size_t offset;  // bytes into the workspace
+    bool output;
+    Plan copy;  // operands: destination, source
+  };
+  std::vector<Staging> staging_;
+  Kernel copy_kernel_ = nullptr;
+  size_t workspace_size_ = 0;
   std::vector<Layout> layouts_;  // outputs, then inputs
   int num_user_outputs_ = 0;
   alignas(16) unsigned char attributes_[kMaxAttributeBytes] = {};
@@ -92,8 +105,8 @@ template <class Public>
 infiniStatus_t createInto(Public *desc_ptr, infiniopHandle_t handle, const char *op_name,
                           const KernelTable &kernels, std::initializer_list<UserTensor> outputs,
                           std::initializer_list<UserTensor> inputs, const Options &options = {});
-infiniStatus_t calculate(const char *op_name, const Descriptor *desc, size_t workspace_size,
-                         std::initializer_list<void *> outputs,
+infiniStatus_t calculate(const char *op_name, const Descriptor *desc, void *workspace,
+                         size_t workspace_size, std::initializer_list<void *> outputs,
                          std::initializer_list<const void *> inputs,
                          const ActiveRows &active_rows = nullptr);
 

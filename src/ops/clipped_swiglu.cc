@@ -119,16 +119,17 @@ infiniStatus_t activeRows(const char *op, const ClippedDescriptor &desc, const v
   return INFINI_STATUS_SUCCESS;
 }
 
-infiniStatus_t calculate(const char *op, const ClippedDescriptor *desc, size_t workspace_size,
-                         std::initializer_list<void *> outputs,
+infiniStatus_t calculate(const char *op, const ClippedDescriptor *desc, void *workspace,
+                         size_t workspace_size, std::initializer_list<void *> outputs,
                          std::initializer_list<const void *> inputs, const void *group_index) {
-  if (!desc) return ew::calculate(op, nullptr, workspace_size, outputs, inputs);
+  if (!desc) return ew::calculate(op, nullptr, workspace, workspace_size, outputs, inputs);
   ew::ActiveRows rows = nullptr;
   if (desc->has_groups)
     rows = [&](size_t total, size_t *active) {
       return activeRows(op, *desc, group_index, total, active);
     };
-  return ew::calculate(op, desc->elementwise.get(), workspace_size, outputs, inputs, rows);
+  return ew::calculate(op, desc->elementwise.get(), workspace, workspace_size, outputs, inputs,
+                       rows);
 }
 }  // namespace
 
@@ -151,10 +152,10 @@ extern "C" infiniStatus_t infiniopGetClippedSwigluWorkspaceSize(
 }
 
 extern "C" infiniStatus_t infiniopClippedSwiglu(infiniopClippedSwigluDescriptor_t desc,
-                                                void * /*workspace*/, size_t workspace_size,
-                                                void *y, const void *x, const void *group_index,
+                                                void *workspace, size_t workspace_size, void *y,
+                                                const void *x, const void *group_index,
                                                 void * /*stream*/) {
-  return calculate(kForward, unwrap(desc), workspace_size, {y}, {x}, group_index);
+  return calculate(kForward, unwrap(desc), workspace, workspace_size, {y}, {x}, group_index);
 }
 
 extern "C" infiniStatus_t infiniopDestroyClippedSwigluDescriptor(
@@ -183,9 +184,10 @@ extern "C" infiniStatus_t infiniopGetClippedSwigluBackwardWorkspaceSize(
 }
 
 extern "C" infiniStatus_t infiniopClippedSwigluBackward(
-    infiniopClippedSwigluBackwardDescriptor_t desc, void * /*workspace*/, size_t workspace_size,
+    infiniopClippedSwigluBackwardDescriptor_t desc, void *workspace, size_t workspace_size,
     void *x_grad, const void *y_grad, const void *x, const void *group_index, void * /*stream*/) {
-  return calculate(kBackward, unwrap(desc), workspace_size, {x_grad}, {y_grad, x}, group_index);
+  return calculate(kBackward, unwrap(desc), workspace, workspace_size, {x_grad}, {y_grad, x},
+                   group_index);
 }
 
 extern "C" infiniStatus_t infiniopDestroyClippedSwigluBackwardDescriptor(

@@ -31,8 +31,8 @@ extern "C" infiniStatus_t infiniopGeluBackward(infiniopGeluBackwardDescriptor_t 
                                                void *grad_input, const void *input,
                                                const void *grad_output,
                                                void * /*stream: CPU work is synchronous*/) {
-  (void)workspace;
-  return ew::calculate(kName, ew::unwrap(desc), workspace_size, {grad_input}, {input, grad_output});
+  return ew::calculate(kName, ew::unwrap(desc), workspace, workspace_size, {grad_input},
+                       {input, grad_output});
 }
 
 extern "C" infiniStatus_t infiniopDestroyGeluBackwardDescriptor(

@@ -57,10 +57,10 @@ extern "C" infiniStatus_t infiniopGetGeluMulWorkspaceSize(infiniopGeluMulDescrip
   return ew::workspaceSize(kForward, ew::unwrap(desc), size);
 }
 
-extern "C" infiniStatus_t infiniopGeluMul(infiniopGeluMulDescriptor_t desc, void * /*workspace*/,
+extern "C" infiniStatus_t infiniopGeluMul(infiniopGeluMulDescriptor_t desc, void *workspace,
                                           size_t workspace_size, void *out, const void *input,
                                           void * /*stream*/) {
-  return ew::calculate(kForward, ew::unwrap(desc), workspace_size, {out}, {input});
+  return ew::calculate(kForward, ew::unwrap(desc), workspace, workspace_size, {out}, {input});
 }
 
 extern "C" infiniStatus_t infiniopDestroyGeluMulDescriptor(infiniopGeluMulDescriptor_t desc) {
@@ -89,10 +89,10 @@ extern "C" infiniStatus_t infiniopGetGeluMulBackwardWorkspaceSize(
 }
 
 extern "C" infiniStatus_t infiniopGeluMulBackward(infiniopGeluMulBackwardDescriptor_t desc,
-                                                  void * /*workspace*/, size_t workspace_size,
+                                                  void *workspace, size_t workspace_size,
                                                   void *input_grad, const void *out_grad,
                                                   const void *input, void * /*stream*/) {
-  return ew::calculate(kBackward, ew::unwrap(desc), workspace_size, {input_grad},
+  return ew::calculate(kBackward, ew::unwrap(desc), workspace, workspace_size, {input_grad},
                        {out_grad, input});
 }
 

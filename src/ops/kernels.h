@@ -6,6 +6,7 @@
 
 // clang-format off
 #define INFINIOP_ELEMENTWISE_OPS(X) \
+  X(copy)                           \
   X(gelu_backward)                  \
   X(swiglu)                         \
   X(swiglu_backward)                \

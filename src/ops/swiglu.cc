@@ -32,10 +32,10 @@ extern "C" infiniStatus_t infiniopGetSwiGluWorkspaceSize(infiniopSwiGluDescripto
   return ew::workspaceSize(kForward, ew::unwrap(desc), size);
 }
 
-extern "C" infiniStatus_t infiniopSwiGlu(infiniopSwiGluDescriptor_t desc, void * /*workspace*/,
+extern "C" infiniStatus_t infiniopSwiGlu(infiniopSwiGluDescriptor_t desc, void *workspace,
                                          size_t workspace_size, void *y, const void *x,
                                          void * /*stream*/) {
-  return ew::calculate(kForward, ew::unwrap(desc), workspace_size, {y}, {x});
+  return ew::calculate(kForward, ew::unwrap(desc), workspace, workspace_size, {y}, {x});
 }
 
 extern "C" infiniStatus_t infiniopDestroySwiGluDescriptor(infiniopSwiGluDescriptor_t desc) {
@@ -62,10 +62,11 @@ extern "C" infiniStatus_t infiniopGetSwiGluBackwardWorkspaceSize(
 }
 
 extern "C" infiniStatus_t infiniopSwiGluBackward(infiniopSwiGluBackwardDescriptor_t desc,
-                                                 void * /*workspace*/, size_t workspace_size,
+                                                 void *workspace, size_t workspace_size,
                                                  void *x_grad, const void *y_grad, const void *x,
                                                  void * /*stream*/) {
-  return ew::calculate(kBackward, ew::unwrap(desc), workspace_size, {x_grad}, {y_grad, x});
+  return ew::calculate(kBackward, ew::unwrap(desc), workspace, workspace_size, {x_grad},
+                       {y_grad, x});
 }
 
 extern "C" infiniStatus_t infiniopDestroySwiGluBackwardDescriptor(
