@@ -6,6 +6,8 @@ repository root; it is loaded on first use, so importing this package never fail
     import infiniop, torch
     grad_input = infiniop.gelu_backward(grad_output, x, device="cpu")
     y = infiniop.swiglu(x, dim=-1)
+    out = infiniop.gelu_mul(x, approximate="tanh")
+    y = infiniop.clipped_swiglu(x, dim=-1, limit=7.0, group_index=counts)
 """
 
 from ._library import (
@@ -17,16 +19,28 @@ from ._library import (
     load_library,
     status_string,
 )
+from .clipped_swiglu import (
+    ClippedSwiglu,
+    ClippedSwigluBackward,
+    clipped_swiglu,
+    clipped_swiglu_backward,
+)
 from .core import ArrayView, Handle, TensorDescriptor, array_view, cpu_isa_name
 from .enums import Device, DType, Status
 from .gelu_backward import GeluBackward, gelu_backward
+from .gelu_mul import GeluApproximate, GeluMul, GeluMulBackward, gelu_mul, gelu_mul_backward
 from .swiglu import SwiGlu, SwiGluBackward, swiglu, swiglu_backward
 
 __all__ = [
     "ArrayView",
+    "ClippedSwiglu",
+    "ClippedSwigluBackward",
     "Device",
     "DType",
+    "GeluApproximate",
     "GeluBackward",
+    "GeluMul",
+    "GeluMulBackward",
     "Handle",
     "InfiniopError",
     "LibraryNotFoundError",
@@ -35,8 +49,12 @@ __all__ = [
     "SwiGluBackward",
     "TensorDescriptor",
     "array_view",
+    "clipped_swiglu",
+    "clipped_swiglu_backward",
     "cpu_isa_name",
     "gelu_backward",
+    "gelu_mul",
+    "gelu_mul_backward",
     "get_library",
     "last_error",
     "library_candidates",

@@ -131,6 +131,9 @@ _size = ctypes.c_size_t
 _psize = ctypes.POINTER(ctypes.c_size_t)
 _pdiff = ctypes.POINTER(ctypes.c_ssize_t)  # ptrdiff_t
 _int32 = ctypes.c_int32
+# int64_t dim, float alpha, float limit, float bias, bool interleaved
+_CLIPPED_SWIGLU_ATTRIBUTES = [ctypes.c_int64, ctypes.c_float, ctypes.c_float, ctypes.c_float,
+                              ctypes.c_bool]
 
 _PROTOTYPES = {
     # infinicore.h
@@ -166,6 +169,26 @@ _PROTOTYPES = {
     "infiniopGetSwiGluBackwardWorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopSwiGluBackward": (_status, [_ptr, _ptr, _size, _ptr, _ptr, _ptr, _ptr]),
     "infiniopDestroySwiGluBackwardDescriptor": (_status, [_ptr]),
+    # ops/gelu_mul.h, ops/gelu_mul_backward.h (the approximation is a C enum)
+    "infiniopCreateGeluMulDescriptor": (_status, [_ptr, _pptr, _ptr, _ptr, _enum]),
+    "infiniopGetGeluMulWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopGeluMul": (_status, [_ptr, _ptr, _size, _ptr, _ptr, _ptr]),
+    "infiniopDestroyGeluMulDescriptor": (_status, [_ptr]),
+    "infiniopCreateGeluMulBackwardDescriptor": (_status, [_ptr, _pptr, _ptr, _ptr, _ptr, _enum]),
+    "infiniopGetGeluMulBackwardWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopGeluMulBackward": (_status, [_ptr, _ptr, _size, _ptr, _ptr, _ptr, _ptr]),
+    "infiniopDestroyGeluMulBackwardDescriptor": (_status, [_ptr]),
+    # ops/clipped_swiglu.h, ops/clipped_swiglu_backward.h
+    "infiniopCreateClippedSwigluDescriptor": (
+        _status, [_ptr, _pptr, _ptr, _ptr, _ptr] + _CLIPPED_SWIGLU_ATTRIBUTES),
+    "infiniopGetClippedSwigluWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopClippedSwiglu": (_status, [_ptr, _ptr, _size, _ptr, _ptr, _ptr, _ptr]),
+    "infiniopDestroyClippedSwigluDescriptor": (_status, [_ptr]),
+    "infiniopCreateClippedSwigluBackwardDescriptor": (
+        _status, [_ptr, _pptr, _ptr, _ptr, _ptr, _ptr] + _CLIPPED_SWIGLU_ATTRIBUTES),
+    "infiniopGetClippedSwigluBackwardWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopClippedSwigluBackward": (_status, [_ptr, _ptr, _size, _ptr, _ptr, _ptr, _ptr, _ptr]),
+    "infiniopDestroyClippedSwigluBackwardDescriptor": (_status, [_ptr]),
 }
 
 EXPORTED_FUNCTIONS = tuple(_PROTOTYPES)
