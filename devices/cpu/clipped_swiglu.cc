@@ -34,7 +34,8 @@ struct ClippedGate {
     const V z_clamped = hn::IfThenElse(far_left, hn::Set(d, -87.0f), z);
     V s;
     const V slope_of_sigmoid = SigmoidAndSlope(d, z_clamped, &s);
-    const auto minus_inf = hn::Lt(z, hn::Set(d, -3.4028235e38f));
+    // Only an infinite a: a finite one whose alpha a overflows keeps its tiny non-zero gate.
+    const auto minus_inf = hn::And(hn::IsInf(a), hn::Lt(z, hn::Zero(d)));
     g = hn::IfThenZeroElse(minus_inf, hn::Mul(a_clamped, s));
     if (want_slope) {  // g'(a) = s + z s (1 - s); z s (1 - s) vanishes beyond z = 40
       const V capped = hn::Min(z_clamped, hn::Set(d, 40.0f));

@@ -14,7 +14,9 @@
  * first min(sum, pre) rows are computed and the rest of y is zero-filled; a negative count is
  * BAD_PARAM. limit > 0 (+inf: no clipping); alpha and bias finite. Defaults in the vendor API:
  * dim = -1, alpha = 1.702, limit = 7.0, bias = 1.0, interleaved = true.
- * The group_index pointer is ignored when its descriptor was NULL. No workspace is needed. */
+ * The group_index pointer is ignored when its descriptor was NULL. The workspace is 0 bytes
+ * unless x's dims dim.. do not form one strided row and neither do y's (then x, or x_grad, is
+ * staged through a contiguous copy in the workspace). */
 typedef struct InfiniopClippedSwigluDescriptor *infiniopClippedSwigluDescriptor_t;
 
 __INFINI_C infiniStatus_t infiniopCreateClippedSwigluDescriptor(

@@ -11,7 +11,8 @@
  *   dA = y_grad * (b + bias) * s * (1 + alpha * a * (1 - s))  where A <= limit, else 0
  *   dB = y_grad * a * s                                     where -limit <= B <= limit, else 0
  * x_grad has x's shape and is merged from dA, dB exactly as x is split; y_grad has y's shape.
- * Rows past the group_index sum are zero-filled. x_grad may be exactly the memory of x. */
+ * Rows past the group_index sum are zero-filled. x_grad may be exactly the memory of x. The
+ * workspace is as for ClippedSwiglu: 0 bytes unless a layout needs staging. */
 typedef struct InfiniopClippedSwigluBackwardDescriptor *infiniopClippedSwigluBackwardDescriptor_t;
 
 __INFINI_C infiniStatus_t infiniopCreateClippedSwigluBackwardDescriptor(

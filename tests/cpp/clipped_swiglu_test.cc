@@ -1,0 +1,987 @@
+// ClippedSwiglu and ClippedSwigluBackward conformance (SEMANTICS.md "ClippedSwiglu"): hand-worked
+// values, the interleaved split of the MERGED row, and every device (cpu_reference, cpu on every
+// Highway target) against a long-double oracle written here from the formulas, over dtypes,
+// every dim, both splits, attributes, group_index sums, layouts, sizes and special values; bad
+// arguments leave the output untouched.
+//
+// Tolerances (accuracy.h's model; `truth` is the long-double oracle, never the library):
+//  - F32: 8 ulp of the magnitudes the kernel sums (|g| for y and dB; s and |z s (1-s)| for dA's
+//    slope), each widened by its sensitivity to the F32 rounding of z = alpha * a (|z| (1-s) for
+//    s; 1 + |z| |1-2s| for z s (1-s)); plus 2^-125 * floor for the far left (z < -87), where the
+//    kernels clamp exp and return a tiny number of the right sign: |g| <= |a| exp(-87) there, so
+//    the floor is |scale| (1 + |a|) for y and dB, and for dA's slope (1+|z|) exp(z) it is
+//    |dy (b + bias)| (1 + |z|); plus one F32 subnormal quantum.
+//  - F16/BF16: the same F32 error plus 1 ulp of the output type at the truth (the result is
+//    computed in F32 and rounded once, to nearest, at the store: <= 1/2 ulp of the type).
+//  - Masked-out gradients (A > limit, |B| > limit, NaN A or B) must be exactly 0, and rows past
+//    the group_index sum exactly +0, whatever the inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "accuracy.h"
+#include "device_param.h"
+#include "infiniop/ops/clipped_swiglu.h"
+#include "infiniop/ops/clipped_swiglu_backward.h"
+#include "tensor_buffer.h"
+
+namespace infiniop_test {
+namespace {
+
+struct Attrs {
+  int64_t dim = -1;
+  float alpha = 1.702f;
+  float limit = 7.0f;
+  float bias = 1.0f;
+  bool interleaved = true;
+};
+
+std::string attrsName(const Attrs &at) {
+  return "dim=" + std::to_string(at.dim) + " alpha=" + std::to_string(at.alpha) +
+         " limit=" + std::to_string(at.limit) + " bias=" + std::to_string(at.bias) +
+         (at.interleaved ? " interleaved" : " halves");
+}
+
+// A 1-D (or, for the error tests, any-shape) group_index with its own storage; strided views
+// carry a negative filler between the counts, which a library ignoring the stride would reject.
+class GroupIndex {
+ public:
+  static GroupIndex counts(const std::vector<int64_t> &values, ptrdiff_t stride = 1) {
+    GroupIndex g;
+    g.shape_ = {values.size()};
+    g.strides_ = {stride};
+    g.storage_.assign(values.empty() ? 1 : values.size() * static_cast<size_t>(stride), -7);
+    for (size_t i = 0; i < values.size(); ++i)
+      g.storage_[i * static_cast<size_t>(stride)] = values[i];
+    return g;
+  }
+  GroupIndex &withShape(std::vector<size_t> shape) {
+    shape_ = std::move(shape);
+    strides_.assign(shape_.size(), 1);
+    for (size_t d = shape_.size(); d-- > 1;)
+      strides_[d - 1] = strides_[d] * static_cast<ptrdiff_t>(shape_[d]);
+    return *this;
+  }
+  GroupIndex &withDtype(infiniDtype_t dtype) {
+    dtype_ = dtype;
+    return *this;
+  }
+  GroupIndex &withNullData() {
+    null_data_ = true;
+    return *this;
+  }
+  infiniopTensorDescriptor_t descriptor() const {
+    infiniopTensorDescriptor_t desc = nullptr;
+    infiniopCreateTensorDescriptor(&desc, shape_.size(), shape_.data(), strides_.data(), dtype_);
+    return desc;
+  }
+  const void *data() const { return null_data_ ? nullptr : storage_.data(); }
+
+ private:
+  std::vector<int64_t> storage_;
+  std::vector<size_t> shape_;
+  std::vector<ptrdiff_t> strides_;
+  infiniDtype_t dtype_ = INFINI_DTYPE_I64;
+  bool null_data_ = false;
+};
+
+// The message of the last failed call (destroying descriptors afterwards succeeds, which clears
+// infiniopGetLastError()).
+std::string last_error;
+
+infiniStatus_t runForward(infiniopHandle_t h, TensorBuffer &y, TensorBuffer &x,
+                          const GroupIndex *groups, const Attrs &at) {
+  auto yd = y.descriptor(), xd = x.descriptor();
+  auto gd = groups ? groups->descriptor() : nullptr;
+  infiniopClippedSwigluDescriptor_t op = nullptr;
+  infiniStatus_t s = infiniopCreateClippedSwigluDescriptor(h, &op, yd, xd, gd, at.dim, at.alpha,
+                                                           at.limit, at.bias, at.interleaved);
+  last_error = infiniopGetLastError();
+  infiniopDestroyTensorDescriptor(yd);
+  infiniopDestroyTensorDescriptor(xd);
+  if (gd) infiniopDestroyTensorDescriptor(gd);
+  if (s != INFINI_STATUS_SUCCESS) return s;
+  size_t workspace_size = 0;
+  EXPECT_EQ(infiniopGetClippedSwigluWorkspaceSize(op, &workspace_size), INFINI_STATUS_SUCCESS);
+  std::vector<char> workspace(workspace_size);  // staging of non-flat interleaved rows
+  s = infiniopClippedSwiglu(op, workspace.data(), workspace_size, y.data(), x.data(),
+                            groups ? groups->data() : nullptr, nullptr);
+  last_error = infiniopGetLastError();
+  if (s == INFINI_STATUS_SUCCESS) {
+    EXPECT_EQ(last_error, "");
+  }
+  infiniopDestroyClippedSwigluDescriptor(op);
+  return s;
+}
+
+infiniStatus_t runBackward(infiniopHandle_t h, TensorBuffer &x_grad, void *x_grad_data,
+                           TensorBuffer &y_grad, TensorBuffer &x, const GroupIndex *groups,
+                           const Attrs &at) {
+  auto gd = x_grad.descriptor(), yd = y_grad.descriptor(), xd = x.descriptor();
+  auto id = groups ? groups->descriptor() : nullptr;
+  infiniopClippedSwigluBackwardDescriptor_t op = nullptr;
+  infiniStatus_t s = infiniopCreateClippedSwigluBackwardDescriptor(
+      h, &op, gd, yd, xd, id, at.dim, at.alpha, at.limit, at.bias, at.interleaved);
+  last_error = infiniopGetLastError();
+  infiniopDestroyTensorDescriptor(gd);
+  infiniopDestroyTensorDescriptor(yd);
+  infiniopDestroyTensorDescriptor(xd);
+  if (id) infiniopDestroyTensorDescriptor(id);
+  if (s != INFINI_STATUS_SUCCESS) return s;
+  size_t workspace_size = 0;
+  EXPECT_EQ(infiniopGetClippedSwigluBackwardWorkspaceSize(op, &workspace_size),
+            INFINI_STATUS_SUCCESS);
+  std::vector<char> workspace(workspace_size);  // staging of non-flat interleaved rows
+  s = infiniopClippedSwigluBackward(op, workspace.data(), workspace_size, x_grad_data,
+                                    y_grad.data(), x.data(), groups ? groups->data() : nullptr,
+                                    nullptr);
+  last_error = infiniopGetLastError();
+  if (s == INFINI_STATUS_SUCCESS) {
+    EXPECT_EQ(last_error, "");
+  }
+  infiniopDestroyClippedSwigluBackwardDescriptor(op);
+  return s;
+}
+
+// ---------------------------------------------------------------- the oracle
+long double sigmoidL(long double z) {
+  return 1.0L / (1.0L + std::exp(-z));
+}
+
+// v * g where g = a sigmoid(alpha a) has a's sign and is never 0 for finite non-zero a, but may
+// underflow in long double: an infinite v then gives an infinity of the product's sign.
+long double timesGate(long double v, long double g, long double a) {
+  if (g == 0 && std::isinf(v) && std::isfinite(a) && a != 0)
+    return std::signbit(a) != std::signbit(v) ? -INFINITY : INFINITY;
+  return v * g;
+}
+
+struct Truth {
+  long double y, dA, dB;
+  bool dA_masked, dB_masked;
+  double tol_y, tol_dA, tol_dB;
+};
+
+Truth oracle(infiniDtype_t dtype, float Af, float Bf, float dyf, const Attrs &at) {
+  const long double A = Af, B = Bf, dy = dyf, limit = at.limit, alpha = at.alpha;
+  // The clamps: no lower clamp on A; NaN passes through both.
+  const long double a = std::isnan(A) ? A : std::fmin(A, limit);
+  const long double b = std::isnan(B) ? B : std::fmax(-limit, std::fmin(B, limit));
+  // alpha = 0 makes sigmoid(alpha a) the constant 1/2 whatever a is, infinities included.
+  const long double z = alpha == 0 ? 0.0L : alpha * a;
+  const long double s = sigmoidL(z), sm = sigmoidL(-z);  // sm = 1 - s without cancellation
+  // lim a sigmoid(alpha a) where alpha a -> -inf is 0.
+  const long double g = (std::isinf(z) && z < 0) ? 0.0L : a * s;
+  const long double v = b + static_cast<long double>(at.bias);
+  Truth t{};
+  t.y = timesGate(v, g, a);
+  // d/da [a sigmoid(alpha a)] = s + z s (1 - s); its limits at z = +-inf are 1 and 0.
+  long double slope = 0;
+  if (std::isinf(z))
+    slope = z > 0 ? 1.0L : 0.0L;
+  else
+    slope = s + z * s * sm;
+  const long double scale = dy * v;
+  t.dA_masked = !(A <= limit);
+  t.dB_masked = !(-limit <= B && B <= limit);
+  // The slope is negative left of z = -1.28 and underflows far left: an infinite scale then gives
+  // -scale.
+  t.dA = t.dA_masked                                             ? 0.0L
+         : (slope == 0 && std::isfinite(z) && std::isinf(scale)) ? -scale
+                                                                 : scale * slope;
+  t.dB = t.dB_masked ? 0.0L : timesGate(dy, g, a);
+
+  // Accuracy: terms weighted by their sensitivity to the rounding of z (see the file comment).
+  const bool finite_z = std::isfinite(z);
+  const double zd = finite_z ? std::fabs(static_cast<double>(z)) : 0.0;
+  const double sd = static_cast<double>(s), smd = static_cast<double>(sm);
+  // At z = +-inf g is infinite or exactly 0, and the slope exactly 1 or 0.
+  const double gate_terms = finite_z ? std::fabs(static_cast<double>(g)) * (1 + zd * smd) : 0.0;
+  const double slope_terms =
+      finite_z ? sd * (1 + zd * smd) + zd * sd * smd * (2 + zd * std::fabs(smd - sd))
+               : static_cast<double>(slope);
+  const double gate_floor = onePlusAbs(static_cast<double>(a));
+  const double slope_floor = finite_z ? 1 + zd : 1.0;
+  t.tol_y = allowedError(dtype, static_cast<double>(v), gate_terms, 0, gate_floor,
+                         static_cast<double>(t.y));
+  t.tol_dA = allowedError(dtype, static_cast<double>(scale), slope_terms, 0, slope_floor,
+                          static_cast<double>(t.dA));
+  t.tol_dB = allowedError(dtype, dyf, gate_terms, 0, gate_floor, static_cast<double>(t.dB));
+  return t;
+}
+
+bool isPositiveZero(TensorBuffer &t, size_t i) {
+  const std::vector<char> zero(t.elementSize(), 0);
+  return std::memcmp(t.at(i), zero.data(), zero.size()) == 0;
+}
+
+// ---------------------------------------------------------------- one case, checked whole
+enum class Layout { kContiguous, kColumnMajor, kMixed, kInPlace };
+const char *layoutName(Layout l) {
+  static const char *names[] = {"Contiguous", "ColumnMajor", "Mixed", "InPlace"};
+  return names[static_cast<int>(l)];
+}
+
+// Strides of a split tensor (x, x_grad) whose merged row, dims [d, rank), stays one strided row
+// of step `step`, while the rows themselves (dims [0, d)) are laid out column-major, with `pad`
+// elements between consecutive rows.
+std::vector<ptrdiff_t> rowStrides(const std::vector<size_t> &shape, size_t d, ptrdiff_t step,
+                                  ptrdiff_t pad) {
+  std::vector<ptrdiff_t> strides(shape.size());
+  ptrdiff_t unit = step;
+  for (size_t k = shape.size(); k-- > d;) {
+    strides[k] = unit;
+    unit *= static_cast<ptrdiff_t>(shape[k]);
+  }
+  unit += pad;
+  for (size_t k = 0; k < d; ++k) {
+    strides[k] = unit;
+    unit *= static_cast<ptrdiff_t>(shape[k]);
+  }
+  return strides;
+}
+
+// Strides of x, y, y_grad and x_grad.
+// Halves split: ColumnMajor transposes everything; Mixed: x transposed, y and x_grad padded (row
+// strides that nothing merges), y_grad contiguous; InPlace: x padded and x_grad is x itself, y
+// and y_grad transposed.
+// Interleaved split (SEMANTICS: any strides), one layout per way the library can pair the
+// elements of a merged row (docs/architecture.md): ColumnMajor: x rows one strided row (step 2)
+// but the rows transposed and padded, x_grad likewise with step 1, y and y_grad transposed;
+// Mixed: x transposed, y and y_grad contiguous, x_grad padded; InPlace: x transposed and x_grad
+// is x itself, y and y_grad padded (no tensor has flat rows).
+struct Strides {
+  std::vector<ptrdiff_t> x, y, dy, dx;
+};
+Strides stridesFor(Layout layout, bool interleaved, size_t d, const std::vector<size_t> &full,
+                   const std::vector<size_t> &half) {
+  switch (layout) {
+    case Layout::kColumnMajor:
+      if (interleaved)
+        return {rowStrides(full, d, 2, 1), columnMajorStrides(half), columnMajorStrides(half),
+                rowStrides(full, d, 1, 0)};
+      return {columnMajorStrides(full), columnMajorStrides(half), columnMajorStrides(half),
+              columnMajorStrides(full)};
+    case Layout::kMixed:
+      if (interleaved) return {columnMajorStrides(full), {}, {}, paddedStrides(full)};
+      return {columnMajorStrides(full), paddedStrides(half), {}, paddedStrides(full)};
+    case Layout::kInPlace:
+      if (interleaved)
+        return {columnMajorStrides(full), paddedStrides(half), paddedStrides(half), {}};
+      return {paddedStrides(full), columnMajorStrides(half), columnMajorStrides(half), {}};
+    default:
+      return {};
+  }
+}
+
+enum class Groups { kNone, kLess, kEqual, kMore, kHuge, kZeros, kEmpty, kEmptyNull, kStrided };
+const char *groupsName(Groups g) {
+  static const char *names[] = {"none",  "less",  "equal",      "more",   "huge",
+                                "zeros", "empty", "empty+NULL", "strided"};
+  return names[static_cast<int>(g)];
+}
+
+// The group_index of each kind for `pre` rows, and the rows it activates.
+GroupIndex groupsFor(Groups kind, size_t pre, size_t *active) {
+  const auto p = static_cast<int64_t>(pre);
+  *active = pre;
+  switch (kind) {
+    case Groups::kLess:  // sum = pre / 2
+      *active = pre / 2;
+      return GroupIndex::counts({p / 4, 0, p / 2 - p / 4});
+    case Groups::kEqual:
+      return GroupIndex::counts({p - 1, 1});
+    case Groups::kMore:
+      return GroupIndex::counts({p, 3});
+    case Groups::kHuge:  // the sum overflows int64
+      return GroupIndex::counts({INT64_MAX, INT64_MAX, 1});
+    case Groups::kZeros:
+      *active = 0;
+      return GroupIndex::counts({0, 0, 0});
+    case Groups::kEmpty:
+      *active = 0;
+      return GroupIndex::counts({});
+    case Groups::kEmptyNull:  // an empty group_index may come with a NULL pointer
+      *active = 0;
+      return GroupIndex::counts({}).withNullData();
+    case Groups::kStrided:  // stride 2, sum = pre - 1 (>= 0)
+      *active = pre ? pre - 1 : 0;
+      return GroupIndex::counts({p ? p - 1 : 0, 0}, 2);
+    default:
+      return GroupIndex::counts({});
+  }
+}
+
+// Inputs: uniform over [-range, range] with a share near 0, and every 13th value special.
+float inputValue(size_t i, float value, float limit) {
+  const float specials[] = {INFINITY, -INFINITY, NAN,
+                            1e4f,     -1e4f,     1e-40f,
+                            -1e-40f,  0.0f,      -0.0f,
+                            limit,    -limit,    std::nextafter(limit, INFINITY),
+                            -100.0f,  90.0f,     std::nextafter(-limit, -INFINITY)};
+  if (i % 13 != 12) return value;
+  return specials[(i / 13) % (sizeof(specials) / sizeof(specials[0]))];
+}
+
+struct Case {
+  std::vector<size_t> shape;  // x's
+  Attrs attrs;
+  Groups groups = Groups::kNone;
+};
+
+std::string caseName(const Case &c) {
+  std::string s = "x shape [";
+  for (size_t k = 0; k < c.shape.size(); ++k) s += (k ? "," : "") + std::to_string(c.shape[k]);
+  return s + "] " + attrsName(c.attrs) + " groups=" + groupsName(c.groups);
+}
+
+void checkCase(infiniopHandle_t h, infiniDtype_t dtype, Layout layout, const Case &c,
+               uint64_t seed) {
+  SCOPED_TRACE(caseName(c));
+  const Attrs &at = c.attrs;
+  const size_t rank = c.shape.size();
+  const size_t d = static_cast<size_t>(at.dim < 0 ? at.dim + static_cast<int64_t>(rank) : at.dim);
+  std::vector<size_t> full = c.shape, half = c.shape;
+  half[d] /= 2;
+  size_t pre = 1, numel = 1;
+  for (size_t k = 0; k < rank; ++k) {
+    if (k < d) pre *= full[k];
+    numel *= full[k];
+  }
+  const size_t L = numel / pre, P = L / 2;  // merged row length, pairs per row
+  const Strides st = stridesFor(layout, at.interleaved, d, full, half);
+  TensorBuffer x(full, st.x, dtype), y(half, st.y, dtype), dy(half, st.dy, dtype),
+      dx(full, st.dx, dtype);
+  const float range = std::isfinite(at.limit) ? 2 * at.limit : 10.0f;
+  x.fill([&](size_t i) { return inputValue(i, signedValue(seed, i, range), at.limit); });
+  dy.fill([&](size_t i) {
+    return i % 31 == 30 ? (i % 2 ? INFINITY : -INFINITY) : signedValue(seed + 1, i, 4.0f);
+  });
+  std::vector<float> xs(numel), dys(numel / 2);
+  for (size_t i = 0; i < numel; ++i) xs[i] = x.get(i);
+  for (size_t i = 0; i < numel / 2; ++i) dys[i] = dy.get(i);
+  size_t active = pre;
+  const GroupIndex groups = groupsFor(c.groups, pre, &active);
+  const GroupIndex *gi = c.groups == Groups::kNone ? nullptr : &groups;
+
+  // Logical indices of A and B for pair j of merged row p.
+  const auto indexA = [&](size_t p, size_t j) { return p * L + (at.interleaved ? 2 * j : j); };
+  const auto indexB = [&](size_t p, size_t j) {
+    return p * L + (at.interleaved ? 2 * j + 1 : P + j);
+  };
+  int failures = 0;
+  const auto fail = [&](const char *what, size_t p, size_t j, float got, const std::string &why) {
+    if (failures++ < 5)
+      ADD_FAILURE() << what << " row " << p << " pair " << j << " A=" << xs[indexA(p, j)]
+                    << " B=" << xs[indexB(p, j)] << " dy=" << dys[p * P + j] << " got=" << got
+                    << ": " << why;
+  };
+  const auto check = [&](const char *what, size_t p, size_t j, float got, long double truth,
+                         double tol) {
+    const std::string problem = compareToTruth(dtype, got, truth, tol);
+    if (!problem.empty()) fail(what, p, j, got, problem);
+  };
+
+  std::vector<Truth> truths(active * P);  // of the computed rows, by pair
+  for (size_t q = 0; q < truths.size(); ++q)
+    truths[q] = oracle(dtype, xs[indexA(q / P, q % P)], xs[indexB(q / P, q % P)], dys[q], at);
+
+  y.poison();
+  ASSERT_EQ(runForward(h, y, x, gi, at), INFINI_STATUS_SUCCESS) << last_error;
+  for (size_t p = 0; p < pre; ++p)
+    for (size_t j = 0; j < P; ++j) {
+      const size_t q = p * P + j;
+      if (p >= active) {
+        if (!isPositiveZero(y, q)) fail("y (past the group sum)", p, j, y.get(q), "not +0");
+        continue;
+      }
+      check("y", p, j, y.get(q), truths[q].y, truths[q].tol_y);
+    }
+
+  TensorBuffer &out = layout == Layout::kInPlace ? x : dx;
+  if (layout != Layout::kInPlace) dx.poison();
+  ASSERT_EQ(runBackward(h, out, out.data(), dy, x, gi, at), INFINI_STATUS_SUCCESS) << last_error;
+  for (size_t p = 0; p < pre; ++p)
+    for (size_t j = 0; j < P; ++j) {
+      const size_t ia = indexA(p, j), ib = indexB(p, j);
+      if (p >= active) {
+        if (!isPositiveZero(out, ia)) fail("dA (past the group sum)", p, j, out.get(ia), "not +0");
+        if (!isPositiveZero(out, ib)) fail("dB (past the group sum)", p, j, out.get(ib), "not +0");
+        continue;
+      }
+      const Truth &t = truths[p * P + j];
+      if (t.dA_masked) {
+        if (out.get(ia) != 0) fail("dA (masked)", p, j, out.get(ia), "not exactly 0");
+      } else {
+        check("dA", p, j, out.get(ia), t.dA, t.tol_dA);
+      }
+      if (t.dB_masked) {
+        if (out.get(ib) != 0) fail("dB (masked)", p, j, out.get(ib), "not exactly 0");
+      } else {
+        check("dB", p, j, out.get(ib), t.dB, t.tol_dB);
+      }
+    }
+}
+
+// ---------------------------------------------------------------- hand-worked values
+TEST_P(DeviceTest, ClippedSwigluHandWorkedValues) {
+  // Defaults: alpha = 1.702, limit = 7, bias = 1, interleaved; x = [A0, B0, A1, B1, ...].
+  // Expected values from mpmath at 30 digits, alpha = float(1.702) = 1.70200002193...
+  struct Row {
+    float A, B, dy;
+    double y, dA, dB;
+  };
+  const Row rows[] = {
+      {1, 2, 1, 2.53738730638, 3.20333882673, 0.845795768794},
+      {10, -10, 2, -41.9997187699, 0, 0},  // both clipped: gradients masked
+      {-2, 0.5f, -1, -0.096512061186, 0.110723029035, 0.064341374124},
+      {7, -7, 0.5f, -41.9997187699, -3.00021923738, 3.49997656416},  // at +-limit: gradients pass
+      {-7.5f, 7.5f, 1, -0.000171546110537, -0.000269097834382, 0},   // no lower clamp on A
+  };
+  const size_t n = sizeof(rows) / sizeof(rows[0]);
+  TensorBuffer x({1, 2 * n}, INFINI_DTYPE_F32), y({1, n}, INFINI_DTYPE_F32),
+      dy({1, n}, INFINI_DTYPE_F32), dx({1, 2 * n}, INFINI_DTYPE_F32);
+  for (size_t k = 0; k < n; ++k) {
+    x.set(2 * k, rows[k].A);
+    x.set(2 * k + 1, rows[k].B);
+    dy.set(k, rows[k].dy);
+  }
+  y.poison();
+  dx.poison();
+  ASSERT_EQ(runForward(handle(), y, x, nullptr, Attrs{}), INFINI_STATUS_SUCCESS) << last_error;
+  ASSERT_EQ(runBackward(handle(), dx, dx.data(), dy, x, nullptr, Attrs{}), INFINI_STATUS_SUCCESS)
+      << last_error;
+  for (size_t k = 0; k < n; ++k) {
+    SCOPED_TRACE("pair " + std::to_string(k));
+    EXPECT_NEAR(y.get(k), rows[k].y, 1e-6 * std::fabs(rows[k].y));
+    EXPECT_NEAR(dx.get(2 * k), rows[k].dA, 1e-6 * std::fabs(rows[k].dA));
+    EXPECT_NEAR(dx.get(2 * k + 1), rows[k].dB, 1e-6 * std::fabs(rows[k].dB));
+  }
+}
+
+// Interleaving pairs flat elements (2q, 2q+1) of the merged row [pre, cut*after], NOT elements
+// 2k and 2k+1 along `dim`: with alpha = 0, limit = +inf and bias = 0, y = A B / 2 (F32: within
+// 8 ulp, as sigmoid(0) is computed, not special-cased; the pairing errors are far larger).
+TEST_P(DeviceTest, ClippedSwigluInterleavesTheMergedRow) {
+  Attrs at;
+  at.alpha = 0;
+  at.limit = INFINITY;
+  at.bias = 0;
+  for (int64_t dim : {1, -2, 0, -3}) {  // of [2,4,3], dims 1 and 0 are even
+    at.dim = dim;
+    for (bool interleaved : {true, false}) {
+      at.interleaved = interleaved;
+      SCOPED_TRACE(attrsName(at));
+      const size_t d = static_cast<size_t>(dim < 0 ? dim + 3 : dim);
+      std::vector<size_t> full = {2, 4, 3}, half = full;
+      half[d] /= 2;
+      const size_t pre = d == 0 ? 1 : 2, L = 24 / pre;
+      TensorBuffer x(full, INFINI_DTYPE_F32), y(half, INFINI_DTYPE_F32), dy(half, INFINI_DTYPE_F32),
+          dx(full, INFINI_DTYPE_F32);
+      x.fill([](size_t i) { return static_cast<float>(i + 1); });
+      dy.fill([](size_t i) { return static_cast<float>(i % 3) - 1.0f; });
+      y.poison();
+      dx.poison();
+      ASSERT_EQ(runForward(handle(), y, x, nullptr, at), INFINI_STATUS_SUCCESS) << last_error;
+      ASSERT_EQ(runBackward(handle(), dx, dx.data(), dy, x, nullptr, at), INFINI_STATUS_SUCCESS)
+          << last_error;
+      for (size_t q = 0; q < 12; ++q) {
+        const size_t p = q / (L / 2), j = q % (L / 2);
+        const size_t ia = interleaved ? 2 * q : p * L + j;
+        const size_t ib = interleaved ? 2 * q + 1 : p * L + L / 2 + j;
+        const float A = static_cast<float>(ia + 1), B = static_cast<float>(ib + 1);
+        const float g = static_cast<float>(q % 3) - 1.0f;
+        EXPECT_NEAR(y.get(q), A * B / 2, 0x1p-20 * A * B / 2) << "y " << q;
+        EXPECT_NEAR(dx.get(ia), g * B / 2, 0x1p-20 * B / 2) << "dA " << q;
+        EXPECT_NEAR(dx.get(ib), g * A / 2, 0x1p-20 * A / 2) << "dB " << q;
+      }
+      if (interleaved && d == 1) {
+        // A split along dim 1 would pair x[0,0,0] = 1 with x[0,1,0] = 4: y[0] would be 2, not 1.
+        EXPECT_NEAR(y.get(0), 1.0f, 1e-6);
+        EXPECT_NEAR(y.get(1), 6.0f, 1e-5);  // pair (3, 4): 3 * 4 / 2
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- any strides, workspace
+// SEMANTICS: any strides. x transposed (2-D, split on dim 0 and on dim -1) with y's rows padded,
+// and the backward into a transposed x_grad: whatever workspace the descriptor asks for is
+// enough, and one byte less is INSUFFICIENT_WORKSPACE with nothing written.
+TEST_P(DeviceTest, ClippedSwigluTransposedAndPadded) {
+  for (int64_t dim : {0, -1})
+    for (bool interleaved : {true, false}) {
+      Attrs at;
+      at.dim = dim;
+      at.interleaved = interleaved;
+      at.limit = 2.0f;
+      SCOPED_TRACE(attrsName(at));
+      const std::vector<size_t> full =
+          dim == 0 ? std::vector<size_t>{6, 5} : std::vector<size_t>{5, 6};
+      std::vector<size_t> half = full;
+      half[dim == 0 ? 0 : 1] /= 2;
+      TensorBuffer x(full, columnMajorStrides(full), INFINI_DTYPE_F32);
+      TensorBuffer y(half, {static_cast<ptrdiff_t>(half[1]) + 3, 1}, INFINI_DTYPE_F32);
+      TensorBuffer dy(half, columnMajorStrides(half), INFINI_DTYPE_F32);
+      TensorBuffer dx(full, columnMajorStrides(full), INFINI_DTYPE_F32);
+      x.fill([](size_t i) { return signedValue(21, i, 4.0f); });
+      dy.fill([](size_t i) { return signedValue(22, i, 2.0f); });
+      y.poison();
+      dx.poison();
+      ASSERT_EQ(runForward(handle(), y, x, nullptr, at), INFINI_STATUS_SUCCESS) << last_error;
+      ASSERT_EQ(runBackward(handle(), dx, dx.data(), dy, x, nullptr, at), INFINI_STATUS_SUCCESS)
+          << last_error;
+      const size_t L = dim == 0 ? 30 : 6, P = L / 2;
+      for (size_t q = 0; q < y.numel(); ++q) {
+        const size_t p = q / P, j = q % P;
+        const size_t ia = p * L + (interleaved ? 2 * j : j);
+        const size_t ib = p * L + (interleaved ? 2 * j + 1 : P + j);
+        const Truth t = oracle(INFINI_DTYPE_F32, x.get(ia), x.get(ib), dy.get(q), at);
+        EXPECT_EQ(compareToTruth(INFINI_DTYPE_F32, y.get(q), t.y, t.tol_y), "") << "y " << q;
+        if (t.dA_masked)
+          EXPECT_EQ(dx.get(ia), 0.0f) << "dA " << q;
+        else
+          EXPECT_EQ(compareToTruth(INFINI_DTYPE_F32, dx.get(ia), t.dA, t.tol_dA), "") << "dA " << q;
+        if (t.dB_masked)
+          EXPECT_EQ(dx.get(ib), 0.0f) << "dB " << q;
+        else
+          EXPECT_EQ(compareToTruth(INFINI_DTYPE_F32, dx.get(ib), t.dB, t.tol_dB), "") << "dB " << q;
+      }
+      // Too small a workspace, where one is asked for.
+      auto yd = y.descriptor(), xd = x.descriptor();
+      infiniopClippedSwigluDescriptor_t op = nullptr;
+      ASSERT_EQ(infiniopCreateClippedSwigluDescriptor(handle(), &op, yd, xd, nullptr, at.dim,
+                                                      at.alpha, at.limit, at.bias, interleaved),
+                INFINI_STATUS_SUCCESS);
+      infiniopDestroyTensorDescriptor(yd);
+      infiniopDestroyTensorDescriptor(xd);
+      size_t size = 0;
+      ASSERT_EQ(infiniopGetClippedSwigluWorkspaceSize(op, &size), INFINI_STATUS_SUCCESS);
+      if (size > 0) {
+        std::vector<char> workspace(size);
+        const std::vector<uint8_t> before = y.storage();
+        EXPECT_EQ(infiniopClippedSwiglu(op, workspace.data(), size - 1, y.data(), x.data(), nullptr,
+                                        nullptr),
+                  INFINI_STATUS_INSUFFICIENT_WORKSPACE);
+        EXPECT_NE(std::string(infiniopGetLastError()), "");
+        EXPECT_EQ(infiniopClippedSwiglu(op, nullptr, size, y.data(), x.data(), nullptr, nullptr),
+                  INFINI_STATUS_NULL_POINTER);
+        EXPECT_EQ(y.storage(), before);
+      }
+      infiniopDestroyClippedSwigluDescriptor(op);
+    }
+}
+
+// ---------------------------------------------------------------- boundary and NaN rules
+TEST_P(DeviceTest, ClippedSwigluBoundaryAndNanRules) {
+  Attrs at;
+  at.limit = 0.5f;
+  struct Pair {
+    float A, B;
+  };
+  const Pair pairs[] = {
+      {0.5f, -0.5f},       // 0: both exactly at the limit: both gradients pass
+      {0.5f, 0.5f},        // 1
+      {0.75f, -0.75f},     // 2: both clipped: y uses (0.5, -0.5), gradients exactly 0
+      {-3.0f, 2.0f},       // 3: A below -limit is not clamped (dA != 0); B clipped (dB = 0)
+      {NAN, 0.25f},        // 4: y NaN, dA = 0, dB NaN
+      {0.25f, NAN},        // 5: y NaN, dA NaN, dB = 0
+      {-INFINITY, 0.25f},  // 6: alpha > 0: y = 0 * (b + bias) = 0, dA = dy (b+bias) 0 = 0
+      {0.0f, 0.25f},       // 7
+  };
+  const size_t n = sizeof(pairs) / sizeof(pairs[0]);
+  TensorBuffer x({n, 2}, INFINI_DTYPE_F32), y({n, 1}, INFINI_DTYPE_F32),
+      dy({n, 1}, INFINI_DTYPE_F32), dx({n, 2}, INFINI_DTYPE_F32);
+  for (size_t k = 0; k < n; ++k) {
+    x.set(2 * k, pairs[k].A);
+    x.set(2 * k + 1, pairs[k].B);
+  }
+  dy.fill([](size_t) { return 2.0f; });
+  y.poison();
+  dx.poison();
+  ASSERT_EQ(runForward(handle(), y, x, nullptr, at), INFINI_STATUS_SUCCESS) << last_error;
+  ASSERT_EQ(runBackward(handle(), dx, dx.data(), dy, x, nullptr, at), INFINI_STATUS_SUCCESS)
+      << last_error;
+  const auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
+  const double g05 = 0.5 * sig(1.702 * 0.5);
+  EXPECT_NEAR(dx.get(0), 2 * 0.5 * (sig(0.851) + 0.851 * sig(0.851) * sig(-0.851)), 1e-6);
+  EXPECT_NEAR(dx.get(1), 2 * g05, 1e-6);
+  EXPECT_NEAR(dx.get(3), 2 * g05, 1e-6);
+  EXPECT_NEAR(y.get(2), g05 * 0.5, 1e-6);
+  EXPECT_EQ(dx.get(4), 0.0f);
+  EXPECT_EQ(dx.get(5), 0.0f);
+  EXPECT_NEAR(y.get(3), -3 * sig(1.702 * -3) * 1.5, 1e-6);
+  EXPECT_NE(dx.get(6), 0.0f);  // A = -3 < -limit still has a gradient
+  EXPECT_EQ(dx.get(7), 0.0f);
+  EXPECT_TRUE(std::isnan(y.get(4)));
+  EXPECT_EQ(dx.get(8), 0.0f);
+  EXPECT_TRUE(std::isnan(dx.get(9)));
+  EXPECT_TRUE(std::isnan(y.get(5)));
+  EXPECT_TRUE(std::isnan(dx.get(10)));
+  EXPECT_EQ(dx.get(11), 0.0f);
+  EXPECT_EQ(y.get(6), 0.0f);
+  EXPECT_EQ(dx.get(12), 0.0f);
+  EXPECT_EQ(dx.get(13), 0.0f);  // dy * g with g = 0
+  EXPECT_EQ(y.get(7), 0.0f);
+  EXPECT_NEAR(dx.get(14), 2 * 1.25 * 0.5, 1e-6);  // slope 1/2 at a = 0
+}
+
+// ---------------------------------------------------------------- every special pairing
+TEST_P(DeviceTest, ClippedSwigluSpecialValues) {
+  const Attrs attr_sets[] = {
+      {-1, 1.702f, 7.0f, 1.0f, true},     {-1, 1.702f, INFINITY, 1.0f, true},
+      {-1, -0.5f, INFINITY, -2.0f, true}, {-1, 0.0f, 0.5f, 1.0f, true},
+      {-1, 0.5f, INFINITY, 0.0f, true},
+  };
+  for (const Attrs &at : attr_sets) {
+    const float limit = at.limit;
+    const std::vector<float> specials = {INFINITY,
+                                         -INFINITY,
+                                         NAN,
+                                         1e4f,
+                                         -1e4f,
+                                         1e-40f,
+                                         -1e-40f,
+                                         0.0f,
+                                         -0.0f,
+                                         limit,
+                                         -limit,
+                                         std::nextafter(limit, INFINITY),
+                                         std::nextafter(-limit, -INFINITY),
+                                         1.0f,
+                                         -1.5f,
+                                         -100.0f,
+                                         -60.0f};
+    const std::vector<float> grads = {1.5f, -0.25f, INFINITY, -INFINITY, 0.0f};
+    const size_t S = specials.size(), rows = S * grads.size();
+    for (infiniDtype_t dtype : kFloatDtypes) {
+      SCOPED_TRACE(attrsName(at) + " " + infiniop::dtypeName(dtype));
+      // Row r pairs B = specials[r % S] with every A, under y_grad grads[r / S].
+      TensorBuffer x({rows, 2 * S}, dtype), y({rows, S}, dtype), dy({rows, S}, dtype),
+          dx({rows, 2 * S}, dtype);
+      x.fill([&](size_t i) {
+        const size_t r = i / (2 * S), c = i % (2 * S);
+        return c % 2 ? specials[r % S] : specials[c / 2];
+      });
+      dy.fill([&](size_t i) { return grads[i / S / S]; });
+      y.poison();
+      dx.poison();
+      ASSERT_EQ(runForward(handle(), y, x, nullptr, at), INFINI_STATUS_SUCCESS) << last_error;
+      ASSERT_EQ(runBackward(handle(), dx, dx.data(), dy, x, nullptr, at), INFINI_STATUS_SUCCESS)
+          << last_error;
+      int failures = 0;
+      for (size_t q = 0; q < rows * S; ++q) {
+        const float A = x.get(2 * q), B = x.get(2 * q + 1), g = dy.get(q);
+        const Truth t = oracle(dtype, A, B, g, at);
+        const auto report = [&](const char *what, float got, const std::string &why) {
+          if (!why.empty() && failures++ < 8)
+            ADD_FAILURE() << what << " A=" << A << " B=" << B << " dy=" << g << " got=" << got
+                          << ": " << why;
+        };
+        report("y", y.get(q), compareToTruth(dtype, y.get(q), t.y, t.tol_y));
+        const float dA = dx.get(2 * q), dB = dx.get(2 * q + 1);
+        report("dA", dA,
+               t.dA_masked ? (dA == 0 ? "" : "not exactly 0")
+                           : compareToTruth(dtype, dA, t.dA, t.tol_dA));
+        report("dB", dB,
+               t.dB_masked ? (dB == 0 ? "" : "not exactly 0")
+                           : compareToTruth(dtype, dB, t.dB, t.tol_dB));
+      }
+    }
+  }
+}
+
+// A finite A so large that alpha * A overflows F32 (|A| > FLT_MAX / |alpha|): g = a sigmoid(alpha
+// a) is still a finite, non-zero number of a's sign (SEMANTICS: sigmoid of a finite argument, and
+// an infinity times a finite non-zero factor is an infinity of the product's sign), so with B =
+// +inf and limit = +inf, y and dA are infinities, not NaN, and dy = +-inf gives dB = -+inf. This is
+// not the a = -inf limit (where 0 * inf = NaN is right).
+TEST_P(DeviceTest, ClippedSwigluHugeFiniteA) {
+  for (infiniDtype_t dtype : {INFINI_DTYPE_F32, INFINI_DTYPE_BF16})
+    for (float alpha : {1.702f, -1.702f}) {
+      Attrs at;
+      at.alpha = alpha;
+      at.limit = INFINITY;
+      SCOPED_TRACE(attrsName(at) + " " + infiniop::dtypeName(dtype));
+      const float A = alpha > 0 ? -3e38f : 3e38f;
+      const float Bs[] = {INFINITY, 2.0f}, dys[] = {1.0f, INFINITY, -INFINITY};
+      TensorBuffer x({6, 2}, dtype), y({6, 1}, dtype), dy({6, 1}, dtype), dx({6, 2}, dtype);
+      for (size_t r = 0; r < 6; ++r) {
+        x.set(2 * r, A);
+        x.set(2 * r + 1, Bs[r % 2]);
+        dy.set(r, dys[r / 2]);
+      }
+      y.poison();
+      dx.poison();
+      ASSERT_EQ(runForward(handle(), y, x, nullptr, at), INFINI_STATUS_SUCCESS) << last_error;
+      ASSERT_EQ(runBackward(handle(), dx, dx.data(), dy, x, nullptr, at), INFINI_STATUS_SUCCESS)
+          << last_error;
+      for (size_t r = 0; r < 6; ++r) {
+        const Truth t = oracle(dtype, x.get(2 * r), x.get(2 * r + 1), dy.get(r), at);
+        SCOPED_TRACE("B=" + std::to_string(x.get(2 * r + 1)) + " dy=" + std::to_string(dy.get(r)));
+        EXPECT_EQ(compareToTruth(dtype, y.get(r), t.y, t.tol_y), "") << "y, got " << y.get(r);
+        EXPECT_EQ(compareToTruth(dtype, dx.get(2 * r), t.dA, t.tol_dA), "")
+            << "dA, got " << dx.get(2 * r);
+        EXPECT_EQ(compareToTruth(dtype, dx.get(2 * r + 1), t.dB, t.tol_dB), "")
+            << "dB, got " << dx.get(2 * r + 1);
+      }
+    }
+}
+
+// ---------------------------------------------------------------- dims x groups x layouts x sizes
+using Param = std::tuple<DeviceParam, infiniDtype_t, Layout>;
+
+class ClippedSwigluCases : public DeviceTestBase, public ::testing::WithParamInterface<Param> {
+ protected:
+  void SetUp() override { selectDevice(std::get<0>(GetParam())); }
+  void TearDown() override { restoreTargets(); }
+};
+
+std::vector<Case> allCases() {
+  std::vector<Case> cases;
+  const float alphas[] = {1.702f, 0.5f, -1.25f, 0.0f};
+  const float limits[] = {7.0f, 0.5f, INFINITY, 3.25f};
+  const float biases[] = {1.0f, -0.75f, 2.5f, 0.0f};
+  const Groups groups[] = {Groups::kNone,  Groups::kLess,    Groups::kEqual,
+                           Groups::kMore,  Groups::kZeros,   Groups::kHuge,
+                           Groups::kEmpty, Groups::kStrided, Groups::kEmptyNull};
+  size_t k = 0;
+  const auto attrs = [&](int64_t dim, bool interleaved) {
+    Attrs at{dim, alphas[k % 4], limits[(k / 4 + k) % 4], biases[(k / 2) % 4], interleaved};
+    ++k;
+    return at;
+  };
+  // Rank 4: every dim in both spellings, both splits, with group_index variants.
+  const std::vector<size_t> rank4 = {3, 2, 5, 3};
+  for (int64_t dim = -4; dim < 4; ++dim)
+    for (bool interleaved : {true, false}) {
+      std::vector<size_t> shape = rank4;
+      shape[static_cast<size_t>(dim < 0 ? dim + 4 : dim)] *= 2;
+      cases.push_back({shape, attrs(dim, interleaved), groups[k % 9]});
+    }
+  // Row lengths around the vector widths (odd numbers of pairs included), both splits.
+  for (size_t n : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 35, 63, 64, 65, 70})
+    for (bool interleaved : {true, false})
+      cases.push_back({{3, 2 * n}, attrs(-1, interleaved), groups[k % 4]});
+  // 2-D split on dim 0 (transposed in the column-major layouts).
+  for (size_t n : {1, 4, 17, 33})
+    for (bool interleaved : {true, false}) cases.push_back({{2 * n, 3}, attrs(0, interleaved)});
+  // Large enough for every thread (>= 2^15 pairs computed), with and without group_index.
+  cases.push_back({{4, 2 * 8200}, Attrs{-1, 1.702f, 7.0f, 1.0f, true}});
+  cases.push_back({{16, 8200}, Attrs{-1, 1.702f, 0.5f, 1.0f, false}, Groups::kLess});
+  return cases;
+}
+
+TEST_P(ClippedSwigluCases, MatchesOracle) {
+  const infiniDtype_t dtype = std::get<1>(GetParam());
+  const Layout layout = std::get<2>(GetParam());
+  uint64_t seed = 11;
+  for (const Case &c : allCases()) checkCase(handle(), dtype, layout, c, seed++);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, ClippedSwigluCases,
+                         ::testing::Combine(::testing::ValuesIn(allDeviceParams()),
+                                            ::testing::ValuesIn(kFloatDtypes),
+                                            ::testing::Values(Layout::kContiguous,
+                                                              Layout::kColumnMajor, Layout::kMixed,
+                                                              Layout::kInPlace)),
+                         [](const ::testing::TestParamInfo<Param> &info) {
+                           return deviceParamName(std::get<0>(info.param)) + "_" +
+                                  infiniop::dtypeName(std::get<1>(info.param)) + "_" +
+                                  layoutName(std::get<2>(info.param));
+                         });
+
+// ---------------------------------------------------------------- zero-size tensors
+TEST_P(DeviceTest, ClippedSwigluZeroSize) {
+  TensorBuffer x({0, 4}, INFINI_DTYPE_F32), y({0, 2}, INFINI_DTYPE_F32),
+      dy({0, 2}, INFINI_DTYPE_F32), dx({0, 4}, INFINI_DTYPE_F32);
+  const GroupIndex groups = GroupIndex::counts({3});
+  EXPECT_EQ(runForward(handle(), y, x, nullptr, Attrs{}), INFINI_STATUS_SUCCESS) << last_error;
+  EXPECT_EQ(runForward(handle(), y, x, &groups, Attrs{}), INFINI_STATUS_SUCCESS) << last_error;
+  EXPECT_EQ(runBackward(handle(), dx, dx.data(), dy, x, &groups, Attrs{}), INFINI_STATUS_SUCCESS)
+      << last_error;
+}
+
+// ---------------------------------------------------------------- bad arguments
+TEST_P(DeviceTest, ClippedSwigluBadArguments) {
+  TensorBuffer x({4, 6}, INFINI_DTYPE_F32), y({4, 3}, INFINI_DTYPE_F32);
+  TensorBuffer odd({4, 5}, INFINI_DTYPE_F32), y_odd({4, 2}, INFINI_DTYPE_F32);
+  TensorBuffer y16({4, 3}, INFINI_DTYPE_F16), wrong({4, 2}, INFINI_DTYPE_F32),
+      whole({4, 6}, INFINI_DTYPE_F32), broadcast({4, 3}, {3, 0}, INFINI_DTYPE_F32);
+  x.fill([](size_t i) { return signedValue(1, i, 3.0f); });
+  y.fill([](size_t) { return 7.0f; });
+  const std::vector<uint8_t> before = y.storage();
+  const auto expect = [&](infiniStatus_t status, TensorBuffer &out, TensorBuffer &in,
+                          const GroupIndex *groups, const Attrs &at, const char *what) {
+    out.fill([](size_t) { return 7.0f; });
+    const std::vector<uint8_t> out_before = out.storage();
+    EXPECT_EQ(runForward(handle(), out, in, groups, at), status) << what;
+    EXPECT_NE(last_error, "") << what;
+    EXPECT_EQ(out.storage(), out_before) << what;
+    EXPECT_EQ(y.storage(), before) << what;
+  };
+  const auto with = [](float alpha, float limit, float bias, int64_t dim = -1) {
+    return Attrs{dim, alpha, limit, bias, true};
+  };
+  expect(INFINI_STATUS_BAD_TENSOR_SHAPE, y_odd, odd, nullptr, Attrs{}, "odd split size");
+  expect(INFINI_STATUS_BAD_PARAM, y, x, nullptr, with(1.702f, 7, 1, 2), "dim 2 of rank 2");
+  expect(INFINI_STATUS_BAD_PARAM, y, x, nullptr, with(1.702f, 7, 1, -3), "dim -3 of rank 2");
+  expect(INFINI_STATUS_BAD_PARAM, y, x, nullptr, with(1.702f, 7, 1, INT64_MIN), "dim INT64_MIN");
+  expect(INFINI_STATUS_BAD_PARAM, y, x, nullptr, with(1.702f, 7, 1, int64_t{1} << 40), "dim 2^40");
+  expect(INFINI_STATUS_BAD_TENSOR_SHAPE, wrong, x, nullptr, Attrs{}, "y [4,2]");
+  expect(INFINI_STATUS_BAD_TENSOR_SHAPE, whole, x, nullptr, Attrs{}, "y [4,6]");
+  expect(INFINI_STATUS_BAD_TENSOR_SHAPE, y, x, nullptr, with(1.702f, 7, 1, 0), "dim 0 gives [2,6]");
+  expect(INFINI_STATUS_BAD_TENSOR_DTYPE, y16, x, nullptr, Attrs{}, "y F16, x F32");
+  expect(INFINI_STATUS_BAD_TENSOR_STRIDES, broadcast, x, nullptr, Attrs{}, "broadcast y");
+  for (float limit : {0.0f, -0.0f, -1.0f, -INFINITY, NAN})
+    expect(INFINI_STATUS_BAD_PARAM, y, x, nullptr, with(1.702f, limit, 1), "bad limit");
+  for (float bad : {INFINITY, -INFINITY, NAN}) {
+    expect(INFINI_STATUS_BAD_PARAM, y, x, nullptr, with(bad, 7, 1), "bad alpha");
+    expect(INFINI_STATUS_BAD_PARAM, y, x, nullptr, with(1.702f, 7, bad), "bad bias");
+  }
+  // group_index: checked at create (dtype, rank) or at calculate (values, NULL pointer).
+  const GroupIndex negative = GroupIndex::counts({2, -1});
+  expect(INFINI_STATUS_BAD_PARAM, y, x, &negative, Attrs{}, "negative count");
+  const GroupIndex negative_late = GroupIndex::counts({5, -1});  // after the sum reached pre
+  expect(INFINI_STATUS_BAD_PARAM, y, x, &negative_late, Attrs{}, "negative count after sum");
+  GroupIndex i32 = GroupIndex::counts({1, 1});
+  i32.withDtype(INFINI_DTYPE_I32);
+  expect(INFINI_STATUS_BAD_TENSOR_DTYPE, y, x, &i32, Attrs{}, "group_index I32");
+  GroupIndex f32 = GroupIndex::counts({1, 1});
+  f32.withDtype(INFINI_DTYPE_F32);
+  expect(INFINI_STATUS_BAD_TENSOR_DTYPE, y, x, &f32, Attrs{}, "group_index F32");
+  GroupIndex rank2 = GroupIndex::counts({1, 1});
+  rank2.withShape({1, 2});
+  expect(INFINI_STATUS_BAD_TENSOR_SHAPE, y, x, &rank2, Attrs{}, "group_index rank 2");
+  GroupIndex null_data = GroupIndex::counts({1, 1});
+  null_data.withNullData();
+  expect(INFINI_STATUS_NULL_POINTER, y, x, &null_data, Attrs{}, "NULL group_index pointer");
+
+  // NULL pointers.
+  auto yd = y.descriptor(), xd = x.descriptor();
+  infiniopClippedSwigluDescriptor_t op = nullptr;
+  EXPECT_EQ(infiniopCreateClippedSwigluDescriptor(handle(), nullptr, yd, xd, nullptr, -1, 1.702f, 7,
+                                                  1, true),
+            INFINI_STATUS_NULL_POINTER);
+  EXPECT_NE(std::string(infiniopGetLastError()), "");
+  EXPECT_EQ(
+      infiniopCreateClippedSwigluDescriptor(nullptr, &op, yd, xd, nullptr, -1, 1.702f, 7, 1, true),
+      INFINI_STATUS_NULL_POINTER);
+  EXPECT_NE(std::string(infiniopGetLastError()), "");
+  EXPECT_EQ(infiniopCreateClippedSwigluDescriptor(handle(), &op, nullptr, xd, nullptr, -1, 1.702f,
+                                                  7, 1, true),
+            INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(infiniopCreateClippedSwigluDescriptor(handle(), &op, yd, nullptr, nullptr, -1, 1.702f,
+                                                  7, 1, true),
+            INFINI_STATUS_NULL_POINTER);
+  ASSERT_EQ(
+      infiniopCreateClippedSwigluDescriptor(handle(), &op, yd, xd, nullptr, -1, 1.702f, 7, 1, true),
+      INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(infiniopClippedSwiglu(op, nullptr, 0, nullptr, x.data(), nullptr, nullptr),
+            INFINI_STATUS_NULL_POINTER);
+  EXPECT_NE(std::string(infiniopGetLastError()), "");
+  EXPECT_EQ(infiniopClippedSwiglu(op, nullptr, 0, y.data(), nullptr, nullptr, nullptr),
+            INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(infiniopGetClippedSwigluWorkspaceSize(op, nullptr), INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(y.storage(), before);
+  EXPECT_EQ(infiniopDestroyClippedSwigluDescriptor(op), INFINI_STATUS_SUCCESS);
+  infiniopDestroyTensorDescriptor(yd);
+  infiniopDestroyTensorDescriptor(xd);
+  size_t size = 0;
+  EXPECT_EQ(infiniopGetClippedSwigluWorkspaceSize(nullptr, &size), INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(infiniopClippedSwiglu(nullptr, nullptr, 0, y.data(), x.data(), nullptr, nullptr),
+            INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(infiniopDestroyClippedSwigluDescriptor(nullptr), INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(y.storage(), before);
+}
+
+TEST_P(DeviceTest, ClippedSwigluBackwardBadArguments) {
+  TensorBuffer x({4, 6}, INFINI_DTYPE_F32), dy({4, 3}, INFINI_DTYPE_F32),
+      dx({4, 6}, INFINI_DTYPE_F32);
+  TensorBuffer odd({4, 5}, INFINI_DTYPE_F32), dy_odd({4, 2}, INFINI_DTYPE_F32),
+      dx_odd({4, 5}, INFINI_DTYPE_F32);
+  TensorBuffer dx_small({4, 3}, INFINI_DTYPE_F32), dy_wrong({4, 6}, INFINI_DTYPE_F32),
+      dy16({4, 3}, INFINI_DTYPE_BF16), dx16({4, 6}, INFINI_DTYPE_F16);
+  x.fill([](size_t i) { return signedValue(2, i, 3.0f); });
+  dy.fill([](size_t i) { return signedValue(3, i, 3.0f); });
+  dx.fill([](size_t) { return 5.0f; });
+  const std::vector<uint8_t> before = dx.storage(), x_before = x.storage();
+  const auto expect = [&](infiniStatus_t status, TensorBuffer &out, void *out_data,
+                          TensorBuffer &grad, TensorBuffer &in, const GroupIndex *groups,
+                          const Attrs &at, const char *what) {
+    const std::vector<uint8_t> out_before = out.storage();
+    EXPECT_EQ(runBackward(handle(), out, out_data, grad, in, groups, at), status) << what;
+    EXPECT_NE(last_error, "") << what;
+    EXPECT_EQ(out.storage(), out_before) << what;
+    EXPECT_EQ(dx.storage(), before) << what;
+    EXPECT_EQ(x.storage(), x_before) << what;
+  };
+  const auto with = [](float alpha, float limit, float bias, int64_t dim = -1) {
+    return Attrs{dim, alpha, limit, bias, false};
+  };
+  expect(INFINI_STATUS_BAD_TENSOR_SHAPE, dx_odd, dx_odd.data(), dy_odd, odd, nullptr, Attrs{},
+         "odd split size");
+  expect(INFINI_STATUS_BAD_PARAM, dx, dx.data(), dy, x, nullptr, with(1.702f, 7, 1, 2), "dim 2");
+  expect(INFINI_STATUS_BAD_PARAM, dx, dx.data(), dy, x, nullptr, with(1.702f, 7, 1, -3), "dim -3");
+  expect(INFINI_STATUS_BAD_TENSOR_SHAPE, dx_small, dx.data(), dy, x, nullptr, Attrs{},
+         "x_grad [4,3]");
+  expect(INFINI_STATUS_BAD_TENSOR_SHAPE, dx, dx.data(), dy_wrong, x, nullptr, Attrs{},
+         "y_grad [4,6]");
+  expect(INFINI_STATUS_BAD_TENSOR_DTYPE, dx, dx.data(), dy16, x, nullptr, Attrs{}, "y_grad BF16");
+  expect(INFINI_STATUS_BAD_TENSOR_DTYPE, dx16, dx.data(), dy, x, nullptr, Attrs{}, "x_grad F16");
+  // x_grad overlapping x without being exactly x.
+  expect(INFINI_STATUS_BAD_TENSOR_STRIDES, dx, static_cast<float *>(x.data()) + 1, dy, x, nullptr,
+         Attrs{}, "x_grad overlaps x");
+  for (float limit : {0.0f, -2.0f, NAN})
+    expect(INFINI_STATUS_BAD_PARAM, dx, dx.data(), dy, x, nullptr, with(1.702f, limit, 1),
+           "bad limit");
+  for (float bad : {INFINITY, NAN}) {
+    expect(INFINI_STATUS_BAD_PARAM, dx, dx.data(), dy, x, nullptr, with(bad, 7, 1), "bad alpha");
+    expect(INFINI_STATUS_BAD_PARAM, dx, dx.data(), dy, x, nullptr, with(1.702f, 7, bad),
+           "bad bias");
+  }
+  const GroupIndex negative = GroupIndex::counts({1, -2, 1});
+  expect(INFINI_STATUS_BAD_PARAM, dx, dx.data(), dy, x, &negative, Attrs{}, "negative count");
+  // In place too: a negative count must not touch x.
+  expect(INFINI_STATUS_BAD_PARAM, x, x.data(), dy, x, &negative, Attrs{}, "negative, in place");
+  GroupIndex i32 = GroupIndex::counts({1, 1});
+  i32.withDtype(INFINI_DTYPE_I32);
+  expect(INFINI_STATUS_BAD_TENSOR_DTYPE, dx, dx.data(), dy, x, &i32, Attrs{}, "group_index I32");
+  GroupIndex rank2 = GroupIndex::counts({1, 1});
+  rank2.withShape({2, 1});
+  expect(INFINI_STATUS_BAD_TENSOR_SHAPE, dx, dx.data(), dy, x, &rank2, Attrs{},
+         "group_index rank 2");
+  GroupIndex null_data = GroupIndex::counts({4});
+  null_data.withNullData();
+  expect(INFINI_STATUS_NULL_POINTER, dx, dx.data(), dy, x, &null_data, Attrs{},
+         "NULL group_index pointer");
+
+  auto gd = dx.descriptor(), yd = dy.descriptor(), xd = x.descriptor();
+  infiniopClippedSwigluBackwardDescriptor_t op = nullptr;
+  EXPECT_EQ(infiniopCreateClippedSwigluBackwardDescriptor(handle(), nullptr, gd, yd, xd, nullptr,
+                                                          -1, 1.702f, 7, 1, true),
+            INFINI_STATUS_NULL_POINTER);
+  EXPECT_NE(std::string(infiniopGetLastError()), "");
+  EXPECT_EQ(infiniopCreateClippedSwigluBackwardDescriptor(nullptr, &op, gd, yd, xd, nullptr, -1,
+                                                          1.702f, 7, 1, true),
+            INFINI_STATUS_NULL_POINTER);
+  EXPECT_NE(std::string(infiniopGetLastError()), "");
+  EXPECT_EQ(infiniopCreateClippedSwigluBackwardDescriptor(handle(), &op, gd, nullptr, xd, nullptr,
+                                                          -1, 1.702f, 7, 1, true),
+            INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(infiniopCreateClippedSwigluBackwardDescriptor(handle(), &op, gd, yd, nullptr, nullptr,
+                                                          -1, 1.702f, 7, 1, true),
+            INFINI_STATUS_NULL_POINTER);
+  infiniopDestroyTensorDescriptor(gd);
+  infiniopDestroyTensorDescriptor(yd);
+  infiniopDestroyTensorDescriptor(xd);
+  EXPECT_EQ(infiniopDestroyClippedSwigluBackwardDescriptor(nullptr), INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(dx.storage(), before);
+}
+
+}  // namespace
+}  // namespace infiniop_test
