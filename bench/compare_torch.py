@@ -8,7 +8,9 @@ Run with Debian's interpreter, which carries torch: /usr/bin/python3 bench/compa
 By default it times torch.ops.aten.gelu_backward(grad_output, input, approximate='tanh') at
 4096x4096 in f32 and bf16 with 2 threads, both as called (allocating its result) and in its
 out= form (grad_input preallocated, as infiniop-bench runs). --ops all adds the split
-activations, composed from chunk + silu/gelu + mul, and their gradients through autograd.
+activations, composed from chunk + silu/gelu + mul, the clipped SwiGLU (strided even/odd slices
+or chunk, clamp, sigmoid, mul, at alpha 1.702, limit 7, bias 1), and their gradients through
+autograd.
 """
 import argparse
 import statistics
@@ -72,6 +74,37 @@ def cases(rows, cols, dtype):
     yield ("gelu_mul_backward", split_backward(gelu), 5 * n * size)
     yield ("gelu_mul_backward_tanh", split_backward(gelu_tanh), 5 * n * size)
 
+    # ClippedSwiglu at the vendor API's defaults, x merged to [pre, L] around dim = -1 (here
+    # already [rows, 2 cols]); interleaved: A = x[:, 0::2], B = x[:, 1::2]; halves: chunk.
+    alpha, limit, bias = 1.702, 7.0, 1.0
+
+    def interleaved(t):
+        return t[:, 0::2], t[:, 1::2]
+
+    def halves(t):
+        return t.chunk(2, -1)
+
+    def clipped(split, t):
+        a, b = split(t)
+        a = a.clamp(max=limit)
+        b = b.clamp(-limit, limit)
+        return a * torch.sigmoid(alpha * a) * (b + bias)
+
+    def clipped_forward(split):
+        return lambda: clipped(split, xx)
+
+    def clipped_backward(split):
+        def run():
+            x_ = xx.detach().requires_grad_()
+            clipped(split, x_).backward(dy)  # clamp's gradient mask is inclusive, as infiniop's
+            return x_.grad
+        return run
+
+    yield ("clipped_swiglu", clipped_forward(interleaved), 3 * n * size)
+    yield ("clipped_swiglu_halves", clipped_forward(halves), 3 * n * size)
+    yield ("clipped_swiglu_backward", clipped_backward(interleaved), 5 * n * size)
+    yield ("clipped_swiglu_backward_halves", clipped_backward(halves), 5 * n * size)
+
 
 def copy_time(nbytes, reps):
     src = torch.ones(max(nbytes // 2, 1), dtype=torch.uint8)
@@ -92,7 +125,7 @@ def main():
     wanted = None if args.ops == "all" else set(args.ops.split(","))
     torch.set_num_threads(args.threads)
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads")
-    print(f"{'op':24s} {'type':4s} {'shape':10s} {'best_ms':>8s} {'median_ms':>9s} "
+    print(f"{'op':30s} {'type':4s} {'shape':10s} {'best_ms':>8s} {'median_ms':>9s} "
           f"{'Gelem/s':>7s} {'GB/s':>7s} {'copyGB/s':>8s} {'ratio':>5s} {'reps':>5s}")
     names = {torch.float32: "f32", torch.bfloat16: "bf16"}
     for dtype in (torch.float32, torch.bfloat16):
@@ -102,7 +135,7 @@ def main():
             best, median, reps = measure(fn, args.reps)
             copy_best, _, _ = copy_time(nbytes, reps)
             gbs, copy_gbs = nbytes / best / 1e9, nbytes / copy_best / 1e9
-            print(f"{name:24s} {names[dtype]:4s} {args.shape:10s} {best * 1e3:8.3f} "
+            print(f"{name:30s} {names[dtype]:4s} {args.shape:10s} {best * 1e3:8.3f} "
                   f"{median * 1e3:9.3f} {rows * cols / best / 1e9:7.3f} {gbs:7.2f} "
                   f"{copy_gbs:8.2f} {gbs / copy_gbs:5.2f} {reps:5d}", flush=True)
 

@@ -148,7 +148,7 @@ void printHeader(const Options &o) {
         "check,checked,sample_stride,bad,max_ulp,isa,threads,note\n");
     return;
   }
-  std::printf("%-22s %-4s %-13s %-10s %8s %9s %7s %7s %8s %5s %5s %-5s %-6s %s\n", "op", "type",
+  std::printf("%-30s %-4s %-13s %-10s %8s %9s %7s %7s %8s %5s %5s %-5s %-6s %s\n", "op", "type",
               "device", "shape", "best_ms", "median_ms", "Gelem/s", "GB/s", "copyGB/s", "ratio",
               "reps", "check", "sample", "max_ulp");
 }
@@ -160,7 +160,7 @@ void printRow(const Row &r) {
   const std::string sample = r.result.checked == 0  ? "-"
                              : r.result.stride == 1 ? "all"
                                                     : "1/" + std::to_string(r.result.stride);
-  std::printf("%-22s %-4s %-13s %-10s ", r.op.c_str(), r.dtype.c_str(), r.device.c_str(),
+  std::printf("%-30s %-4s %-13s %-10s ", r.op.c_str(), r.dtype.c_str(), r.device.c_str(),
               r.shape.c_str());
   if (timed)
     std::printf("%8.3f %9.3f %7.3f %7.2f %8.2f %5.2f %5d ", r.op_time.best * 1e3,

@@ -1,5 +1,6 @@
 // The operator table. Every input is filled with signed values over [-10, 10]; split
-// activations split the last dim (dim = -1).
+// activations split the last dim (dim = -1). ClippedSwiglu runs with the vendor API's defaults
+// (alpha 1.702, limit 7.0, bias 1.0, no group_index), interleaved (the default) or in halves.
 #include "ops.h"
 
 namespace bench {
@@ -32,6 +33,38 @@ Binder geluMulBackward() {
         return infiniopGeluMulBackward(d, w, ws, o[0], i[0], i[1], nullptr);
       },
       infiniopDestroyGeluMulBackwardDescriptor);
+}
+
+// The vendor API's defaults (aclnnClippedSwiglu); no group_index: every row is computed.
+constexpr float kClippedAlpha = 1.702f, kClippedLimit = 7.0f, kClippedBias = 1.0f;
+
+template <bool kInterleaved>
+Binder clippedSwiglu() {
+  return bind<infiniopClippedSwigluDescriptor_t>(
+      [](H h, auto *d, const Descs &o, const Descs &i) {
+        return infiniopCreateClippedSwigluDescriptor(h, d, o[0], i[0], nullptr, -1, kClippedAlpha,
+                                                     kClippedLimit, kClippedBias, kInterleaved);
+      },
+      infiniopGetClippedSwigluWorkspaceSize,
+      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
+        return infiniopClippedSwiglu(d, w, ws, o[0], i[0], nullptr, nullptr);
+      },
+      infiniopDestroyClippedSwigluDescriptor);
+}
+
+template <bool kInterleaved>
+Binder clippedSwigluBackward() {
+  return bind<infiniopClippedSwigluBackwardDescriptor_t>(
+      [](H h, auto *d, const Descs &o, const Descs &i) {
+        return infiniopCreateClippedSwigluBackwardDescriptor(h, d, o[0], i[0], i[1], nullptr, -1,
+                                                             kClippedAlpha, kClippedLimit,
+                                                             kClippedBias, kInterleaved);
+      },
+      infiniopGetClippedSwigluBackwardWorkspaceSize,
+      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
+        return infiniopClippedSwigluBackward(d, w, ws, o[0], i[0], i[1], nullptr, nullptr);
+      },
+      infiniopDestroyClippedSwigluBackwardDescriptor);
 }
 
 }  // namespace
@@ -81,6 +114,13 @@ const std::vector<OpInfo> &allOps() {
        {S, S2},  // input_grad; out_grad, input
        geluMulBackward<INFINIOP_GELU_APPROXIMATE_NONE>()},
       {"gelu_mul_backward_tanh", {S2}, {S, S2}, geluMulBackward<INFINIOP_GELU_APPROXIMATE_TANH>()},
+      {"clipped_swiglu", {S}, {S2}, clippedSwiglu<true>()},          // y; x (interleaved = true)
+      {"clipped_swiglu_halves", {S}, {S2}, clippedSwiglu<false>()},  // interleaved = false
+      {"clipped_swiglu_backward",
+       {S2},
+       {S, S2},  // x_grad; y_grad, x (interleaved = true)
+       clippedSwigluBackward<true>()},
+      {"clipped_swiglu_backward_halves", {S2}, {S, S2}, clippedSwigluBackward<false>()},
   };
   return ops;
 }
