@@ -19,7 +19,11 @@ template <class D, class V>
 HWY_INLINE V ExpNonPositive(D d, V a) {
   const hn::RebindToSigned<D> di;
   a = hn::Max(a, hn::Set(d, -87.0f));
-  const V n = hn::Round(hn::Mul(a, hn::Set(d, 1.44269504088896341f)));
+  // n = round(a / ln2) by adding 1.5 * 2^23, whose ulp is 1: the sum's low bits are then n in
+  // two's complement, ready to shift into the exponent field.
+  const V shifter = hn::Set(d, 12582912.0f);
+  const V n_plus_shifter = hn::MulAdd(a, hn::Set(d, 1.44269504088896341f), shifter);
+  const V n = hn::Sub(n_plus_shifter, shifter);
   // ln2 split in two so that n * ln2_hi is exact for |n| <= 126.
   V r = hn::MulAdd(n, hn::Set(d, -0.693145751953125f), a);
   r = hn::MulAdd(n, hn::Set(d, -1.428606765330187e-6f), r);
@@ -30,8 +34,8 @@ HWY_INLINE V ExpNonPositive(D d, V a) {
   q = hn::MulAdd(q, r, hn::Set(d, 0.16666576266288757f));
   q = hn::MulAdd(q, r, hn::Set(d, 0.5f));
   const V p = hn::MulAdd(hn::Mul(r, r), q, hn::Add(r, hn::Set(d, 1.0f)));
-  const auto biased = hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127));  // n in [-126, 0]
-  return hn::Mul(p, hn::BitCast(d, hn::ShiftLeft<23>(biased)));
+  const auto exponent = hn::ShiftLeft<23>(hn::BitCast(di, n_plus_shifter));  // n << 23
+  return hn::Mul(p, hn::BitCast(d, hn::Add(exponent, hn::Set(di, 127 << 23))));  // n >= -126
 }
 
 // 1 / y for a positive normal y: the hardware estimate refined by one Newton step (<= 1 ulp),
