@@ -1,6 +1,7 @@
 #include "elementwise/descriptor.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -221,6 +222,13 @@ void foldDims(const std::vector<Operand> &operands, bool keep_order, Plan &plan)
   if (!plan.inner_contiguous) findPairs(plan);
 }
 
+// The staging buffers start at the first 64-byte boundary of the user's workspace.
+constexpr size_t kWorkspaceAlignment = 64;
+char *alignUp(char *p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  return p + ((kWorkspaceAlignment - address % kWorkspaceAlignment) % kWorkspaceAlignment);
+}
+
 Plan buildPlan(infiniDtype_t dtype, const std::vector<Operand> &operands, int num_user_outputs,
                const std::vector<size_t> &iteration_shape, bool keep_order) {
   Plan plan;
@@ -360,6 +368,7 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
     // 64-byte aligned buffers, one per staged tensor.
     desc->workspace_size_ += (t.numel() * element_size + 63) / 64 * 64;
   }
+  if (desc->workspace_size_ > 0) desc->workspace_size_ += kWorkspaceAlignment - 1;  // any pointer
   *result = desc.release();
   return succeed();
 }
@@ -406,6 +415,12 @@ infiniStatus_t Descriptor::calculate(void *workspace, size_t workspace_size,
                     std::to_string(workspace_size_) + " are needed");
   if (workspace_size_ > 0 && !workspace)
     return fail(INFINI_STATUS_NULL_POINTER, prefix + "workspace pointer is NULL");
+  const char *workspace_end = static_cast<const char *>(workspace) + workspace_size_;
+  for (size_t i = 0; workspace_size_ > 0 && i < pointers.size(); ++i)
+    if (!layouts_[i].empty && pointers[i] + layouts_[i].lowest_byte < workspace_end &&
+        static_cast<const char *>(workspace) < pointers[i] + layouts_[i].end_byte)
+      return fail(INFINI_STATUS_BAD_TENSOR_STRIDES,
+                  prefix + "the workspace overlaps " + layouts_[i].name);
   size_t active = rows_;
   if (active_rows) INFINIOP_CHECK(active_rows(rows_, &active));
   const size_t computed = active >= rows_ ? plan_.numel : plan_.numel / rows_ * active;
@@ -414,7 +429,7 @@ infiniStatus_t Descriptor::calculate(void *workspace, size_t workspace_size,
   std::vector<char *> data;
   for (const char *p : pointers) data.push_back(const_cast<char *>(p));
   for (const Staging &stage : staging_) {
-    char *buffer = static_cast<char *>(workspace) + stage.offset;
+    char *buffer = alignUp(static_cast<char *>(workspace)) + stage.offset;
     if (!stage.output) {
       char *copy_operands[2] = {buffer, data[static_cast<size_t>(stage.user)]};
       copy_kernel_(stage.copy, nullptr, copy_operands, 0, stage.copy.numel);

@@ -570,7 +570,17 @@ TEST_P(DeviceTest, ClippedSwigluTransposedAndPadded) {
         EXPECT_NE(std::string(infiniopGetLastError()), "");
         EXPECT_EQ(infiniopClippedSwiglu(op, nullptr, size, y.data(), x.data(), nullptr, nullptr),
                   INFINI_STATUS_NULL_POINTER);
+        // The workspace may not overlap a tensor (here the output itself).
+        EXPECT_EQ(infiniopClippedSwiglu(op, y.data(), size, y.data(), x.data(), nullptr, nullptr),
+                  INFINI_STATUS_BAD_TENSOR_STRIDES);
         EXPECT_EQ(y.storage(), before);
+        // Any workspace pointer works, aligned or not (an odd address here).
+        std::vector<char> unaligned(size + 1);
+        y.poison();
+        EXPECT_EQ(infiniopClippedSwiglu(op, unaligned.data() + 1, size, y.data(), x.data(), nullptr,
+                                        nullptr),
+                  INFINI_STATUS_SUCCESS);
+        for (size_t q = 0; q < y.numel(); ++q) EXPECT_FALSE(std::isnan(y.get(q))) << q;
       }
       infiniopDestroyClippedSwigluDescriptor(op);
     }
