@@ -29,7 +29,6 @@ result. NaN must give NaN (forward: NaN passes through the clamps).
 """
 
 import math
-import zlib
 
 import numpy as np
 import pytest
@@ -38,20 +37,13 @@ import torch
 import infiniop
 from infiniop import DType, InfiniopError, Status
 
-DEVICES = ["cpu", "cpu_reference"]
-TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16}
-SENTINEL = 42.0  # fills bytes an output view does not cover, and outputs of failing calls
+from helpers import (DEVICES, LAYOUT_CASES, LAYOUT_SHAPE, NUMPY_CASES, NUMPY_DTYPES, SENTINEL,
+                     TORCH_DTYPES, assert_infiniop_error, assert_matches,
+                     assert_untouched_outside, expect_failure, halved, make_input, make_output,
+                     numpy_case, random_tensor, rng_for, sentinel)
 
 REL = 8 * 2.0 ** -23
 EXP_FLOOR = 2.0 ** -125
-F32_SUBNORMAL_ULP = 2.0 ** -149
-# (mantissa bits, exponent of the smallest subnormal, smallest |value| that rounds to inf)
-FORMATS = {
-    "float32": (23, -149, (2.0 - 2.0 ** -24) * 2.0 ** 127),
-    "float16": (10, -24, 65520.0),
-    "bfloat16": (7, -133, (2.0 - 2.0 ** -8) * 2.0 ** 127),
-}
 
 DEFAULTS = dict(alpha=1.702, limit=7.0, bias=1.0)
 # limit 2 on inputs spanning [-10, 10]: A is clipped from above, B from both sides, often.
@@ -69,12 +61,6 @@ def merged(shape, dim):
     """(pre, L, dim in [0, ndim)) of x viewed as [pre, cut * after] around dim."""
     dim = dim % len(shape)
     return math.prod(shape[:dim]), math.prod(shape[dim:]), dim
-
-
-def halved(shape, dim):
-    shape = list(shape)
-    shape[dim] //= 2
-    return tuple(shape)
 
 
 def split(rows, interleaved):
@@ -158,55 +144,6 @@ def error_model(x64, g64, dim, alpha, limit, bias, interleaved, n=None):
     return y_bound, grad_bound, y_zero, grad_zero
 
 
-def ulp_of(values, dtype_name):
-    """One ulp of the output type at |values|, never below its smallest subnormal."""
-    mantissa_bits, min_exponent, _ = FORMATS[dtype_name]
-    values = np.abs(values)
-    with np.errstate(all="ignore"):
-        _, exponent = np.frexp(values)  # |v| = m 2^exponent, m in [0.5, 1)
-        ulp = np.ldexp(1.0, exponent - 1 - mantissa_bits)
-    ulp = np.where(np.isfinite(values) & (values != 0), ulp, 0.0)
-    return np.maximum(ulp, 2.0 ** min_exponent)
-
-
-def assert_matches(got, truth, f32_bound, exact_zero, dtype_name, what, inputs=None):
-    """got (any dtype), truth and f32_bound (float64), exact_zero (bool): elementwise within the
-    error model, and exactly 0 where exact_zero. inputs: optional {name: float64 array of got's
-    shape} printed for failing elements."""
-    got = got.double().numpy().reshape(-1)
-    truth = np.asarray(truth).reshape(-1)
-    bound = np.asarray(f32_bound).reshape(-1)
-    zero = np.asarray(exact_zero).reshape(-1)
-    if dtype_name == "float32":
-        bound = bound + F32_SUBNORMAL_ULP
-    else:
-        bound = bound + ulp_of(truth, dtype_name)
-    overflow_at = FORMATS[dtype_name][2]
-    with np.errstate(all="ignore"):
-        expected = np.where(np.abs(truth) >= overflow_at, np.sign(truth) * np.inf, truth)
-        error = np.abs(got - expected)
-    assert (truth[zero] == 0).all(), "the oracle disagrees with the exact-zero mask"
-    nan_expected, inf_expected = np.isnan(expected), np.isinf(expected)
-    finite = ~nan_expected & ~inf_expected
-    bad = nan_expected != np.isnan(got)
-    bad |= inf_expected & (got != expected)
-    bad |= finite & ~(error <= bound)  # a NaN or infinite result fails this too
-    bad |= zero & ~(got == 0)
-    if bad.any():
-        indices = np.flatnonzero(bad)
-        with np.errstate(all="ignore"):
-            ratio = np.nan_to_num(error[indices] / bound[indices], nan=np.inf)
-            ratio[zero[indices]] = np.inf
-        lines = []
-        for i in indices[np.argsort(-ratio)][:10]:
-            context = "".join(f" {k}={v.reshape(-1)[i]!r}" for k, v in (inputs or {}).items())
-            must = " (must be exactly 0)" if zero[i] else ""
-            lines.append(f"  [{i}]{context} got={got[i]!r} truth={truth[i]!r} "
-                         f"allowed={bound[i]:.3g}{must}")
-        pytest.fail(f"{what}: {bad.sum()} of {bad.size} elements wrong ({dtype_name}):\n"
-                    + "\n".join(lines))
-
-
 def pair_context(x64, dim, interleaved):
     """{A, B} of every y element, y-shaped, for failure messages."""
     pre, L, d = merged(tuple(x64.shape), dim)
@@ -225,74 +162,15 @@ def check(y, x_grad, x64, g64, dim, attrs, interleaved, dtype_name, what, group_
         x64, g64 if x_grad is not None else None, dim, interleaved=interleaved, n=n, **attrs)
     what = f"{what} dim={dim} interleaved={interleaved} {attrs} n={n}/{pre}"
     if y is not None:
-        assert_matches(y, truth_y, y_bound, y_zero, dtype_name, f"{what} y",
-                       pair_context(x64, dim, interleaved))
+        assert_matches(y, truth_y, y_bound, dtype_name, f"{what} y",
+                       pair_context(x64, dim, interleaved), exact_zero=y_zero)
     if x_grad is not None:
-        assert_matches(x_grad, truth_grad, grad_bound, grad_zero, dtype_name, f"{what} x_grad",
-                       {"x": x64.numpy()})
+        assert_matches(x_grad, truth_grad, grad_bound, dtype_name, f"{what} x_grad",
+                       {"x": x64.numpy()}, exact_zero=grad_zero)
 
 
 # ----------------------------------------------------------------------------------------------
-# Inputs and layouts
-
-def rng_for(*key):
-    """A generator seeded by the test's parameters: reproducible, different per case."""
-    return np.random.default_rng(zlib.crc32(repr(key).encode()))
-
-
-def random_values(rng, shape, limit=None):
-    """Signed values spanning [-10, 10], about 15% of them near zero (|v| ~ 1e-3) and, with a
-    finite limit, about 12% exactly +-limit (the clamps' inclusive boundaries)."""
-    n = math.prod(shape)
-    values = rng.uniform(-10.0, 10.0, n)
-    near_zero = rng.random(n) < 0.15
-    values[near_zero] = rng.standard_normal(int(near_zero.sum())) * 1e-3
-    if limit is not None and math.isfinite(limit):
-        at_limit = rng.random(n) < 0.12
-        values[at_limit] = rng.choice([-limit, limit], int(at_limit.sum()))
-    return values.reshape(shape)
-
-
-def random_tensor(rng, shape, dtype_name, limit=None):
-    return torch.from_numpy(random_values(rng, shape, limit)).to(TORCH_DTYPES[dtype_name])
-
-
-# A layout maps a logical shape to (storage shape, view of the storage with that shape).
-LAYOUTS = {
-    "contiguous": (lambda s: s, lambda t: t),
-    # Strides increasing: the innermost logical dimension is the outermost in memory.
-    "transposed": (lambda s: s[::-1], lambda t: t.permute(*reversed(range(t.dim())))),
-    # Every other element of a wider last dimension, starting at an odd offset.
-    "strided": (lambda s: s[:-1] + (2 * s[-1] + 1,), lambda t: t[..., 1::2]),
-    # Stride 0 on every even-numbered dimension (inputs only).
-    "broadcast": (lambda s: tuple(1 if d % 2 == 0 else n for d, n in enumerate(s)), None),
-}
-
-
-def make_input(rng, shape, dtype_name, layout, limit=None):
-    storage_shape, view = LAYOUTS[layout]
-    storage = random_tensor(rng, storage_shape(shape), dtype_name, limit)
-    if layout == "broadcast":
-        return storage.expand(shape)
-    return view(storage)
-
-
-def make_output(shape, dtype_name, layout):
-    """(out poisoned with NaN, its storage filled with SENTINEL elsewhere, mask of out's
-    elements in the storage)."""
-    storage_shape, view = LAYOUTS[layout]
-    storage = torch.full(storage_shape(shape), SENTINEL, dtype=TORCH_DTYPES[dtype_name])
-    out = view(storage)
-    out.fill_(float("nan"))
-    mask = torch.zeros(storage.shape, dtype=torch.bool)
-    view(mask).fill_(True)
-    assert out.shape == torch.Size(shape)
-    return out, storage, mask
-
-
-def assert_untouched_outside(storage, mask):
-    assert (storage[~mask] == SENTINEL).all(), "wrote outside the output view"
-
+# Inputs and outputs
 
 def nan_tensor(shape, dtype_name):
     return torch.full(shape, float("nan"), dtype=TORCH_DTYPES[dtype_name])
@@ -549,21 +427,6 @@ def test_group_sum_beyond_int64(device):
 # ----------------------------------------------------------------------------------------------
 # Non-contiguous inputs and outputs, and in-place backward
 
-LAYOUT_SHAPE = (6, 10, 14)
-# (x layout, y_grad layout, out layout); out "inplace" is backward only: out=x.
-LAYOUT_CASES = [
-    ("transposed", "contiguous", "contiguous"),
-    ("strided", "strided", "contiguous"),
-    ("contiguous", "transposed", "transposed"),
-    ("contiguous", "contiguous", "strided"),
-    ("strided", "transposed", "strided"),
-    ("broadcast", "broadcast", "transposed"),
-    ("contiguous", "contiguous", "inplace"),
-    ("transposed", "strided", "inplace"),
-    ("strided", "broadcast", "inplace"),
-]
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype_name", list(TORCH_DTYPES))
 @pytest.mark.parametrize("dim", [-1, 0, 1])
@@ -601,35 +464,6 @@ def test_layouts(device, dtype_name, dim, layouts):
 
 # ----------------------------------------------------------------------------------------------
 # NumPy arrays (float32, float16): negative strides, Fortran order, in place
-
-NUMPY_CASES = ["contiguous", "reversed", "negative_strided", "fortran_out", "inplace_reversed"]
-
-
-def numpy_case(case, rng, shape, dim, dtype, limit):
-    """(x, y_grad, y_out, x_grad_out): x_grad_out None means in place (out=x)."""
-    def data(s):
-        return random_values(rng, s, limit).astype(dtype)
-
-    def nan(s, order="C"):
-        return np.full(s, np.nan, dtype=dtype, order=order)
-
-    half = halved(shape, dim)
-    every_axis_reversed = (slice(None, None, -1),) * len(shape)
-    if case == "contiguous":
-        return data(shape), data(half), nan(half), nan(shape)
-    if case == "reversed":  # ctypes.data is element [0, ...], the highest address
-        return (data(shape)[every_axis_reversed], data(half)[every_axis_reversed],
-                nan(half)[every_axis_reversed], nan(shape)[every_axis_reversed])
-    if case == "negative_strided":  # step -2 on the last axis: gaps and a negative stride
-        def wide(s, fill):
-            return fill(s[:-1] + (2 * s[-1],))[..., ::-2]
-        return wide(shape, data), wide(half, data), wide(half, nan), wide(shape, nan)
-    if case == "fortran_out":
-        return data(shape), data(half), nan(half, "F"), nan(shape, "F")
-    if case == "inplace_reversed":
-        return data(shape)[every_axis_reversed], data(half), nan(half), None
-    raise ValueError(case)
-
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype_name", list(NUMPY_DTYPES))
@@ -737,30 +571,6 @@ def test_special_values(device):
 
 # ----------------------------------------------------------------------------------------------
 # Errors: status, name, message, and outputs left untouched
-
-def assert_infiniop_error(error, status):
-    assert isinstance(error, RuntimeError)
-    assert error.status == status, str(error)
-    assert error.status_name == f"INFINI_STATUS_{Status(status).name}"
-    assert error.status_name == infiniop.status_string(status)
-    assert error.message, "the library gave no reason"
-    assert error.status_name in str(error) and error.message in str(error)
-
-
-def expect_failure(function, status, *args, **kwargs):
-    out = kwargs.get("out")
-    before = None if out is None else out.clone()
-    with pytest.raises(InfiniopError) as info:
-        function(*args, **kwargs)
-    assert_infiniop_error(info.value, status)
-    if out is not None:
-        assert torch.equal(out, before), "a failing call changed its output"
-    return info.value
-
-
-def sentinel(*shape, dtype=torch.float32):
-    return torch.full(shape, SENTINEL, dtype=dtype)
-
 
 def expect_both_fail(status, x, dim=-1, y_shape=None, **kw):
     """Forward and backward (into sentinel outputs, and allocating) fail with status."""

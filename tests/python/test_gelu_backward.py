@@ -19,7 +19,6 @@ NaN must give NaN, infinities must match exactly.
 """
 
 import math
-import zlib
 from types import SimpleNamespace
 
 import numpy as np
@@ -29,13 +28,11 @@ import torch
 import infiniop
 from infiniop import InfiniopError, Status
 
-DEVICES = ["cpu", "cpu_reference"]
-TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16}
+from helpers import (DEVICES, NUMPY_DTYPES, SENTINEL, TORCH_DTYPES, assert_infiniop_error,
+                     rng_for, ulp_of)
 
 ALPHA = math.sqrt(2.0 / math.pi)
 BETA = 0.044715
-SENTINEL = 42.0  # fills bytes an output view does not cover: they must stay untouched
 
 # The error model's constants (see the module docstring): F32 relative error per unit of `terms`,
 # and the absolute floor, relative to |grad_output| (1 + |x (1-s) v'|), left by exp's underflow.
@@ -73,16 +70,6 @@ def gelu_backward_truth(x, g):
     return truth
 
 
-def ulp_of(values, mantissa_bits, min_subnormal_exponent):
-    """One ulp of a binary float type at |values|: 2^(floor(log2|v|) - mantissa_bits), never
-    below the type's smallest subnormal."""
-    with np.errstate(all="ignore"):
-        _, exponent = np.frexp(np.abs(values))  # |v| = m 2^exponent, m in [0.5, 1)
-        ulp = np.ldexp(1.0, exponent - 1 - mantissa_bits)
-    ulp = np.where(np.isfinite(values) & (values != 0), ulp, 0.0)
-    return np.maximum(ulp, 2.0 ** min_subnormal_exponent)
-
-
 def allowed_error(x, g, truth, dtype_name):
     t = derivative_terms(x)
     with np.errstate(all="ignore"):
@@ -92,9 +79,9 @@ def allowed_error(x, g, truth, dtype_name):
     if dtype_name == "float32":
         return f32 + 2.0 ** -149
     if dtype_name == "float16":
-        return ulp_of(truth, 10, -24) + f32
+        return ulp_of(truth, "float16") + f32
     if dtype_name == "bfloat16":
-        return ulp_of(truth, 7, -133) + f32
+        return ulp_of(truth, "bfloat16") + f32
     raise ValueError(dtype_name)
 
 
@@ -121,11 +108,6 @@ def assert_matches_truth(got, x, g, dtype_name, what=""):
 
 # ----------------------------------------------------------------------------------------------
 # Inputs
-
-def rng_for(*key):
-    """A generator seeded by the test's parameters: reproducible, different per case."""
-    return np.random.default_rng(zlib.crc32(repr(key).encode()))
-
 
 def special_values(dtype_name):
     values = [np.inf, -np.inf, np.nan, 1e4, -1e4, 0.0, -0.0]
@@ -392,15 +374,6 @@ def test_cpu_matches_cpu_reference(dtype_name):
 
 # ----------------------------------------------------------------------------------------------
 # Errors: status, name, message, and outputs left untouched
-
-def assert_infiniop_error(error, status):
-    assert isinstance(error, RuntimeError)
-    assert error.status == status, str(error)
-    assert error.status_name == f"INFINI_STATUS_{Status(status).name}"
-    assert error.status_name == infiniop.status_string(status)
-    assert error.message, "the library gave no reason"
-    assert error.status_name in str(error) and error.message in str(error)
-
 
 def expect_failure(status, *args, **kwargs):
     with pytest.raises(InfiniopError) as info:

@@ -38,7 +38,6 @@ NaN must give NaN.
 
 import math
 import re
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -49,24 +48,18 @@ import torch.nn.functional as F
 import infiniop
 from infiniop import DType, GeluApproximate, InfiniopError, Status
 
+from helpers import (DEVICES, LAYOUT_CASES, LAYOUT_SHAPE, NUMPY_CASES, NUMPY_DTYPES, SENTINEL,
+                     STAGING_CASES, TORCH_DTYPES, assert_infiniop_error, assert_matches,
+                     assert_staging_matches_direct, assert_untouched_outside, expect_failure,
+                     make_input, make_output, numpy_case, random_tensor, rng_for, sentinel)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEVICES = ["cpu", "cpu_reference"]
 APPROXIMATIONS = ["none", "tanh"]
-TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16}
-SENTINEL = 42.0  # fills bytes an output view does not cover, and outputs of failing calls
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 TANH_BETA = 0.044715
 REL = 8 * 2.0 ** -23
 EXP_FLOOR = 2.0 ** -125
-F32_SUBNORMAL_ULP = 2.0 ** -149
-# (mantissa bits, exponent of the smallest subnormal, smallest |value| that rounds to inf)
-FORMATS = {
-    "float32": (23, -149, (2.0 - 2.0 ** -24) * 2.0 ** 127),
-    "float16": (10, -24, 65520.0),
-    "bfloat16": (7, -133, (2.0 - 2.0 ** -8) * 2.0 ** 127),
-}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -126,49 +119,6 @@ def error_bounds(x64, g64, approximate):
     return out_bound, torch.cat([grad1, grad2], -1)
 
 
-def ulp_of(values, dtype_name):
-    """One ulp of the output type at |values|, never below its smallest subnormal."""
-    mantissa_bits, min_exponent, _ = FORMATS[dtype_name]
-    values = np.abs(values)
-    with np.errstate(all="ignore"):
-        _, exponent = np.frexp(values)  # |v| = m 2^exponent, m in [0.5, 1)
-        ulp = np.ldexp(1.0, exponent - 1 - mantissa_bits)
-    ulp = np.where(np.isfinite(values) & (values != 0), ulp, 0.0)
-    return np.maximum(ulp, 2.0 ** min_exponent)
-
-
-def assert_matches(got, truth, f32_bound, dtype_name, what, inputs=None):
-    """got (any dtype), truth and f32_bound (float64): elementwise within the error model.
-    inputs: optional {name: float64 array of got's shape} printed for failing elements."""
-    got = got.double().numpy().reshape(-1)
-    truth = np.asarray(truth).reshape(-1)
-    bound = np.asarray(f32_bound).reshape(-1)
-    if dtype_name == "float32":
-        bound = bound + F32_SUBNORMAL_ULP
-    else:
-        bound = bound + ulp_of(truth, dtype_name)
-    overflow_at = FORMATS[dtype_name][2]
-    with np.errstate(all="ignore"):
-        expected = np.where(np.abs(truth) >= overflow_at, np.sign(truth) * np.inf, truth)
-        error = np.abs(got - expected)
-    nan_expected, inf_expected = np.isnan(expected), np.isinf(expected)
-    finite = ~nan_expected & ~inf_expected
-    bad = nan_expected != np.isnan(got)
-    bad |= inf_expected & (got != expected)
-    bad |= finite & ~(error <= bound)  # a NaN or infinite result fails this too
-    if bad.any():
-        indices = np.flatnonzero(bad)
-        with np.errstate(all="ignore"):
-            ratio = np.nan_to_num(error[indices] / bound[indices], nan=np.inf)
-        lines = []
-        for i in indices[np.argsort(-ratio)][:10]:
-            context = "".join(f" {k}={v.reshape(-1)[i]!r}" for k, v in (inputs or {}).items())
-            lines.append(f"  [{i}]{context} got={got[i]!r} truth={truth[i]!r} "
-                         f"allowed={bound[i]:.3g}")
-        pytest.fail(f"{what}: {bad.sum()} of {bad.size} elements wrong ({dtype_name}):\n"
-                    + "\n".join(lines))
-
-
 def halves_context(x64):
     """{x1, x2} of the failing elements' inputs, shaped like out."""
     x1, x2 = x64.chunk(2, -1)
@@ -193,65 +143,10 @@ def check_backward(input_grad, g64, x64, approximate, dtype_name, what):
 
 
 # ----------------------------------------------------------------------------------------------
-# Inputs and layouts
-
-def rng_for(*key):
-    """A generator seeded by the test's parameters: reproducible, different per case."""
-    return np.random.default_rng(zlib.crc32(repr(key).encode()))
-
-
-def random_values(rng, shape):
-    """Signed values spanning [-10, 10], about 15% of them near zero (|v| ~ 1e-3)."""
-    n = math.prod(shape)
-    values = rng.uniform(-10.0, 10.0, n)
-    near_zero = rng.random(n) < 0.15
-    values[near_zero] = rng.standard_normal(int(near_zero.sum())) * 1e-3
-    return values.reshape(shape)
-
-
-def random_tensor(rng, shape, dtype_name):
-    return torch.from_numpy(random_values(rng, shape)).to(TORCH_DTYPES[dtype_name])
-
+# Inputs
 
 def halved(shape):
     return tuple(shape[:-1]) + (shape[-1] // 2,)
-
-
-# A layout maps a logical shape to (storage shape, view of the storage with that shape).
-LAYOUTS = {
-    "contiguous": (lambda s: s, lambda t: t),
-    # Strides increasing: the innermost logical dimension (the split one) is outermost in memory.
-    "transposed": (lambda s: s[::-1], lambda t: t.permute(*reversed(range(t.dim())))),
-    # Every other element of a wider last dimension, starting at an odd offset.
-    "strided": (lambda s: s[:-1] + (2 * s[-1] + 1,), lambda t: t[..., 1::2]),
-    # Stride 0 on every even-numbered dimension (inputs only).
-    "broadcast": (lambda s: tuple(1 if d % 2 == 0 else n for d, n in enumerate(s)), None),
-}
-
-
-def make_input(rng, shape, dtype_name, layout):
-    storage_shape, view = LAYOUTS[layout]
-    storage = random_tensor(rng, storage_shape(shape), dtype_name)
-    if layout == "broadcast":
-        return storage.expand(shape)
-    return view(storage)
-
-
-def make_output(shape, dtype_name, layout):
-    """(out poisoned with NaN, its storage filled with SENTINEL elsewhere, mask of out's
-    elements in the storage)."""
-    storage_shape, view = LAYOUTS[layout]
-    storage = torch.full(storage_shape(shape), SENTINEL, dtype=TORCH_DTYPES[dtype_name])
-    out = view(storage)
-    out.fill_(float("nan"))
-    mask = torch.zeros(storage.shape, dtype=torch.bool)
-    view(mask).fill_(True)
-    assert out.shape == torch.Size(shape)
-    return out, storage, mask
-
-
-def assert_untouched_outside(storage, mask):
-    assert (storage[~mask] == SENTINEL).all(), "wrote outside the output view"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -335,21 +230,6 @@ def test_approximate_spellings_agree():
 # ----------------------------------------------------------------------------------------------
 # Non-contiguous inputs and outputs, and in-place backward
 
-LAYOUT_SHAPE = (6, 10, 14)
-# (input layout, out_grad layout, out layout); out "inplace" is backward only: out=input.
-LAYOUT_CASES = [
-    ("transposed", "contiguous", "contiguous"),
-    ("strided", "strided", "contiguous"),
-    ("contiguous", "transposed", "transposed"),
-    ("contiguous", "contiguous", "strided"),
-    ("strided", "transposed", "strided"),
-    ("broadcast", "broadcast", "transposed"),
-    ("contiguous", "contiguous", "inplace"),
-    ("transposed", "strided", "inplace"),
-    ("strided", "broadcast", "inplace"),
-]
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype_name", list(TORCH_DTYPES))
 @pytest.mark.parametrize("approximate", APPROXIMATIONS)
@@ -386,35 +266,6 @@ def test_layouts(device, dtype_name, approximate, layouts):
 # NumPy arrays (float32, float16): negative strides, Fortran order, in-place through negative
 # strides
 
-NUMPY_CASES = ["contiguous", "reversed", "negative_strided", "fortran_out", "inplace_reversed"]
-
-
-def numpy_case(case, rng, shape, dtype):
-    """(input, out_grad, out, input_grad_out): input_grad_out None means in place (out=input)."""
-    def data(s):
-        return random_values(rng, s).astype(dtype)
-
-    def nan(s, order="C"):
-        return np.full(s, np.nan, dtype=dtype, order=order)
-
-    half = halved(shape)
-    every_axis_reversed = (slice(None, None, -1),) * len(shape)
-    if case == "contiguous":
-        return data(shape), data(half), nan(half), nan(shape)
-    if case == "reversed":  # ctypes.data is element [0, ...], the highest address
-        return (data(shape)[every_axis_reversed], data(half)[every_axis_reversed],
-                nan(half)[every_axis_reversed], nan(shape)[every_axis_reversed])
-    if case == "negative_strided":  # step -2 on the last axis: gaps and a negative stride
-        def wide(s, fill):
-            return fill(s[:-1] + (2 * s[-1],))[..., ::-2]
-        return wide(shape, data), wide(half, data), wide(half, nan), wide(shape, nan)
-    if case == "fortran_out":
-        return data(shape), data(half), nan(half, "F"), nan(shape, "F")
-    if case == "inplace_reversed":
-        return data(shape)[every_axis_reversed], data(half), nan(half), None
-    raise ValueError(case)
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype_name", list(NUMPY_DTYPES))
 @pytest.mark.parametrize("approximate", APPROXIMATIONS)
@@ -422,7 +273,7 @@ def numpy_case(case, rng, shape, dtype):
 def test_numpy(device, dtype_name, approximate, case):
     rng = rng_for("numpy", dtype_name, approximate, case)
     shape = (4, 6, 10)
-    x, g, out, input_grad_out = numpy_case(case, rng, shape, NUMPY_DTYPES[dtype_name])
+    x, g, out, input_grad_out = numpy_case(case, rng, shape, -1, NUMPY_DTYPES[dtype_name])
     x64 = torch.from_numpy(np.array(x, dtype=np.float64))  # copies (and positive strides)
     g64 = torch.from_numpy(np.array(g, dtype=np.float64))
 
@@ -557,30 +408,6 @@ def test_limits_spelled_out(device, approximate):
 
 # ----------------------------------------------------------------------------------------------
 # Errors: status, name, message, and outputs left untouched
-
-def assert_infiniop_error(error, status):
-    assert isinstance(error, RuntimeError)
-    assert error.status == status, str(error)
-    assert error.status_name == f"INFINI_STATUS_{Status(status).name}"
-    assert error.status_name == infiniop.status_string(status)
-    assert error.message, "the library gave no reason"
-    assert error.status_name in str(error) and error.message in str(error)
-
-
-def expect_failure(function, status, *args, **kwargs):
-    out = kwargs.get("out")
-    before = None if out is None else out.clone()
-    with pytest.raises(InfiniopError) as info:
-        function(*args, **kwargs)
-    assert_infiniop_error(info.value, status)
-    if out is not None:
-        assert torch.equal(out, before), "a failing call changed its output"
-    return info.value
-
-
-def sentinel(*shape, dtype=torch.float32):
-    return torch.full(shape, SENTINEL, dtype=dtype)
-
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_unknown_approximate(device):
@@ -797,33 +624,9 @@ def test_explicit_handle_overrides_device():
     assert torch.equal(input_grad, infiniop.gelu_mul_backward(g, x, device="cpu_reference"))
 
 
-@pytest.mark.parametrize("case", ["plain", "negative_strides", "inplace", "strided_out"])
+@pytest.mark.parametrize("case", STAGING_CASES)
 def test_staging_matches_direct(case):
     """Staging through device memory (what non-host devices use), exercised on the cpu device."""
-    def make():
-        rng = np.random.default_rng(11)
-
-        def data(shape):
-            return (rng.standard_normal(shape) * 4).astype(np.float32)
-
-        if case == "plain":
-            return data((6, 8)), data((6, 4)), np.full((6, 8), np.nan, np.float32), None
-        if case == "negative_strides":
-            return (data((6, 8))[::-1], data((6, 8))[:, ::-2],
-                    np.full((6, 8), np.nan, np.float32)[::-1, ::-1], None)
-        if case == "inplace":
-            x = data((6, 8))[::-1]
-            return x, data((6, 4)), x, None
-        storage = np.full((6, 17), SENTINEL, np.float32)
-        return data((6, 8)), data((6, 4)), storage[:, 1::2], storage
-
-    results = []
-    for stage in (False, True):
-        x, g, out, storage = make()
-        y = infiniop.gelu_mul(x, approximate="tanh", _stage=stage)
-        input_grad = infiniop.gelu_mul_backward(g, x, out=out, _stage=stage)
-        results.append((y, input_grad))
-        if storage is not None:
-            np.testing.assert_array_equal(storage[:, ::2], SENTINEL)
-    np.testing.assert_array_equal(results[0][0], results[1][0])
-    np.testing.assert_array_equal(results[0][1], results[1][1])
+    assert_staging_matches_direct(
+        case, lambda x, stage: infiniop.gelu_mul(x, approximate="tanh", _stage=stage),
+        lambda g, x, out, stage: infiniop.gelu_mul_backward(g, x, out=out, _stage=stage))
