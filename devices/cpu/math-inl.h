@@ -34,7 +34,7 @@ HWY_INLINE V ExpNonPositive(D d, V a) {
   q = hn::MulAdd(q, r, hn::Set(d, 0.16666576266288757f));
   q = hn::MulAdd(q, r, hn::Set(d, 0.5f));
   const V p = hn::MulAdd(hn::Mul(r, r), q, hn::Add(r, hn::Set(d, 1.0f)));
-  const auto exponent = hn::ShiftLeft<23>(hn::BitCast(di, n_plus_shifter));  // n << 23
+  const auto exponent = hn::ShiftLeft<23>(hn::BitCast(di, n_plus_shifter));      // n << 23
   return hn::Mul(p, hn::BitCast(d, hn::Add(exponent, hn::Set(di, 127 << 23))));  // n >= -126
 }
 
