@@ -7,15 +7,12 @@
 
 #include "cpu_reference/elementwise.h"
 #include "cpu_reference/limits.h"
+#include "cpu_reference/sigmoid.h"
 #include "ops/clipped_swiglu.h"
 #include "ops/kernels.h"
 
 namespace infiniop::cpu_reference {
 namespace {
-
-double sigmoid(double x) {
-  return 1.0 / (1.0 + std::exp(-x));
-}
 
 // v * g for the gate g = a sigmoid(z), which has a's sign and is never 0 for finite non-zero a,
 // yet may underflow to 0 in double: an infinite v then gives an infinity.
@@ -36,12 +33,8 @@ struct Clipped {
     g = z == -INFINITY ? 0.0 : a * sigmoid(z);  // the limit of a sigmoid(alpha a) there
   }
 
-  // g'(a) = s + z s (1 - s), 1 - s = sigmoid(-z) so nothing cancels; its limits at z = +-inf.
-  double slope() const {
-    if (std::isinf(z)) return z > 0 ? 1.0 : 0.0;
-    const double s = sigmoid(z);
-    return s + z * s * sigmoid(-z);
-  }
+  // g'(a) = s + z s (1 - s): the slope of z sigmoid(z), taken at z.
+  double slope() const { return siluDerivative(z); }
 };
 
 struct ClippedSwiglu : ClippedSwigluAttributes {

@@ -16,30 +16,16 @@ limit > 0 (+inf: no clipping); alpha and bias finite. The attributes are float32
 
 import math
 import numbers
-import operator
 
 from .core import array_view
 from .gelu_backward import _empty_like
 from .gelu_mul import _AttributeOperator, _run
-from .swiglu import _check_out, _halved_shape, _new_array
+from .swiglu import _check_dim, _check_out, _halved_shape, _new_array
 
 __all__ = ["ClippedSwiglu", "ClippedSwigluBackward", "clipped_swiglu", "clipped_swiglu_backward"]
 
-_INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
-
 # The vendor API's defaults (aclnnClippedSwiglu).
 DEFAULTS = {"dim": -1, "alpha": 1.702, "limit": 7.0, "bias": 1.0, "interleaved": True}
-
-def _check_dim(dim):
-    """dim as a Python int that fits int64_t; its range against the rank is the library's to
-    check (BAD_PARAM). A value ctypes would silently wrap is refused here."""
-    if isinstance(dim, bool):
-        raise TypeError("dim must be an int, not bool")
-    dim = operator.index(dim)  # TypeError for floats and other non-integers
-    if not _INT64_MIN <= dim <= _INT64_MAX:
-        raise OverflowError(f"dim {dim} does not fit in int64_t")
-    return dim
-
 
 # The smallest magnitude that rounds to a float32 infinity: (2 - 2^-24) 2^127.
 _FLOAT32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103
@@ -67,7 +53,7 @@ def _check_bool(name, value):
 
 
 def _check_attributes(dim, alpha, limit, bias, interleaved):
-    return {"dim": _check_dim(dim), "alpha": _check_real("alpha", alpha),
+    return {"dim": _check_dim(dim, bits=64), "alpha": _check_real("alpha", alpha),
             "limit": _check_real("limit", limit), "bias": _check_real("bias", bias),
             "interleaved": _check_bool("interleaved", interleaved)}
 

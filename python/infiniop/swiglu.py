@@ -15,17 +15,15 @@ from .gelu_backward import _contiguous, _empty_like
 
 __all__ = ["SwiGlu", "SwiGluBackward", "swiglu", "swiglu_backward"]
 
-_INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
-
-
-def _check_dim(dim):
-    """dim as a Python int that fits int32_t. Its range against the rank is the library's to
-    check (BAD_PARAM); a value ctypes would silently wrap is refused here."""
+def _check_dim(dim, bits=32):
+    """dim as a Python int that fits the C attribute (int32_t here, int64_t for ClippedSwiglu).
+    Its range against the rank is the library's to check (BAD_PARAM); a value ctypes would
+    silently wrap is refused here."""
     if isinstance(dim, bool):
         raise TypeError("dim must be an int, not bool")
     dim = operator.index(dim)  # TypeError for floats and other non-integers
-    if not _INT32_MIN <= dim <= _INT32_MAX:
-        raise OverflowError(f"dim {dim} does not fit in int32_t")
+    if not -2 ** (bits - 1) <= dim < 2 ** (bits - 1):
+        raise OverflowError(f"dim {dim} does not fit in int{bits}_t")
     return dim
 
 

@@ -27,6 +27,16 @@ std::string stridesString(const std::vector<ptrdiff_t> &strides) {
   return listString(strides);
 }
 
+std::vector<ptrdiff_t> contiguousStrides(const std::vector<size_t> &shape) {
+  std::vector<ptrdiff_t> strides(shape.size());
+  ptrdiff_t step = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = step;
+    step *= static_cast<ptrdiff_t>(shape[d] == 0 ? 1 : shape[d]);
+  }
+  return strides;
+}
+
 ElementSpan elementSpan(const std::vector<size_t> &shape, const std::vector<ptrdiff_t> &strides) {
   ElementSpan span;
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -98,11 +108,7 @@ static infiniStatus_t createTensor(infiniopTensorDescriptor_t *desc, size_t ndim
       reach += step * span;
     }
   } else {
-    ptrdiff_t step = 1;
-    for (size_t d = ndim; d-- > 0;) {
-      steps[d] = step;
-      step *= static_cast<ptrdiff_t>(dims[d] == 0 ? 1 : dims[d]);
-    }
+    steps = contiguousStrides(dims);
   }
   *desc = new InfiniopTensorDescriptor{dtype, std::move(dims), std::move(steps)};
   return succeed();

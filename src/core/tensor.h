@@ -22,6 +22,9 @@ using Tensor = InfiniopTensorDescriptor;
 std::string shapeString(const std::vector<size_t> &shape);  // "[4,5]"
 std::string stridesString(const std::vector<ptrdiff_t> &strides);
 
+// Row-major strides of a contiguous tensor of this shape (a size-0 dim counts as 1).
+std::vector<ptrdiff_t> contiguousStrides(const std::vector<size_t> &shape);
+
 // Element offsets of the lowest and highest element relative to element [0,...,0]; {0, 0} for an
 // empty tensor. Creation guarantees both fit in ptrdiff_t bytes.
 struct ElementSpan {

@@ -50,16 +50,6 @@ infiniStatus_t addOperands(const char *op, const UserTensor &user, int source,
   return INFINI_STATUS_SUCCESS;
 }
 
-std::vector<ptrdiff_t> contiguousStrides(const std::vector<size_t> &shape) {
-  std::vector<ptrdiff_t> strides(shape.size());
-  ptrdiff_t step = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    strides[d] = step;
-    step *= static_cast<ptrdiff_t>(shape[d]);
-  }
-  return strides;
-}
-
 // The stride with which dims [from, ndim) walk the tensor as one flat row, if they do.
 std::optional<ptrdiff_t> mergedStride(const Tensor &t, size_t from) {
   std::optional<ptrdiff_t> stride;
@@ -377,75 +367,79 @@ infiniStatus_t Descriptor::calculate(void *workspace, size_t workspace_size,
                                      std::initializer_list<void *> outputs,
                                      std::initializer_list<const void *> inputs,
                                      const ActiveRows &active_rows) const {
-  std::vector<const char *> pointers;
-  for (void *p : outputs) pointers.push_back(static_cast<const char *>(p));
-  for (const void *p : inputs) pointers.push_back(static_cast<const char *>(p));
-  const std::string prefix = std::string(op_name_) + ": ";
-  for (size_t i = 0; i < pointers.size(); ++i)
+  // No allocation on the way to the kernel: the pointers fit the operand table, and error
+  // messages are built only on failure.
+  char *pointers[kMaxOperands];
+  size_t n = 0;
+  for (void *p : outputs) pointers[n++] = static_cast<char *>(p);
+  for (const void *p : inputs) pointers[n++] = const_cast<char *>(static_cast<const char *>(p));
+  const auto failWith = [&](infiniStatus_t status, const std::string &why) {
+    return fail(status, std::string(op_name_) + ": " + why);
+  };
+  for (size_t i = 0; i < n; ++i)
     if (!pointers[i] && !layouts_[i].empty)
-      return fail(INFINI_STATUS_NULL_POINTER, prefix + layouts_[i].name + " pointer is NULL");
+      return failWith(INFINI_STATUS_NULL_POINTER, layouts_[i].name + " pointer is NULL");
   if (plan_.numel == 0) return succeed();
 
-  // An output may alias an input only exactly; any other shared byte is an error.
-  const auto overlaps = [&](size_t a, size_t b) {
-    const char *lo_a = pointers[a] + layouts_[a].lowest_byte,
-               *hi_a = pointers[a] + layouts_[a].end_byte;
-    const char *lo_b = pointers[b] + layouts_[b].lowest_byte,
-               *hi_b = pointers[b] + layouts_[b].end_byte;
-    return lo_a < hi_b && lo_b < hi_a;
+  // Whether user tensor i shares a byte with [lo, hi).
+  const auto touches = [&](size_t i, const char *lo, const char *hi) {
+    return !layouts_[i].empty && pointers[i] + layouts_[i].lowest_byte < hi &&
+           lo < pointers[i] + layouts_[i].end_byte;
   };
+  // An output may alias an input only exactly; any other shared byte is an error.
   const size_t n_out = static_cast<size_t>(num_user_outputs_);
   for (size_t o = 0; o < n_out; ++o) {
-    for (size_t other = 0; other < pointers.size(); ++other) {
+    for (size_t other = 0; other < n; ++other) {
       if (other == o || (other < o && other < n_out)) continue;
-      if (!overlaps(o, other)) continue;
+      if (!touches(other, pointers[o] + layouts_[o].lowest_byte,
+                   pointers[o] + layouts_[o].end_byte))
+        continue;
       const bool exact_alias = other >= n_out && pointers[o] == pointers[other] &&
                                sameLayout(layouts_[o].shape, layouts_[o].strides,
                                           layouts_[other].shape, layouts_[other].strides);
       if (!exact_alias)
-        return fail(INFINI_STATUS_BAD_TENSOR_STRIDES,
-                    prefix + "output " + layouts_[o].name + " overlaps " + layouts_[other].name +
-                        " without being exactly the same memory and layout");
+        return failWith(INFINI_STATUS_BAD_TENSOR_STRIDES,
+                        "output " + layouts_[o].name + " overlaps " + layouts_[other].name +
+                            " without being exactly the same memory and layout");
     }
   }
 
   if (workspace_size < workspace_size_)
-    return fail(INFINI_STATUS_INSUFFICIENT_WORKSPACE,
-                prefix + "workspace of " + std::to_string(workspace_size) + " bytes; " +
-                    std::to_string(workspace_size_) + " are needed");
-  if (workspace_size_ > 0 && !workspace)
-    return fail(INFINI_STATUS_NULL_POINTER, prefix + "workspace pointer is NULL");
-  const char *workspace_end = static_cast<const char *>(workspace) + workspace_size_;
-  for (size_t i = 0; workspace_size_ > 0 && i < pointers.size(); ++i)
-    if (!layouts_[i].empty && pointers[i] + layouts_[i].lowest_byte < workspace_end &&
-        static_cast<const char *>(workspace) < pointers[i] + layouts_[i].end_byte)
-      return fail(INFINI_STATUS_BAD_TENSOR_STRIDES,
-                  prefix + "the workspace overlaps " + layouts_[i].name);
+    return failWith(INFINI_STATUS_INSUFFICIENT_WORKSPACE,
+                    "workspace of " + std::to_string(workspace_size) + " bytes; " +
+                        std::to_string(workspace_size_) + " are needed");
+  char *scratch = static_cast<char *>(workspace);
+  if (workspace_size_ > 0) {
+    if (!scratch) return failWith(INFINI_STATUS_NULL_POINTER, "workspace pointer is NULL");
+    for (size_t i = 0; i < n; ++i)
+      if (touches(i, scratch, scratch + workspace_size_))
+        return failWith(INFINI_STATUS_BAD_TENSOR_STRIDES,
+                        "the workspace overlaps " + layouts_[i].name);
+  }
   size_t active = rows_;
   if (active_rows) INFINIOP_CHECK(active_rows(rows_, &active));
   const size_t computed = active >= rows_ ? plan_.numel : plan_.numel / rows_ * active;
 
   // Staged tensors live in the workspace for the kernel; inputs are copied there first.
-  std::vector<char *> data;
-  for (const char *p : pointers) data.push_back(const_cast<char *>(p));
+  char *data[kMaxOperands];
+  std::copy(pointers, pointers + n, data);
   for (const Staging &stage : staging_) {
-    char *buffer = alignUp(static_cast<char *>(workspace)) + stage.offset;
+    char *buffer = alignUp(scratch) + stage.offset;
     if (!stage.output) {
-      char *copy_operands[2] = {buffer, data[static_cast<size_t>(stage.user)]};
+      char *copy_operands[2] = {buffer, pointers[stage.user]};
       copy_kernel_(stage.copy, nullptr, copy_operands, 0, stage.copy.numel);
     }
-    data[static_cast<size_t>(stage.user)] = buffer;
+    data[stage.user] = buffer;
   }
   char *operands[kMaxOperands];
   for (int k = 0; k < plan_.numOperands(); ++k)
-    operands[k] = data[static_cast<size_t>(plan_.source[k])] +
-                  plan_.offset[k] * static_cast<ptrdiff_t>(plan_.element_size);
+    operands[k] =
+        data[plan_.source[k]] + plan_.offset[k] * static_cast<ptrdiff_t>(plan_.element_size);
   if (computed > 0) kernel_(plan_, attributes_, operands, 0, computed);
   if (computed < plan_.numel) zero_kernel_(plan_, attributes_, operands, computed, plan_.numel);
   for (const Staging &stage : staging_) {
     if (!stage.output) continue;
-    char *copy_operands[2] = {const_cast<char *>(pointers[static_cast<size_t>(stage.user)]),
-                              data[static_cast<size_t>(stage.user)]};
+    char *copy_operands[2] = {pointers[stage.user], data[stage.user]};
     copy_kernel_(stage.copy, nullptr, copy_operands, 0, stage.copy.numel);
   }
   return succeed();

@@ -1,0 +1,20 @@
+// sigmoid and the slope of x sigmoid(x), in double, shared by the SiLU-gated reference functors.
+#pragma once
+
+#include <cmath>
+
+namespace infiniop::cpu_reference {
+
+inline double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+
+// d/dx (x sigmoid(x)) = s + x s (1 - s), with 1 - s = sigmoid(-x) so nothing cancels; its limits
+// 0 at -inf and 1 at +inf.
+inline double siluDerivative(double x) {
+  if (std::isinf(x)) return x > 0 ? 1.0 : 0.0;
+  const double s = sigmoid(x);
+  return s + x * s * sigmoid(-x);
+}
+
+}  // namespace infiniop::cpu_reference
