@@ -11,6 +11,8 @@
 #include "infiniop/ops/gelu_backward.h"
 #include "infiniop/ops/gelu_mul.h"
 #include "infiniop/ops/gelu_mul_backward.h"
+#include "infiniop/ops/moe_finalize_routing_v2.h"
+#include "infiniop/ops/moe_finalize_routing_v2_grad.h"
 #include "infiniop/ops/swiglu.h"
 #include "infiniop/ops/swiglu_backward.h"
 

@@ -2,6 +2,10 @@
 // large enough to repay waking the threads.
 #pragma once
 
+#include <omp.h>
+
+#include <algorithm>
+
 #include "elementwise/plan.h"
 
 namespace infiniop::cpu {
@@ -42,3 +46,27 @@ void runRanges(const elementwise::Plan &plan, const void *attributes, char *cons
     runRanges(plan, attributes, operands, begin, end, &HWY_DYNAMIC_DISPATCH(name##_range)); \
   }                                                                                         \
   }
+
+namespace infiniop::cpu {
+
+// Runs body(begin, end) over [0, n), one contiguous range per thread when n items of
+// `cost_per_item` elements are worth waking the threads for. Each item is done by exactly one
+// thread, so a body that computes each item on its own gives the same bits for any thread count.
+template <class Body>
+void parallelRanges(size_t n, size_t cost_per_item, const Body &body) {
+  const bool worth_it = n > 1 && n * (cost_per_item == 0 ? 1 : cost_per_item) >= kParallelThreshold;
+  if (!worth_it) {
+    if (n > 0) body(size_t{0}, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const size_t team = static_cast<size_t>(omp_get_num_threads());
+    const size_t chunk = (n + team - 1) / team;
+    const size_t begin = std::min(n, chunk * static_cast<size_t>(omp_get_thread_num()));
+    const size_t end = std::min(n, begin + chunk);
+    if (begin < end) body(begin, end);
+  }
+}
+
+}  // namespace infiniop::cpu

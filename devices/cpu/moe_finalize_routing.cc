@@ -1,0 +1,213 @@
+// MoeFinalizeRoutingV2 and its grad on the cpu device, on the gather framework's row primitives.
+// Forward: each token's output row is built tile by tile in an F32 accumulator from its x1, x2
+// and K (expanded_x + bias) rows. Grad: a token-major pass writes every destination row that
+// exactly one position reaches (the common case) and every grad_scales dot product, reading each
+// grad_y row once for its K positions; a destination-major pass over the index inversion then
+// zero-fills unreached rows and sums duplicated ones in increasing position order.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/moe_finalize_routing.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <cstring>
+
+#include "core/dtype.h"
+#include "cpu/parallel.h"
+#include "cpu/rows-inl.h"
+#include "hwy/highway.h"
+#include "ops/moe_finalize_routing.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace infiniop::cpu::HWY_NAMESPACE {
+namespace {
+
+using gather::RowView;
+
+HWY_INLINE float ScalarF32(const float *p) {
+  return *p;
+}
+HWY_INLINE float ScalarF32(const hwy::bfloat16_t *p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, sizeof(bits));
+  return f32FromBf16(bits);
+}
+HWY_INLINE float ScalarF32(const hwy::float16_t *p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, sizeof(bits));
+  return f32FromF16(bits);
+}
+HWY_INLINE void StoreScalar(float v, float *p) {
+  *p = v;
+}
+HWY_INLINE void StoreScalar(float v, hwy::bfloat16_t *p) {
+  const uint16_t bits = bf16FromF32(v);
+  std::memcpy(p, &bits, sizeof(bits));
+}
+HWY_INLINE void StoreScalar(float v, hwy::float16_t *p) {
+  const uint16_t bits = f16FromF32(v);
+  std::memcpy(p, &bits, sizeof(bits));
+}
+
+// Row `row` of a row view over `data` (nullptr when the view is absent).
+template <class T>
+HWY_INLINE T *RowOf(const RowView &view, const void *data, size_t row) {
+  return view.present ? const_cast<T *>(static_cast<const T *>(data)) + view.rowOffset(row)
+                      : nullptr;
+}
+
+template <class T>
+void ForwardTokens(const moe::ForwardPlan &p, const moe::ForwardData &data, size_t first,
+                   size_t last) {
+  HWY_ALIGN float acc[kTile];
+  HWY_ALIGN T x1_buffer[kTile], x2_buffer[kTile], expanded_buffer[kTile], bias_buffer[kTile],
+      out_buffer[kTile];
+  const auto *scales = static_cast<const T *>(data.scales);
+  for (size_t r = first; r < last; ++r) {
+    T *out = RowOf<T>(p.out, data.out, r);
+    const T *x1 = RowOf<T>(p.x1, data.x1, r), *x2 = RowOf<T>(p.x2, data.x2, r);
+    ForEachTile(p.hidden, [&](TileSpan t) {
+      LoadRow(InputTile(x1, p.x1.col_stride, t, x1_buffer),
+              InputTile(x2, p.x2.col_stride, t, x2_buffer), acc, t.padded);
+      for (size_t k = 0; k < p.topk; ++k) {
+        const int32_t index = p.row_index.at(data.row_index, r, k);
+        const T *expanded = index >= 0 && static_cast<size_t>(index) < p.expanded_x.rows
+                                ? RowOf<T>(p.expanded_x, data.expanded_x, index)
+                                : nullptr;  // a dropped token
+        const T *bias =
+            p.bias.present ? RowOf<T>(p.bias, data.bias, p.expert_index.at(data.expert_index, r, k))
+                           : nullptr;
+        const float scale = scales ? ScalarF32(scales + p.scales.offset(r, k)) : 1.0f;
+        AxpyRow(scale, InputTile(expanded, p.expanded_x.col_stride, t, expanded_buffer),
+                InputTile(bias, p.bias.col_stride, t, bias_buffer), acc, t.padded);
+      }
+      T *tile = OutputTile(out, p.out.col_stride, t, out_buffer);
+      StoreRow(acc, tile, t.padded);
+      FlushTile(out, p.out.col_stride, t, tile);
+    });
+  }
+}
+
+// Positions of tokens [first, last): grad_scales, and the destination rows they alone reach.
+template <class T>
+void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather::Inverse &inverse,
+                size_t first, size_t last) {
+  HWY_ALIGN T grad_y_buffer[kTile], expanded_buffer[kTile], bias_buffer[kTile], out_buffer[kTile];
+  const auto *scales = static_cast<const T *>(data.scales);
+  auto *grad_scales = static_cast<T *>(data.grad_scales);
+  const RowView &out_view = p.grad_expanded_x;
+  for (size_t r = first; r < last; ++r) {
+    const T *grad_y = RowOf<T>(p.grad_y, data.grad_y, r);
+    for (size_t k = 0; k < p.topk; ++k) {
+      const int32_t index = p.row_index.at(data.row_index, r, k);
+      const bool reached = index >= 0 && static_cast<size_t>(index) < out_view.rows;
+      const bool sole = reached && inverse.count(static_cast<size_t>(index)) == 1;
+      if (!sole && !grad_scales) continue;
+      T *out = sole ? RowOf<T>(out_view, data.grad_expanded_x, index) : nullptr;
+      const T *expanded = reached ? RowOf<T>(p.expanded_x, data.expanded_x, index) : nullptr;
+      const T *bias = p.bias.present
+                          ? RowOf<T>(p.bias, data.bias, p.expert_index.at(data.expert_index, r, k))
+                          : nullptr;
+      const float scale = scales ? ScalarF32(scales + p.scales.offset(r, k)) : 1.0f;
+      RowV dot = hn::Zero(RowD());
+      ForEachTile(p.hidden, [&](TileSpan t) {
+        const T *g = InputTile(grad_y, p.grad_y.col_stride, t, grad_y_buffer);
+        if (out) {
+          T *tile = OutputTile(out, out_view.col_stride, t, out_buffer);
+          ScaleRow(g, scale, tile, t.padded);
+          FlushTile(out, out_view.col_stride, t, tile);
+        }
+        if (grad_scales)
+          dot = DotRow(InputTile(expanded, p.expanded_x.col_stride, t, expanded_buffer),
+                       InputTile(bias, p.bias.col_stride, t, bias_buffer), g, t.padded, dot);
+      });
+      if (grad_scales)
+        StoreScalar(hn::GetLane(hn::SumOfLanes(RowD(), dot)),
+                    grad_scales + p.grad_scales.offset(r, k));
+    }
+  }
+}
+
+// Destination rows [first, last) that no position or several positions reach: zeros, or the sum
+// of their sources in increasing position order.
+template <class T>
+void GradDestinations(const moe::GradPlan &p, const moe::GradData &data,
+                      const gather::Inverse &inverse, size_t first, size_t last) {
+  HWY_ALIGN float acc[kTile];
+  HWY_ALIGN T grad_y_buffer[kTile], out_buffer[kTile];
+  const auto *scales = static_cast<const T *>(data.scales);
+  const RowView &out_view = p.grad_expanded_x;
+  for (size_t d = first; d < last; ++d) {
+    const size_t count = inverse.count(d);
+    if (count == 1) continue;
+    T *out = RowOf<T>(out_view, data.grad_expanded_x, d);
+    const int32_t *sources = inverse.sources + inverse.first[d];
+    ForEachTile(p.hidden, [&](TileSpan t) {
+      std::memset(acc, 0, t.padded * sizeof(float));
+      for (size_t s = 0; s < count; ++s) {
+        const size_t position = static_cast<size_t>(sources[s]);
+        const size_t r = position / p.topk, k = position % p.topk;
+        const float scale = scales ? ScalarF32(scales + p.scales.offset(r, k)) : 1.0f;
+        AxpyRow(
+            scale,
+            InputTile(RowOf<T>(p.grad_y, data.grad_y, r), p.grad_y.col_stride, t, grad_y_buffer),
+            static_cast<const T *>(nullptr), acc, t.padded);
+      }
+      T *tile = OutputTile(out, out_view.col_stride, t, out_buffer);
+      StoreRow(acc, tile, t.padded);
+      FlushTile(out, out_view.col_stride, t, tile);
+    });
+  }
+}
+
+// Calls fn(T{}) with the Highway storage type of the dtype.
+template <class Fn>
+HWY_INLINE void VisitStorage(infiniDtype_t dtype, const Fn &fn) {
+  if (dtype == INFINI_DTYPE_BF16) return fn(hwy::bfloat16_t{});
+  if (dtype == INFINI_DTYPE_F16) return fn(hwy::float16_t{});
+  return fn(float{});
+}
+
+}  // namespace
+
+void MoeForwardTokens(const moe::ForwardPlan &p, const moe::ForwardData &data, size_t first,
+                      size_t last) {
+  VisitStorage(p.dtype, [&](auto t) { ForwardTokens<decltype(t)>(p, data, first, last); });
+}
+void MoeGradTokens(const moe::GradPlan &p, const moe::GradData &data,
+                   const gather::Inverse &inverse, size_t first, size_t last) {
+  VisitStorage(p.dtype, [&](auto t) { GradTokens<decltype(t)>(p, data, inverse, first, last); });
+}
+void MoeGradDestinations(const moe::GradPlan &p, const moe::GradData &data,
+                         const gather::Inverse &inverse, size_t first, size_t last) {
+  VisitStorage(p.dtype,
+               [&](auto t) { GradDestinations<decltype(t)>(p, data, inverse, first, last); });
+}
+
+}  // namespace infiniop::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace infiniop::cpu {
+HWY_EXPORT(MoeForwardTokens);
+HWY_EXPORT(MoeGradTokens);
+HWY_EXPORT(MoeGradDestinations);
+
+void moeFinalizeRouting(const moe::ForwardPlan &plan, const moe::ForwardData &data) {
+  const auto tokens = &HWY_DYNAMIC_DISPATCH(MoeForwardTokens);
+  parallelRanges(plan.tokens, (plan.topk + 1) * plan.hidden,
+                 [&](size_t first, size_t last) { tokens(plan, data, first, last); });
+}
+
+void moeFinalizeRoutingGrad(const moe::GradPlan &plan, const moe::GradData &data) {
+  const gather::Inverse inverse = gather::invertIndex(plan.row_index, data.row_index,
+                                                      plan.grad_expanded_x.rows, data.workspace);
+  const auto tokens = &HWY_DYNAMIC_DISPATCH(MoeGradTokens);
+  parallelRanges(plan.tokens, plan.topk * plan.hidden,
+                 [&](size_t first, size_t last) { tokens(plan, data, inverse, first, last); });
+  // Every row with a count other than one: untouched (zero-filled here) or duplicated.
+  const auto destinations = &HWY_DYNAMIC_DISPATCH(MoeGradDestinations);
+  parallelRanges(
+      inverse.rows, inverse.has_duplicates ? plan.hidden * 2 : plan.hidden / 4 + 1,
+      [&](size_t first, size_t last) { destinations(plan, data, inverse, first, last); });
+}
+}  // namespace infiniop::cpu
+#endif
