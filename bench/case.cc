@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
+#include <random>
 
 #include "numeric.h"
 
@@ -31,6 +33,18 @@ float inputValue(size_t k, size_t i) {
   return static_cast<float>(z >> 40) * 0x1p-24f * 20.0f - 10.0f;
 }
 
+// expanded_row_idx: a fixed shuffle of [0, n) (tokens land on distinct rows in expert order);
+// expert_idx: pseudo-random experts in [0, kMoeExperts).
+void fillIndex(Extent e, int32_t *p, size_t n) {
+  std::mt19937 random(12345);
+  if (e == Extent::kRowIndex) {
+    std::iota(p, p + n, 0);
+    std::shuffle(p, p + n, random);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<int32_t>(random() % kMoeExperts);
+}
+
 std::string number(double v) {
   char text[32];
   std::snprintf(text, sizeof text, "%.9g", v);
@@ -54,15 +68,34 @@ Case::~Case() {
 }
 
 std::vector<size_t> Case::shapeOf(Extent e, std::vector<size_t> base) const {
-  if (e == Extent::kDoubleLast) base.back() *= 2;
-  return base;
+  if (e == Extent::kSame) return base;
+  if (e == Extent::kDoubleLast) {
+    base.back() *= 2;
+    return base;
+  }
+  // R x K x H, or R x H with K = 4.
+  const size_t R = base.front(), H = base.back(), K = base.size() == 3 ? base[1] : 4;
+  switch (e) {
+    case Extent::kTokens:
+      return {R, H};
+    case Extent::kExpanded:
+      return {R * K, H};
+    case Extent::kTopk:
+    case Extent::kExpertIndex:
+      return {R, K};
+    case Extent::kBias:
+      return {kMoeExperts, H};
+    default:  // kRowIndex
+      return {R * K};
+  }
 }
 
-Case::Tensor Case::allocate(std::vector<size_t> shape) const {
+Case::Tensor Case::allocate(Extent e, std::vector<size_t> shape) const {
   Tensor t;
   t.count = product(shape);
   t.shape = std::move(shape);
-  const size_t bytes = (t.count * dtypeSize(dtype_) + 63) / 64 * 64;
+  t.element_size = isIndex(e) ? sizeof(int32_t) : dtypeSize(dtype_);
+  const size_t bytes = (t.count * t.element_size + 63) / 64 * 64;
   t.data = {static_cast<char *>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))), std::free};
   return t;
 }
@@ -76,7 +109,7 @@ infiniStatus_t Case::bindOn(infiniopHandle_t handle, const std::vector<size_t> &
       const std::vector<size_t> shape = shapeOf(e, base);
       infiniopTensorDescriptor_t d = nullptr;
       const infiniStatus_t s =
-          infiniopCreateTensorDescriptor(&d, shape.size(), shape.data(), nullptr, dtype_);
+          infiniopCreateTensorDescriptor(&d, shape.size(), shape.data(), nullptr, dtypeOf(e));
       if (s != INFINI_STATUS_SUCCESS && status == INFINI_STATUS_SUCCESS) status = s;
       descs->push_back(d);
     }
@@ -100,17 +133,22 @@ std::unique_ptr<Case> Case::create(const OpInfo &op, infiniDevice_t device, infi
     *error = failure(status);
     return nullptr;
   }
-  const size_t size = dtypeSize(dtype);
-  for (Extent e : op.outputs) c->outs_.push_back(c->allocate(c->shapeOf(e, shape)));
-  for (Extent e : op.inputs) c->ins_.push_back(c->allocate(c->shapeOf(e, shape)));
+  for (Extent e : op.outputs) c->outs_.push_back(c->allocate(e, c->shapeOf(e, shape)));
+  for (Extent e : op.inputs) c->ins_.push_back(c->allocate(e, c->shapeOf(e, shape)));
   // First touch in parallel, statically split like the kernels, so pages sit near their threads.
   for (size_t k = 0; k < c->ins_.size(); ++k) {
     Tensor &t = c->ins_[k];
+    if (isIndex(op.inputs[k])) {
+      fillIndex(op.inputs[k], reinterpret_cast<int32_t *>(t.data.get()), t.count);
+      continue;
+    }
+    const size_t size = t.element_size;
 #pragma omp parallel for schedule(static)
     for (long long i = 0; i < static_cast<long long>(t.count); ++i)
       encode(dtype, t.data.get() + i * size, inputValue(k, i));
   }
   for (Tensor &t : c->outs_) {
+    const size_t size = t.element_size;
 #pragma omp parallel for schedule(static)
     for (long long i = 0; i < static_cast<long long>(t.count); ++i)
       std::memset(t.data.get() + i * size, 0, size);
@@ -136,9 +174,10 @@ size_t Case::elements() const {
 }
 
 size_t Case::bytes() const {
-  size_t n = elements();
-  for (const Tensor &t : ins_) n += t.count;
-  return n * dtypeSize(dtype_);
+  size_t n = 0;
+  for (const Tensor &t : outs_) n += t.count * t.element_size;
+  for (const Tensor &t : ins_) n += t.count * t.element_size;
+  return n;
 }
 
 CheckResult Case::check(size_t budget) {
@@ -148,18 +187,22 @@ CheckResult Case::check(size_t budget) {
   bool split = false;
   for (Extent e : op_.outputs) split = split || e == Extent::kDoubleLast;
   for (Extent e : op_.inputs) split = split || e == Extent::kDoubleLast;
-  const size_t n = product(shape_), width = split ? shape_.back() : 1, rows = n / width;
+  // Row-indexed operators are checked whole: a sample of rows would break their indices.
+  const bool whole = op_.gathers();
+  const size_t n = whole ? 1 : product(shape_), width = split ? shape_.back() : 1, rows = n / width;
   size_t k = std::max<size_t>(1, (n + budget - 1) / std::max<size_t>(budget, 1));
   if (k > 1) k |= 1;
   const size_t m = (rows + k - 1) / k;
   if (m == rows) k = 1;
   r.stride = k;
-  const std::vector<size_t> base = split ? std::vector<size_t>{m, width} : std::vector<size_t>{m};
+  const std::vector<size_t> base = whole   ? shape_
+                                   : split ? std::vector<size_t>{m, width}
+                                           : std::vector<size_t>{m};
 
   // Copies rows 0, k, 2k, ... of a case tensor into a tensor of the sample's shape.
   const auto gather = [&](Extent e, const Tensor &from) {
-    Tensor to = allocate(shapeOf(e, base));
-    const size_t row = from.count / rows * size;
+    Tensor to = allocate(e, shapeOf(e, base));
+    const size_t row = from.count / rows * from.element_size;
     for (size_t j = 0; j < m; ++j)
       std::memcpy(to.data.get() + j * row, from.data.get() + j * k * row, row);
     return to;
@@ -168,7 +211,7 @@ CheckResult Case::check(size_t budget) {
   for (size_t i = 0; i < ins_.size(); ++i) sample_in.push_back(gather(op_.inputs[i], ins_[i]));
   for (size_t i = 0; i < outs_.size(); ++i) {
     got.push_back(gather(op_.outputs[i], outs_[i]));
-    want.push_back(allocate(shapeOf(op_.outputs[i], base)));
+    want.push_back(allocate(op_.outputs[i], shapeOf(op_.outputs[i], base)));
     std::memset(want.back().data.get(), 0, want.back().count * size);
   }
 

@@ -42,11 +42,13 @@ class Case {
   struct Tensor {
     std::vector<size_t> shape;
     size_t count = 0;
+    size_t element_size = 0;
     std::unique_ptr<char, void (*)(void *)> data{nullptr, nullptr};
   };
   Case(const OpInfo &op, infiniDtype_t dtype, std::vector<size_t> shape);
   std::vector<size_t> shapeOf(Extent e, std::vector<size_t> base) const;
-  Tensor allocate(std::vector<size_t> shape) const;
+  Tensor allocate(Extent e, std::vector<size_t> shape) const;
+  infiniDtype_t dtypeOf(Extent e) const { return isIndex(e) ? INFINI_DTYPE_I32 : dtype_; }
   // Creates the operator on `handle` for the case's tensors with shape `base`.
   infiniStatus_t bindOn(infiniopHandle_t handle, const std::vector<size_t> &base, Bound *bound);
 

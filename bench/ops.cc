@@ -1,6 +1,8 @@
-// The operator table. Every input is filled with signed values over [-10, 10]; split
-// activations split the last dim (dim = -1). ClippedSwiglu runs with the vendor API's defaults
-// (alpha 1.702, limit 7.0, bias 1.0, no group_index), interleaved (the default) or in halves.
+// The operator table. Every float input is filled with signed values over [-10, 10]; split
+// activations split the last dim (dim = -1). The MoE operators route every token to K distinct
+// rows (a permutation) with scales, bias and expanded_x, as in training. ClippedSwiglu runs with
+// the vendor API's defaults (alpha 1.702, limit 7.0, bias 1.0, no group_index), interleaved (the
+// default) or in halves.
 #include "ops.h"
 
 namespace bench {
@@ -67,7 +69,43 @@ Binder clippedSwigluBackward() {
       infiniopDestroyClippedSwigluBackwardDescriptor);
 }
 
+// drop_pad_mode 0 (dropless); the grad with active_num 0 (every row), expert_num and
+// expert_capacity unused.
+Binder moeFinalizeRouting() {
+  return bind<infiniopMoeFinalizeRoutingV2Descriptor_t>(
+      [](H h, auto *d, const Descs &o, const Descs &i) {
+        return infiniopCreateMoeFinalizeRoutingV2Descriptor(h, d, o[0], i[0], i[1], i[2], i[3],
+                                                            i[4], i[5], i[6], 0);
+      },
+      infiniopGetMoeFinalizeRoutingV2WorkspaceSize,
+      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
+        return infiniopMoeFinalizeRoutingV2(d, w, ws, o[0], i[0], i[1], i[2], i[3], i[4], i[5],
+                                            i[6], nullptr);
+      },
+      infiniopDestroyMoeFinalizeRoutingV2Descriptor);
+}
+
+Binder moeFinalizeRoutingGrad() {
+  return bind<infiniopMoeFinalizeRoutingV2GradDescriptor_t>(
+      [](H h, auto *d, const Descs &o, const Descs &i) {
+        return infiniopCreateMoeFinalizeRoutingV2GradDescriptor(h, d, o[0], o[1], i[0], i[1], i[2],
+                                                                i[3], i[4], i[5], 0, 0, 0, 0);
+      },
+      infiniopGetMoeFinalizeRoutingV2GradWorkspaceSize,
+      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
+        return infiniopMoeFinalizeRoutingV2Grad(d, w, ws, o[0], o[1], i[0], i[1], i[2], i[3], i[4],
+                                                i[5], nullptr);
+      },
+      infiniopDestroyMoeFinalizeRoutingV2GradDescriptor);
+}
+
 }  // namespace
+
+bool OpInfo::gathers() const {
+  for (Extent e : inputs)
+    if (isIndex(e)) return true;
+  return false;
+}
 
 const std::vector<OpInfo> &allOps() {
   static const std::vector<OpInfo> ops = {
@@ -121,6 +159,18 @@ const std::vector<OpInfo> &allOps() {
        {S, S2},  // x_grad; y_grad, x (interleaved = true)
        clippedSwigluBackward<true>()},
       {"clipped_swiglu_backward_halves", {S2}, {S, S2}, clippedSwigluBackward<false>()},
+      {"moe_finalize_routing",
+       {Extent::kTokens},  // out; expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx
+       {Extent::kExpanded, Extent::kRowIndex, Extent::kTokens, Extent::kTokens, Extent::kBias,
+        Extent::kTopk, Extent::kExpertIndex},
+       moeFinalizeRouting(),
+       {4096, 8, 4096}},
+      {"moe_finalize_routing_grad",
+       {Extent::kExpanded, Extent::kTopk},  // grad_expanded_x, grad_scales; grad_y,
+       {Extent::kTokens, Extent::kRowIndex, Extent::kExpanded, Extent::kTopk,  // expanded_row_idx,
+        Extent::kExpertIndex, Extent::kBias},  // expanded_x, scales, expert_idx, bias
+       moeFinalizeRoutingGrad(),
+       {4096, 8, 4096}},
   };
   return ops;
 }

@@ -53,13 +53,29 @@ Binder bind(
 enum class Extent {
   kSame,        // S
   kDoubleLast,  // S with its last dim doubled: the [x1, x2] input of a split activation
+  // Row-indexed (MoE) operators read S as R x K x H (a 2-D S = R x H means K = 4), with
+  // kMoeExperts experts:
+  kTokens,       // (R, H): out, x1, x2, grad_y
+  kExpanded,     // (R*K, H): expanded_x and its gradient
+  kTopk,         // (R, K): scales and their gradient
+  kBias,         // (E, H)
+  kRowIndex,     // (R*K) INT32: a fixed permutation of [0, R*K), so no duplicate destinations
+  kExpertIndex,  // (R, K) INT32 in [0, E)
 };
+constexpr size_t kMoeExperts = 64;
+
+inline bool isIndex(Extent e) {
+  return e == Extent::kRowIndex || e == Extent::kExpertIndex;
+}
 
 struct OpInfo {
   const char *name;
   std::vector<Extent> outputs, inputs;  // in API order
   Binder bind;
   std::vector<size_t> default_shape = {4096, 4096};  // 16M elements
+
+  // Row-indexed: its index tensors make sampled checks meaningless, so it is checked whole.
+  bool gathers() const;
 };
 
 const std::vector<OpInfo> &allOps();

@@ -54,6 +54,11 @@ HWY_INLINE T *RowOf(const RowView &view, const void *data, size_t row) {
                       : nullptr;
 }
 
+// Whether a row view's rows can be read in place (and so prefetched).
+HWY_INLINE bool Contiguous(const RowView &view) {
+  return view.col_stride == 1;
+}
+
 template <class T>
 void ForwardTokens(const moe::ForwardPlan &p, const moe::ForwardData &data, size_t first,
                    size_t last) {
@@ -61,6 +66,14 @@ void ForwardTokens(const moe::ForwardPlan &p, const moe::ForwardData &data, size
   HWY_ALIGN T x1_buffer[kTile], x2_buffer[kTile], expanded_buffer[kTile], bias_buffer[kTile],
       out_buffer[kTile];
   const auto *scales = static_cast<const T *>(data.scales);
+  // expanded_x row of position (r, k); nullptr for a dropped token.
+  const auto expanded_row = [&](size_t r, size_t k) -> const T * {
+    const int32_t index = p.row_index.at(data.row_index, r, k);
+    return index >= 0 && static_cast<size_t>(index) < p.expanded_x.rows
+               ? RowOf<T>(p.expanded_x, data.expanded_x, index)
+               : nullptr;
+  };
+  const bool prefetch = Contiguous(p.expanded_x);
   for (size_t r = first; r < last; ++r) {
     T *out = RowOf<T>(p.out, data.out, r);
     const T *x1 = RowOf<T>(p.x1, data.x1, r), *x2 = RowOf<T>(p.x2, data.x2, r);
@@ -68,16 +81,18 @@ void ForwardTokens(const moe::ForwardPlan &p, const moe::ForwardData &data, size
       LoadRow(InputTile(x1, p.x1.col_stride, t, x1_buffer),
               InputTile(x2, p.x2.col_stride, t, x2_buffer), acc, t.padded);
       for (size_t k = 0; k < p.topk; ++k) {
-        const int32_t index = p.row_index.at(data.row_index, r, k);
-        const T *expanded = index >= 0 && static_cast<size_t>(index) < p.expanded_x.rows
-                                ? RowOf<T>(p.expanded_x, data.expanded_x, index)
-                                : nullptr;  // a dropped token
+        const T *expanded = expanded_row(r, k);
         const T *bias =
             p.bias.present ? RowOf<T>(p.bias, data.bias, p.expert_index.at(data.expert_index, r, k))
                            : nullptr;
         const float scale = scales ? ScalarF32(scales + p.scales.offset(r, k)) : 1.0f;
+        const T *next = !prefetch        ? nullptr
+                        : k + 1 < p.topk ? expanded_row(r, k + 1)
+                        : r + 1 < last   ? expanded_row(r + 1, 0)
+                                         : nullptr;
         AxpyRow(scale, InputTile(expanded, p.expanded_x.col_stride, t, expanded_buffer),
-                InputTile(bias, p.bias.col_stride, t, bias_buffer), acc, t.padded);
+                InputTile(bias, p.bias.col_stride, t, bias_buffer), acc, t.padded,
+                next ? next + t.start : nullptr);
       }
       T *tile = OutputTile(out, p.out.col_stride, t, out_buffer);
       StoreRow(acc, tile, t.padded);
@@ -94,15 +109,29 @@ void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather:
   const auto *scales = static_cast<const T *>(data.scales);
   auto *grad_scales = static_cast<T *>(data.grad_scales);
   const RowView &out_view = p.grad_expanded_x;
+  // The rows position (r, k) touches: its grad_expanded_x row if it alone reaches it, its
+  // expanded_x row if it reaches one.
+  struct Rows {
+    T *out;
+    const T *expanded;
+  };
+  const auto rows_of = [&](size_t r, size_t k) {
+    const int32_t index = p.row_index.at(data.row_index, r, k);
+    if (index < 0 || static_cast<size_t>(index) >= out_view.rows) return Rows{nullptr, nullptr};
+    const bool sole = inverse.count(static_cast<size_t>(index)) == 1;
+    return Rows{sole ? RowOf<T>(out_view, data.grad_expanded_x, index) : nullptr,
+                RowOf<T>(p.expanded_x, data.expanded_x, index)};
+  };
+  const bool prefetch_out = Contiguous(out_view), prefetch_expanded = Contiguous(p.expanded_x);
+  Rows next = first < last && p.topk > 0 ? rows_of(first, 0) : Rows{nullptr, nullptr};
   for (size_t r = first; r < last; ++r) {
     const T *grad_y = RowOf<T>(p.grad_y, data.grad_y, r);
     for (size_t k = 0; k < p.topk; ++k) {
-      const int32_t index = p.row_index.at(data.row_index, r, k);
-      const bool reached = index >= 0 && static_cast<size_t>(index) < out_view.rows;
-      const bool sole = reached && inverse.count(static_cast<size_t>(index)) == 1;
-      if (!sole && !grad_scales) continue;
-      T *out = sole ? RowOf<T>(out_view, data.grad_expanded_x, index) : nullptr;
-      const T *expanded = reached ? RowOf<T>(p.expanded_x, data.expanded_x, index) : nullptr;
+      const Rows rows = next;
+      next = k + 1 < p.topk ? rows_of(r, k + 1)
+             : r + 1 < last ? rows_of(r + 1, 0)
+                            : Rows{nullptr, nullptr};
+      if (!rows.out && !grad_scales) continue;
       const T *bias = p.bias.present
                           ? RowOf<T>(p.bias, data.bias, p.expert_index.at(data.expert_index, r, k))
                           : nullptr;
@@ -110,14 +139,16 @@ void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather:
       RowV dot = hn::Zero(RowD());
       ForEachTile(p.hidden, [&](TileSpan t) {
         const T *g = InputTile(grad_y, p.grad_y.col_stride, t, grad_y_buffer);
-        if (out) {
-          T *tile = OutputTile(out, out_view.col_stride, t, out_buffer);
-          ScaleRow(g, scale, tile, t.padded);
-          FlushTile(out, out_view.col_stride, t, tile);
+        if (rows.out) {
+          T *tile = OutputTile(rows.out, out_view.col_stride, t, out_buffer);
+          ScaleRow(g, scale, tile, t.padded,
+                   prefetch_out && next.out ? next.out + t.start : nullptr);
+          FlushTile(rows.out, out_view.col_stride, t, tile);
         }
         if (grad_scales)
-          dot = DotRow(InputTile(expanded, p.expanded_x.col_stride, t, expanded_buffer),
-                       InputTile(bias, p.bias.col_stride, t, bias_buffer), g, t.padded, dot);
+          dot = DotRow(InputTile(rows.expanded, p.expanded_x.col_stride, t, expanded_buffer),
+                       InputTile(bias, p.bias.col_stride, t, bias_buffer), g, t.padded, dot,
+                       prefetch_expanded && next.expanded ? next.expanded + t.start : nullptr);
       });
       if (grad_scales)
         StoreScalar(hn::GetLane(hn::SumOfLanes(RowD(), dot)),

@@ -8,6 +8,8 @@ repository root; it is loaded on first use, so importing this package never fail
     y = infiniop.swiglu(x, dim=-1)
     out = infiniop.gelu_mul(x, approximate="tanh")
     y = infiniop.clipped_swiglu(x, dim=-1, limit=7.0, group_index=counts)
+    out = infiniop.moe_finalize_routing_v2(expanded_x, expanded_row_idx, scales=s, ...)
+    grad_expanded_x, grad_scales = infiniop.moe_finalize_routing_v2_grad(grad_y, idx, ...)
 """
 
 from ._library import (
@@ -29,6 +31,12 @@ from .core import ArrayView, Handle, TensorDescriptor, array_view, cpu_isa_name
 from .enums import Device, DType, Status
 from .gelu_backward import GeluBackward, gelu_backward
 from .gelu_mul import GeluApproximate, GeluMul, GeluMulBackward, gelu_mul, gelu_mul_backward
+from .moe_finalize_routing import (
+    MoeFinalizeRoutingV2,
+    MoeFinalizeRoutingV2Grad,
+    moe_finalize_routing_v2,
+    moe_finalize_routing_v2_grad,
+)
 from .swiglu import SwiGlu, SwiGluBackward, swiglu, swiglu_backward
 
 __all__ = [
@@ -44,6 +52,8 @@ __all__ = [
     "Handle",
     "InfiniopError",
     "LibraryNotFoundError",
+    "MoeFinalizeRoutingV2",
+    "MoeFinalizeRoutingV2Grad",
     "Status",
     "SwiGlu",
     "SwiGluBackward",
@@ -59,6 +69,8 @@ __all__ = [
     "last_error",
     "library_candidates",
     "load_library",
+    "moe_finalize_routing_v2",
+    "moe_finalize_routing_v2_grad",
     "status_string",
     "swiglu",
     "swiglu_backward",

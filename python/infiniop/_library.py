@@ -189,6 +189,21 @@ _PROTOTYPES = {
     "infiniopGetClippedSwigluBackwardWorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopClippedSwigluBackward": (_status, [_ptr, _ptr, _size, _ptr, _ptr, _ptr, _ptr, _ptr]),
     "infiniopDestroyClippedSwigluBackwardDescriptor": (_status, [_ptr]),
+    # ops/moe_finalize_routing_v2.h: out, expanded_x, expanded_row_idx, x1, x2, bias, scales,
+    # expert_idx, then int64_t drop_pad_mode
+    "infiniopCreateMoeFinalizeRoutingV2Descriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 8 + [ctypes.c_int64]),
+    "infiniopGetMoeFinalizeRoutingV2WorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeFinalizeRoutingV2": (_status, [_ptr, _ptr, _size] + [_ptr] * 8 + [_ptr]),
+    "infiniopDestroyMoeFinalizeRoutingV2Descriptor": (_status, [_ptr]),
+    # ops/moe_finalize_routing_v2_grad.h: grad_expanded_x, grad_scales, grad_y, expanded_row_idx,
+    # expanded_x, scales, expert_idx, bias, then int64_t drop_pad_mode, active_num, expert_num,
+    # expert_capacity
+    "infiniopCreateMoeFinalizeRoutingV2GradDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 8 + [ctypes.c_int64] * 4),
+    "infiniopGetMoeFinalizeRoutingV2GradWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeFinalizeRoutingV2Grad": (_status, [_ptr, _ptr, _size] + [_ptr] * 8 + [_ptr]),
+    "infiniopDestroyMoeFinalizeRoutingV2GradDescriptor": (_status, [_ptr]),
 }
 
 EXPORTED_FUNCTIONS = tuple(_PROTOTYPES)
