@@ -10,7 +10,9 @@ By default it times torch.ops.aten.gelu_backward(grad_output, input, approximate
 out= form (grad_input preallocated, as infiniop-bench runs). --ops all adds the split
 activations, composed from chunk + silu/gelu + mul, the clipped SwiGLU (strided even/odd slices
 or chunk, clamp, sigmoid, mul, at alpha 1.702, limit 7, bias 1), and their gradients through
-autograd.
+autograd. The MoE finalize-routing pair (--ops moe_finalize_routing,moe_finalize_routing_grad,
+or all) runs at --moe-shape RxKxH (default 4096x8x4096, 64 experts) as index_select + einsum,
+and autograd of it for the grad, with the routing of infiniop-bench: a permutation of rows.
 """
 import argparse
 import statistics
@@ -31,7 +33,8 @@ def measure(fn, reps, budget=1.0):
 
 
 def cases(rows, cols, dtype):
-    """(name, fn, bytes) for each case: bytes = inputs read once + outputs written once."""
+    """(name, fn, bytes, elements) for each case: bytes = inputs read once + outputs written once,
+    elements = output elements."""
     g = torch.Generator().manual_seed(0)
 
     def uniform(r, c):  # signed values over [-10, 10], like infiniop-bench
@@ -42,10 +45,10 @@ def cases(rows, cols, dtype):
     size = x.element_size()
     n = rows * cols
     gelu_backward = torch.ops.aten.gelu_backward
-    yield ("gelu_backward", lambda: gelu_backward(dy, x, approximate="tanh"), 3 * n * size)
+    yield ("gelu_backward", lambda: gelu_backward(dy, x, approximate="tanh"), 3 * n * size, n)
     yield ("gelu_backward(out=)",
            lambda: gelu_backward.grad_input(dy, x, approximate="tanh", grad_input=dx),
-           3 * n * size)
+           3 * n * size, n)
 
     def split_forward(act):
         def run():
@@ -67,12 +70,12 @@ def cases(rows, cols, dtype):
     def gelu_tanh(t):
         return torch.nn.functional.gelu(t, approximate="tanh")
 
-    yield ("swiglu", split_forward(silu), 3 * n * size)
-    yield ("swiglu_backward", split_backward(silu), 5 * n * size)
-    yield ("gelu_mul", split_forward(gelu), 3 * n * size)
-    yield ("gelu_mul_tanh", split_forward(gelu_tanh), 3 * n * size)
-    yield ("gelu_mul_backward", split_backward(gelu), 5 * n * size)
-    yield ("gelu_mul_backward_tanh", split_backward(gelu_tanh), 5 * n * size)
+    yield ("swiglu", split_forward(silu), 3 * n * size, n)
+    yield ("swiglu_backward", split_backward(silu), 5 * n * size, n)
+    yield ("gelu_mul", split_forward(gelu), 3 * n * size, n)
+    yield ("gelu_mul_tanh", split_forward(gelu_tanh), 3 * n * size, n)
+    yield ("gelu_mul_backward", split_backward(gelu), 5 * n * size, n)
+    yield ("gelu_mul_backward_tanh", split_backward(gelu_tanh), 5 * n * size, n)
 
     # ClippedSwiglu at the vendor API's defaults, x merged to [pre, L] around dim = -1 (here
     # already [rows, 2 cols]); interleaved: A = x[:, 0::2], B = x[:, 1::2]; halves: chunk.
@@ -100,10 +103,45 @@ def cases(rows, cols, dtype):
             return x_.grad
         return run
 
-    yield ("clipped_swiglu", clipped_forward(interleaved), 3 * n * size)
-    yield ("clipped_swiglu_halves", clipped_forward(halves), 3 * n * size)
-    yield ("clipped_swiglu_backward", clipped_backward(interleaved), 5 * n * size)
-    yield ("clipped_swiglu_backward_halves", clipped_backward(halves), 5 * n * size)
+    yield ("clipped_swiglu", clipped_forward(interleaved), 3 * n * size, n)
+    yield ("clipped_swiglu_halves", clipped_forward(halves), 3 * n * size, n)
+    yield ("clipped_swiglu_backward", clipped_backward(interleaved), 5 * n * size, n)
+    yield ("clipped_swiglu_backward_halves", clipped_backward(halves), 5 * n * size, n)
+
+
+def moe_cases(R, K, H, dtype, experts=64):
+    """(name, fn, bytes, elements) for MoeFinalizeRoutingV2 (drop_pad_mode 0) and its grad."""
+    g = torch.Generator().manual_seed(0)
+
+    def uniform(*shape):
+        return (torch.rand(*shape, generator=g) * 20 - 10).to(dtype)
+
+    expanded_x, x1, x2 = uniform(R * K, H), uniform(R, H), uniform(R, H)
+    bias, scales, grad_y = uniform(experts, H), uniform(R, K), uniform(R, H)
+    permutation = torch.randperm(R * K, generator=g)
+    expert = torch.randint(0, experts, (R, K), generator=g)
+    size = expanded_x.element_size()
+    index_bytes = 2 * R * K * 4  # expanded_row_idx, expert_idx (int32 in infiniop)
+
+    def combine(ex, sc, rows):
+        gathered = ex.index_select(0, rows.reshape(-1)).view(R, K, H)
+        gathered = gathered + bias.index_select(0, expert.reshape(-1)).view(R, K, H)
+        return torch.einsum("rk,rkh->rh", sc, gathered)
+
+    forward_rows = permutation.view(K, R).t()  # column layout: idx[k*R + r]
+    yield ("moe_finalize_routing", lambda: x1 + x2 + combine(expanded_x, scales, forward_rows),
+           (R * K * H + 3 * R * H + experts * H + R * K) * size + index_bytes, R * H)
+    grad_rows = permutation.view(R, K)  # row layout: idx[r*K + k]
+
+    def grad():
+        ex = expanded_x.detach().requires_grad_()
+        sc = scales.detach().requires_grad_()
+        combine(ex, sc, grad_rows).backward(grad_y)
+        return ex.grad, sc.grad
+
+    yield ("moe_finalize_routing_grad", grad,
+           (2 * R * K * H + R * H + experts * H + 2 * R * K) * size + index_bytes,
+           R * K * H + R * K)
 
 
 def copy_time(nbytes, reps):
@@ -116,6 +154,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", default="4096x4096", help="RxC (default 4096x4096 = 16M)")
+    parser.add_argument("--moe-shape", default="4096x8x4096",
+                        help="RxKxH of the MoE operators (default 4096x8x4096)")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (2)")
     parser.add_argument("--reps", type=int, default=0, help="timed calls (default: ~1 s)")
     parser.add_argument("--ops", default="gelu_backward",
@@ -129,14 +169,16 @@ def main():
           f"{'Gelem/s':>7s} {'GB/s':>7s} {'copyGB/s':>8s} {'ratio':>5s} {'reps':>5s}")
     names = {torch.float32: "f32", torch.bfloat16: "bf16"}
     for dtype in (torch.float32, torch.bfloat16):
-        for name, fn, nbytes in cases(rows, cols, dtype):
+        moe = moe_cases(*(int(v) for v in args.moe_shape.split("x")), dtype)
+        for name, fn, nbytes, elements in list(cases(rows, cols, dtype)) + list(moe):
             if wanted is not None and name.split("(")[0] not in wanted:
                 continue
+            shape = args.moe_shape if name.startswith("moe") else args.shape
             best, median, reps = measure(fn, args.reps)
             copy_best, _, _ = copy_time(nbytes, reps)
             gbs, copy_gbs = nbytes / best / 1e9, nbytes / copy_best / 1e9
-            print(f"{name:30s} {names[dtype]:4s} {args.shape:10s} {best * 1e3:8.3f} "
-                  f"{median * 1e3:9.3f} {rows * cols / best / 1e9:7.3f} {gbs:7.2f} "
+            print(f"{name:30s} {names[dtype]:4s} {shape:10s} {best * 1e3:8.3f} "
+                  f"{median * 1e3:9.3f} {elements / best / 1e9:7.3f} {gbs:7.2f} "
                   f"{copy_gbs:8.2f} {gbs / copy_gbs:5.2f} {reps:5d}", flush=True)
 
 
