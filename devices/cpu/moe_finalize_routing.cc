@@ -139,22 +139,22 @@ void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather:
       RowV dot = hn::Zero(RowD());
       ForEachTile(p.hidden, [&](TileSpan t) {
         const T *g = InputTile(grad_y, p.grad_y.col_stride, t, grad_y_buffer);
-        if (rows.out) {
-          T *tile = OutputTile(rows.out, out_view.col_stride, t, out_buffer);
-          ScaleRow(g, scale, tile, t.padded,
-                   prefetch_out && next.out ? next.out + t.start : nullptr);
-          FlushTile(rows.out, out_view.col_stride, t, tile);
-        }
-        if (grad_scales)
-          dot = DotRow(InputTile(rows.expanded, p.expanded_x.col_stride, t, expanded_buffer),
-                       InputTile(bias, p.bias.col_stride, t, bias_buffer), g, t.padded, dot,
-                       prefetch_expanded && next.expanded ? next.expanded + t.start : nullptr);
+        T *tile = rows.out ? OutputTile(rows.out, out_view.col_stride, t, out_buffer) : nullptr;
+        const bool stream = tile && tile != out_buffer && StreamAligned(tile);
+        dot = ScaleRowAndDot(
+            g, scale, tile, stream,
+            InputTile(rows.expanded, p.expanded_x.col_stride, t, expanded_buffer),
+            InputTile(bias, p.bias.col_stride, t, bias_buffer), t.padded, grad_scales != nullptr,
+            dot, prefetch_out && next.out ? next.out + t.start : nullptr,
+            prefetch_expanded && next.expanded ? next.expanded + t.start : nullptr);
+        if (tile) FlushTile(rows.out, out_view.col_stride, t, tile);
       });
       if (grad_scales)
         StoreScalar(hn::GetLane(hn::SumOfLanes(RowD(), dot)),
                     grad_scales + p.grad_scales.offset(r, k));
     }
   }
+  hwy::FlushStream();
 }
 
 // Destination rows [first, last) that no position or several positions reach: zeros, or the sum

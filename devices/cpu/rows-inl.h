@@ -23,25 +23,74 @@ namespace hn = hwy::HWY_NAMESPACE;
 using RowD = hn::ScalableTag<float>;
 using RowV = hn::Vec<RowD>;
 
-// Elements per tile: a multiple of every target's lane count.
+// Elements per tile: a multiple of every target's step (two vectors).
 constexpr size_t kTile = 4096;
 
-// Tile [start, start + count) of a row, `padded` = count rounded up to whole vectors.
+// Rows move two vectors per step: for F16/BF16 one full-width load viewed as 32-bit lanes
+// splits into the even and odd elements with no shuffle (see LoadPairF32), and a store merges
+// them back. F32 rows move as two plain vectors. F32 accumulators hold whatever order the
+// loads give, and the stores undo it.
+HWY_INLINE size_t StepOf() {
+  return 2 * hn::Lanes(RowD());
+}
+
+template <class T>
+HWY_INLINE void LoadTwo(const T *p, RowV &v0, RowV &v1) {
+  if constexpr (std::is_same_v<T, float>) {
+    v0 = hn::LoadU(RowD(), p);
+    v1 = hn::LoadU(RowD(), p + hn::Lanes(RowD()));
+  } else {
+    LoadPairF32(RowD(), p, v0, v1);
+  }
+}
+
+template <class T>
+HWY_INLINE void StoreTwo(RowV v0, RowV v1, T *p) {
+  if constexpr (std::is_same_v<T, float>) {
+    hn::StoreU(v0, RowD(), p);
+    hn::StoreU(v1, RowD(), p + hn::Lanes(RowD()));
+  } else {
+    StorePairF32(RowD(), v0, v1, p);
+  }
+}
+
+// StoreTwo with non-temporal stores, for large outputs that would otherwise be read into the
+// cache before being overwritten. p must be aligned to a vector (StreamAligned); the writing
+// thread calls hwy::FlushStream() before it finishes.
+template <class T>
+HWY_INLINE void StreamTwo(RowV v0, RowV v1, T *p) {
+  if constexpr (std::is_same_v<T, float>) {
+    hn::Stream(v0, RowD(), p);
+    hn::Stream(v1, RowD(), p + hn::Lanes(RowD()));
+  } else {
+    const hn::RebindToUnsigned<RowD> du32;
+    HWY_ALIGN uint32_t merged[HWY_MAX_BYTES / sizeof(uint32_t)];
+    StorePairF32(RowD(), v0, v1, reinterpret_cast<T *>(merged));
+    hn::Stream(hn::Load(du32, merged), du32, reinterpret_cast<uint32_t *>(p));
+  }
+}
+
+template <class T>
+HWY_INLINE bool StreamAligned(const T *p) {
+  return reinterpret_cast<uintptr_t>(p) % (hn::Lanes(RowD()) * sizeof(float)) == 0;
+}
+
+// Tile [start, start + count) of a row, `padded` = count rounded up to whole steps.
 struct TileSpan {
   size_t start, count, padded;
 };
 
 template <class Body>
 HWY_INLINE void ForEachTile(size_t n, const Body &body) {
-  const size_t lanes = hn::Lanes(RowD());
+  const size_t step = StepOf();
   for (size_t start = 0; start < n; start += kTile) {
     const size_t count = n - start < kTile ? n - start : kTile;
-    body(TileSpan{start, count, (count + lanes - 1) / lanes * lanes});
+    body(TileSpan{start, count, (count + step - 1) / step * step});
   }
 }
 
 // The tile of an input row (nullptr stays nullptr: an absent row reads as zeros): the row itself
-// when it can be read as whole vectors, else a zero-padded copy in `buffer` (kTile elements).
+// when it can be read as whole steps, else a zero-padded copy in `buffer` (kTile elements).
 template <class T>
 HWY_INLINE const T *InputTile(const T *row, ptrdiff_t stride, TileSpan t, T *buffer) {
   if (!row) return nullptr;
@@ -64,7 +113,7 @@ HWY_INLINE void FlushTile(T *row, ptrdiff_t stride, TileSpan t, const T *tile) {
 }
 
 // Calls body(bool_constant<a != nullptr>, bool_constant<b != nullptr>): row loops are compiled
-// once per combination of present rows instead of testing for them at every vector.
+// once per combination of present rows instead of testing for them at every step.
 template <class T, class Body>
 HWY_INLINE void WithPresent(const T *a, const T *b, const Body &body) {
   if (a && b) return body(std::true_type(), std::true_type());
@@ -73,14 +122,17 @@ HWY_INLINE void WithPresent(const T *a, const T *b, const Body &body) {
   body(std::false_type(), std::false_type());
 }
 
-// a[j] + b[j] as F32, an absent row reading as zeros.
-template <size_t kA, size_t kB, class T>
-HWY_INLINE RowV LoadSum(const T *a, const T *b, size_t j) {
-  const RowD d;
-  if constexpr (kA && kB) return hn::Add(LoadF32(d, a + j), LoadF32(d, b + j));
-  if constexpr (kA && !kB) return LoadF32(d, a + j);
-  if constexpr (!kA && kB) return LoadF32(d, b + j);
-  return hn::Zero(d);
+// a[j..] + b[j..] as two F32 vectors, an absent row reading as zeros.
+template <bool kA, bool kB, class T>
+HWY_INLINE void LoadSum(const T *a, const T *b, size_t j, RowV &v0, RowV &v1) {
+  v0 = v1 = hn::Zero(RowD());
+  if constexpr (kA) LoadTwo(a + j, v0, v1);
+  if constexpr (kB) {
+    RowV b0, b1;
+    LoadTwo(b + j, b0, b1);
+    v0 = kA ? hn::Add(v0, b0) : b0;
+    v1 = kA ? hn::Add(v1, b1) : b1;
+  }
 }
 
 // Gathered rows are short streams at random addresses, which the hardware prefetchers pick up
@@ -91,24 +143,17 @@ HWY_INLINE void PrefetchAt(const T *next, size_t j) {
   if (next) hwy::Prefetch(next + j);
 }
 
-// out[j] = s * in[j], rounded once to T.
-template <class T>
-HWY_INLINE void ScaleRow(const T *in, float s, T *out, size_t n, const T *next = nullptr) {
-  const RowD d;
-  const RowV scale = hn::Set(d, s);
-  for (size_t j = 0; j < n; j += hn::Lanes(d)) {
-    PrefetchAt(next, j);
-    StoreF32(d, hn::Mul(LoadF32(d, in + j), scale), out + j);
-  }
-}
-
 // acc[j] = a[j] + b[j] (acc is F32).
 template <class T>
 HWY_INLINE void LoadRow(const T *a, const T *b, float *acc, size_t n) {
-  const RowD d;
+  const size_t lanes = hn::Lanes(RowD());
   WithPresent(a, b, [&](auto has_a, auto has_b) {
-    for (size_t j = 0; j < n; j += hn::Lanes(d))
-      hn::Store(LoadSum<has_a(), has_b()>(a, b, j), d, acc + j);
+    for (size_t j = 0; j < n; j += 2 * lanes) {
+      RowV v0, v1;
+      LoadSum<has_a(), has_b()>(a, b, j, v0, v1);
+      hn::Store(v0, RowD(), acc + j);
+      hn::Store(v1, RowD(), acc + j + lanes);
+    }
   });
 }
 
@@ -117,12 +162,15 @@ template <class T>
 HWY_INLINE void AxpyRow(float s, const T *a, const T *b, float *acc, size_t n,
                         const T *next = nullptr) {
   const RowD d;
+  const size_t lanes = hn::Lanes(d);
   const RowV scale = hn::Set(d, s);
   WithPresent(a, b, [&](auto has_a, auto has_b) {
-    for (size_t j = 0; j < n; j += hn::Lanes(d)) {
+    for (size_t j = 0; j < n; j += 2 * lanes) {
       PrefetchAt(next, j);
-      const RowV sum = LoadSum<has_a(), has_b()>(a, b, j);
-      hn::Store(hn::MulAdd(scale, sum, hn::Load(d, acc + j)), d, acc + j);
+      RowV v0, v1;
+      LoadSum<has_a(), has_b()>(a, b, j, v0, v1);
+      hn::Store(hn::MulAdd(scale, v0, hn::Load(d, acc + j)), d, acc + j);
+      hn::Store(hn::MulAdd(scale, v1, hn::Load(d, acc + j + lanes)), d, acc + j + lanes);
     }
   });
 }
@@ -131,22 +179,49 @@ HWY_INLINE void AxpyRow(float s, const T *a, const T *b, float *acc, size_t n,
 template <class T>
 HWY_INLINE void StoreRow(const float *acc, T *out, size_t n) {
   const RowD d;
-  for (size_t j = 0; j < n; j += hn::Lanes(d)) StoreF32(d, hn::Load(d, acc + j), out + j);
+  const size_t lanes = hn::Lanes(d);
+  for (size_t j = 0; j < n; j += 2 * lanes)
+    StoreTwo(hn::Load(d, acc + j), hn::Load(d, acc + j + lanes), out + j);
 }
 
-// sum += (a[j] + b[j]) * g[j], lane-wise: the row dot product with F32 accumulation (the caller
-// reduces the lanes once per row, so the order depends only on the target, never on threads).
+// out[j] = s * g[j] (rounded once to T; out may be nullptr: not written; `stream`: with
+// StreamTwo, out aligned), and returns
+// sum + (a[j] + b[j]) * g[j] lane-wise: the grad's scaled row copy and its row dot product with
+// F32 accumulation, fused so that g is loaded once. The caller reduces the lanes once per row,
+// so the order depends only on the target, never on threads. Prefetches next_out/next_a.
 template <class T>
-HWY_INLINE RowV DotRow(const T *a, const T *b, const T *g, size_t n, RowV sum,
-                       const T *next = nullptr) {
+HWY_INLINE RowV ScaleRowAndDot(const T *g, float s, T *out, bool stream, const T *a, const T *b,
+                               size_t n, bool dot, RowV sum, const T *next_out, const T *next_a) {
   const RowD d;
-  WithPresent(a, b, [&](auto has_a, auto has_b) {
-    for (size_t j = 0; j < n; j += hn::Lanes(d)) {
-      PrefetchAt(next, j);
-      sum = hn::MulAdd(LoadSum<has_a(), has_b()>(a, b, j), LoadF32(d, g + j), sum);
+  const size_t lanes = hn::Lanes(d);
+  const RowV scale = hn::Set(d, s);
+  RowV sum1 = hn::Zero(d);
+  const auto loop = [&](auto write, auto accumulate, auto has_a, auto has_b) {
+    for (size_t j = 0; j < n; j += 2 * lanes) {
+      PrefetchAt(next_out, j);
+      PrefetchAt(next_a, j);
+      RowV g0, g1;
+      LoadTwo(g + j, g0, g1);
+      if constexpr (write() == 1) StoreTwo(hn::Mul(g0, scale), hn::Mul(g1, scale), out + j);
+      if constexpr (write() == 2) StreamTwo(hn::Mul(g0, scale), hn::Mul(g1, scale), out + j);
+      if constexpr (accumulate()) {
+        RowV v0, v1;
+        LoadSum<has_a(), has_b()>(a, b, j, v0, v1);
+        sum = hn::MulAdd(v0, g0, sum);
+        sum1 = hn::MulAdd(v1, g1, sum1);
+      }
     }
+  };
+  WithPresent(a, b, [&](auto has_a, auto has_b) {
+    using Plain = std::integral_constant<int, 1>;
+    using Streamed = std::integral_constant<int, 2>;
+    if (!out) return loop(std::integral_constant<int, 0>(), std::true_type(), has_a, has_b);
+    if (stream && dot) return loop(Streamed(), std::true_type(), has_a, has_b);
+    if (stream) return loop(Streamed(), std::false_type(), has_a, has_b);
+    if (dot) return loop(Plain(), std::true_type(), has_a, has_b);
+    loop(Plain(), std::false_type(), has_a, has_b);
   });
-  return sum;
+  return hn::Add(sum, sum1);
 }
 
 }  // namespace infiniop::cpu::HWY_NAMESPACE
