@@ -1,9 +1,10 @@
 // MoeFinalizeRoutingV2 and its grad on the cpu device, on the gather framework's row primitives.
 // Forward: each token's output row is built tile by tile in an F32 accumulator from its x1, x2
 // and K (expanded_x + bias) rows. Grad: a token-major pass writes every destination row that
-// exactly one position reaches (the common case) and every grad_scales dot product, reading each
-// grad_y row once for its K positions; a destination-major pass over the index inversion then
-// zero-fills unreached rows and sums duplicated ones in increasing position order.
+// exactly one position reaches (the common case) and every grad_scales dot product, fetching each
+// grad_y row from memory once for its K positions (the other K - 1 reads hit the cache); a
+// destination-major pass over the index inversion then zero-fills unreached rows and sums
+// duplicated ones in increasing position order.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/moe_finalize_routing.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep

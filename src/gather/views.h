@@ -54,8 +54,8 @@ struct TableView {
   }
 };
 
-// Builders: each checks the tensor's rank (BAD_TENSOR_SHAPE) and stores its layout. Dtypes are
-// the caller's business. An absent (NULL) tensor gives a view with present = false.
+// Builders: each stores a tensor's layout; rank and dtype are checked by the caller first. An
+// absent (NULL) tensor gives a view with present = false.
 RowView rowView(const Tensor *t);      // rank 2: (rows, cols); rank 3: (E, C, cols)
 TableView tableView(const Tensor *t);  // rank 2
 // A 1-D INT32 tensor of rows*cols elements read as (rows, cols); `column_major`: element c*rows+r.
