@@ -1,0 +1,1627 @@
+// MoeFinalizeRoutingV2 and MoeFinalizeRoutingV2Grad conformance (SEMANTICS.md
+// "MoeFinalizeRoutingV2Grad ... and MoeFinalizeRoutingV2 (its forward)"): hand-worked values, then
+// every device (cpu_reference, cpu on every Highway target) against a long-double oracle written
+// here from the formulas, over the four forward modes and both grad modes, every allowed
+// combination of optional inputs, active_num, dropped tokens and unfilled capacity, duplicate
+// indices, sizes around the vector widths, zero sizes, the three dtypes and five layouts
+// (contiguous, transposed, padded, stride-0 inputs, negative strides); the grad bit-identical for
+// 1, 2 and 3 OpenMP threads; a realistic size (cpu against cpu_reference); bad arguments, each
+// with its status, a message naming the operator and every buffer untouched.
+//
+// Error model. u = 2^-24 (F32 unit roundoff); `terms` = the sum of the magnitudes of everything
+// the formula adds (for a product, the product of the magnitudes); `truth` = the long-double
+// oracle on the dtype-rounded inputs:
+//     |got - truth| <= c u terms + c 2^-149  (+ 1 ulp of the output type at |truth| for F16/BF16,
+//                                              the one rounding of the F32 result at the store)
+// where c counts the F32 operations in the chain:
+//   - forward out: c = 2K + 3 (K = 1 without scales);
+//   - grad_expanded_x: c = the number of contributions summed into the row (a product of two
+//     F16/BF16 values is exact in F32, an F32 product is one rounding; n products and n - 1 sums
+//     err by at most n u terms); rows that no index reaches must be exactly +0;
+//   - grad_scales: c = H + 2.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "accuracy.h"
+#include "device_param.h"
+#include "infiniop/ops/moe_finalize_routing_v2.h"
+#include "infiniop/ops/moe_finalize_routing_v2_grad.h"
+#include "tensor_buffer.h"
+
+namespace infiniop_test {
+namespace {
+
+constexpr const char *kForwardName = "MoeFinalizeRoutingV2";
+constexpr const char *kGradName = "MoeFinalizeRoutingV2Grad";
+constexpr infiniDtype_t kF32 = INFINI_DTYPE_F32, kF16 = INFINI_DTYPE_F16, kBF16 = INFINI_DTYPE_BF16,
+                        kF64 = INFINI_DTYPE_F64, kI32 = INFINI_DTYPE_I32, kI64 = INFINI_DTYPE_I64;
+
+// ---------------------------------------------------------------- small helpers
+int32_t indexAt(TensorBuffer &t, size_t i) {
+  int32_t v;
+  std::memcpy(&v, t.at(i), sizeof v);
+  return v;
+}
+void setIndex(TensorBuffer &t, size_t i, int32_t v) {
+  std::memcpy(t.at(i), &v, sizeof v);
+}
+
+std::vector<float> valuesOf(TensorBuffer *t) {
+  std::vector<float> v(t ? t->numel() : 0);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = t->get(i);
+  return v;
+}
+std::vector<int32_t> indicesOf(TensorBuffer *t) {
+  std::vector<int32_t> v(t ? t->numel() : 0);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = indexAt(*t, i);
+  return v;
+}
+
+bool isPositiveZero(TensorBuffer &t, size_t i) {
+  const std::vector<char> zero(t.elementSize(), 0);
+  return std::memcmp(t.at(i), zero.data(), zero.size()) == 0;
+}
+
+std::string str(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+std::string shapeStr(const std::vector<size_t> &shape) {
+  std::string s = "[";
+  for (size_t d = 0; d < shape.size(); ++d) s += (d ? "," : "") + std::to_string(shape[d]);
+  return s + "]";
+}
+
+// The error model of the file comment.
+double allowed(infiniDtype_t dtype, double ops, long double terms, long double truth) {
+  double e = ops * (0x1p-24 * static_cast<double>(terms) + 0x1p-149);
+  if (dtype != kF32) e += ulpOf(dtype, std::fabs(static_cast<double>(truth)));
+  return e;
+}
+
+// The mismatches of one output: the first few reported in full, then a count.
+class Mismatches {
+ public:
+  explicit Mismatches(std::string what) : what_(std::move(what)) {}
+  ~Mismatches() {
+    if (count_ > kShown) ADD_FAILURE() << what_ << ": " << count_ << " mismatches in all";
+  }
+  void add(const std::string &message) {
+    if (count_++ < kShown) ADD_FAILURE() << what_ << " " << message;
+  }
+  void check(infiniDtype_t dtype, TensorBuffer &t, size_t i, long double truth, double tol,
+             const std::string &where) {
+    const float got = t.get(i);
+    const std::string why = compareToTruth(dtype, got, truth, tol);
+    if (!why.empty()) add(where + ": got " + str(got) + ", " + why);
+  }
+  void checkZero(TensorBuffer &t, size_t i, const std::string &where) {
+    if (!isPositiveZero(t, i)) add(where + ": got " + str(t.get(i)) + ", not +0 (row unreached)");
+  }
+
+ private:
+  static constexpr int kShown = 5;
+  std::string what_;
+  int count_ = 0;
+};
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  size_t below(size_t n) { return n ? static_cast<size_t>(next() % n) : 0; }
+  template <class T>
+  void shuffle(std::vector<T> &v) {
+    for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[below(i)]);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// Index values for n routed tokens (token slot i = r*K + k) into `rows` rows; drop_pad allows -1
+// (a dropped token).
+//  kPermutation: distinct rows in random order (drop/pad: tokens past the capacity dropped);
+//  kDuplicates: half the tokens go to a few hot rows (1/64 of the rows, at least one), the rest
+//               anywhere; drop/pad also drops a fifth;
+//  kDrops: distinct rows, and drop/pad drops a third, so capacity rows stay unfilled.
+enum class Pattern { kPermutation, kDuplicates, kDrops };
+const char *patternName(Pattern p) {
+  static const char *names[] = {"permutation", "duplicates", "drops"};
+  return names[static_cast<int>(p)];
+}
+
+std::vector<int32_t> makeIndices(Pattern p, size_t n, size_t rows, bool drop_pad, Rng &rng) {
+  std::vector<int32_t> v(n, -1);
+  if (p == Pattern::kDuplicates) {
+    for (int32_t &x : v) {
+      if (rows == 0 || (drop_pad && rng.below(5) == 0)) continue;
+      x = static_cast<int32_t>(rng.below(rng.below(2) ? std::max<size_t>(1, rows / 64) : rows));
+    }
+    return v;
+  }
+  std::vector<int32_t> slots(rows);
+  std::iota(slots.begin(), slots.end(), 0);
+  rng.shuffle(slots);
+  size_t used = 0;
+  for (int32_t &x : v) {
+    if (drop_pad && p == Pattern::kDrops && rng.below(3) == 0) continue;
+    if (used < rows) x = slots[used++];
+  }
+  return v;
+}
+
+// ---------------------------------------------------------------- layouts
+// kContiguous: row-major everywhere. kTransposed: every tensor column-major (outputs included).
+// kPadded: every dim padded (nothing dense; 1-D index tensors step 3). kBroadcast: float inputs
+// constant along the last dim (stride 0: every row one repeated value, still distinct rows),
+// expert_idx the same for every token and expanded_row_idx one value for all (stride 0), outputs
+// column-major. kReversed: every tensor's first dim runs backwards (a negative stride), which
+// SEMANTICS.md allows a library to reject (BAD_TENSOR_STRIDES) but never to mis-index.
+enum class Layout { kContiguous, kTransposed, kPadded, kBroadcast, kReversed };
+const char *layoutName(Layout l) {
+  static const char *names[] = {"Contiguous", "Transposed", "Padded", "Broadcast", "Reversed"};
+  return names[static_cast<int>(l)];
+}
+enum class Role { kOutput, kInput, kIndex };
+
+std::vector<ptrdiff_t> stridesFor(Layout layout, const std::vector<size_t> &shape, Role role) {
+  const size_t rank = shape.size();
+  switch (layout) {
+    case Layout::kTransposed:
+      return columnMajorStrides(shape);
+    case Layout::kPadded:
+      return rank == 1 ? std::vector<ptrdiff_t>{3} : paddedStrides(shape);
+    case Layout::kBroadcast: {
+      if (role == Role::kOutput) return columnMajorStrides(shape);
+      if (role == Role::kIndex)
+        return rank == 2 ? std::vector<ptrdiff_t>{0, 1} : std::vector<ptrdiff_t>{0};
+      std::vector<ptrdiff_t> strides(rank, 0);
+      ptrdiff_t step = 1;
+      for (size_t d = rank - 1; d-- > 0;) {
+        strides[d] = step;
+        step *= static_cast<ptrdiff_t>(shape[d] ? shape[d] : 1);
+      }
+      return strides;
+    }
+    case Layout::kReversed: {
+      std::vector<ptrdiff_t> strides(rank);
+      ptrdiff_t step = 1;
+      for (size_t d = rank; d-- > 0;) {
+        strides[d] = step;
+        step *= static_cast<ptrdiff_t>(shape[d] ? shape[d] : 1);
+      }
+      strides[0] = -strides[0];
+      return strides;
+    }
+    default:
+      return {};
+  }
+}
+
+// ---------------------------------------------------------------- running the operators
+namespace fwd {
+enum Slot { kOut, kExpandedX, kRowIdx, kX1, kX2, kBias, kScales, kExpertIdx };
+}
+namespace grad {
+enum Slot { kGradExpandedX, kGradScales, kGradY, kRowIdx, kExpandedX, kScales, kExpertIdx, kBias };
+}
+
+// The tensors of one call in the C functions' order (NULL = NULL descriptor); `data` replaces a
+// tensor's own pointer where set (NULL included).
+struct Args {
+  std::array<TensorBuffer *, 8> tensors{};
+  std::array<std::optional<void *>, 8> data{};
+  void *pointer(size_t slot) const {
+    if (data[slot]) return *data[slot];
+    return tensors[slot] ? tensors[slot]->data() : nullptr;
+  }
+};
+struct ForwardCall : Args {
+  int64_t mode = 0;
+};
+struct GradCall : Args {
+  int64_t mode = 0, active_num = 0, expert_num = 0, expert_capacity = 0;
+};
+
+// The tensor descriptors of a call; destroyed right after the operator descriptor is created
+// (which must keep its own copies).
+class Descriptors {
+ public:
+  explicit Descriptors(const Args &a) {
+    for (size_t s = 0; s < d_.size(); ++s)
+      d_[s] = a.tensors[s] ? a.tensors[s]->descriptor() : nullptr;
+  }
+  ~Descriptors() {
+    for (auto d : d_)
+      if (d) infiniopDestroyTensorDescriptor(d);
+  }
+  infiniopTensorDescriptor_t operator[](size_t s) const { return d_[s]; }
+
+ private:
+  std::array<infiniopTensorDescriptor_t, 8> d_{};
+};
+
+struct Outcome {
+  infiniStatus_t status = INFINI_STATUS_INTERNAL_ERROR;
+  std::string error;  // infiniopGetLastError() after the failing (or last) call
+};
+
+Outcome runForward(infiniopHandle_t h, const ForwardCall &c) {
+  infiniopMoeFinalizeRoutingV2Descriptor_t op = nullptr;
+  const auto unset = reinterpret_cast<infiniopMoeFinalizeRoutingV2Descriptor_t>(&op);
+  op = unset;
+  Outcome o;
+  {
+    const Descriptors d(c);
+    o.status = infiniopCreateMoeFinalizeRoutingV2Descriptor(h, &op, d[0], d[1], d[2], d[3], d[4],
+                                                            d[5], d[6], d[7], c.mode);
+    o.error = infiniopGetLastError();
+  }
+  if (o.status != INFINI_STATUS_SUCCESS) {
+    EXPECT_EQ(op, unset) << "a failed create wrote the descriptor pointer";
+    return o;
+  }
+  EXPECT_EQ(o.error, "");
+  size_t workspace_size = 1;
+  EXPECT_EQ(infiniopGetMoeFinalizeRoutingV2WorkspaceSize(op, &workspace_size),
+            INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(workspace_size, 0u) << "the forward needs no workspace";
+  o.status = infiniopMoeFinalizeRoutingV2(op, nullptr, 0, c.pointer(0), c.pointer(1), c.pointer(2),
+                                          c.pointer(3), c.pointer(4), c.pointer(5), c.pointer(6),
+                                          c.pointer(7), nullptr);
+  o.error = infiniopGetLastError();
+  if (o.status == INFINI_STATUS_SUCCESS) {
+    EXPECT_EQ(o.error, "");
+  }
+  EXPECT_EQ(infiniopDestroyMoeFinalizeRoutingV2Descriptor(op), INFINI_STATUS_SUCCESS);
+  return o;
+}
+
+// With the workspace the descriptor asks for (NULL when it asks for none).
+Outcome runGrad(infiniopHandle_t h, const GradCall &c) {
+  infiniopMoeFinalizeRoutingV2GradDescriptor_t op = nullptr;
+  const auto unset = reinterpret_cast<infiniopMoeFinalizeRoutingV2GradDescriptor_t>(&op);
+  op = unset;
+  Outcome o;
+  {
+    const Descriptors d(c);
+    o.status = infiniopCreateMoeFinalizeRoutingV2GradDescriptor(
+        h, &op, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], c.mode, c.active_num, c.expert_num,
+        c.expert_capacity);
+    o.error = infiniopGetLastError();
+  }
+  if (o.status != INFINI_STATUS_SUCCESS) {
+    EXPECT_EQ(op, unset) << "a failed create wrote the descriptor pointer";
+    return o;
+  }
+  EXPECT_EQ(o.error, "");
+  size_t workspace_size = 0;
+  EXPECT_EQ(infiniopGetMoeFinalizeRoutingV2GradWorkspaceSize(op, &workspace_size),
+            INFINI_STATUS_SUCCESS);
+  std::vector<char> workspace(workspace_size);
+  o.status = infiniopMoeFinalizeRoutingV2Grad(
+      op, workspace_size ? workspace.data() : nullptr, workspace_size, c.pointer(0), c.pointer(1),
+      c.pointer(2), c.pointer(3), c.pointer(4), c.pointer(5), c.pointer(6), c.pointer(7), nullptr);
+  o.error = infiniopGetLastError();
+  if (o.status == INFINI_STATUS_SUCCESS) {
+    EXPECT_EQ(o.error, "");
+  }
+  EXPECT_EQ(infiniopDestroyMoeFinalizeRoutingV2GradDescriptor(op), INFINI_STATUS_SUCCESS);
+  return o;
+}
+
+TensorBuffer *ptr(std::optional<TensorBuffer> &t) {
+  return t ? &*t : nullptr;
+}
+
+// Sets the OpenMP thread count for a scope (0: leave it), restoring it after.
+class ThreadCount {
+ public:
+  explicit ThreadCount(int threads) : saved_(omp_get_max_threads()) {
+    if (threads > 0) omp_set_num_threads(threads);
+  }
+  ~ThreadCount() { omp_set_num_threads(saved_); }
+  ThreadCount(const ThreadCount &) = delete;
+  ThreadCount &operator=(const ThreadCount &) = delete;
+
+ private:
+  int saved_;
+};
+
+// ---------------------------------------------------------------- forward: one case, checked whole
+struct ForwardCase {
+  int64_t mode = 0;
+  size_t R = 0, K = 1, H = 0;
+  size_t E = 1, C = 1;  // expanded_x (E, C, H) in modes 1 and 3; bias has E rows in every mode
+  bool x1 = false, x2 = false, bias = false, scales = false;
+  bool expert_idx_only = false;  // expert_idx given without bias
+  Pattern pattern = Pattern::kPermutation;
+};
+
+std::string caseName(const ForwardCase &c) {
+  std::string s = "forward mode=" + std::to_string(c.mode) + " R=" + std::to_string(c.R) +
+                  " K=" + std::to_string(c.K) + " H=" + std::to_string(c.H) +
+                  " E=" + std::to_string(c.E);
+  if (c.mode % 2) s += " C=" + std::to_string(c.C);
+  s += std::string(c.x1 ? " x1" : "") + (c.x2 ? " x2" : "") + (c.bias ? " bias" : "") +
+       (c.scales ? " scales" : " (no scales)") + (c.expert_idx_only ? " expert_idx-only" : "");
+  return s + " " + patternName(c.pattern);
+}
+
+void checkForward(infiniopHandle_t h, infiniDtype_t dtype, Layout layout, const ForwardCase &c,
+                  uint64_t seed) {
+  SCOPED_TRACE(caseName(c));
+  const size_t R = c.R, K = c.K, H = c.H, n = R * K;
+  const bool drop_pad = c.mode == 1 || c.mode == 3, column = c.mode < 2;
+  const std::vector<size_t> ex_shape =
+      drop_pad ? std::vector<size_t>{c.E, c.C, H} : std::vector<size_t>{n, H};
+  const size_t rows = drop_pad ? c.E * c.C : n;
+  const auto strides = [&](const std::vector<size_t> &shape, Role role) {
+    return stridesFor(layout, shape, role);
+  };
+  TensorBuffer out({R, H}, strides({R, H}, Role::kOutput), dtype);
+  TensorBuffer ex(ex_shape, strides(ex_shape, Role::kInput), dtype);
+  TensorBuffer idx({n}, strides({n}, Role::kIndex), kI32);
+  std::optional<TensorBuffer> x1, x2, bias, scales, expert;
+  if (c.x1) x1.emplace(std::vector<size_t>{R, H}, strides({R, H}, Role::kInput), dtype);
+  if (c.x2) x2.emplace(std::vector<size_t>{R, H}, strides({R, H}, Role::kInput), dtype);
+  if (c.bias) bias.emplace(std::vector<size_t>{c.E, H}, strides({c.E, H}, Role::kInput), dtype);
+  if (c.scales) scales.emplace(std::vector<size_t>{R, K}, strides({R, K}, Role::kInput), dtype);
+  if (c.bias || c.expert_idx_only)
+    expert.emplace(std::vector<size_t>{R, K}, strides({R, K}, Role::kIndex), kI32);
+
+  Rng rng(seed);
+  ex.fill([&](size_t i) { return signedValue(seed, i, 2.0f); });
+  if (x1) x1->fill([&](size_t i) { return signedValue(seed + 1, i, 2.0f); });
+  if (x2) x2->fill([&](size_t i) { return signedValue(seed + 2, i, 2.0f); });
+  if (bias) bias->fill([&](size_t i) { return signedValue(seed + 3, i, 1.0f); });
+  if (scales) scales->fill([&](size_t i) { return signedValue(seed + 4, i, 1.0f); });
+  const std::vector<int32_t> slots = makeIndices(c.pattern, n, rows, drop_pad, rng);
+  for (size_t r = 0; r < R; ++r)
+    for (size_t k = 0; k < K; ++k) setIndex(idx, column ? k * R + r : r * K + k, slots[r * K + k]);
+  if (expert)
+    for (size_t i = 0; i < n; ++i) setIndex(*expert, i, static_cast<int32_t>(rng.below(c.E)));
+
+  // The oracle, from what the tensors hold (dtype-rounded; stride-0 views read back as stored).
+  const std::vector<float> exv = valuesOf(&ex), x1v = valuesOf(ptr(x1)), x2v = valuesOf(ptr(x2)),
+                           biasv = valuesOf(ptr(bias)), sv = valuesOf(ptr(scales));
+  const std::vector<int32_t> idxv = indicesOf(&idx), expv = indicesOf(ptr(expert));
+
+  ForwardCall call;
+  call.mode = c.mode;
+  call.tensors = {&out, &ex, &idx, ptr(x1), ptr(x2), ptr(bias), ptr(scales), ptr(expert)};
+  out.poison();
+  const std::vector<uint8_t> out_before = out.storage();
+  const Outcome o = runForward(h, call);
+  if (layout == Layout::kReversed && o.status == INFINI_STATUS_BAD_TENSOR_STRIDES) {
+    EXPECT_TRUE(out.storage() == out_before) << "rejected, yet written";
+    return;
+  }
+  ASSERT_EQ(o.status, INFINI_STATUS_SUCCESS) << o.error;
+
+  Mismatches bad("out");
+  const double ops = 2.0 * static_cast<double>(K) + 3;
+  for (size_t r = 0; r < R; ++r)
+    for (size_t j = 0; j < H; ++j) {
+      long double truth = 0, terms = 0;
+      const size_t e = r * H + j;
+      if (x1) truth += x1v[e], terms += std::fabs(x1v[e]);
+      if (x2) truth += x2v[e], terms += std::fabs(x2v[e]);
+      for (size_t k = 0; k < K; ++k) {
+        const int32_t d = idxv[column ? k * R + r : r * K + k];
+        const long double s = scales ? sv[r * K + k] : 1.0L;
+        const long double x = d < 0 ? 0.0L : exv[static_cast<size_t>(d) * H + j];
+        const long double b = bias ? biasv[static_cast<size_t>(expv[r * K + k]) * H + j] : 0.0L;
+        truth += s * (x + b);
+        terms += std::fabs(s) * (std::fabs(x) + std::fabs(b));
+      }
+      bad.check(dtype, out, e, truth, allowed(dtype, ops, terms, truth),
+                "[" + std::to_string(r) + "," + std::to_string(j) + "]");
+    }
+}
+
+std::vector<ForwardCase> forwardCases() {
+  std::vector<ForwardCase> cases;
+  const size_t hs[] = {1, 3, 17, 67};
+  const Pattern patterns[] = {Pattern::kPermutation, Pattern::kDuplicates, Pattern::kDrops};
+  size_t k = 0;
+  // Every mode x every allowed combination of optional inputs (x1 / x1 + x2, bias, scales).
+  for (int64_t mode = 0; mode < 4; ++mode)
+    for (int x = 0; x < 3; ++x)
+      for (bool bias : {false, true})
+        for (bool scales : {false, true}) {
+          ForwardCase c;
+          c.mode = mode;
+          c.R = 1 + (k * 7) % 12;
+          c.K = scales ? 1 + k % 4 : 1;
+          c.H = hs[k % 4];
+          c.E = 2 + k % 3;
+          c.C = (c.R * c.K + c.E - 1) / c.E + k % 2;  // just enough capacity, or a spare row each
+          c.x1 = x > 0;
+          c.x2 = x > 1;
+          c.bias = bias;
+          c.scales = scales;
+          c.expert_idx_only = !bias && k % 5 == 0;
+          c.pattern = patterns[k % 3];
+          cases.push_back(c);
+          ++k;
+        }
+  const auto all = [](int64_t mode, size_t R, size_t K, size_t H, size_t E, size_t C,
+                      Pattern pattern) {
+    ForwardCase c;
+    c.mode = mode, c.R = R, c.K = K, c.H = H, c.E = E, c.C = C, c.pattern = pattern;
+    c.x1 = c.x2 = c.bias = c.scales = true;
+    return c;
+  };
+  // Long rows, K = 8, and a call big enough for every thread.
+  cases.push_back(all(0, 5, 3, 1000, 3, 1, Pattern::kDuplicates));
+  cases.push_back(all(3, 4, 2, 1000, 3, 2, Pattern::kDrops));
+  cases.push_back(all(2, 9, 8, 33, 4, 1, Pattern::kPermutation));
+  cases.push_back(all(1, 9, 8, 33, 4, 20, Pattern::kDuplicates));
+  cases.push_back(all(2, 160, 4, 256, 8, 1, Pattern::kPermutation));
+  cases.push_back(all(1, 160, 4, 256, 8, 90, Pattern::kDrops));
+  // Zero sizes: no tokens, no hidden, no top-k (out = x1 + x2, or 0).
+  cases.push_back(all(0, 0, 2, 5, 2, 1, Pattern::kPermutation));
+  cases.push_back(all(1, 0, 2, 5, 2, 3, Pattern::kPermutation));
+  cases.push_back(all(2, 3, 2, 0, 2, 1, Pattern::kDuplicates));
+  cases.push_back(all(3, 3, 2, 0, 2, 3, Pattern::kDrops));
+  cases.push_back(all(0, 3, 0, 5, 2, 1, Pattern::kPermutation));
+  ForwardCase bare = all(1, 3, 0, 5, 2, 2, Pattern::kPermutation);
+  bare.x1 = bare.x2 = false;
+  cases.push_back(bare);
+  bare.mode = 2;
+  cases.push_back(bare);
+  return cases;
+}
+
+// ---------------------------------------------------------------- grad: one case, checked whole
+struct GradCase {
+  int64_t mode = 0;
+  size_t R = 0, K = 1, H = 0;
+  int64_t active_num = 0, expert_num = 0, expert_capacity = 0;
+  size_t bias_rows = 1;  // mode 0 (mode 1: expert_num)
+  bool scales = false, expanded_x = false, bias = false;
+  bool expert_idx_only = false;  // expert_idx without bias, holding values no bias could index
+  bool grad_scales = false;      // grad_scales given: (R, K), or without scales a placeholder
+  bool odd_grad_scales = false;  // ... the placeholder of shape (3, 7)
+  Pattern pattern = Pattern::kPermutation;
+};
+
+std::string caseName(const GradCase &c) {
+  std::string s = "grad mode=" + std::to_string(c.mode) + " R=" + std::to_string(c.R) +
+                  " K=" + std::to_string(c.K) + " H=" + std::to_string(c.H) +
+                  " active_num=" + std::to_string(c.active_num) +
+                  " expert_num=" + std::to_string(c.expert_num) +
+                  " expert_capacity=" + std::to_string(c.expert_capacity);
+  s += std::string(c.scales ? " scales" : " (no scales)") + (c.expanded_x ? " expanded_x" : "") +
+       (c.bias ? " bias" : "") + (c.expert_idx_only ? " expert_idx-only" : "") +
+       (c.grad_scales ? (c.odd_grad_scales ? " grad_scales[3,7]" : " grad_scales") : "");
+  return s + " " + patternName(c.pattern);
+}
+
+// Runs the case once per entry of `threads` (OpenMP thread counts; 0 = as set): the first result
+// against the oracle, the others bit for bit against the first.
+void checkGrad(infiniopHandle_t h, infiniDtype_t dtype, Layout layout, const GradCase &c,
+               uint64_t seed, const std::vector<int> &threads = {0}) {
+  SCOPED_TRACE(caseName(c));
+  const size_t R = c.R, K = c.K, H = c.H, n = R * K;
+  const bool mode1 = c.mode == 1;
+  const size_t E = static_cast<size_t>(c.expert_num), C = static_cast<size_t>(c.expert_capacity);
+  const bool limited = c.active_num > 0 && static_cast<size_t>(c.active_num) < n;
+  const size_t rows = mode1 ? E * C : limited ? static_cast<size_t>(c.active_num) : n;
+  const std::vector<size_t> gx_shape =
+      mode1 ? std::vector<size_t>{E, C, H} : std::vector<size_t>{rows, H};
+  const size_t bias_rows = mode1 ? E : c.bias_rows;
+  const std::vector<size_t> gs_shape =
+      c.odd_grad_scales ? std::vector<size_t>{3, 7} : std::vector<size_t>{R, K};
+  const auto strides = [&](const std::vector<size_t> &shape, Role role) {
+    return stridesFor(layout, shape, role);
+  };
+  TensorBuffer gx(gx_shape, strides(gx_shape, Role::kOutput), dtype);
+  TensorBuffer gy({R, H}, strides({R, H}, Role::kInput), dtype);
+  TensorBuffer idx({n}, strides({n}, Role::kIndex), kI32);
+  std::optional<TensorBuffer> gs, ex, scales, expert, bias;
+  if (c.grad_scales) gs.emplace(gs_shape, strides(gs_shape, Role::kOutput), dtype);
+  if (c.expanded_x) ex.emplace(gx_shape, strides(gx_shape, Role::kInput), dtype);
+  if (c.scales) scales.emplace(std::vector<size_t>{R, K}, strides({R, K}, Role::kInput), dtype);
+  if (c.bias)
+    bias.emplace(std::vector<size_t>{bias_rows, H}, strides({bias_rows, H}, Role::kInput), dtype);
+  if (c.bias || c.expert_idx_only)
+    expert.emplace(std::vector<size_t>{R, K}, strides({R, K}, Role::kIndex), kI32);
+
+  Rng rng(seed);
+  gy.fill([&](size_t i) { return signedValue(seed, i, 2.0f); });
+  if (ex) ex->fill([&](size_t i) { return signedValue(seed + 1, i, 2.0f); });
+  if (scales) scales->fill([&](size_t i) { return signedValue(seed + 2, i, 1.0f); });
+  if (bias) bias->fill([&](size_t i) { return signedValue(seed + 3, i, 1.0f); });
+  // Index values over their whole valid range: [0, R*K) in mode 0 (those >= rows are skipped),
+  // [-1, E*C) in mode 1.
+  const std::vector<int32_t> slots = makeIndices(c.pattern, n, mode1 ? E * C : n, mode1, rng);
+  for (size_t i = 0; i < n; ++i) setIndex(idx, i, slots[i]);
+  if (expert)
+    for (size_t i = 0; i < n; ++i)
+      setIndex(*expert, i,
+               c.bias ? static_cast<int32_t>(rng.below(bias_rows))
+                      : (i % 2 ? INT32_MIN + static_cast<int32_t>(i)
+                               : 1000000 + static_cast<int32_t>(i)));
+
+  // The oracle.
+  const std::vector<float> gyv = valuesOf(&gy), exv = valuesOf(ptr(ex)), sv = valuesOf(ptr(scales)),
+                           biasv = valuesOf(ptr(bias));
+  const std::vector<int32_t> idxv = indicesOf(&idx), expv = indicesOf(ptr(expert));
+  const size_t out_rows = mode1 ? E * C : rows;
+  std::vector<long double> gx_truth(out_rows * H), gx_terms(out_rows * H), gs_truth(n), gs_terms(n);
+  std::vector<size_t> contributions(out_rows);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t r = i / K;
+    const int64_t d = idxv[i];
+    const bool skipped = mode1 ? d == -1 : d >= static_cast<int64_t>(rows);
+    const long double s = scales ? sv[i] : 1.0L;
+    if (!skipped) {
+      ++contributions[static_cast<size_t>(d)];
+      for (size_t j = 0; j < H; ++j) {
+        const long double p = gyv[r * H + j] * s;
+        gx_truth[static_cast<size_t>(d) * H + j] += p;
+        gx_terms[static_cast<size_t>(d) * H + j] += std::fabs(p);
+      }
+    }
+    if (scales)
+      for (size_t j = 0; j < H; ++j) {
+        const long double x = skipped ? 0.0L : exv[static_cast<size_t>(d) * H + j];
+        const long double b = bias ? biasv[static_cast<size_t>(expv[i]) * H + j] : 0.0L;
+        const long double g = gyv[r * H + j];
+        gs_truth[i] += (x + b) * g;
+        gs_terms[i] += (std::fabs(x) + std::fabs(b)) * std::fabs(g);
+      }
+  }
+
+  GradCall call;
+  call.mode = c.mode;
+  call.active_num = c.active_num;
+  call.expert_num = c.expert_num;
+  call.expert_capacity = c.expert_capacity;
+  call.tensors = {&gx, ptr(gs), &gy, &idx, ptr(ex), ptr(scales), ptr(expert), ptr(bias)};
+  std::vector<uint8_t> first_gx, first_gs;
+  for (size_t run = 0; run < threads.size(); ++run) {
+    SCOPED_TRACE("OpenMP threads " + std::to_string(threads[run]));
+    gx.poison();
+    if (gs) {
+      if (scales)
+        gs->poison();
+      else
+        gs->fill([](size_t) { return 7.0f; });  // not to be touched
+    }
+    const std::vector<uint8_t> gs_before = gs ? gs->storage() : std::vector<uint8_t>{};
+    const std::vector<uint8_t> gx_before = gx.storage();
+    {
+      const ThreadCount thread_count(threads[run]);
+      const Outcome o = runGrad(h, call);
+      if (layout == Layout::kReversed && o.status == INFINI_STATUS_BAD_TENSOR_STRIDES) {
+        EXPECT_TRUE(gx.storage() == gx_before && (!gs || gs->storage() == gs_before))
+            << "rejected, yet written";
+        return;
+      }
+      ASSERT_EQ(o.status, INFINI_STATUS_SUCCESS) << o.error;
+    }
+    if (run > 0) {
+      EXPECT_TRUE(gx.storage() == first_gx) << "grad_expanded_x differs from the first run";
+      if (gs) {
+        EXPECT_TRUE(gs->storage() == first_gs) << "grad_scales differs from the first run";
+      }
+      continue;
+    }
+    first_gx = gx.storage();
+    if (gs) first_gs = gs->storage();
+    Mismatches bad_gx("grad_expanded_x");
+    for (size_t d = 0; d < out_rows; ++d)
+      for (size_t j = 0; j < H; ++j) {
+        const size_t e = d * H + j;
+        const std::string where = "row " + std::to_string(d) + " col " + std::to_string(j) + " (" +
+                                  std::to_string(contributions[d]) + " contributions)";
+        if (contributions[d] == 0)
+          bad_gx.checkZero(gx, e, where);
+        else
+          bad_gx.check(
+              dtype, gx, e, gx_truth[e],
+              allowed(dtype, static_cast<double>(contributions[d]), gx_terms[e], gx_truth[e]),
+              where);
+      }
+    if (!gs) continue;
+    if (!scales) {
+      EXPECT_TRUE(gs->storage() == gs_before) << "grad_scales written without scales";
+      continue;
+    }
+    Mismatches bad_gs("grad_scales");
+    for (size_t i = 0; i < n; ++i)
+      bad_gs.check(dtype, *gs, i, gs_truth[i],
+                   allowed(dtype, static_cast<double>(H) + 2, gs_terms[i], gs_truth[i]),
+                   "[" + std::to_string(i / K) + "," + std::to_string(i % K) + "] index " +
+                       std::to_string(idxv[i]));
+  }
+}
+
+std::vector<GradCase> gradCases() {
+  struct Combo {
+    bool scales, expanded_x, bias, expert_idx_only, grad_scales, odd_grad_scales;
+  };
+  const Combo combos[] = {
+      // scales, expanded_x, bias, expert_idx-only, grad_scales, (3, 7) grad_scales
+      {false, false, false, false, false, false},  // grad_y only (K = 1)
+      {false, true, false, false, false, false},   // expanded_x given, not read
+      {false, false, true, false, true, false},    // bias unused; (R, 1) grad_scales untouched
+      {false, true, false, true, true, true},      // (3, 7) grad_scales untouched
+      {true, true, false, false, true, false},
+      {true, true, false, false, false, false},  // grad_scales NULL
+      {true, true, true, false, true, false},
+      {true, true, true, false, false, false},
+      {true, true, false, true, true, false},  // expert_idx without bias: not read
+  };
+  const size_t hs[] = {1, 3, 17, 67};
+  const Pattern patterns[] = {Pattern::kPermutation, Pattern::kDuplicates, Pattern::kDrops};
+  std::vector<GradCase> cases;
+  size_t k = 0;
+  for (int64_t mode : {0, 1})
+    for (const Combo &combo : combos)
+      for (int variant = 0; variant < 2; ++variant) {
+        GradCase c;
+        c.mode = mode;
+        c.R = 1 + (k * 5) % 11;
+        c.K = combo.scales ? 1 + k % 4 : 1;
+        c.H = hs[k % 4];
+        const auto n = static_cast<int64_t>(c.R * c.K);
+        if (mode == 0) {
+          // active_num: none, half (skips tokens), all, more than all, one row.
+          const int64_t actives[] = {0, n / 2, n, n + 3, 1};
+          c.active_num = actives[k % 5];
+          c.expert_num = k % 2 ? -1 : 0;  // ignored in mode 0
+          c.expert_capacity = k % 3 ? 0 : -5;
+          c.bias_rows = 2 + k % 3;
+        } else {
+          c.active_num = k % 2 ? 3 : 0;  // ignored in mode 1
+          c.expert_num = static_cast<int64_t>(2 + k % 3);
+          c.expert_capacity = (n + c.expert_num - 1) / c.expert_num + static_cast<int64_t>(k % 2);
+          if (c.expert_capacity == 0) c.expert_capacity = 1;
+        }
+        c.scales = combo.scales;
+        c.expanded_x = combo.expanded_x;
+        c.bias = combo.bias;
+        c.expert_idx_only = combo.expert_idx_only;
+        c.grad_scales = combo.grad_scales;
+        c.odd_grad_scales = combo.odd_grad_scales;
+        c.pattern = patterns[k % 3];
+        cases.push_back(c);
+        ++k;
+      }
+  const auto all = [](int64_t mode, size_t R, size_t K, size_t H, int64_t active, int64_t E,
+                      int64_t C, Pattern pattern) {
+    GradCase c;
+    c.mode = mode, c.R = R, c.K = K, c.H = H, c.active_num = active;
+    c.expert_num = E, c.expert_capacity = C, c.bias_rows = 3, c.pattern = pattern;
+    c.scales = c.expanded_x = c.bias = c.grad_scales = true;
+    return c;
+  };
+  // Long rows, K = 8, and calls big enough for every thread.
+  cases.push_back(all(0, 5, 3, 1000, 9, 0, 0, Pattern::kDuplicates));
+  cases.push_back(all(1, 4, 2, 1000, 0, 3, 2, Pattern::kDrops));
+  cases.push_back(all(0, 9, 8, 33, 0, 0, 0, Pattern::kPermutation));
+  cases.push_back(all(1, 9, 8, 33, 0, 4, 20, Pattern::kDuplicates));
+  cases.push_back(all(0, 160, 4, 256, 0, 0, 0, Pattern::kDuplicates));
+  cases.push_back(all(0, 160, 4, 256, 300, 0, 0, Pattern::kPermutation));
+  cases.push_back(all(1, 160, 4, 256, 0, 8, 90, Pattern::kPermutation));
+  // Zero sizes: no tokens (mode 1 still zero-fills), no hidden, no top-k.
+  cases.push_back(all(0, 0, 2, 5, 0, 0, 0, Pattern::kPermutation));
+  cases.push_back(all(0, 0, 2, 5, 4, 0, 0, Pattern::kPermutation));
+  cases.push_back(all(1, 0, 2, 5, 0, 2, 3, Pattern::kPermutation));
+  cases.push_back(all(0, 3, 2, 0, 0, 0, 0, Pattern::kDuplicates));
+  cases.push_back(all(1, 3, 2, 0, 0, 2, 3, Pattern::kDrops));
+  cases.push_back(all(0, 3, 0, 5, 0, 0, 0, Pattern::kPermutation));
+  cases.push_back(all(0, 3, 0, 5, 4, 0, 0, Pattern::kPermutation));
+  cases.push_back(all(1, 3, 0, 5, 0, 2, 2, Pattern::kPermutation));
+  return cases;
+}
+
+// ---------------------------------------------------------------- the oracle suites
+using Param = std::tuple<DeviceParam, infiniDtype_t, Layout>;
+
+class MoeFinalizeRoutingV2Cases : public DeviceTestBase,
+                                  public ::testing::WithParamInterface<Param> {
+ protected:
+  void SetUp() override { selectDevice(std::get<0>(GetParam())); }
+  void TearDown() override { restoreTargets(); }
+  infiniDtype_t dtype() const { return std::get<1>(GetParam()); }
+  Layout layout() const { return std::get<2>(GetParam()); }
+};
+
+TEST_P(MoeFinalizeRoutingV2Cases, ForwardMatchesOracle) {
+  uint64_t seed = 101;
+  for (const ForwardCase &c : forwardCases()) checkForward(handle(), dtype(), layout(), c, seed++);
+}
+
+TEST_P(MoeFinalizeRoutingV2Cases, GradMatchesOracle) {
+  uint64_t seed = 701;
+  for (const GradCase &c : gradCases()) checkGrad(handle(), dtype(), layout(), c, seed++);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, MoeFinalizeRoutingV2Cases,
+    ::testing::Combine(::testing::ValuesIn(allDeviceParams()), ::testing::ValuesIn(kFloatDtypes),
+                       ::testing::Values(Layout::kContiguous, Layout::kTransposed, Layout::kPadded,
+                                         Layout::kBroadcast, Layout::kReversed)),
+    [](const ::testing::TestParamInfo<Param> &info) {
+      return deviceParamName(std::get<0>(info.param)) + "_" +
+             infiniop::dtypeName(std::get<1>(info.param)) + "_" +
+             layoutName(std::get<2>(info.param));
+    });
+
+// ---------------------------------------------------------------- determinism
+// Duplicate indices sum, and the sums are the same bit for bit for 1, 2 and 3 OpenMP threads
+// (on cpu_reference trivially). Both calls are large enough for every thread. Half the tokens
+// go to a few hot rows: 128 of mode 0's 8192 (~32 contributions each), 8 of mode 1's 512 (~400).
+TEST_P(DeviceTest, MoeFinalizeRoutingV2GradDeterministic) {
+  GradCase c;
+  c.R = 1024, c.K = 8, c.H = 67;
+  c.scales = c.expanded_x = c.bias = c.grad_scales = true;
+  c.bias_rows = 5;
+  c.pattern = Pattern::kDuplicates;
+  for (infiniDtype_t dtype : {kF32, kBF16}) {
+    SCOPED_TRACE(infiniop::dtypeName(dtype));
+    c.mode = 0;
+    checkGrad(handle(), dtype, Layout::kContiguous, c, 17, {1, 2, 3});
+    c.mode = 1;
+    c.expert_num = 8, c.expert_capacity = 64;
+    checkGrad(handle(), dtype, Layout::kContiguous, c, 18, {1, 2, 3});
+  }
+}
+
+// ---------------------------------------------------------------- hand-worked values
+// R = 2, K = 2, H = 2; expanded_x rows 0..3 = [1,2] [3,4] [5,6] [7,8]; scales [[0.5, 2], [1, -1]];
+// expert_idx [[1, 0], [0, 1]]; bias [[1, 1], [0, 2]]. All results exact in F32.
+struct HandWorked {
+  TensorBuffer ex2{{4, 2}, kF32}, ex3{{2, 2, 2}, kF32}, scales{{2, 2}, kF32}, expert{{2, 2}, kI32},
+      bias{{2, 2}, kF32}, x1{{2, 2}, kF32}, gy{{2, 2}, kF32};
+  HandWorked() {
+    ex2.fill([](size_t i) { return static_cast<float>(i + 1); });
+    ex3.fill([](size_t i) { return static_cast<float>(i + 1); });
+    const float s[] = {0.5f, 2, 1, -1}, b[] = {1, 1, 0, 2}, x[] = {10, 20, 30, 40};
+    const int32_t e[] = {1, 0, 0, 1};
+    for (size_t i = 0; i < 4; ++i) {
+      scales.set(i, s[i]);
+      bias.set(i, b[i]);
+      x1.set(i, x[i]);
+      gy.set(i, static_cast<float>(i + 1));  // [[1, 2], [3, 4]]
+      setIndex(expert, i, e[i]);
+    }
+  }
+  static TensorBuffer indices(std::vector<int32_t> values) {
+    TensorBuffer t({values.size()}, kI32);
+    for (size_t i = 0; i < values.size(); ++i) setIndex(t, i, values[i]);
+    return t;
+  }
+};
+
+void expectValues(TensorBuffer &t, const std::vector<float> &expected, const char *what) {
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(t.get(i), expected[i]) << what << " element " << i;
+}
+
+TEST_P(DeviceTest, MoeFinalizeRoutingV2HandWorked) {
+  HandWorked w;
+  TensorBuffer idx = HandWorked::indices({2, 0, 3, 1});
+  TensorBuffer out({2, 2}, kF32);
+  ForwardCall call;
+  call.tensors = {&out, &w.ex2, &idx, &w.x1, nullptr, nullptr, &w.scales, nullptr};
+  // Mode 0, column layout: (r0,k0) -> 2, (r1,k0) -> 0, (r0,k1) -> 3, (r1,k1) -> 1.
+  // out[0] = [10,20] + 0.5 [5,6] + 2 [7,8] = [26.5, 39]; out[1] = [30,40] + [1,2] - [3,4].
+  out.poison();
+  ASSERT_EQ(runForward(handle(), call).status, INFINI_STATUS_SUCCESS);
+  expectValues(out, {26.5f, 39, 28, 38}, "mode 0");
+  // Mode 2, row layout: (r0,k0) -> 2, (r0,k1) -> 0, (r1,k0) -> 3, (r1,k1) -> 1.
+  // out[0] = [10,20] + 0.5 [5,6] + 2 [1,2] = [14.5, 27]; out[1] = [30,40] + [7,8] - [3,4].
+  call.mode = 2;
+  out.poison();
+  ASSERT_EQ(runForward(handle(), call).status, INFINI_STATUS_SUCCESS);
+  expectValues(out, {14.5f, 27, 34, 44}, "mode 2");
+  // Mode 3 (E = 2, C = 2), row layout [3, -1, 0, 2], bias, no x1:
+  // out[0] = 0.5 ([7,8] + [0,2]) + 2 (0 + [1,1]) = [5.5, 7]; out[1] = ([1,2] + [1,1]) - ([5,6] +
+  // [0,2]) = [-3, -5]. Mode 1 reads the same table in column layout: [3, 0, -1, 2].
+  TensorBuffer idx_row = HandWorked::indices({3, -1, 0, 2}),
+               idx_col = HandWorked::indices({3, 0, -1, 2});
+  call.tensors = {&out, &w.ex3, &idx_row, nullptr, nullptr, &w.bias, &w.scales, &w.expert};
+  call.mode = 3;
+  out.poison();
+  ASSERT_EQ(runForward(handle(), call).status, INFINI_STATUS_SUCCESS);
+  expectValues(out, {5.5f, 7, -3, -5}, "mode 3");
+  call.tensors[fwd::kRowIdx] = &idx_col;
+  call.mode = 1;
+  out.poison();
+  ASSERT_EQ(runForward(handle(), call).status, INFINI_STATUS_SUCCESS);
+  expectValues(out, {5.5f, 7, -3, -5}, "mode 1");
+}
+
+TEST_P(DeviceTest, MoeFinalizeRoutingV2GradHandWorked) {
+  HandWorked w;
+  // Mode 0, idx [2, 0, 3, 1] (row layout), grad_y [[1,2],[3,4]]:
+  //   grad_expanded_x = [2 gy0, -gy1, 0.5 gy0, gy1] = [[2,4], [-3,-4], [0.5,1], [3,4]]
+  //   grad_scales = (ex[d] + bias[e]) . gy[r] = [[21, 8], [60, 33]].
+  TensorBuffer idx = HandWorked::indices({2, 0, 3, 1});
+  TensorBuffer gx({4, 2}, kF32), gs({2, 2}, kF32);
+  GradCall call;
+  call.tensors = {&gx, &gs, &w.gy, &idx, &w.ex2, &w.scales, &w.expert, &w.bias};
+  gx.poison();
+  gs.poison();
+  ASSERT_EQ(runGrad(handle(), call).status, INFINI_STATUS_SUCCESS);
+  expectValues(gx, {2, 4, -3, -4, 0.5f, 1, 3, 4}, "mode 0 grad_expanded_x");
+  expectValues(gs, {21, 8, 60, 33}, "mode 0 grad_scales");
+  // active_num = 2: index values 2 and 3 are inactive rows; their grad_scales keep the bias term
+  // only: [[b1 . gy0 = 4, 8], [b0 . gy1 = 7, 33]].
+  TensorBuffer gx2({2, 2}, kF32), ex_2({2, 2}, kF32);
+  ex_2.fill([](size_t i) { return static_cast<float>(i + 1); });
+  call.tensors[grad::kGradExpandedX] = &gx2;
+  call.tensors[grad::kExpandedX] = &ex_2;
+  call.active_num = 2;
+  gx2.poison();
+  gs.poison();
+  ASSERT_EQ(runGrad(handle(), call).status, INFINI_STATUS_SUCCESS);
+  expectValues(gx2, {2, 4, -3, -4}, "active_num 2 grad_expanded_x");
+  expectValues(gs, {4, 8, 7, 33}, "active_num 2 grad_scales");
+  // Mode 1 (E = 2, C = 2), idx [3, -1, 0, 2]: slot 3 = 0.5 gy0, slot 0 = gy1, slot 2 = -gy1, slot
+  // 1 unreached (0); grad_scales = [[[7,10].gy0 = 27, [1,1].gy0 = 3], [[2,3].gy1 = 18, [5,8].gy1
+  // = 47]].
+  TensorBuffer idx1 = HandWorked::indices({3, -1, 0, 2});
+  TensorBuffer gx3({2, 2, 2}, kF32);
+  call.tensors = {&gx3, &gs, &w.gy, &idx1, &w.ex3, &w.scales, &w.expert, &w.bias};
+  call.mode = 1;
+  call.active_num = 0;
+  call.expert_num = 2;
+  call.expert_capacity = 2;
+  gx3.poison();
+  gs.poison();
+  ASSERT_EQ(runGrad(handle(), call).status, INFINI_STATUS_SUCCESS);
+  expectValues(gx3, {3, 4, 0, 0, -3, -4, 0.5f, 1}, "mode 1 grad_expanded_x");
+  expectValues(gs, {27, 3, 18, 47}, "mode 1 grad_scales");
+}
+
+// ---------------------------------------------------------------- bad arguments
+// Every buffer of a bad-argument test, so that "nothing written" covers all of them. Float
+// buffers hold values, INT32 ones the given indices, other dtypes filler bytes.
+class Buffers {
+ public:
+  TensorBuffer &make(std::vector<size_t> shape, infiniDtype_t dtype = kF32,
+                     std::vector<ptrdiff_t> strides = {}) {
+    TensorBuffer &t = all_.emplace_back(std::move(shape), std::move(strides), dtype);
+    const uint64_t seed = all_.size();
+    if (infiniop::isFloatStorage(dtype))
+      t.fill([&](size_t i) { return signedValue(seed, i, 2.0f); });
+    return t;
+  }
+  TensorBuffer &indices(std::vector<size_t> shape, const std::vector<int32_t> &values) {
+    TensorBuffer &t = make(std::move(shape), kI32);
+    for (size_t i = 0; i < t.numel(); ++i) setIndex(t, i, values[i % values.size()]);
+    return t;
+  }
+  std::vector<std::vector<uint8_t>> snapshot() const {
+    std::vector<std::vector<uint8_t>> s;
+    for (const TensorBuffer &t : all_) s.push_back(t.storage());
+    return s;
+  }
+
+ private:
+  std::deque<TensorBuffer> all_;
+};
+
+template <class Call>
+using Change = std::function<void(Call &)>;
+
+template <class Call>
+struct BadCase {
+  infiniStatus_t status;
+  std::string what;
+  int64_t mode;
+  Change<Call> change;
+};
+
+template <class Call>
+Change<Call> use(size_t slot, TensorBuffer *t) {
+  return [slot, t](Call &c) { c.tensors[slot] = t; };
+}
+template <class Call>
+Change<Call> pointTo(size_t slot, void *p) {
+  return [slot, p](Call &c) { c.data[slot] = p; };
+}
+template <class Call>
+Change<Call> both(Change<Call> a, Change<Call> b) {
+  return [a, b](Call &c) {
+    a(c);
+    b(c);
+  };
+}
+// A copy of `valid` with one value replaced, in `scratch`, used at `slot`.
+template <class Call>
+Change<Call> badValue(size_t slot, TensorBuffer &scratch, const std::vector<int32_t> &valid,
+                      size_t position, int32_t value) {
+  return [slot, &scratch, valid, position, value](Call &c) {
+    for (size_t i = 0; i < scratch.numel(); ++i) setIndex(scratch, i, valid[i]);
+    setIndex(scratch, position, value);
+    c.tensors[slot] = &scratch;
+  };
+}
+
+// Runs each bad case: its status, a message naming the operator, and no buffer written.
+template <class Call, class Run>
+void expectFailures(Buffers &b, const std::function<Call(int64_t)> &valid,
+                    const std::vector<BadCase<Call>> &cases, Run run, const char *name) {
+  for (const BadCase<Call> &bad : cases) {
+    SCOPED_TRACE(bad.what + " (mode " + std::to_string(bad.mode) + ")");
+    Call call = valid(bad.mode);
+    bad.change(call);
+    const auto before = b.snapshot();
+    const Outcome o = run(call);
+    EXPECT_EQ(o.status, bad.status) << infiniStatusString(o.status) << ": " << o.error;
+    EXPECT_NE(o.error.find(name), std::string::npos) << "message \"" << o.error << "\"";
+    EXPECT_TRUE(b.snapshot() == before) << "a buffer was written";
+  }
+}
+
+TEST_P(DeviceTest, MoeFinalizeRoutingV2BadArguments) {
+  // Valid: R = 4, K = 2, H = 5, E = 3 (C = 3 in modes 1 and 3): index values [0, 8) fit all modes.
+  using C = ForwardCall;
+  using namespace fwd;
+  Buffers b;
+  const std::vector<int32_t> perm = {3, 0, 6, 1, 7, 2, 5, 4}, experts = {0, 1, 2, 0, 1, 2, 0, 1};
+  TensorBuffer &out = b.make({4, 5}), &ex = b.make({8, 5}), &ex3 = b.make({3, 3, 5}),
+               &idx = b.indices({8}, perm), &x1 = b.make({4, 5}), &x2 = b.make({4, 5}),
+               &bias = b.make({3, 5}), &scales = b.make({4, 2}),
+               &expert = b.indices({4, 2}, experts);
+  TensorBuffer &idx_scratch = b.indices({8}, perm), &expert_scratch = b.indices({4, 2}, experts);
+  const std::function<C(int64_t)> valid = [&](int64_t mode) {
+    C c;
+    c.mode = mode;
+    c.tensors = {&out, mode % 2 ? &ex3 : &ex, &idx, &x1, &x2, &bias, &scales, &expert};
+    return c;
+  };
+  const auto run = [&](const C &c) { return runForward(handle(), c); };
+  for (int64_t mode = 0; mode < 4; ++mode) {  // the baseline is valid
+    SCOPED_TRACE("valid call, mode " + std::to_string(mode));
+    const Outcome o = run(valid(mode));
+    EXPECT_EQ(o.status, INFINI_STATUS_SUCCESS) << o.error;
+  }
+  // Without scales and bias, K = 1: (4) indices into (4, 5).
+  TensorBuffer &idx4 = b.indices({4}, {2, 0, 3, 1}), &ex4 = b.make({4, 5});
+  const Change<C> k1 = [&](C &c) {
+    c.tensors = {c.tensors[kOut], &ex4, &idx4, nullptr, nullptr, nullptr, nullptr, nullptr};
+  };
+  const auto idxBad = [&](size_t pos, int32_t v) {
+    return badValue<C>(kRowIdx, idx_scratch, perm, pos, v);
+  };
+  const auto expertBad = [&](size_t pos, int32_t v) {
+    return badValue<C>(kExpertIdx, expert_scratch, experts, pos, v);
+  };
+  const auto u = [](size_t slot, TensorBuffer &t) { return use<C>(slot, &t); };
+  const auto none = [](size_t slot) { return use<C>(slot, nullptr); };
+  const auto at = [](size_t slot, void *p) { return pointTo<C>(slot, p); };
+  const auto f32 = [](TensorBuffer &t, size_t offset) {
+    return static_cast<void *>(static_cast<float *>(t.data()) + offset);
+  };
+  const std::vector<BadCase<C>> cases = {
+      // dtypes
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "out F16", 0, u(kOut, b.make({4, 5}, kF16))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "expanded_x BF16", 0, u(kExpandedX, b.make({8, 5}, kBF16))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "x1 F16", 0, u(kX1, b.make({4, 5}, kF16))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "x2 BF16", 2, u(kX2, b.make({4, 5}, kBF16))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "bias F16", 1, u(kBias, b.make({3, 5}, kF16))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "scales BF16", 3, u(kScales, b.make({4, 2}, kBF16))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "expanded_row_idx I64", 0, u(kRowIdx, b.make({8}, kI64))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "expanded_row_idx F32", 1, u(kRowIdx, b.make({8}, kF32))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "expert_idx I64", 0, u(kExpertIdx, b.make({4, 2}, kI64))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "expert_idx F32", 2, u(kExpertIdx, b.make({4, 2}, kF32))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "all F64", 0,
+       both(k1, both(u(kOut, b.make({4, 5}, kF64)), u(kExpandedX, b.make({4, 5}, kF64))))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "all I32", 0,
+       both(k1, both(u(kOut, b.make({4, 5}, kI32)), u(kExpandedX, b.make({4, 5}, kI32))))},
+      // shapes
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "out [4,6]", 0, u(kOut, b.make({4, 6}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "out [5,5]", 2, u(kOut, b.make({5, 5}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "out [4,5,1]", 0, u(kOut, b.make({4, 5, 1}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "expanded_x [9,5]", 0, u(kExpandedX, b.make({9, 5}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "expanded_x [7,5]", 2, u(kExpandedX, b.make({7, 5}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "expanded_x [8,6]", 0, u(kExpandedX, b.make({8, 6}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "expanded_x [2,4,5] in mode 0", 0,
+       u(kExpandedX, b.make({2, 4, 5}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "expanded_x [9,5] in mode 1", 1,
+       u(kExpandedX, b.make({9, 5}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "expanded_x [3,3,6] in mode 3", 3,
+       u(kExpandedX, b.make({3, 3, 6}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "expanded_row_idx [7]", 0, u(kRowIdx, b.indices({7}, perm))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "expanded_row_idx [9]", 3, u(kRowIdx, b.indices({9}, perm))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "expanded_row_idx [4,2]", 2,
+       u(kRowIdx, b.indices({4, 2}, perm))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "scales [4,3]", 0, u(kScales, b.make({4, 3}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "scales [5,2]", 1, u(kScales, b.make({5, 2}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "scales [8]", 0, u(kScales, b.make({8}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "expert_idx [4,3]", 0,
+       u(kExpertIdx, b.indices({4, 3}, experts))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "expert_idx [8]", 2, u(kExpertIdx, b.indices({8}, experts))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "bias [3,6]", 0, u(kBias, b.make({3, 6}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "bias with 4 rows, E = 3", 1, u(kBias, b.make({4, 5}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "bias with 2 rows, E = 3", 3, u(kBias, b.make({2, 5}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "x1 [4,6]", 0, u(kX1, b.make({4, 6}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "x2 [3,5]", 2, u(kX2, b.make({3, 5}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "no scales: K = 1, yet 8 indices", 0,
+       both(none(kScales), both(none(kBias), none(kExpertIdx)))},
+      // attributes and missing partners
+      {INFINI_STATUS_BAD_PARAM, "x2 without x1", 0, none(kX1)},
+      {INFINI_STATUS_BAD_PARAM, "bias without expert_idx", 1, none(kExpertIdx)},
+      {INFINI_STATUS_BAD_PARAM, "mode 4", 4, [](C &) {}},
+      {INFINI_STATUS_BAD_PARAM, "mode -1", -1, [](C &) {}},
+      {INFINI_STATUS_BAD_PARAM, "mode 2^32", int64_t{1} << 32, [](C &) {}},
+      {INFINI_STATUS_BAD_PARAM, "mode INT64_MIN", INT64_MIN, [](C &) {}},
+      // index values (first or last position), every mode
+      {INFINI_STATUS_BAD_PARAM, "index -1 first", 0, idxBad(0, -1)},
+      {INFINI_STATUS_BAD_PARAM, "index -1 last", 0, idxBad(7, -1)},
+      {INFINI_STATUS_BAD_PARAM, "index R*K", 0, idxBad(7, 8)},
+      {INFINI_STATUS_BAD_PARAM, "index INT32_MIN", 0, idxBad(3, INT32_MIN)},
+      {INFINI_STATUS_BAD_PARAM, "index INT32_MAX", 0, idxBad(7, INT32_MAX)},
+      {INFINI_STATUS_BAD_PARAM, "index -1", 2, idxBad(0, -1)},
+      {INFINI_STATUS_BAD_PARAM, "index R*K", 2, idxBad(7, 8)},
+      {INFINI_STATUS_BAD_PARAM, "index -2", 1, idxBad(7, -2)},
+      {INFINI_STATUS_BAD_PARAM, "index E*C", 1, idxBad(7, 9)},
+      {INFINI_STATUS_BAD_PARAM, "index INT32_MIN", 1, idxBad(0, INT32_MIN)},
+      {INFINI_STATUS_BAD_PARAM, "index -2", 3, idxBad(0, -2)},
+      {INFINI_STATUS_BAD_PARAM, "index E*C", 3, idxBad(7, 9)},
+      {INFINI_STATUS_BAD_PARAM, "expert_idx E", 0, expertBad(7, 3)},
+      {INFINI_STATUS_BAD_PARAM, "expert_idx -1", 2, expertBad(0, -1)},
+      {INFINI_STATUS_BAD_PARAM, "expert_idx E", 1, expertBad(7, 3)},
+      {INFINI_STATUS_BAD_PARAM, "expert_idx INT32_MIN", 3, expertBad(4, INT32_MIN)},
+      // overlapping outputs
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "out broadcast (stride 0)", 0,
+       u(kOut, b.make({4, 5}, kF32, {0, 1}))},
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "out rows overlap (stride 3 < H)", 0,
+       u(kOut, b.make({4, 5}, kF32, {3, 1}))},
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "out is x1", 0, at(kOut, x1.data())},
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "out inside expanded_x", 2, at(kOut, f32(ex, 3))},
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "out over scales", 0, at(kOut, f32(scales, 0))},
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "out over expanded_row_idx", 1, at(kOut, idx.data())},
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "out over bias", 3, at(kOut, f32(bias, 2))},
+      // NULL descriptors and pointers
+      {INFINI_STATUS_NULL_POINTER, "out descriptor NULL", 0, none(kOut)},
+      {INFINI_STATUS_NULL_POINTER, "expanded_x descriptor NULL", 0, none(kExpandedX)},
+      {INFINI_STATUS_NULL_POINTER, "expanded_row_idx descriptor NULL", 0, none(kRowIdx)},
+      {INFINI_STATUS_NULL_POINTER, "out NULL", 0, at(kOut, nullptr)},
+      {INFINI_STATUS_NULL_POINTER, "expanded_x NULL", 1, at(kExpandedX, nullptr)},
+      {INFINI_STATUS_NULL_POINTER, "expanded_row_idx NULL", 0, at(kRowIdx, nullptr)},
+      {INFINI_STATUS_NULL_POINTER, "x1 NULL", 2, at(kX1, nullptr)},
+      {INFINI_STATUS_NULL_POINTER, "x2 NULL", 0, at(kX2, nullptr)},
+      {INFINI_STATUS_NULL_POINTER, "bias NULL", 3, at(kBias, nullptr)},
+      {INFINI_STATUS_NULL_POINTER, "scales NULL", 0, at(kScales, nullptr)},
+      {INFINI_STATUS_NULL_POINTER, "expert_idx NULL", 1, at(kExpertIdx, nullptr)},
+  };
+  expectFailures<C>(b, valid, cases, run, kForwardName);
+
+  // The handle, the descriptor pointer, and the operator descriptor itself.
+  const auto before = b.snapshot();
+  const C c = valid(0);
+  const Descriptors d(c);
+  infiniopMoeFinalizeRoutingV2Descriptor_t op = nullptr;
+  const auto expectNull = [&](infiniStatus_t s, const char *what) {
+    EXPECT_EQ(s, INFINI_STATUS_NULL_POINTER) << what;
+    EXPECT_NE(std::string(infiniopGetLastError()).find(kForwardName), std::string::npos)
+        << what << ": \"" << infiniopGetLastError() << "\"";
+  };
+  expectNull(infiniopCreateMoeFinalizeRoutingV2Descriptor(nullptr, &op, d[0], d[1], d[2], d[3],
+                                                          d[4], d[5], d[6], d[7], 0),
+             "NULL handle");
+  EXPECT_EQ(op, nullptr);
+  expectNull(infiniopCreateMoeFinalizeRoutingV2Descriptor(handle(), nullptr, d[0], d[1], d[2], d[3],
+                                                          d[4], d[5], d[6], d[7], 0),
+             "NULL descriptor pointer");
+  size_t size = 0;
+  expectNull(infiniopGetMoeFinalizeRoutingV2WorkspaceSize(nullptr, &size), "workspace of NULL");
+  expectNull(infiniopMoeFinalizeRoutingV2(nullptr, nullptr, 0, out.data(), ex.data(), idx.data(),
+                                          x1.data(), x2.data(), bias.data(), scales.data(),
+                                          expert.data(), nullptr),
+             "calculate with NULL");
+  expectNull(infiniopDestroyMoeFinalizeRoutingV2Descriptor(nullptr), "destroy NULL");
+  ASSERT_EQ(infiniopCreateMoeFinalizeRoutingV2Descriptor(handle(), &op, d[0], d[1], d[2], d[3],
+                                                         d[4], d[5], d[6], d[7], 0),
+            INFINI_STATUS_SUCCESS);
+  expectNull(infiniopGetMoeFinalizeRoutingV2WorkspaceSize(op, nullptr), "NULL size pointer");
+  EXPECT_EQ(infiniopDestroyMoeFinalizeRoutingV2Descriptor(op), INFINI_STATUS_SUCCESS);
+  EXPECT_TRUE(b.snapshot() == before) << "a buffer was written";
+}
+
+TEST_P(DeviceTest, MoeFinalizeRoutingV2GradBadArguments) {
+  // Valid: R = 4, K = 2, H = 5; mode 0: 8 rows, mode 1: E = 3, C = 3; bias has 3 rows.
+  using C = GradCall;
+  using namespace grad;
+  Buffers b;
+  const std::vector<int32_t> perm = {3, 0, 6, 1, 7, 2, 5, 4}, experts = {0, 1, 2, 0, 1, 2, 0, 1};
+  TensorBuffer &gx = b.make({8, 5}), &gx3 = b.make({3, 3, 5}), &gs = b.make({4, 2}),
+               &gy = b.make({4, 5}), &idx = b.indices({8}, perm), &ex = b.make({8, 5}),
+               &ex3 = b.make({3, 3, 5}), &scales = b.make({4, 2}),
+               &expert = b.indices({4, 2}, experts), &bias = b.make({3, 5});
+  TensorBuffer &idx_scratch = b.indices({8}, perm), &expert_scratch = b.indices({4, 2}, experts);
+  const std::function<C(int64_t)> valid = [&](int64_t mode) {
+    C c;
+    c.mode = mode;
+    const bool m1 = mode == 1;
+    c.expert_num = m1 ? 3 : 0;
+    c.expert_capacity = m1 ? 3 : 0;
+    c.tensors = {m1 ? &gx3 : &gx, &gs, &gy, &idx, m1 ? &ex3 : &ex, &scales, &expert, &bias};
+    return c;
+  };
+  const auto run = [&](const C &c) { return runGrad(handle(), c); };
+  for (int64_t mode : {0, 1}) {
+    SCOPED_TRACE("valid call, mode " + std::to_string(mode));
+    const Outcome o = run(valid(mode));
+    EXPECT_EQ(o.status, INFINI_STATUS_SUCCESS) << o.error;
+  }
+  const auto u = [](size_t slot, TensorBuffer &t) { return use<C>(slot, &t); };
+  const auto none = [](size_t slot) { return use<C>(slot, nullptr); };
+  const auto at = [](size_t slot, void *p) { return pointTo<C>(slot, p); };
+  const auto f32 = [](TensorBuffer &t, size_t offset) {
+    return static_cast<void *>(static_cast<float *>(t.data()) + offset);
+  };
+  const auto attrs = [](int64_t active, std::optional<int64_t> experts_n = std::nullopt,
+                        std::optional<int64_t> capacity = std::nullopt) {
+    return Change<C>([=](C &c) {
+      c.active_num = active;
+      if (experts_n) c.expert_num = *experts_n;
+      if (capacity) c.expert_capacity = *capacity;
+    });
+  };
+  const auto idxBad = [&](size_t pos, int32_t v) {
+    return badValue<C>(kRowIdx, idx_scratch, perm, pos, v);
+  };
+  const auto expertBad = [&](size_t pos, int32_t v) {
+    return badValue<C>(kExpertIdx, expert_scratch, experts, pos, v);
+  };
+  // active_num = 5: grad_expanded_x and expanded_x (5, 5); indices 5..7 skipped.
+  TensorBuffer &gx5 = b.make({5, 5}), &ex5 = b.make({5, 5});
+  const Change<C> active5 = both(attrs(5), both(u(kGradExpandedX, gx5), u(kExpandedX, ex5)));
+  // Without scales, K = 1: 8 tokens of grad_y (8, 5), grad_expanded_x (8, 5).
+  TensorBuffer &gy8 = b.make({8, 5}), &expert8_bad = b.indices({8, 1}, {0, 1, 2, 0, 1, 3, 0, 1});
+  const Change<C> k1 = [&](C &c) {
+    c.tensors = {
+        c.tensors[kGradExpandedX], nullptr, &gy8, &idx, nullptr, nullptr, nullptr, nullptr};
+  };
+  const std::vector<BadCase<C>> cases = {
+      // dtypes
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "grad_expanded_x F16", 0,
+       u(kGradExpandedX, b.make({8, 5}, kF16))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "grad_scales F16", 0, u(kGradScales, b.make({4, 2}, kF16))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "grad_y BF16", 1, u(kGradY, b.make({4, 5}, kBF16))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "expanded_x F16", 0, u(kExpandedX, b.make({8, 5}, kF16))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "scales BF16", 1, u(kScales, b.make({4, 2}, kBF16))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "bias F16", 0, u(kBias, b.make({3, 5}, kF16))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "expanded_row_idx I64", 0, u(kRowIdx, b.make({8}, kI64))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "expanded_row_idx F32", 1, u(kRowIdx, b.make({8}, kF32))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "expert_idx I64", 0, u(kExpertIdx, b.make({4, 2}, kI64))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "all F64", 0,
+       both(k1, both(u(kGradExpandedX, b.make({8, 5}, kF64)), u(kGradY, b.make({8, 5}, kF64))))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "all I32", 0,
+       both(k1, both(u(kGradExpandedX, b.make({8, 5}, kI32)), u(kGradY, b.make({8, 5}, kI32))))},
+      // shapes
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "grad_expanded_x [7,5]", 0,
+       u(kGradExpandedX, b.make({7, 5}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "grad_expanded_x [9,5]", 0,
+       u(kGradExpandedX, b.make({9, 5}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "grad_expanded_x [8,6]", 0,
+       u(kGradExpandedX, b.make({8, 6}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "grad_expanded_x [2,4,5] in mode 0", 0,
+       u(kGradExpandedX, b.make({2, 4, 5}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "active_num 5, grad_expanded_x [8,5]", 0,
+       both(active5, u(kGradExpandedX, gx))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "active_num 5, expanded_x [8,5]", 0,
+       both(active5, u(kExpandedX, ex))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "active_num 100, grad_expanded_x [100,5]", 0,
+       both(attrs(100),
+            both(u(kGradExpandedX, b.make({100, 5})), u(kExpandedX, b.make({100, 5}))))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "grad_expanded_x [3,4,5], E = C = 3", 1,
+       u(kGradExpandedX, b.make({3, 4, 5}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "grad_expanded_x [9,5] in mode 1", 1,
+       both(u(kGradExpandedX, b.make({9, 5})), u(kExpandedX, b.make({9, 5})))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "expanded_x [8,5] in mode 1", 1, u(kExpandedX, ex)},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "expanded_x [3,3,6]", 1, u(kExpandedX, b.make({3, 3, 6}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "grad_y [4,6]", 0, u(kGradY, b.make({4, 6}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "grad_y [5,5]", 1, u(kGradY, b.make({5, 5}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "expanded_row_idx [7]", 0, u(kRowIdx, b.indices({7}, perm))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "expanded_row_idx [4,2]", 1,
+       u(kRowIdx, b.indices({4, 2}, perm))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "scales [4,3]", 0, u(kScales, b.make({4, 3}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "scales [8]", 0, u(kScales, b.make({8}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "grad_scales [4,3]", 0, u(kGradScales, b.make({4, 3}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "grad_scales [2,4]", 1, u(kGradScales, b.make({2, 4}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "grad_scales [8]", 0, u(kGradScales, b.make({8}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "expert_idx [4,3]", 0,
+       u(kExpertIdx, b.indices({4, 3}, experts))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "bias [3,6]", 0, u(kBias, b.make({3, 6}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "bias with 4 rows, expert_num 3", 1,
+       u(kBias, b.make({4, 5}))},
+      {INFINI_STATUS_BAD_TENSOR_SHAPE, "no scales: K = 1, yet 8 indices for 4 tokens", 0,
+       both(none(kScales), none(kGradScales))},
+      // attributes and missing partners
+      {INFINI_STATUS_BAD_PARAM, "mode 2", 2, [](C &) {}},
+      {INFINI_STATUS_BAD_PARAM, "mode -1", -1, [](C &) {}},
+      {INFINI_STATUS_BAD_PARAM, "mode 2^32", int64_t{1} << 32, [](C &) {}},
+      {INFINI_STATUS_BAD_PARAM, "active_num -1", 0, attrs(-1)},
+      {INFINI_STATUS_BAD_PARAM, "active_num INT64_MIN", 0, attrs(INT64_MIN)},
+      {INFINI_STATUS_BAD_PARAM, "expert_num 0", 1,
+       both(attrs(0, 0, 3),
+            both(u(kGradExpandedX, b.make({0, 3, 5})), u(kExpandedX, b.make({0, 3, 5}))))},
+      {INFINI_STATUS_BAD_PARAM, "expert_capacity 0", 1,
+       both(attrs(0, 3, 0),
+            both(u(kGradExpandedX, b.make({3, 0, 5})), u(kExpandedX, b.make({3, 0, 5}))))},
+      {INFINI_STATUS_BAD_PARAM, "expert_num -3", 1, attrs(0, -3, 3)},
+      {INFINI_STATUS_BAD_PARAM, "expert_capacity -1", 1, attrs(0, 3, -1)},
+      {INFINI_STATUS_BAD_PARAM, "scales without expanded_x", 0, none(kExpandedX)},
+      {INFINI_STATUS_BAD_PARAM, "scales without expanded_x", 1, none(kExpandedX)},
+      {INFINI_STATUS_BAD_PARAM, "bias without expert_idx", 0, none(kExpertIdx)},
+      // index values (first or last position)
+      {INFINI_STATUS_BAD_PARAM, "index -1 first", 0, idxBad(0, -1)},
+      {INFINI_STATUS_BAD_PARAM, "index -1 last", 0, idxBad(7, -1)},
+      {INFINI_STATUS_BAD_PARAM, "index R*K", 0, idxBad(7, 8)},
+      {INFINI_STATUS_BAD_PARAM, "index INT32_MIN", 0, idxBad(2, INT32_MIN)},
+      {INFINI_STATUS_BAD_PARAM, "active_num 5, index R*K", 0, both(active5, idxBad(7, 8))},
+      {INFINI_STATUS_BAD_PARAM, "active_num 5, index -1", 0, both(active5, idxBad(7, -1))},
+      {INFINI_STATUS_BAD_PARAM, "index -2", 1, idxBad(7, -2)},
+      {INFINI_STATUS_BAD_PARAM, "index E*C", 1, idxBad(7, 9)},
+      {INFINI_STATUS_BAD_PARAM, "index INT32_MAX", 1, idxBad(0, INT32_MAX)},
+      {INFINI_STATUS_BAD_PARAM, "expert_idx = bias rows", 0, expertBad(7, 3)},
+      {INFINI_STATUS_BAD_PARAM, "expert_idx -1", 0, expertBad(0, -1)},
+      {INFINI_STATUS_BAD_PARAM, "expert_idx = expert_num", 1, expertBad(7, 3)},
+      {INFINI_STATUS_BAD_PARAM, "expert_idx INT32_MIN", 1, expertBad(3, INT32_MIN)},
+      {INFINI_STATUS_BAD_PARAM, "no scales, bias given, expert_idx = bias rows", 0,
+       both(k1, both(u(kBias, bias), u(kExpertIdx, expert8_bad)))},
+      // overlapping outputs
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "grad_expanded_x broadcast", 0,
+       u(kGradExpandedX, b.make({8, 5}, kF32, {0, 1}))},
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "grad_expanded_x rows overlap", 0,
+       u(kGradExpandedX, b.make({8, 5}, kF32, {4, 1}))},
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "grad_scales broadcast", 0,
+       u(kGradScales, b.make({4, 2}, kF32, {0, 1}))},
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "grad_expanded_x over grad_y", 0,
+       at(kGradExpandedX, gy.data())},
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "grad_expanded_x is expanded_x", 0,
+       at(kGradExpandedX, ex.data())},
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "grad_expanded_x is expanded_x", 1,
+       at(kGradExpandedX, ex3.data())},
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "grad_expanded_x over bias", 0,
+       at(kGradExpandedX, f32(bias, 1))},
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "grad_expanded_x over expanded_row_idx", 1,
+       at(kGradExpandedX, idx.data())},
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "grad_scales is scales", 0,
+       at(kGradScales, scales.data())},
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "grad_scales inside grad_expanded_x", 0,
+       at(kGradScales, f32(gx, 3))},
+      {INFINI_STATUS_BAD_TENSOR_STRIDES, "grad_scales over expert_idx", 1,
+       at(kGradScales, expert.data())},
+      // NULL descriptors and pointers
+      {INFINI_STATUS_NULL_POINTER, "grad_expanded_x descriptor NULL", 0, none(kGradExpandedX)},
+      {INFINI_STATUS_NULL_POINTER, "grad_y descriptor NULL", 0, none(kGradY)},
+      {INFINI_STATUS_NULL_POINTER, "expanded_row_idx descriptor NULL", 1, none(kRowIdx)},
+      {INFINI_STATUS_NULL_POINTER, "grad_expanded_x NULL", 0, at(kGradExpandedX, nullptr)},
+      {INFINI_STATUS_NULL_POINTER, "grad_scales NULL", 1, at(kGradScales, nullptr)},
+      {INFINI_STATUS_NULL_POINTER, "grad_y NULL", 0, at(kGradY, nullptr)},
+      {INFINI_STATUS_NULL_POINTER, "expanded_row_idx NULL", 1, at(kRowIdx, nullptr)},
+      {INFINI_STATUS_NULL_POINTER, "expanded_x NULL", 0, at(kExpandedX, nullptr)},
+      {INFINI_STATUS_NULL_POINTER, "scales NULL", 1, at(kScales, nullptr)},
+      {INFINI_STATUS_NULL_POINTER, "expert_idx NULL", 0, at(kExpertIdx, nullptr)},
+      {INFINI_STATUS_NULL_POINTER, "bias NULL", 1, at(kBias, nullptr)},
+  };
+  expectFailures<C>(b, valid, cases, run, kGradName);
+
+  const auto before = b.snapshot();
+  const C c = valid(0);
+  const Descriptors d(c);
+  infiniopMoeFinalizeRoutingV2GradDescriptor_t op = nullptr;
+  const auto expectNull = [&](infiniStatus_t s, const char *what) {
+    EXPECT_EQ(s, INFINI_STATUS_NULL_POINTER) << what;
+    EXPECT_NE(std::string(infiniopGetLastError()).find(kGradName), std::string::npos)
+        << what << ": \"" << infiniopGetLastError() << "\"";
+  };
+  expectNull(infiniopCreateMoeFinalizeRoutingV2GradDescriptor(nullptr, &op, d[0], d[1], d[2], d[3],
+                                                              d[4], d[5], d[6], d[7], 0, 0, 0, 0),
+             "NULL handle");
+  EXPECT_EQ(op, nullptr);
+  expectNull(infiniopCreateMoeFinalizeRoutingV2GradDescriptor(
+                 handle(), nullptr, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], 0, 0, 0, 0),
+             "NULL descriptor pointer");
+  size_t size = 0;
+  expectNull(infiniopGetMoeFinalizeRoutingV2GradWorkspaceSize(nullptr, &size), "workspace of NULL");
+  expectNull(infiniopMoeFinalizeRoutingV2Grad(nullptr, nullptr, 0, gx.data(), gs.data(), gy.data(),
+                                              idx.data(), ex.data(), scales.data(), expert.data(),
+                                              bias.data(), nullptr),
+             "calculate with NULL");
+  expectNull(infiniopDestroyMoeFinalizeRoutingV2GradDescriptor(nullptr), "destroy NULL");
+  ASSERT_EQ(infiniopCreateMoeFinalizeRoutingV2GradDescriptor(handle(), &op, d[0], d[1], d[2], d[3],
+                                                             d[4], d[5], d[6], d[7], 0, 0, 0, 0),
+            INFINI_STATUS_SUCCESS);
+  expectNull(infiniopGetMoeFinalizeRoutingV2GradWorkspaceSize(op, nullptr), "NULL size pointer");
+  EXPECT_EQ(infiniopDestroyMoeFinalizeRoutingV2GradDescriptor(op), INFINI_STATUS_SUCCESS);
+  EXPECT_TRUE(b.snapshot() == before) << "a buffer was written";
+}
+
+// The workspace: what the descriptor asks for is enough (any alignment, any larger size); one
+// byte less is INSUFFICIENT_WORKSPACE, and NULL with a non-zero size NULL_POINTER, nothing
+// written. The cpu device asks for one (its index inversion).
+TEST_P(DeviceTest, MoeFinalizeRoutingV2GradWorkspace) {
+  for (int64_t mode : {0, 1}) {
+    SCOPED_TRACE("mode " + std::to_string(mode));
+    const size_t R = 6, K = 3, H = 17, E = 4, Cap = 5;
+    const std::vector<size_t> gx_shape =
+        mode ? std::vector<size_t>{E, Cap, H} : std::vector<size_t>{R * K, H};
+    TensorBuffer gx(gx_shape, kF32), gs({R, K}, kF32), gy({R, H}, kF32), ex(gx_shape, kF32),
+        scales({R, K}, kF32), idx({R * K}, kI32);
+    gy.fill([](size_t i) { return signedValue(3, i, 2.0f); });
+    ex.fill([](size_t i) { return signedValue(4, i, 2.0f); });
+    scales.fill([](size_t i) { return signedValue(5, i, 1.0f); });
+    Rng rng(9);
+    const std::vector<int32_t> v =
+        makeIndices(Pattern::kDuplicates, R * K, mode ? E * Cap : R * K, mode == 1, rng);
+    for (size_t i = 0; i < v.size(); ++i) setIndex(idx, i, v[i]);
+    GradCall call;
+    call.mode = mode;
+    call.expert_num = static_cast<int64_t>(E);
+    call.expert_capacity = static_cast<int64_t>(Cap);
+    call.tensors = {&gx, &gs, &gy, &idx, &ex, &scales, nullptr, nullptr};
+    infiniopMoeFinalizeRoutingV2GradDescriptor_t op = nullptr;
+    {
+      const Descriptors d(call);
+      ASSERT_EQ(infiniopCreateMoeFinalizeRoutingV2GradDescriptor(
+                    handle(), &op, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], mode, 0,
+                    call.expert_num, call.expert_capacity),
+                INFINI_STATUS_SUCCESS)
+          << infiniopGetLastError();
+    }
+    size_t size = 0;
+    ASSERT_EQ(infiniopGetMoeFinalizeRoutingV2GradWorkspaceSize(op, &size), INFINI_STATUS_SUCCESS);
+    if (GetParam() != 0) {
+      EXPECT_GT(size, 0u) << "the cpu device inverts the index in a workspace";
+    }
+    const auto calc = [&](void *workspace, size_t workspace_size) {
+      return infiniopMoeFinalizeRoutingV2Grad(op, workspace, workspace_size, gx.data(), gs.data(),
+                                              gy.data(), idx.data(), ex.data(), scales.data(),
+                                              nullptr, nullptr, nullptr);
+    };
+    std::vector<char> workspace(size + 64);
+    gx.poison();
+    gs.poison();
+    ASSERT_EQ(calc(size ? workspace.data() : nullptr, size), INFINI_STATUS_SUCCESS);
+    const std::vector<uint8_t> gx_good = gx.storage(), gs_good = gs.storage();
+    if (size > 0) {
+      gx.poison();
+      gs.poison();
+      const std::vector<uint8_t> gx_before = gx.storage(), gs_before = gs.storage();
+      EXPECT_EQ(calc(workspace.data(), size - 1), INFINI_STATUS_INSUFFICIENT_WORKSPACE);
+      EXPECT_NE(std::string(infiniopGetLastError()).find(kGradName), std::string::npos)
+          << infiniopGetLastError();
+      EXPECT_EQ(calc(nullptr, size), INFINI_STATUS_NULL_POINTER);
+      EXPECT_NE(std::string(infiniopGetLastError()).find(kGradName), std::string::npos)
+          << infiniopGetLastError();
+      EXPECT_TRUE(gx.storage() == gx_before && gs.storage() == gs_before) << "written";
+    }
+    // A larger, unaligned workspace full of garbage: the same result.
+    std::fill(workspace.begin(), workspace.end(), static_cast<char>(0x5A));
+    gx.poison();
+    gs.poison();
+    EXPECT_EQ(calc(workspace.data() + 3, size + 40), INFINI_STATUS_SUCCESS);
+    EXPECT_TRUE(gx.storage() == gx_good && gs.storage() == gs_good)
+        << "the result depends on the workspace";
+    EXPECT_EQ(infiniopDestroyMoeFinalizeRoutingV2GradDescriptor(op), INFINI_STATUS_SUCCESS);
+  }
+}
+
+// ---------------------------------------------------------------- realistic size
+// R = 4096 tokens, K = 8, H = 4096, E = 64 experts (C = 512 in mode 1, with a skewed routing so
+// that busy experts drop tokens and quiet ones leave capacity rows unfilled), BF16, with scales,
+// bias, expanded_x (and x1 for the forward): the cpu device against cpu_reference. Each is within
+// the error model of the truth, so they differ by at most twice its F32 part plus 1 ulp of BF16
+// on each side at the largest magnitude the truth can have.
+const uint16_t *bf16Of(TensorBuffer &t) {
+  return static_cast<const uint16_t *>(t.data());
+}
+void fillBf16(TensorBuffer &t, uint64_t seed, float range) {
+  auto *p = static_cast<uint16_t *>(t.data());
+  for (size_t i = 0; i < t.numel(); ++i) p[i] = infiniop::bf16FromF32(signedValue(seed, i, range));
+}
+void poisonBf16(TensorBuffer &t) {
+  auto *p = static_cast<uint16_t *>(t.data());
+  std::fill(p, p + t.numel(), uint16_t{0x7FC0});
+}
+void setIndices(TensorBuffer &t, const std::vector<int32_t> &v) {
+  std::memcpy(t.data(), v.data(), v.size() * sizeof(int32_t));
+}
+
+// Compares cpu's result (a) with cpu_reference's (b) at element i: c F32 operations over `terms`.
+class PairCheck {
+ public:
+  explicit PairCheck(const char *what) : bad_(what) {}
+  void operator()(float a, float b, double c, double terms, size_t i) {
+    const double f32_part = c * (0x1p-24 * terms + 0x1p-149);
+    const double biggest = std::max(std::fabs(a), std::fabs(b)) + f32_part;
+    const double tol = 2 * (f32_part + ulpOf(kBF16, biggest));
+    if (!(std::fabs(static_cast<double>(a) - b) <= tol))
+      bad_.add("element " + std::to_string(i) + ": cpu " + str(a) + ", cpu_reference " + str(b) +
+               ", allowed difference " + str(tol));
+  }
+  void add(const std::string &m) { bad_.add(m); }
+
+ private:
+  Mismatches bad_;
+};
+
+void realisticCase(int64_t mode) {
+  const size_t R = 4096, K = 8, H = 4096, E = 64, C = 512, n = R * K;
+  const std::vector<size_t> ex_shape =
+      mode == 0 ? std::vector<size_t>{n, H} : std::vector<size_t>{E, C, H};
+  const auto bf = kBF16;
+  const auto start = std::chrono::steady_clock::now();
+
+  // Routing: K distinct experts per token, skewed towards the low experts.
+  Rng rng(42 + static_cast<uint64_t>(mode));
+  std::vector<int32_t> expert(n), idx(n), fwd_idx(n);
+  for (size_t r = 0; r < R; ++r)
+    for (size_t k = 0; k < K; ++k) {
+      int32_t e;
+      do {
+        const double x = static_cast<double>(rng.next() >> 11) * 0x1p-53;
+        e = static_cast<int32_t>(static_cast<double>(E) * x * x);
+      } while (std::find(&expert[r * K], &expert[r * K + k], e) != &expert[r * K + k]);
+      expert[r * K + k] = e;
+    }
+  std::vector<size_t> count(E, 0), offset(E, 0);
+  if (mode == 0) {  // position in the expert-sorted order: a permutation of [0, n)
+    for (int32_t e : expert) ++count[static_cast<size_t>(e)];
+    for (size_t e = 1; e < E; ++e) offset[e] = offset[e - 1] + count[e - 1];
+    for (size_t i = 0; i < n; ++i)
+      idx[i] = static_cast<int32_t>(offset[static_cast<size_t>(expert[i])]++);
+  } else {  // slot e*C + arrival within the expert, -1 past the capacity
+    for (size_t i = 0; i < n; ++i) {
+      const auto e = static_cast<size_t>(expert[i]);
+      idx[i] = count[e] < C ? static_cast<int32_t>(e * C + count[e]++) : -1;
+    }
+  }
+  for (size_t r = 0; r < R; ++r)  // the forward's modes 0 and 1 read the column layout
+    for (size_t k = 0; k < K; ++k) fwd_idx[k * R + r] = idx[r * K + k];
+
+  TensorBuffer gy({R, H}, bf), ex(ex_shape, bf), scales({R, K}, bf), bias({E, H}, bf),
+      x1({R, H}, bf), idx_t({n}, kI32), fwd_idx_t({n}, kI32), expert_t({R, K}, kI32);
+  fillBf16(gy, 1, 2.0f);
+  fillBf16(ex, 2, 2.0f);
+  fillBf16(scales, 3, 1.0f);
+  fillBf16(bias, 4, 1.0f);
+  fillBf16(x1, 5, 2.0f);
+  setIndices(idx_t, idx);
+  setIndices(fwd_idx_t, fwd_idx);
+  setIndices(expert_t, expert);
+  std::vector<TensorBuffer> out, gx, gs;
+  out.reserve(2), gx.reserve(2), gs.reserve(2);  // no copies of 256 MiB buffers
+  for (int d = 0; d < 2; ++d) {
+    out.emplace_back(std::vector<size_t>{R, H}, bf);
+    gx.emplace_back(ex_shape, bf);
+    gs.emplace_back(std::vector<size_t>{R, K}, bf);
+  }
+  const auto setup = std::chrono::steady_clock::now();
+
+  double seconds[2] = {0, 0};
+  for (int d = 0; d < 2; ++d) {  // 0: cpu, 1: cpu_reference
+    const Handle handle(d == 0 ? INFINI_DEVICE_CPU : INFINI_DEVICE_CPU_REFERENCE);
+    poisonBf16(out[d]);
+    poisonBf16(gx[d]);
+    poisonBf16(gs[d]);
+    const auto t0 = std::chrono::steady_clock::now();
+    ForwardCall f;
+    f.mode = mode;
+    f.tensors = {&out[d], &ex, &fwd_idx_t, &x1, nullptr, &bias, &scales, &expert_t};
+    Outcome o = runForward(handle.get(), f);
+    ASSERT_EQ(o.status, INFINI_STATUS_SUCCESS) << o.error;
+    GradCall g;
+    g.mode = mode;
+    g.expert_num = static_cast<int64_t>(E);
+    g.expert_capacity = static_cast<int64_t>(C);
+    g.tensors = {&gx[d], &gs[d], &gy, &idx_t, &ex, &scales, &expert_t, &bias};
+    o = runGrad(handle.get(), g);
+    ASSERT_EQ(o.status, INFINI_STATUS_SUCCESS) << o.error;
+    seconds[d] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  const auto rows_of = [&](const uint16_t *p, size_t row) { return p + row * H; };
+  const auto v = [](uint16_t h) { return infiniop::f32FromBf16(h); };
+  const uint16_t *exp_ = bf16Of(ex), *gyp = bf16Of(gy), *sp = bf16Of(scales), *bp = bf16Of(bias),
+                 *x1p = bf16Of(x1);
+
+  {  // forward: c = 2K + 3
+    PairCheck check("out");
+    const uint16_t *a = bf16Of(out[0]), *b = bf16Of(out[1]);
+    std::vector<double> terms(H);
+    for (size_t r = 0; r < R; ++r) {
+      for (size_t j = 0; j < H; ++j) terms[j] = std::fabs(v(x1p[r * H + j]));
+      for (size_t k = 0; k < K; ++k) {
+        const int32_t d = idx[r * K + k];
+        const double s = std::fabs(v(sp[r * K + k]));
+        const uint16_t *bias_row = rows_of(bp, static_cast<size_t>(expert[r * K + k]));
+        for (size_t j = 0; j < H; ++j)
+          terms[j] += s * ((d < 0 ? 0.0 : std::fabs(v(exp_[static_cast<size_t>(d) * H + j]))) +
+                           std::fabs(v(bias_row[j])));
+      }
+      for (size_t j = 0; j < H; ++j)
+        check(v(a[r * H + j]), v(b[r * H + j]), 2.0 * K + 3, terms[j], r * H + j);
+    }
+  }
+  {  // grad_expanded_x: one contribution per reached row, +0 elsewhere
+    PairCheck check("grad_expanded_x");
+    const uint16_t *a = bf16Of(gx[0]), *b = bf16Of(gx[1]);
+    const size_t rows = mode == 0 ? n : E * C;
+    std::vector<int64_t> source(rows, -1);
+    for (size_t i = 0; i < n; ++i)
+      if (idx[i] >= 0) source[static_cast<size_t>(idx[i])] = static_cast<int64_t>(i);
+    for (size_t d = 0; d < rows; ++d) {
+      if (source[d] < 0) {
+        for (size_t j = 0; j < H; ++j)
+          if (a[d * H + j] != 0 || b[d * H + j] != 0) {
+            check.add("unreached row " + std::to_string(d) + " not +0");
+            break;
+          }
+        continue;
+      }
+      const auto i = static_cast<size_t>(source[d]);
+      const double s = v(sp[i]);
+      for (size_t j = 0; j < H; ++j) {
+        const double p = std::fabs(v(gyp[(i / K) * H + j]) * s);
+        check(v(a[d * H + j]), v(b[d * H + j]), 1, p, d * H + j);
+      }
+    }
+  }
+  {  // grad_scales: c = H + 2
+    PairCheck check("grad_scales");
+    const uint16_t *a = bf16Of(gs[0]), *b = bf16Of(gs[1]);
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t d = idx[i];
+      const uint16_t *g = rows_of(gyp, i / K),
+                     *bias_row = rows_of(bp, static_cast<size_t>(expert[i]));
+      double terms = 0;
+      for (size_t j = 0; j < H; ++j)
+        terms += ((d < 0 ? 0.0 : std::fabs(v(exp_[static_cast<size_t>(d) * H + j]))) +
+                  std::fabs(v(bias_row[j]))) *
+                 std::fabs(v(g[j]));
+      check(v(a[i]), v(b[i]), static_cast<double>(H) + 2, terms, i);
+    }
+  }
+  const auto end = std::chrono::steady_clock::now();
+  std::printf("[ timing ] mode %d: setup %.2f s, cpu %.2f s, cpu_reference %.2f s, checks %.2f s\n",
+              static_cast<int>(mode), std::chrono::duration<double>(setup - start).count(),
+              seconds[0], seconds[1],
+              std::chrono::duration<double>(end - setup).count() - seconds[0] - seconds[1]);
+}
+
+TEST(MoeFinalizeRoutingV2Realistic, Bf16Mode0) {
+  realisticCase(0);
+}
+TEST(MoeFinalizeRoutingV2Realistic, Bf16Mode1) {
+  realisticCase(1);
+}
+
+}  // namespace
+}  // namespace infiniop_test
