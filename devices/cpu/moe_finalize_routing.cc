@@ -9,6 +9,7 @@
 #define HWY_TARGET_INCLUDE "cpu/moe_finalize_routing.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/dtype.h"
@@ -60,12 +61,18 @@ HWY_INLINE bool Contiguous(const RowView &view) {
   return view.col_stride == 1;
 }
 
+// The forward's tiles are short enough for the K rows it gathers per tile, its F32 accumulator
+// and the rows being prefetched to share L1.
+constexpr size_t kForwardTile = 1024;
+
 template <class T>
 void ForwardTokens(const moe::ForwardPlan &p, const moe::ForwardData &data, size_t first,
                    size_t last) {
-  HWY_ALIGN float acc[kTile];
-  HWY_ALIGN T x1_buffer[kTile], x2_buffer[kTile], expanded_buffer[kTile], bias_buffer[kTile],
-      out_buffer[kTile];
+  HWY_ALIGN float acc[kForwardTile];
+  HWY_ALIGN T x1_buffer[kForwardTile], x2_buffer[kForwardTile], out_buffer[kForwardTile];
+  HWY_ALIGN T expanded_buffer[kGroupRows][kForwardTile], bias_buffer[kGroupRows][kForwardTile];
+  HWY_ALIGN T zeros[kForwardTile];  // the expanded_x row of a dropped token
+  std::memset(static_cast<void *>(zeros), 0, sizeof(zeros));
   const auto *scales = static_cast<const T *>(data.scales);
   // expanded_x row of position (r, k); nullptr for a dropped token.
   const auto expanded_row = [&](size_t r, size_t k) -> const T * {
@@ -78,27 +85,42 @@ void ForwardTokens(const moe::ForwardPlan &p, const moe::ForwardData &data, size
   for (size_t r = first; r < last; ++r) {
     T *out = RowOf<T>(p.out, data.out, r);
     const T *x1 = RowOf<T>(p.x1, data.x1, r), *x2 = RowOf<T>(p.x2, data.x2, r);
-    ForEachTile(p.hidden, [&](TileSpan t) {
-      LoadRow(InputTile(x1, p.x1.col_stride, t, x1_buffer),
-              InputTile(x2, p.x2.col_stride, t, x2_buffer), acc, t.padded);
-      for (size_t k = 0; k < p.topk; ++k) {
-        const T *expanded = expanded_row(r, k);
-        const T *bias =
-            p.bias.present ? RowOf<T>(p.bias, data.bias, p.expert_index.at(data.expert_index, r, k))
-                           : nullptr;
-        const float scale = scales ? ScalarF32(scales + p.scales.offset(r, k)) : 1.0f;
-        const T *next = !prefetch        ? nullptr
-                        : k + 1 < p.topk ? expanded_row(r, k + 1)
-                        : r + 1 < last   ? expanded_row(r + 1, 0)
-                                         : nullptr;
-        AxpyRow(scale, InputTile(expanded, p.expanded_x.col_stride, t, expanded_buffer),
-                InputTile(bias, p.bias.col_stride, t, bias_buffer), acc, t.padded,
-                next ? next + t.start : nullptr);
-      }
-      T *tile = OutputTile(out, p.out.col_stride, t, out_buffer);
-      StoreRow(acc, tile, t.padded);
-      FlushTile(out, p.out.col_stride, t, tile);
-    });
+    ForEachTile(
+        p.hidden,
+        [&](TileSpan t) {
+          LoadRow(InputTile(x1, p.x1.col_stride, t, x1_buffer),
+                  InputTile(x2, p.x2.col_stride, t, x2_buffer), acc, t.padded);
+          T *tile = OutputTile(out, p.out.col_stride, t, out_buffer);
+          const bool last_tile = t.start + kForwardTile >= p.hidden;
+          for (size_t k0 = 0; k0 < p.topk || k0 == 0; k0 += kGroupRows) {
+            const size_t rows = std::min(kGroupRows, p.topk - k0);
+            float scale[kGroupRows];
+            const T *expanded[kGroupRows], *bias[kGroupRows], *next[kGroupRows];
+            for (size_t g = 0; g < rows; ++g) {
+              const size_t k = k0 + g;
+              const T *row = expanded_row(r, k);
+              expanded[g] =
+                  row ? InputTile(row, p.expanded_x.col_stride, t, expanded_buffer[g]) : zeros;
+              bias[g] = p.bias.present
+                            ? InputTile(RowOf<T>(p.bias, data.bias,
+                                                 p.expert_index.at(data.expert_index, r, k)),
+                                        p.bias.col_stride, t, bias_buffer[g])
+                            : nullptr;
+              scale[g] = scales ? ScalarF32(scales + p.scales.offset(r, k)) : 1.0f;
+              // What this row slot reads next: the same row's next tile, or after the last tile
+              // the next token's row k (a whole pass over the K rows ahead).
+              next[g] = !prefetch      ? nullptr
+                        : !last_tile   ? (row ? row + t.start + kForwardTile : nullptr)
+                        : r + 1 < last ? expanded_row(r + 1, k)
+                                       : nullptr;
+            }
+            const bool final_group = k0 + rows >= p.topk;
+            AxpyRows(rows, scale, expanded, p.bias.present ? bias : nullptr, next, acc,
+                     final_group ? tile : nullptr, t.padded);
+          }
+          FlushTile(out, p.out.col_stride, t, tile);
+        },
+        kForwardTile);
   }
 }
 

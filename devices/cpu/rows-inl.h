@@ -81,16 +81,16 @@ struct TileSpan {
 };
 
 template <class Body>
-HWY_INLINE void ForEachTile(size_t n, const Body &body) {
+HWY_INLINE void ForEachTile(size_t n, const Body &body, size_t tile = kTile) {
   const size_t step = StepOf();
-  for (size_t start = 0; start < n; start += kTile) {
-    const size_t count = n - start < kTile ? n - start : kTile;
+  for (size_t start = 0; start < n; start += tile) {
+    const size_t count = n - start < tile ? n - start : tile;
     body(TileSpan{start, count, (count + step - 1) / step * step});
   }
 }
 
 // The tile of an input row (nullptr stays nullptr: an absent row reads as zeros): the row itself
-// when it can be read as whole steps, else a zero-padded copy in `buffer` (kTile elements).
+// when it can be read as whole steps, else a zero-padded copy in `buffer` (a tile long).
 template <class T>
 HWY_INLINE const T *InputTile(const T *row, ptrdiff_t stride, TileSpan t, T *buffer) {
   if (!row) return nullptr;
@@ -173,6 +173,42 @@ HWY_INLINE void AxpyRow(float s, const T *a, const T *b, float *acc, size_t n,
       hn::Store(hn::MulAdd(scale, v1, hn::Load(d, acc + j + lanes)), d, acc + j + lanes);
     }
   });
+}
+
+// Rows AxpyRows combines per pass: their sums stay in registers across the pass.
+constexpr size_t kGroupRows = 8;
+
+// acc[j] += sum over k < rows of s[k] * (x[k][j] + y[k][j]) (y nullptr: no y rows), written to
+// `out` (rounded once to T) instead of acc when out is not nullptr. Row group k also prefetches
+// next[k] (entries may be nullptr). The axpy of up to kGroupRows rows with one accumulator
+// load and store per step, rather than one per row.
+template <class T>
+HWY_INLINE void AxpyRows(size_t rows, const float *s, const T *const *x, const T *const *y,
+                         const T *const *next, float *acc, T *out, size_t n) {
+  const RowD d;
+  const size_t lanes = hn::Lanes(d);
+  const auto loop = [&](auto has_y) {
+    for (size_t j = 0; j < n; j += 2 * lanes) {
+      RowV sum0 = hn::Load(d, acc + j), sum1 = hn::Load(d, acc + j + lanes);
+      for (size_t k = 0; k < rows; ++k) {
+        PrefetchAt(next[k], j);
+        if constexpr (sizeof(T) == sizeof(float)) PrefetchAt(next[k], j + lanes);
+        RowV v0, v1;
+        LoadSum<true, has_y()>(x[k], has_y() ? y[k] : nullptr, j, v0, v1);
+        const RowV scale = hn::Set(d, s[k]);
+        sum0 = hn::MulAdd(scale, v0, sum0);
+        sum1 = hn::MulAdd(scale, v1, sum1);
+      }
+      if (out) {
+        StoreTwo(sum0, sum1, out + j);
+      } else {
+        hn::Store(sum0, d, acc + j);
+        hn::Store(sum1, d, acc + j + lanes);
+      }
+    }
+  };
+  if (y) return loop(std::true_type());
+  loop(std::false_type());
 }
 
 // out[j] = acc[j], rounded once to T.

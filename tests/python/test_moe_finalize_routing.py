@@ -369,6 +369,20 @@ def test_forward_duplicates_and_drops(device, dtype_name, mode):
     check_forward(out, inputs, mode, dtype_name, f"{device} mode {mode} duplicates")
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype_name", list(TORCH_DTYPES))
+@pytest.mark.parametrize("mode", FORWARD_MODES)
+@pytest.mark.parametrize("k,hidden", [(8, 2100), (9, 67), (19, 1030)])
+def test_forward_many_rows(device, dtype_name, mode, k, hidden):
+    """K at and beyond the cpu's 8-row groups (the sum then crosses groups through its F32
+    accumulator), and H over several of its 1024-element tiles, with a short last one."""
+    rng = rng_for("forward-many", dtype_name, mode, k, hidden)
+    inputs = forward_inputs(rng, mode, hidden, dtype_name, "x1+x2", "bias", True, r=3, k=k,
+                            experts=4, capacity=k + 2, dropped=3)
+    out = run_forward(inputs, mode, device, dtype_name)
+    check_forward(out, inputs, mode, dtype_name, f"{device} mode {mode} K={k} H={hidden}")
+
+
 FORWARD_LAYOUTS = [("transposed", "contiguous"), ("strided", "strided"),
                    ("contiguous", "transposed"), ("strided", "transposed"),
                    ("transposed", "strided")]
