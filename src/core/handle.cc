@@ -5,6 +5,9 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#if INFINIOP_WITH_OPENCL
+#include "opencl/runtime.h"
+#endif
 
 namespace infiniop {
 
@@ -29,6 +32,20 @@ extern "C" infiniStatus_t infiniopCreateHandle(infiniopHandle_t *handle, infiniD
   return infiniop::guarded("infiniopCreateHandle", [&] {
     if (!handle) return fail(INFINI_STATUS_NULL_POINTER, "infiniopCreateHandle: handle is NULL");
     const int raw = infiniop::enumValue(device);
+#if INFINIOP_WITH_OPENCL
+    if (raw == INFINI_DEVICE_OPENCL) {
+      // The OpenCL state is complete before the handle exists: no half-made handle to release.
+      infiniop::opencl::State *state = nullptr;
+      INFINIOP_CHECK(infiniop::opencl::createState(device_id, &state));
+      try {
+        *handle = new InfiniopHandle{device, device_id, {}, {}, {}, state};
+      } catch (...) {
+        infiniop::opencl::destroyState(state);
+        throw;
+      }
+      return infiniop::succeed();
+    }
+#endif
     if (raw != INFINI_DEVICE_CPU && raw != INFINI_DEVICE_CPU_REFERENCE)
       return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,
                   "infiniopCreateHandle: device type " + std::to_string(raw) + " (" +
@@ -38,14 +55,17 @@ extern "C" infiniStatus_t infiniopCreateHandle(infiniopHandle_t *handle, infiniD
       return fail(INFINI_STATUS_DEVICE_NOT_FOUND,
                   std::string("infiniopCreateHandle: ") + infiniop::deviceName(device) +
                       " has only device 0, not " + std::to_string(device_id));
-    *handle = new InfiniopHandle{device, device_id, {}, {}, {}};
+    *handle = new InfiniopHandle{device, device_id, {}, {}, {}, nullptr};
     return infiniop::succeed();
   });
 }
 
 extern "C" infiniStatus_t infiniopDestroyHandle(infiniopHandle_t handle) {
   if (!handle) return fail(INFINI_STATUS_NULL_POINTER, "infiniopDestroyHandle: handle is NULL");
-  // Memory and streams belong to the handle, as buffers belong to an OpenCL context.
+    // Memory and streams belong to the handle, as buffers belong to an OpenCL context.
+#if INFINIOP_WITH_OPENCL
+  infiniop::opencl::destroyState(handle->opencl);
+#endif
   for (void *p : handle->allocations) std::free(p);
   for (void *s : handle->streams) delete static_cast<char *>(s);
   delete handle;

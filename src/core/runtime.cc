@@ -1,4 +1,5 @@
 // Runtime functions for the CPU devices: device memory is host memory, every call is synchronous.
+// An OpenCL handle's calls go to devices/opencl/runtime.cc once the shared checks have passed.
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -6,9 +7,20 @@
 #include "core/error.h"
 #include "core/handle.h"
 #include "infiniop/runtime.h"
+#if INFINIOP_WITH_OPENCL
+#include "opencl/runtime.h"
+#endif
 
 using infiniop::fail;
 using infiniop::succeed;
+
+// Returns the OpenCL device's answer for an OpenCL handle; CPU handles go on past it.
+#if INFINIOP_WITH_OPENCL
+#define INFINIOP_ON_OPENCL(where, handle, call) \
+  if ((handle)->opencl) return infiniop::guarded(where, [&] { return infiniop::opencl::call; })
+#else
+#define INFINIOP_ON_OPENCL(where, handle, call) (void)0
+#endif
 
 namespace {
 
@@ -45,6 +57,7 @@ extern "C" infiniStatus_t infiniopMalloc(infiniopHandle_t handle, void **ptr, si
   return infiniop::guarded("infiniopMalloc", [&] {
     INFINIOP_CHECK(checkHandle("infiniopMalloc", handle));
     if (!ptr) return fail(INFINI_STATUS_NULL_POINTER, "infiniopMalloc: ptr is NULL");
+    INFINIOP_ON_OPENCL("infiniopMalloc", handle, allocate(handle, ptr, size));
     const size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
     if (rounded < size) return fail(INFINI_STATUS_BAD_PARAM, "infiniopMalloc: size overflows");
     void *p = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
@@ -61,6 +74,7 @@ extern "C" infiniStatus_t infiniopMalloc(infiniopHandle_t handle, void **ptr, si
 extern "C" infiniStatus_t infiniopFree(infiniopHandle_t handle, void *ptr) {
   INFINIOP_CHECK(checkHandle("infiniopFree", handle));
   if (!ptr) return succeed();  // like free(NULL)
+  INFINIOP_ON_OPENCL("infiniopFree", handle, deallocate(handle, ptr));
   std::lock_guard<std::mutex> lock(handle->mutex);
   if (!handle->allocations.erase(ptr))
     return fail(INFINI_STATUS_BAD_PARAM,
@@ -71,11 +85,17 @@ extern "C" infiniStatus_t infiniopFree(infiniopHandle_t handle, void *ptr) {
 
 extern "C" infiniStatus_t infiniopMemcpyHostToDevice(infiniopHandle_t handle, void *dst,
                                                      const void *src, size_t size, void *stream) {
+  INFINIOP_CHECK(checkHandle("infiniopMemcpyHostToDevice", handle));
+  INFINIOP_ON_OPENCL("infiniopMemcpyHostToDevice", handle,
+                     memcpyHostToDevice(handle, dst, src, size, stream));
   return copy("infiniopMemcpyHostToDevice", handle, dst, src, size, stream);
 }
 
 extern "C" infiniStatus_t infiniopMemcpyDeviceToHost(infiniopHandle_t handle, void *dst,
                                                      const void *src, size_t size, void *stream) {
+  INFINIOP_CHECK(checkHandle("infiniopMemcpyDeviceToHost", handle));
+  INFINIOP_ON_OPENCL("infiniopMemcpyDeviceToHost", handle,
+                     memcpyDeviceToHost(handle, dst, src, size, stream));
   return copy("infiniopMemcpyDeviceToHost", handle, dst, src, size, stream);
 }
 
@@ -83,6 +103,7 @@ extern "C" infiniStatus_t infiniopStreamCreate(infiniopHandle_t handle, void **s
   return infiniop::guarded("infiniopStreamCreate", [&] {
     INFINIOP_CHECK(checkHandle("infiniopStreamCreate", handle));
     if (!stream) return fail(INFINI_STATUS_NULL_POINTER, "infiniopStreamCreate: stream is NULL");
+    INFINIOP_ON_OPENCL("infiniopStreamCreate", handle, streamCreate(handle, stream));
     void *token = new char;  // CPU work is synchronous: a stream is only a validated token
     std::lock_guard<std::mutex> lock(handle->mutex);
     handle->streams.insert(token);
@@ -94,6 +115,7 @@ extern "C" infiniStatus_t infiniopStreamCreate(infiniopHandle_t handle, void **s
 extern "C" infiniStatus_t infiniopStreamDestroy(infiniopHandle_t handle, void *stream) {
   INFINIOP_CHECK(checkHandle("infiniopStreamDestroy", handle));
   if (!stream) return fail(INFINI_STATUS_NULL_POINTER, "infiniopStreamDestroy: stream is NULL");
+  INFINIOP_ON_OPENCL("infiniopStreamDestroy", handle, streamDestroy(handle, stream));
   std::lock_guard<std::mutex> lock(handle->mutex);
   if (!handle->streams.erase(stream))
     return fail(
@@ -105,6 +127,7 @@ extern "C" infiniStatus_t infiniopStreamDestroy(infiniopHandle_t handle, void *s
 
 extern "C" infiniStatus_t infiniopStreamSynchronize(infiniopHandle_t handle, void *stream) {
   INFINIOP_CHECK(checkHandle("infiniopStreamSynchronize", handle));
+  INFINIOP_ON_OPENCL("infiniopStreamSynchronize", handle, streamSynchronize(handle, stream));
   INFINIOP_CHECK(checkStream("infiniopStreamSynchronize", handle, stream));
   return succeed();
 }
