@@ -134,6 +134,7 @@ void destroyState(State *state) {
   for (const auto &entry : state->allocations)
     if (entry.second.mem) clReleaseMemObject(entry.second.mem);
   if (state->queue) clReleaseCommandQueue(state->queue);
+  for (const auto &entry : state->programs) clReleaseProgram(entry.second);
   if (state->context) clReleaseContext(state->context);
   delete state;
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 #include <unordered_set>
 
 #include "infiniop/handle.h"
@@ -31,6 +32,9 @@ struct State {
   std::mutex mutex;                             // guards the two tables below
   std::map<uintptr_t, Allocation> allocations;  // by fake base address
   std::unordered_set<cl_command_queue> streams;
+
+  std::mutex program_mutex;                    // held while a program builds
+  std::map<std::string, cl_program> programs;  // by sources and options (opencl/program.cc)
 };
 
 // Picks device `device_id` (or $INFINIOP_OPENCL_DEVICE) among all platforms' devices and

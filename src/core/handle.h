@@ -25,4 +25,10 @@ struct InfiniopHandle {
 
 namespace infiniop {
 const char *deviceName(infiniDevice_t device);
-}
+
+// Copies `bytes` at device address `src` to `host` once the work queued before on `stream` is
+// done: how a calculate call reads the data its checks depend on (group counts, index values)
+// before it writes anything, as API.md allows. On the CPU devices a plain copy.
+infiniStatus_t readForCheck(const char *where, infiniopHandle_t handle, void *stream,
+                            const void *src, size_t bytes, void *host);
+}  // namespace infiniop

@@ -8,6 +8,7 @@
 #include "core/handle.h"
 #include "infiniop/runtime.h"
 #if INFINIOP_WITH_OPENCL
+#include "opencl/program.h"
 #include "opencl/runtime.h"
 #endif
 
@@ -52,6 +53,22 @@ infiniStatus_t copy(const char *where, infiniopHandle_t handle, void *dst, const
 }
 
 }  // namespace
+
+infiniStatus_t infiniop::readForCheck(const char *where, infiniopHandle_t handle, void *stream,
+                                      const void *src, size_t bytes, void *host) {
+#if INFINIOP_WITH_OPENCL
+  if (handle->opencl) {
+    cl_command_queue queue = nullptr;
+    INFINIOP_CHECK(opencl::queueOf(where, handle, stream, &queue));
+    return opencl::readForCheck(where, handle, queue, src, bytes, host);
+  }
+#endif
+  (void)where;
+  (void)handle;
+  (void)stream;
+  if (bytes) std::memcpy(host, src, bytes);
+  return INFINI_STATUS_SUCCESS;
+}
 
 extern "C" infiniStatus_t infiniopMalloc(infiniopHandle_t handle, void **ptr, size_t size) {
   return infiniop::guarded("infiniopMalloc", [&] {

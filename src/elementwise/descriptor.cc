@@ -8,7 +8,6 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "elementwise/walk.h"
 #include "ops/kernels.h"
 
 namespace infiniop::elementwise {
@@ -237,24 +236,6 @@ Plan buildPlan(infiniDtype_t dtype, const std::vector<Operand> &operands, int nu
   return plan;
 }
 
-// The zero-fill of rows a call skips, for devices whose memory the host addresses directly.
-void zeroOutputsOnHost(const Plan &plan, const void * /*attributes*/, char *const *operands,
-                       size_t begin, size_t end) {
-  const int inner = plan.ndim - 1;
-  const size_t size = plan.element_size;
-  walkRows(plan, operands, begin, end, [&](char *const *base, size_t count) {
-    for (int k = 0; k < plan.num_outputs; ++k) {
-      const ptrdiff_t step = plan.strides[k][inner] * static_cast<ptrdiff_t>(size);
-      if (step == static_cast<ptrdiff_t>(size)) {
-        std::memset(base[k], 0, count * size);
-        continue;
-      }
-      for (size_t i = 0; i < count; ++i)
-        std::memset(base[k] + static_cast<ptrdiff_t>(i) * step, 0, size);
-    }
-  });
-}
-constexpr KernelTable kZeroKernels = {zeroOutputsOnHost, nullptr, zeroOutputsOnHost};
 constexpr KernelTable kCopyKernels = INFINIOP_KERNEL_TABLE(copy);
 
 bool sameLayout(const std::vector<size_t> &shape_a, const std::vector<ptrdiff_t> &strides_a,
@@ -279,8 +260,7 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
   users.insert(users.end(), inputs.begin(), inputs.end());
   for (const UserTensor &u : users)
     if (!u.tensor) return fail(INFINI_STATUS_NULL_POINTER, prefix + u.name + " descriptor is NULL");
-  const int device = static_cast<int>(handle->device);
-  if (device < 0 || device >= kNumDevices || !kernels[device])
+  if (!hasKernel(kernels, handle->device))
     return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,
                 prefix + "not available on device " + deviceName(handle->device));
 
@@ -325,8 +305,7 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
 
   auto desc = std::make_unique<Descriptor>();
   desc->op_name_ = op;
-  desc->kernel_ = kernels[device];
-  desc->zero_kernel_ = kZeroKernels[device];
+  desc->handle_ = handle;
   if (options.attributes_size)
     std::memcpy(desc->attributes_, options.attributes, options.attributes_size);
   for (int d = 0; d < options.row_dim; ++d) desc->rows_ *= iteration_shape[static_cast<size_t>(d)];
@@ -341,9 +320,9 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
   }
   desc->plan_ = buildPlan(dtype, operands, static_cast<int>(outputs.size()), iteration_shape,
                           options.row_dim >= 0);
+  INFINIOP_CHECK(makeRunner(op, handle, kernels, desc->plan_, &desc->runner_));
   // Staged tensors: copied in before the kernel (inputs) or out after it (outputs), by the
   // device's copy kernel, between the user's layout and a contiguous workspace buffer.
-  desc->copy_kernel_ = kCopyKernels[device];
   for (size_t i = 0; i < users.size(); ++i) {
     if (!staged[i]) continue;
     const Tensor &t = *users[i].tensor;
@@ -353,8 +332,10 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
     const Operand buffer_side{"workspace", output ? 1 : 0, t.shape, contiguousStrides(t.shape), 0};
     std::vector<Operand> copy = {output ? user_side : buffer_side,
                                  output ? buffer_side : user_side};
-    desc->staging_.push_back(
-        {user, desc->workspace_size_, output, buildPlan(dtype, copy, 1, t.shape, false)});
+    Plan plan = buildPlan(dtype, copy, 1, t.shape, false);
+    std::unique_ptr<Runner> runner;
+    INFINIOP_CHECK(makeRunner(op, handle, kCopyKernels, plan, &runner));
+    desc->staging_.push_back({user, desc->workspace_size_, output, plan.numel, std::move(runner)});
     // 64-byte aligned buffers, one per staged tensor.
     desc->workspace_size_ += (t.numel() * element_size + 63) / 64 * 64;
   }
@@ -365,7 +346,7 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
 
 infiniStatus_t Descriptor::calculate(void *workspace, size_t workspace_size,
                                      std::initializer_list<void *> outputs,
-                                     std::initializer_list<const void *> inputs,
+                                     std::initializer_list<const void *> inputs, void *stream,
                                      const ActiveRows &active_rows) const {
   // No allocation on the way to the kernel: the pointers fit the operand table, and error
   // messages are built only on failure.
@@ -427,7 +408,7 @@ infiniStatus_t Descriptor::calculate(void *workspace, size_t workspace_size,
     char *buffer = alignUp(scratch) + stage.offset;
     if (!stage.output) {
       char *copy_operands[2] = {buffer, pointers[stage.user]};
-      copy_kernel_(stage.copy, nullptr, copy_operands, 0, stage.copy.numel);
+      INFINIOP_CHECK(stage.copy->run(nullptr, copy_operands, 0, stage.numel, false, stream));
     }
     data[stage.user] = buffer;
   }
@@ -435,12 +416,13 @@ infiniStatus_t Descriptor::calculate(void *workspace, size_t workspace_size,
   for (int k = 0; k < plan_.numOperands(); ++k)
     operands[k] =
         data[plan_.source[k]] + plan_.offset[k] * static_cast<ptrdiff_t>(plan_.element_size);
-  if (computed > 0) kernel_(plan_, attributes_, operands, 0, computed);
-  if (computed < plan_.numel) zero_kernel_(plan_, attributes_, operands, computed, plan_.numel);
+  if (computed > 0) INFINIOP_CHECK(runner_->run(attributes_, operands, 0, computed, false, stream));
+  if (computed < plan_.numel)
+    INFINIOP_CHECK(runner_->run(attributes_, operands, computed, plan_.numel, true, stream));
   for (const Staging &stage : staging_) {
     if (!stage.output) continue;
     char *copy_operands[2] = {pointers[stage.user], data[stage.user]};
-    copy_kernel_(stage.copy, nullptr, copy_operands, 0, stage.copy.numel);
+    INFINIOP_CHECK(stage.copy->run(nullptr, copy_operands, 0, stage.numel, false, stream));
   }
   return succeed();
 }
@@ -460,11 +442,11 @@ infiniStatus_t destroy(const char *op_name, Descriptor *desc) {
 
 infiniStatus_t calculate(const char *op_name, const Descriptor *desc, void *workspace,
                          size_t workspace_size, std::initializer_list<void *> outputs,
-                         std::initializer_list<const void *> inputs,
+                         std::initializer_list<const void *> inputs, void *stream,
                          const ActiveRows &active_rows) {
   if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(op_name) + ": desc is NULL");
   return guarded(op_name, [&] {
-    return desc->calculate(workspace, workspace_size, outputs, inputs, active_rows);
+    return desc->calculate(workspace, workspace_size, outputs, inputs, stream, active_rows);
   });
 }
 

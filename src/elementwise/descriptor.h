@@ -4,6 +4,7 @@
 #include <cstring>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "core/handle.h"
 #include "core/tensor.h"
 #include "elementwise/plan.h"
+#include "elementwise/runner.h"
 
 namespace infiniop::elementwise {
 
@@ -49,15 +51,16 @@ class Descriptor {
                                std::initializer_list<UserTensor> inputs, Descriptor **result,
                                const Options &options = {});
 
-  // Checks pointers and aliasing, then runs the device kernel. Pointers are in UserTensor order.
-  // With `active_rows` (row_dim given at creation) only that many leading rows are computed and
-  // the outputs' other rows are set to zero.
+  // Checks pointers and aliasing, then runs the device kernel on `stream` (OpenCL: enqueues it).
+  // Pointers are in UserTensor order. With `active_rows` (row_dim given at creation) only that
+  // many leading rows are computed and the outputs' other rows are set to zero.
   infiniStatus_t calculate(void *workspace, size_t workspace_size,
                            std::initializer_list<void *> outputs,
-                           std::initializer_list<const void *> inputs,
+                           std::initializer_list<const void *> inputs, void *stream,
                            const ActiveRows &active_rows = nullptr) const;
 
   const char *name() const { return op_name_; }
+  infiniopHandle_t handle() const { return handle_; }
   const Plan &plan() const { return plan_; }
   size_t workspaceSize() const { return workspace_size_; }
 
@@ -71,8 +74,8 @@ class Descriptor {
   };
 
   const char *op_name_ = "";
-  Kernel kernel_ = nullptr;
-  Kernel zero_kernel_ = nullptr;
+  infiniopHandle_t handle_ = nullptr;
+  std::unique_ptr<Runner> runner_;
   Plan plan_;
   size_t rows_ = 1;  // with Options::row_dim: rows of the iteration shape
   // A tensor the kernel sees in a contiguous workspace buffer (an interleaved split whose merged
@@ -81,10 +84,10 @@ class Descriptor {
     int user;
     size_t offset;  // bytes into the workspace
     bool output;
-    Plan copy;  // operands: destination, source
+    size_t numel;
+    std::unique_ptr<Runner> copy;  // operands: destination, source
   };
   std::vector<Staging> staging_;
-  Kernel copy_kernel_ = nullptr;
   size_t workspace_size_ = 0;
   std::vector<Layout> layouts_;  // outputs, then inputs
   int num_user_outputs_ = 0;
@@ -107,7 +110,7 @@ infiniStatus_t createInto(Public *desc_ptr, infiniopHandle_t handle, const char 
                           std::initializer_list<UserTensor> inputs, const Options &options = {});
 infiniStatus_t calculate(const char *op_name, const Descriptor *desc, void *workspace,
                          size_t workspace_size, std::initializer_list<void *> outputs,
-                         std::initializer_list<const void *> inputs,
+                         std::initializer_list<const void *> inputs, void *stream,
                          const ActiveRows &active_rows = nullptr);
 
 infiniStatus_t failNullDescriptorPointer(const char *op_name);

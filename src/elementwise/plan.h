@@ -51,8 +51,13 @@ constexpr size_t kMaxAttributeBytes = 64;
 using Kernel = void (*)(const Plan &plan, const void *attributes, char *const *operands,
                         size_t begin, size_t end);
 
-// Kernels of one operator for every device, indexed by infiniDevice_t; nullptr = not built.
-constexpr int kNumDevices = 3;
-using KernelTable = Kernel[kNumDevices];
+// One operator on every device (in infiniDevice_t order); nullptr = not built. The host devices
+// give a Kernel; OpenCL gives the OpenCL C source of the functor (devices/opencl/kernels/), which
+// its runner compiles together with the framework's kernels.
+struct KernelTable {
+  Kernel cpu;
+  const char *opencl;
+  Kernel cpu_reference;
+};
 
 }  // namespace infiniop::elementwise

@@ -3,9 +3,12 @@
 // decides, per call, how many leading rows are computed and how many zero-filled.
 #include "ops/clipped_swiglu.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "elementwise/descriptor.h"
@@ -103,13 +106,22 @@ infiniStatus_t destroy(const char *op, ClippedDescriptor *desc) {
 
 // Rows to compute: min(sum of the counts, rows), read before anything is written.
 infiniStatus_t activeRows(const char *op, const ClippedDescriptor &desc, const void *group_index,
-                          size_t rows, size_t *active) {
+                          void *stream, size_t rows, size_t *active) {
   if (!group_index && desc.group_count > 0)
     return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": group_index pointer is NULL");
-  const auto *counts = static_cast<const int64_t *>(group_index);
+  // The counts' span, read to the host (a copy on the CPU devices, a blocking read on OpenCL).
+  const ptrdiff_t reach =
+      desc.group_count ? desc.group_stride * static_cast<ptrdiff_t>(desc.group_count - 1) : 0;
+  const ptrdiff_t lowest = std::min<ptrdiff_t>(0, reach);
+  std::vector<int64_t> span(static_cast<size_t>(std::abs(reach)) + 1);
+  if (desc.group_count > 0)
+    INFINIOP_CHECK(infiniop::readForCheck(op, desc.elementwise->handle(), stream,
+                                          static_cast<const int64_t *>(group_index) + lowest,
+                                          span.size() * sizeof(int64_t), span.data()));
   size_t sum = 0;
   for (size_t i = 0; i < desc.group_count; ++i) {
-    const int64_t count = counts[static_cast<ptrdiff_t>(i) * desc.group_stride];
+    const int64_t count =
+        span[static_cast<size_t>(static_cast<ptrdiff_t>(i) * desc.group_stride - lowest)];
     if (count < 0)
       return fail(INFINI_STATUS_BAD_PARAM, std::string(op) + ": group_index[" + std::to_string(i) +
                                                "] = " + std::to_string(count) + " is negative");
@@ -121,15 +133,16 @@ infiniStatus_t activeRows(const char *op, const ClippedDescriptor &desc, const v
 
 infiniStatus_t calculate(const char *op, const ClippedDescriptor *desc, void *workspace,
                          size_t workspace_size, std::initializer_list<void *> outputs,
-                         std::initializer_list<const void *> inputs, const void *group_index) {
-  if (!desc) return ew::calculate(op, nullptr, workspace, workspace_size, outputs, inputs);
+                         std::initializer_list<const void *> inputs, const void *group_index,
+                         void *stream) {
+  if (!desc) return ew::calculate(op, nullptr, workspace, workspace_size, outputs, inputs, stream);
   ew::ActiveRows rows = nullptr;
   if (desc->has_groups)
     rows = [&](size_t total, size_t *active) {
-      return activeRows(op, *desc, group_index, total, active);
+      return activeRows(op, *desc, group_index, stream, total, active);
     };
   return ew::calculate(op, desc->elementwise.get(), workspace, workspace_size, outputs, inputs,
-                       rows);
+                       stream, rows);
 }
 }  // namespace
 
@@ -154,8 +167,9 @@ extern "C" infiniStatus_t infiniopGetClippedSwigluWorkspaceSize(
 extern "C" infiniStatus_t infiniopClippedSwiglu(infiniopClippedSwigluDescriptor_t desc,
                                                 void *workspace, size_t workspace_size, void *y,
                                                 const void *x, const void *group_index,
-                                                void * /*stream*/) {
-  return calculate(kForward, unwrap(desc), workspace, workspace_size, {y}, {x}, group_index);
+                                                void *stream) {
+  return calculate(kForward, unwrap(desc), workspace, workspace_size, {y}, {x}, group_index,
+                   stream);
 }
 
 extern "C" infiniStatus_t infiniopDestroyClippedSwigluDescriptor(
@@ -185,9 +199,9 @@ extern "C" infiniStatus_t infiniopGetClippedSwigluBackwardWorkspaceSize(
 
 extern "C" infiniStatus_t infiniopClippedSwigluBackward(
     infiniopClippedSwigluBackwardDescriptor_t desc, void *workspace, size_t workspace_size,
-    void *x_grad, const void *y_grad, const void *x, const void *group_index, void * /*stream*/) {
+    void *x_grad, const void *y_grad, const void *x, const void *group_index, void *stream) {
   return calculate(kBackward, unwrap(desc), workspace, workspace_size, {x_grad}, {y_grad, x},
-                   group_index);
+                   group_index, stream);
 }
 
 extern "C" infiniStatus_t infiniopDestroyClippedSwigluBackwardDescriptor(

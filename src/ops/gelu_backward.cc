@@ -29,10 +29,9 @@ extern "C" infiniStatus_t infiniopGetGeluBackwardWorkspaceSize(
 extern "C" infiniStatus_t infiniopGeluBackward(infiniopGeluBackwardDescriptor_t desc,
                                                void *workspace, size_t workspace_size,
                                                void *grad_input, const void *input,
-                                               const void *grad_output,
-                                               void * /*stream: CPU work is synchronous*/) {
+                                               const void *grad_output, void *stream) {
   return ew::calculate(kName, ew::unwrap(desc), workspace, workspace_size, {grad_input},
-                       {input, grad_output});
+                       {input, grad_output}, stream);
 }
 
 extern "C" infiniStatus_t infiniopDestroyGeluBackwardDescriptor(

@@ -59,8 +59,9 @@ extern "C" infiniStatus_t infiniopGetGeluMulWorkspaceSize(infiniopGeluMulDescrip
 
 extern "C" infiniStatus_t infiniopGeluMul(infiniopGeluMulDescriptor_t desc, void *workspace,
                                           size_t workspace_size, void *out, const void *input,
-                                          void * /*stream*/) {
-  return ew::calculate(kForward, ew::unwrap(desc), workspace, workspace_size, {out}, {input});
+                                          void *stream) {
+  return ew::calculate(kForward, ew::unwrap(desc), workspace, workspace_size, {out}, {input},
+                       stream);
 }
 
 extern "C" infiniStatus_t infiniopDestroyGeluMulDescriptor(infiniopGeluMulDescriptor_t desc) {
@@ -91,9 +92,9 @@ extern "C" infiniStatus_t infiniopGetGeluMulBackwardWorkspaceSize(
 extern "C" infiniStatus_t infiniopGeluMulBackward(infiniopGeluMulBackwardDescriptor_t desc,
                                                   void *workspace, size_t workspace_size,
                                                   void *input_grad, const void *out_grad,
-                                                  const void *input, void * /*stream*/) {
+                                                  const void *input, void *stream) {
   return ew::calculate(kBackward, ew::unwrap(desc), workspace, workspace_size, {input_grad},
-                       {out_grad, input});
+                       {out_grad, input}, stream);
 }
 
 extern "C" infiniStatus_t infiniopDestroyGeluMulBackwardDescriptor(

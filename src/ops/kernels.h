@@ -36,6 +36,13 @@ INFINIOP_ELEMENTWISE_OPS(INFINIOP_DECLARE_KERNEL)
 #endif
 }  // namespace infiniop
 
-// The kernel table of one operator, indexed by infiniDevice_t (CPU, OPENCL, CPU_REFERENCE).
+#if INFINIOP_WITH_OPENCL
+#include "opencl/sources.h"  // generated from devices/opencl/kernels/*.cl
+#define INFINIOP_OPENCL_FUNCTOR(name) ::infiniop::opencl::sources::name
+#else
+#define INFINIOP_OPENCL_FUNCTOR(name) nullptr
+#endif
+
+// The kernel table of one operator (elementwise::KernelTable: cpu, opencl, cpu_reference).
 #define INFINIOP_KERNEL_TABLE(name) \
-  { INFINIOP_CPU_KERNEL(name), nullptr, ::infiniop::cpu_reference::name }
+  { INFINIOP_CPU_KERNEL(name), INFINIOP_OPENCL_FUNCTOR(name), ::infiniop::cpu_reference::name }

@@ -34,8 +34,8 @@ extern "C" infiniStatus_t infiniopGetSwiGluWorkspaceSize(infiniopSwiGluDescripto
 
 extern "C" infiniStatus_t infiniopSwiGlu(infiniopSwiGluDescriptor_t desc, void *workspace,
                                          size_t workspace_size, void *y, const void *x,
-                                         void * /*stream*/) {
-  return ew::calculate(kForward, ew::unwrap(desc), workspace, workspace_size, {y}, {x});
+                                         void *stream) {
+  return ew::calculate(kForward, ew::unwrap(desc), workspace, workspace_size, {y}, {x}, stream);
 }
 
 extern "C" infiniStatus_t infiniopDestroySwiGluDescriptor(infiniopSwiGluDescriptor_t desc) {
@@ -64,9 +64,9 @@ extern "C" infiniStatus_t infiniopGetSwiGluBackwardWorkspaceSize(
 extern "C" infiniStatus_t infiniopSwiGluBackward(infiniopSwiGluBackwardDescriptor_t desc,
                                                  void *workspace, size_t workspace_size,
                                                  void *x_grad, const void *y_grad, const void *x,
-                                                 void * /*stream*/) {
+                                                 void *stream) {
   return ew::calculate(kBackward, ew::unwrap(desc), workspace, workspace_size, {x_grad},
-                       {y_grad, x});
+                       {y_grad, x}, stream);
 }
 
 extern "C" infiniStatus_t infiniopDestroySwiGluBackwardDescriptor(

@@ -76,7 +76,7 @@ TEST_F(Framework, InputHalvesAlongEveryDim) {
               INFINI_STATUS_SUCCESS);
     EXPECT_EQ(desc->plan().numel, x.size() / 2);
     std::vector<float> y(x.size() / 2, NAN);
-    ASSERT_EQ(desc->calculate(nullptr, 0, {y.data()}, {x.data()}), INFINI_STATUS_SUCCESS);
+    ASSERT_EQ(desc->calculate(nullptr, 0, {y.data()}, {x.data()}, nullptr), INFINI_STATUS_SUCCESS);
     for (size_t a = 0; a < half[0]; ++a)
       for (size_t b = 0; b < half[1]; ++b)
         for (size_t c = 0; c < half[2]; ++c) {
@@ -98,7 +98,7 @@ TEST_F(Framework, OutputHalvesOfATransposedTensor) {
       INFINI_STATUS_SUCCESS);
   std::vector<float> x(12), y(24, NAN);
   std::iota(x.begin(), x.end(), 1.0f);
-  ASSERT_EQ(desc->calculate(nullptr, 0, {y.data()}, {x.data()}), INFINI_STATUS_SUCCESS);
+  ASSERT_EQ(desc->calculate(nullptr, 0, {y.data()}, {x.data()}, nullptr), INFINI_STATUS_SUCCESS);
   for (size_t r = 0; r < 3; ++r)
     for (size_t c = 0; c < 4; ++c) {
       EXPECT_EQ(y[r + 6 * c], x[r * 4 + c]);

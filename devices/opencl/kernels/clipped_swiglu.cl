@@ -1,0 +1,12 @@
+// ClippedSwiglu: y <- (A, B), y = g (clamp(B) + bias), g = a sigmoid(alpha a), a = min(A, limit)
+// (common.cl's clipped_gate); the interleaved or halved split reaches the functor as two
+// operands. The attributes are ClippedSwigluAttributes (src/ops/clipped_swiglu.h): alpha, limit,
+// bias.
+#define NUM_OUTPUTS 1
+#define NUM_INPUTS 2
+inline void apply(float *out, const float *in, const attributes_t *attributes) {
+  const float alpha = as_float(attributes->words[0]), limit = as_float(attributes->words[1]);
+  const float bias = as_float(attributes->words[2]);
+  const clipped_gate_t c = clipped_gate(alpha, limit, in[0], in[1], false);
+  out[0] = c.g * (c.b + bias);
+}
