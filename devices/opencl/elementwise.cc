@@ -16,17 +16,8 @@ namespace {
 
 namespace ew = elementwise;
 
-// call_t of kernels/elementwise.cl and attributes_t of common.cl, byte for byte.
-struct Call {
-  cl_ulong index[ew::kMaxOperands];
-  cl_ulong begin, count;
-  cl_uint ndim, zero_fill;
-};
-static_assert(ew::kMaxOperands == 8, "elementwise.cl has 8 operand pointers");
-static_assert(sizeof(Call) == 8 * 8 + 16 + 8, "no padding inside Call");
-struct Attributes {
-  cl_uint words[ew::kMaxAttributeBytes / 4];
-};
+static_assert(ew::kMaxOperands == 8, "kernels/elementwise.cl takes 8 operand pointers");
+static_assert(ew::kMaxAttributeBytes == sizeof(cl_uint16), "attributes travel as one uint16");
 
 class OpenclRunner final : public ew::Runner {
  public:
@@ -37,11 +28,14 @@ class OpenclRunner final : public ew::Runner {
   }
 
   infiniStatus_t init(cl_program program) {
-    contiguous_ = plan_.ndim == 1 && plan_.inner_contiguous;
+    const bool contiguous = plan_.ndim == 1 && plan_.inner_contiguous;
     INFINIOP_CHECK(createKernel(op_, program,
-                                contiguous_ ? "elementwise_contiguous" : "elementwise_strided",
-                                kernel_.out()));
-    INFINIOP_CHECK(workGroupSize(op_, handle_, kernel_.get(), &group_));
+                                contiguous ? "elementwise_contiguous" : "elementwise_strided",
+                                compute_.kernel.out()));
+    INFINIOP_CHECK(createKernel(op_, program, contiguous ? "zero_contiguous" : "zero_strided",
+                                zero_.kernel.out()));
+    INFINIOP_CHECK(workGroupSize(op_, handle_, compute_.kernel.get(), &compute_.group));
+    INFINIOP_CHECK(workGroupSize(op_, handle_, zero_.kernel.get(), &zero_.group));
     // The plan as the strided kernel reads it: shape, then each operand's strides.
     std::vector<cl_long> words(plan_.ndim * (plan_.numOperands() + 1));
     for (int d = 0; d < plan_.ndim; ++d) {
@@ -60,7 +54,7 @@ class OpenclRunner final : public ew::Runner {
                      bool zero_fill, void *stream) const override {
     cl_command_queue queue = nullptr;
     INFINIOP_CHECK(queueOf(op_, handle_, stream, &queue));
-    Call call{};
+    cl_ulong8 index{};
     cl_mem buffers[ew::kMaxOperands] = {};
     const auto size = static_cast<ptrdiff_t>(plan_.element_size);
     for (int k = 0; k < plan_.numOperands(); ++k) {
@@ -73,31 +67,32 @@ class OpenclRunner final : public ew::Runner {
       INFINIOP_CHECK(resolveView(op_, handle_, operands[k], lowest * size, (highest + 1) * size,
                                  plan_.element_size, &arg));
       buffers[k] = arg.mem;
-      call.index[k] = arg.index;
+      index.s[k] = arg.index;
     }
     for (int k = plan_.numOperands(); k < ew::kMaxOperands; ++k) buffers[k] = buffers[0];
-    call.begin = begin;
-    call.count = end - begin;
-    call.ndim = static_cast<cl_uint>(plan_.ndim);
-    call.zero_fill = zero_fill ? 1 : 0;
-    Attributes words{};
+    const cl_ulong first = begin;
+    const cl_uint ndim = static_cast<cl_uint>(plan_.ndim);
+    cl_uint16 words{};
     if (attributes) std::memcpy(&words, attributes, sizeof words);
 
     // A cl_kernel's arguments are shared state: set them and enqueue as one step.
+    const Launchable &launchable = zero_fill ? zero_ : compute_;
     std::lock_guard<std::mutex> lock(mutex_);
-    INFINIOP_CHECK(setArgs(op_, kernel_.get(), 0, buffers[0], buffers[1], buffers[2], buffers[3],
-                           buffers[4], buffers[5], buffers[6], buffers[7], call, words,
-                           plan_buffer_));
-    return launch(op_, queue, kernel_.get(), end - begin, group_);
+    INFINIOP_CHECK(setArgs(op_, launchable.kernel.get(), 0, buffers[0], buffers[1], buffers[2],
+                           buffers[3], buffers[4], buffers[5], buffers[6], buffers[7], index, first,
+                           words, plan_buffer_, ndim));
+    return launch(op_, queue, launchable.kernel.get(), end - begin, launchable.group);
   }
 
  private:
   const char *op_;
   infiniopHandle_t handle_;
   ew::Plan plan_;
-  bool contiguous_ = false;
-  KernelRef kernel_;
-  size_t group_ = 1;
+  struct Launchable {
+    KernelRef kernel;
+    size_t group = 1;
+  };
+  Launchable compute_, zero_;  // the functor, and the zero-fill of skipped rows
   cl_mem plan_buffer_ = nullptr;
   mutable std::mutex mutex_;
 };

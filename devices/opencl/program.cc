@@ -180,11 +180,20 @@ infiniStatus_t workGroupSize(const char *where, infiniopHandle_t handle, cl_kern
 
 infiniStatus_t launch(const char *where, cl_command_queue queue, cl_kernel kernel, size_t items,
                       size_t group) {
-  if (items == 0) return INFINI_STATUS_SUCCESS;
-  const size_t global = (items + group - 1) / group * group;
-  INFINIOP_CL_CHECK(
-      where, "clEnqueueNDRangeKernel",
-      clEnqueueNDRangeKernel(queue, kernel, 1, nullptr, &global, &group, 0, nullptr, nullptr));
+  // Whole groups first, then the remainder as groups of one item from a global offset: the
+  // kernel then needs no bounds check, whose divergent return would keep PoCL from vectorizing
+  // across work-items, and the tail compiles one extra group size only.
+  const size_t whole = items / group * group;
+  const size_t offset = 0, one = 1;
+  if (whole > 0)
+    INFINIOP_CL_CHECK(
+        where, "clEnqueueNDRangeKernel",
+        clEnqueueNDRangeKernel(queue, kernel, 1, &offset, &whole, &group, 0, nullptr, nullptr));
+  const size_t rest = items - whole;
+  if (rest > 0)
+    INFINIOP_CL_CHECK(
+        where, "clEnqueueNDRangeKernel",
+        clEnqueueNDRangeKernel(queue, kernel, 1, &whole, &rest, &one, 0, nullptr, nullptr));
   return INFINI_STATUS_SUCCESS;
 }
 

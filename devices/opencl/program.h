@@ -29,8 +29,9 @@ infiniStatus_t createKernel(const char *where, cl_program program, const char *n
 infiniStatus_t workGroupSize(const char *where, infiniopHandle_t handle, cl_kernel kernel,
                              size_t *size);
 
-// Enqueues `kernel` over `items` work-items (rounded up to whole groups of `group`; the kernel
-// bounds-checks its global id) on `queue`. Nothing is waited for.
+// Enqueues `kernel` over exactly `items` work-items, global ids [0, items), in groups of
+// `group` (the last few in groups of one), on `queue`. Kernels need no bounds check. Nothing is
+// waited for.
 infiniStatus_t launch(const char *where, cl_command_queue queue, cl_kernel kernel, size_t items,
                       size_t group);
 

@@ -16,39 +16,40 @@ typedef ushort storage_t;
 inline float load_value(const __global storage_t *p, ulong i) {
   return as_float((uint)p[i] << 16);
 }
+// Branch-free (a select), so that PoCL vectorizes the store across work-items.
 inline ushort bf16_from_f32(float f) {
   const uint u = as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);  // quiet NaN
-  return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  const uint rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint quiet_nan = (u >> 16) | 0x40u;
+  return (ushort)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 inline void store_value(__global storage_t *p, ulong i, float v) { p[i] = bf16_from_f32(v); }
 #elif defined(STORAGE_F16)
 typedef ushort storage_t;
+// Both conversions are branch-free (selects) so that PoCL vectorizes them across work-items.
 inline float load_value(const __global storage_t *p, ulong i) {
   const uint h = p[i];
   const uint sign = (h & 0x8000u) << 16;
   const uint exponent = (h >> 10) & 0x1fu;
   const uint mantissa = h & 0x3ffu;
-  float magnitude;
-  if (exponent == 0x1fu)
-    magnitude = as_float(0x7f800000u | (mantissa << 13));
-  else if (exponent == 0u)
-    magnitude = (float)mantissa * 0x1p-24f;  // subnormal or zero, exact
-  else
-    magnitude = as_float(((exponent + 112u) << 23) | (mantissa << 13));
+  const float normal = as_float(((exponent + 112u) << 23) | (mantissa << 13));
+  const float inf_or_nan = as_float(0x7f800000u | (mantissa << 13));
+  const float subnormal = (float)mantissa * 0x1p-24f;  // or zero; exact
+  float magnitude = exponent == 0x1fu ? inf_or_nan : normal;
+  magnitude = exponent == 0u ? subnormal : magnitude;
   return as_float(as_uint(magnitude) | sign);
 }
 inline ushort f16_from_f32(float f) {
   const uint u = as_uint(f);
-  const ushort sign = (ushort)((u >> 16) & 0x8000u);
+  const uint sign = (u >> 16) & 0x8000u;
   const uint a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return sign | (ushort)0x7e00;   // NaN
-  if (a >= 0x477ff000u) return sign | (ushort)0x7c00;  // rounds to >= 65520: infinity
-  if (a < 0x38800000u) {  // below 2^-14: adding 0.5 rounds at 2^-24, nearest even
-    const float shifted = as_float(a) + 0.5f;
-    return sign | (ushort)(as_uint(shifted) - as_uint(0.5f));
-  }
-  return sign | (ushort)((a - (112u << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13);
+  const uint normal = (a - (112u << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
+  // Below 2^-14 (F16 subnormal or zero): adding 0.5 rounds at 2^-24, nearest even.
+  const uint subnormal = as_uint(as_float(a) + 0.5f) - as_uint(0.5f);
+  uint bits = a < 0x38800000u ? subnormal : normal;
+  bits = a >= 0x477ff000u ? 0x7c00u : bits;  // rounds to >= 65520: infinity
+  bits = a > 0x7f800000u ? 0x7e00u : bits;   // NaN, quiet
+  return (ushort)(sign | bits);
 }
 inline void store_value(__global storage_t *p, ulong i, float v) { p[i] = f16_from_f32(v); }
 #else
@@ -144,14 +145,8 @@ inline float gelu_erf(float input, float *derivative) {
   return zero_at_minus_inf_nan_at_nan(input, x_low * cdf);
 }
 
-// An elementwise operator's attributes as the kernels receive them: the host struct's bytes
-// (at most 64), read back with as_float / as_int by the functor.
-typedef struct {
-  uint words[16];
-} attributes_t;
-
-// ClippedSwiglu's clamped halves, the gate and (with want_slope) its slope, as devices/cpu/clipped_swiglu.cc
-// computes them: selects so that NaN passes the clamps; where alpha a < -87 (sigmoid's exp is
+// ClippedSwiglu's clamped halves, the gate and (with want_slope) its slope, as
+// devices/cpu/clipped_swiglu.cc computes them: selects so that NaN passes the clamps; where alpha a < -87 (sigmoid's exp is
 // clamped there) a moves to where it is -87, keeping g tiny instead of growing with |a|.
 typedef struct {
   float a, b, g, slope;

@@ -1,0 +1,262 @@
+// MoeFinalizeRoutingV2 and its grad on OpenCL (kernels/moe_finalize_routing.cl). The views of
+// the plan travel as kernel arguments (base index in the buffer and strides); the grad's
+// scatter becomes a gather over the inversion of expanded_row_idx, built on the host from the
+// copy the index check already read and uploaded into the caller's workspace.
+#include "opencl/moe_finalize_routing.h"
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/handle.h"
+#include "opencl/elementwise.h"
+#include "opencl/program.h"
+#include "opencl/runtime.h"
+#include "opencl/sources.h"
+
+namespace infiniop::opencl {
+namespace {
+
+constexpr const char *kForward = "MoeFinalizeRoutingV2";
+constexpr const char *kGrad = "MoeFinalizeRoutingV2Grad";
+
+// row_view_t and table_view_t of the .cl file, byte for byte.
+struct RowArg {
+  cl_ulong index = 0, block = 1;
+  cl_long block_stride = 0, row_stride = 0, col_stride = 0;
+};
+struct TableArg {
+  cl_ulong index = 0;
+  cl_long row_stride = 0, col_stride = 0;
+};
+static_assert(sizeof(RowArg) == 40 && sizeof(TableArg) == 24, "no padding");
+
+// The flags of the .cl file.
+constexpr cl_uint kHasX1 = 1, kHasX2 = 2, kHasBias = 4, kHasScales = 8;
+
+// A view's buffer and its argument. Absent or empty views are never read by the kernels: they
+// get `unused`, a buffer of the call, since OpenCL 1.2 drivers differ on NULL buffer arguments.
+struct Operand {
+  cl_mem mem;
+  bool present;
+};
+
+infiniStatus_t resolveSpan(const char *op, infiniopHandle_t handle, const void *data,
+                           const ElementSpan &span, size_t element_size, cl_mem *mem,
+                           cl_ulong *index) {
+  const auto size = static_cast<ptrdiff_t>(element_size);
+  BufferArg arg{};
+  INFINIOP_CHECK(resolveView(op, handle, data, span.lowest * size, (span.highest + 1) * size,
+                             element_size, &arg));
+  *mem = arg.mem;
+  *index = arg.index;
+  return INFINI_STATUS_SUCCESS;
+}
+
+infiniStatus_t resolveRows(const char *op, infiniopHandle_t handle, const gather::RowView &view,
+                           const void *data, size_t element_size, cl_mem unused, Operand *operand,
+                           RowArg *arg) {
+  *operand = {unused, view.present && view.rows * view.cols > 0};
+  if (!operand->present) return INFINI_STATUS_SUCCESS;
+  arg->block = view.block;
+  arg->block_stride = view.block_stride;
+  arg->row_stride = view.row_stride;
+  arg->col_stride = view.col_stride;
+  return resolveSpan(op, handle, data, view.span, element_size, &operand->mem, &arg->index);
+}
+
+// TableView and IndexView alike.
+template <class View>
+infiniStatus_t resolveTable(const char *op, infiniopHandle_t handle, const View &view,
+                            const void *data, size_t element_size, cl_mem unused, Operand *operand,
+                            TableArg *arg) {
+  *operand = {unused, view.present && view.rows * view.cols > 0};
+  if (!operand->present) return INFINI_STATUS_SUCCESS;
+  arg->row_stride = view.row_stride;
+  arg->col_stride = view.col_stride;
+  return resolveSpan(op, handle, data, view.span, element_size, &operand->mem, &arg->index);
+}
+
+infiniStatus_t programOf(const char *op, infiniopHandle_t handle, infiniDtype_t dtype,
+                         cl_program *program) {
+  return getProgram(op, handle, {sources::common, sources::moe_finalize_routing},
+                    std::string("-cl-std=CL1.2 ") + storageOption(dtype), program);
+}
+
+class Forward final : public moe::ForwardRunner {
+ public:
+  Forward(infiniopHandle_t handle, const moe::ForwardPlan &plan) : handle_(handle), plan_(plan) {}
+
+  infiniStatus_t init() {
+    cl_program program = nullptr;
+    INFINIOP_CHECK(programOf(kForward, handle_, plan_.dtype, &program));
+    INFINIOP_CHECK(createKernel(kForward, program, "moe_forward", kernel_.out()));
+    return workGroupSize(kForward, handle_, kernel_.get(), &group_);
+  }
+
+  infiniStatus_t run(const moe::ForwardData &data, const int32_t * /*host_row_index*/,
+                     void *stream) const override {
+    const moe::ForwardPlan &p = plan_;
+    if (p.tokens * p.hidden == 0) return INFINI_STATUS_SUCCESS;
+    cl_command_queue queue = nullptr;
+    INFINIOP_CHECK(queueOf(kForward, handle_, stream, &queue));
+    const size_t bytes = dtypeSize(p.dtype);
+    Operand out{}, expanded{}, x1{}, x2{}, bias{}, scales{}, row_index{}, expert_index{};
+    RowArg out_v, expanded_v, x1_v, x2_v, bias_v;
+    TableArg scales_v, row_index_v, expert_index_v;
+    INFINIOP_CHECK(resolveRows(kForward, handle_, p.out, data.out, bytes, nullptr, &out, &out_v));
+    const cl_mem unused = out.mem;
+    INFINIOP_CHECK(resolveRows(kForward, handle_, p.expanded_x, data.expanded_x, bytes, unused,
+                               &expanded, &expanded_v));
+    INFINIOP_CHECK(resolveRows(kForward, handle_, p.x1, data.x1, bytes, unused, &x1, &x1_v));
+    INFINIOP_CHECK(resolveRows(kForward, handle_, p.x2, data.x2, bytes, unused, &x2, &x2_v));
+    INFINIOP_CHECK(
+        resolveRows(kForward, handle_, p.bias, data.bias, bytes, unused, &bias, &bias_v));
+    INFINIOP_CHECK(
+        resolveTable(kForward, handle_, p.scales, data.scales, bytes, unused, &scales, &scales_v));
+    INFINIOP_CHECK(resolveTable(kForward, handle_, p.row_index, data.row_index, 4, unused,
+                                &row_index, &row_index_v));
+    INFINIOP_CHECK(resolveTable(kForward, handle_, p.expert_index, data.expert_index, 4, unused,
+                                &expert_index, &expert_index_v));
+    const cl_uint flags = (x1.present ? kHasX1 : 0) | (x2.present ? kHasX2 : 0) |
+                          (p.bias.present ? kHasBias : 0) | (p.scales.present ? kHasScales : 0);
+    const cl_ulong tokens = p.tokens, topk = p.topk, hidden = p.hidden, rows = p.expanded_x.rows;
+
+    // A cl_kernel's arguments are shared state: set them and enqueue as one step.
+    std::lock_guard<std::mutex> lock(mutex_);
+    INFINIOP_CHECK(setArgs(kForward, kernel_.get(), 0, out.mem, out_v, expanded.mem, expanded_v,
+                           x1.mem, x1_v, x2.mem, x2_v, bias.mem, bias_v, scales.mem, scales_v,
+                           row_index.mem, row_index_v, expert_index.mem, expert_index_v, tokens,
+                           topk, hidden, rows, flags));
+    return launch(kForward, queue, kernel_.get(), p.tokens * p.hidden, group_);
+  }
+
+ private:
+  infiniopHandle_t handle_;
+  moe::ForwardPlan plan_;
+  KernelRef kernel_;
+  size_t group_ = 1;
+  mutable std::mutex mutex_;
+};
+
+// The largest group moe_grad_scales takes (MAX_GROUP of the .cl file).
+constexpr size_t kMaxScalesGroup = 256;
+
+class Grad final : public moe::GradRunner {
+ public:
+  Grad(infiniopHandle_t handle, const moe::GradPlan &plan) : handle_(handle), plan_(plan) {}
+
+  infiniStatus_t init() {
+    cl_program program = nullptr;
+    INFINIOP_CHECK(programOf(kGrad, handle_, plan_.dtype, &program));
+    INFINIOP_CHECK(createKernel(kGrad, program, "moe_grad_expanded", expanded_kernel_.out()));
+    INFINIOP_CHECK(workGroupSize(kGrad, handle_, expanded_kernel_.get(), &expanded_group_));
+    INFINIOP_CHECK(createKernel(kGrad, program, "moe_grad_scales", scales_kernel_.out()));
+    size_t limit = 1;
+    INFINIOP_CHECK(workGroupSize(kGrad, handle_, scales_kernel_.get(), &limit));
+    // A power of two for the tree, no wider than H needs: fixed per descriptor, so is the sum.
+    while (scales_group_ * 2 <= std::min(limit, kMaxScalesGroup) && scales_group_ < plan_.hidden)
+      scales_group_ *= 2;
+    return INFINI_STATUS_SUCCESS;
+  }
+
+  infiniStatus_t run(const moe::GradData &data, const int32_t *host_row_index,
+                     void *stream) const override {
+    const moe::GradPlan &p = plan_;
+    const size_t rows = p.grad_expanded_x.rows, RK = p.tokens * p.topk;
+    const bool write_rows = rows * p.hidden > 0, write_scales = p.grad_scales.present && RK > 0;
+    if (!write_rows && !write_scales) return INFINI_STATUS_SUCCESS;
+    cl_command_queue queue = nullptr;
+    INFINIOP_CHECK(queueOf(kGrad, handle_, stream, &queue));
+    const size_t bytes = dtypeSize(p.dtype);
+    Operand grad_x{}, grad_scales{}, grad_y{}, expanded{}, bias{}, scales{}, row_index{},
+        expert_index{};
+    RowArg grad_x_v, grad_y_v, expanded_v, bias_v;
+    TableArg grad_scales_v, scales_v, row_index_v, expert_index_v;
+    INFINIOP_CHECK(resolveRows(kGrad, handle_, p.grad_expanded_x, data.grad_expanded_x, bytes,
+                               nullptr, &grad_x, &grad_x_v));
+    INFINIOP_CHECK(resolveTable(kGrad, handle_, p.grad_scales, data.grad_scales, bytes, grad_x.mem,
+                                &grad_scales, &grad_scales_v));
+    const cl_mem unused = grad_x.present ? grad_x.mem : grad_scales.mem;
+    INFINIOP_CHECK(
+        resolveRows(kGrad, handle_, p.grad_y, data.grad_y, bytes, unused, &grad_y, &grad_y_v));
+    INFINIOP_CHECK(resolveRows(kGrad, handle_, p.expanded_x, data.expanded_x, bytes, unused,
+                               &expanded, &expanded_v));
+    INFINIOP_CHECK(resolveRows(kGrad, handle_, p.bias, data.bias, bytes, unused, &bias, &bias_v));
+    INFINIOP_CHECK(
+        resolveTable(kGrad, handle_, p.scales, data.scales, bytes, unused, &scales, &scales_v));
+    INFINIOP_CHECK(resolveTable(kGrad, handle_, p.row_index, data.row_index, 4, unused, &row_index,
+                                &row_index_v));
+    INFINIOP_CHECK(resolveTable(kGrad, handle_, p.expert_index, data.expert_index, 4, unused,
+                                &expert_index, &expert_index_v));
+    // The inversion: first[rows + 1] then the sources, at the first int32 boundary of the
+    // workspace (any address is allowed; inverseWorkspaceBytes has the slack).
+    std::vector<int32_t> inversion;
+    cl_mem workspace = unused;
+    cl_ulong inverse_index = 0;
+    if (write_rows) {
+      inversion.resize(rows + 1 + RK);
+      gather::invertIndex(p.row_index, host_row_index, rows, inversion.data());
+      const auto address = reinterpret_cast<uintptr_t>(data.workspace);
+      const void *aligned = reinterpret_cast<const void *>((address + 3) & ~uintptr_t{3});
+      INFINIOP_CHECK(resolveSpan(kGrad, handle_, aligned,
+                                 {0, static_cast<ptrdiff_t>(inversion.size()) - 1}, 4, &workspace,
+                                 &inverse_index));
+    }
+    const cl_uint flags = (p.bias.present ? kHasBias : 0) | (p.scales.present ? kHasScales : 0);
+    const cl_ulong topk = p.topk, hidden = p.hidden, rows_arg = rows;
+
+    // Everything is checked: from here on the call writes. Blocking, so `inversion` may go.
+    if (write_rows)
+      INFINIOP_CL_CHECK(
+          kGrad, "clEnqueueWriteBuffer",
+          clEnqueueWriteBuffer(queue, workspace, CL_TRUE, inverse_index * 4, inversion.size() * 4,
+                               inversion.data(), 0, nullptr, nullptr));
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (write_rows) {
+      INFINIOP_CHECK(setArgs(kGrad, expanded_kernel_.get(), 0, grad_x.mem, grad_x_v, grad_y.mem,
+                             grad_y_v, scales.mem, scales_v, workspace, inverse_index, rows_arg,
+                             topk, hidden, flags));
+      INFINIOP_CHECK(
+          launch(kGrad, queue, expanded_kernel_.get(), rows * p.hidden, expanded_group_));
+    }
+    if (write_scales) {
+      INFINIOP_CHECK(setArgs(kGrad, scales_kernel_.get(), 0, grad_scales.mem, grad_scales_v,
+                             grad_y.mem, grad_y_v, expanded.mem, expanded_v, bias.mem, bias_v,
+                             row_index.mem, row_index_v, expert_index.mem, expert_index_v, topk,
+                             hidden, rows_arg, flags));
+      INFINIOP_CHECK(launch(kGrad, queue, scales_kernel_.get(), RK * scales_group_, scales_group_));
+    }
+    return INFINI_STATUS_SUCCESS;
+  }
+
+ private:
+  infiniopHandle_t handle_;
+  moe::GradPlan plan_;
+  KernelRef expanded_kernel_, scales_kernel_;
+  size_t expanded_group_ = 1, scales_group_ = 1;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace
+
+infiniStatus_t makeMoeForwardRunner(infiniopHandle_t handle, const moe::ForwardPlan &plan,
+                                    std::unique_ptr<moe::ForwardRunner> *runner) {
+  auto made = std::make_unique<Forward>(handle, plan);
+  INFINIOP_CHECK(made->init());
+  *runner = std::move(made);
+  return INFINI_STATUS_SUCCESS;
+}
+
+infiniStatus_t makeMoeGradRunner(infiniopHandle_t handle, const moe::GradPlan &plan,
+                                 std::unique_ptr<moe::GradRunner> *runner) {
+  auto made = std::make_unique<Grad>(handle, plan);
+  INFINIOP_CHECK(made->init());
+  *runner = std::move(made);
+  return INFINI_STATUS_SUCCESS;
+}
+
+}  // namespace infiniop::opencl
