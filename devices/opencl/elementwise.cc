@@ -28,12 +28,12 @@ class OpenclRunner final : public ew::Runner {
   }
 
   infiniStatus_t init(cl_program program) {
-    const bool contiguous = plan_.ndim == 1 && plan_.inner_contiguous;
-    INFINIOP_CHECK(createKernel(op_, program,
-                                contiguous ? "elementwise_contiguous" : "elementwise_strided",
+    // The kernel pair for the plan's layout class: one stride-1 dim, one dim, or any.
+    const char *layout = plan_.ndim > 1 ? "strided" : plan_.inner_contiguous ? "contiguous" : "row";
+    INFINIOP_CHECK(createKernel(op_, program, ("elementwise_" + std::string(layout)).c_str(),
                                 compute_.kernel.out()));
-    INFINIOP_CHECK(createKernel(op_, program, contiguous ? "zero_contiguous" : "zero_strided",
-                                zero_.kernel.out()));
+    INFINIOP_CHECK(
+        createKernel(op_, program, ("zero_" + std::string(layout)).c_str(), zero_.kernel.out()));
     INFINIOP_CHECK(workGroupSize(op_, handle_, compute_.kernel.get(), &compute_.group));
     INFINIOP_CHECK(workGroupSize(op_, handle_, zero_.kernel.get(), &zero_.group));
     // The plan as the strided kernel reads it: shape, then each operand's strides.
@@ -55,6 +55,7 @@ class OpenclRunner final : public ew::Runner {
     cl_command_queue queue = nullptr;
     INFINIOP_CHECK(queueOf(op_, handle_, stream, &queue));
     cl_ulong8 index{};
+    cl_long8 step{};
     cl_mem buffers[ew::kMaxOperands] = {};
     const auto size = static_cast<ptrdiff_t>(plan_.element_size);
     for (int k = 0; k < plan_.numOperands(); ++k) {
@@ -68,6 +69,7 @@ class OpenclRunner final : public ew::Runner {
                                  plan_.element_size, &arg));
       buffers[k] = arg.mem;
       index.s[k] = arg.index;
+      step.s[k] = plan_.strides[k][plan_.ndim - 1];
     }
     for (int k = plan_.numOperands(); k < ew::kMaxOperands; ++k) buffers[k] = buffers[0];
     const cl_ulong first = begin;
@@ -80,7 +82,7 @@ class OpenclRunner final : public ew::Runner {
     std::lock_guard<std::mutex> lock(mutex_);
     INFINIOP_CHECK(setArgs(op_, launchable.kernel.get(), 0, buffers[0], buffers[1], buffers[2],
                            buffers[3], buffers[4], buffers[5], buffers[6], buffers[7], index, first,
-                           words, plan_buffer_, ndim));
+                           words, step, plan_buffer_, ndim));
     return launch(op_, queue, launchable.kernel.get(), end - begin, launchable.group);
   }
 

@@ -80,6 +80,23 @@ infiniStatus_t resolveTable(const char *op, infiniopHandle_t handle, const View 
   return resolveSpan(op, handle, data, view.span, element_size, &operand->mem, &arg->index);
 }
 
+// Enqueues a kernel over a (columns, rows) grid of work-items, a row's columns consecutive, in
+// groups of at most `group` items shaped to the row length (short rows share a group). Rows and
+// columns are bounds-checked by the kernel.
+infiniStatus_t launchGrid(const char *op, cl_command_queue queue, cl_kernel kernel, size_t columns,
+                          size_t rows, size_t group) {
+  if (columns == 0 || rows == 0) return INFINI_STATUS_SUCCESS;
+  size_t local[2] = {1, 1};
+  while (local[0] * 2 <= group && local[0] < columns) local[0] *= 2;
+  local[1] = group / local[0];
+  const size_t global[2] = {(columns + local[0] - 1) / local[0] * local[0],
+                            (rows + local[1] - 1) / local[1] * local[1]};
+  INFINIOP_CL_CHECK(
+      op, "clEnqueueNDRangeKernel",
+      clEnqueueNDRangeKernel(queue, kernel, 2, nullptr, global, local, 0, nullptr, nullptr));
+  return INFINI_STATUS_SUCCESS;
+}
+
 infiniStatus_t programOf(const char *op, infiniopHandle_t handle, infiniDtype_t dtype,
                          cl_program *program) {
   return getProgram(op, handle, {sources::common, sources::moe_finalize_routing},
@@ -131,7 +148,7 @@ class Forward final : public moe::ForwardRunner {
                            x1.mem, x1_v, x2.mem, x2_v, bias.mem, bias_v, scales.mem, scales_v,
                            row_index.mem, row_index_v, expert_index.mem, expert_index_v, tokens,
                            topk, hidden, rows, flags));
-    return launch(kForward, queue, kernel_.get(), p.tokens * p.hidden, group_);
+    return launchGrid(kForward, queue, kernel_.get(), p.hidden, p.tokens, group_);
   }
 
  private:
@@ -141,9 +158,6 @@ class Forward final : public moe::ForwardRunner {
   size_t group_ = 1;
   mutable std::mutex mutex_;
 };
-
-// The largest group moe_grad_scales takes (MAX_GROUP of the .cl file).
-constexpr size_t kMaxScalesGroup = 256;
 
 class Grad final : public moe::GradRunner {
  public:
@@ -155,12 +169,7 @@ class Grad final : public moe::GradRunner {
     INFINIOP_CHECK(createKernel(kGrad, program, "moe_grad_expanded", expanded_kernel_.out()));
     INFINIOP_CHECK(workGroupSize(kGrad, handle_, expanded_kernel_.get(), &expanded_group_));
     INFINIOP_CHECK(createKernel(kGrad, program, "moe_grad_scales", scales_kernel_.out()));
-    size_t limit = 1;
-    INFINIOP_CHECK(workGroupSize(kGrad, handle_, scales_kernel_.get(), &limit));
-    // A power of two for the tree, no wider than H needs: fixed per descriptor, so is the sum.
-    while (scales_group_ * 2 <= std::min(limit, kMaxScalesGroup) && scales_group_ < plan_.hidden)
-      scales_group_ *= 2;
-    return INFINI_STATUS_SUCCESS;
+    return workGroupSize(kGrad, handle_, scales_kernel_.get(), &scales_group_);
   }
 
   infiniStatus_t run(const moe::GradData &data, const int32_t *host_row_index,
@@ -221,14 +230,15 @@ class Grad final : public moe::GradRunner {
                              grad_y_v, scales.mem, scales_v, workspace, inverse_index, rows_arg,
                              topk, hidden, flags));
       INFINIOP_CHECK(
-          launch(kGrad, queue, expanded_kernel_.get(), rows * p.hidden, expanded_group_));
+          launchGrid(kGrad, queue, expanded_kernel_.get(), p.hidden, rows, expanded_group_));
     }
     if (write_scales) {
+      const cl_ulong positions = RK;
       INFINIOP_CHECK(setArgs(kGrad, scales_kernel_.get(), 0, grad_scales.mem, grad_scales_v,
                              grad_y.mem, grad_y_v, expanded.mem, expanded_v, bias.mem, bias_v,
-                             row_index.mem, row_index_v, expert_index.mem, expert_index_v, topk,
-                             hidden, rows_arg, flags));
-      INFINIOP_CHECK(launch(kGrad, queue, scales_kernel_.get(), RK * scales_group_, scales_group_));
+                             row_index.mem, row_index_v, expert_index.mem, expert_index_v,
+                             positions, topk, hidden, rows_arg, flags));
+      INFINIOP_CHECK(launch(kGrad, queue, scales_kernel_.get(), RK, scales_group_));
     }
     return INFINI_STATUS_SUCCESS;
   }

@@ -14,6 +14,9 @@
 #include "core/handle.h"
 #include "infiniop/ops/moe_finalize_routing_v2.h"
 #include "infiniop/ops/moe_finalize_routing_v2_grad.h"
+#if INFINIOP_WITH_OPENCL
+#include "opencl/moe_finalize_routing.h"
+#endif
 
 namespace {
 using infiniop::fail;
@@ -24,16 +27,77 @@ namespace moe = infiniop::moe;
 constexpr const char *kForward = "MoeFinalizeRoutingV2";
 constexpr const char *kGrad = "MoeFinalizeRoutingV2Grad";
 
+// The CPU devices' runners: their kernel function on the plan, synchronously (no streams).
+template <class Runner, class Plan, class Data, void (*kernel)(const Plan &, const Data &)>
+class HostRunner final : public Runner {
+ public:
+  explicit HostRunner(const Plan &plan) : plan_(plan) {}
+  infiniStatus_t run(const Data &data, const int32_t *, void *) const override {
+    kernel(plan_, data);
+    return INFINI_STATUS_SUCCESS;
+  }
+
+ private:
+  Plan plan_;
+};
+template <moe::ForwardKernel kernel>
+infiniStatus_t hostForward(infiniopHandle_t, const moe::ForwardPlan &plan,
+                           std::unique_ptr<moe::ForwardRunner> *runner) {
+  *runner =
+      std::make_unique<HostRunner<moe::ForwardRunner, moe::ForwardPlan, moe::ForwardData, kernel>>(
+          plan);
+  return INFINI_STATUS_SUCCESS;
+}
+template <moe::GradKernel kernel>
+infiniStatus_t hostGrad(infiniopHandle_t, const moe::GradPlan &plan,
+                        std::unique_ptr<moe::GradRunner> *runner) {
+  *runner =
+      std::make_unique<HostRunner<moe::GradRunner, moe::GradPlan, moe::GradData, kernel>>(plan);
+  return INFINI_STATUS_SUCCESS;
+}
+
 #if INFINIOP_WITH_CPU
-#define INFINIOP_MOE_CPU(name) ::infiniop::cpu::name
+#define INFINIOP_MOE_CPU(host, name) host<::infiniop::cpu::name>
 #else
-#define INFINIOP_MOE_CPU(name) nullptr
+#define INFINIOP_MOE_CPU(host, name) nullptr
+#endif
+#if INFINIOP_WITH_OPENCL
+#define INFINIOP_MOE_OPENCL(name) ::infiniop::opencl::name
+#else
+#define INFINIOP_MOE_OPENCL(name) nullptr
 #endif
 // Indexed by infiniDevice_t: CPU, OPENCL, CPU_REFERENCE.
-constexpr moe::ForwardKernel kForwardKernels[] = {INFINIOP_MOE_CPU(moeFinalizeRouting), nullptr,
-                                                  infiniop::cpu_reference::moeFinalizeRouting};
-constexpr moe::GradKernel kGradKernels[] = {INFINIOP_MOE_CPU(moeFinalizeRoutingGrad), nullptr,
-                                            infiniop::cpu_reference::moeFinalizeRoutingGrad};
+constexpr moe::ForwardFactory kForwardKernels[] = {
+    INFINIOP_MOE_CPU(hostForward, moeFinalizeRouting), INFINIOP_MOE_OPENCL(makeMoeForwardRunner),
+    hostForward<infiniop::cpu_reference::moeFinalizeRouting>};
+constexpr moe::GradFactory kGradKernels[] = {
+    INFINIOP_MOE_CPU(hostGrad, moeFinalizeRoutingGrad), INFINIOP_MOE_OPENCL(makeMoeGradRunner),
+    hostGrad<infiniop::cpu_reference::moeFinalizeRoutingGrad>};
+
+// An index tensor as the host checks (and the OpenCL grad inverts) it: on the CPU devices the
+// data itself; on OpenCL a copy of its span, read once the work queued before on the stream is
+// done (API.md lets a call wait for such a check before it writes anything).
+class HostIndex {
+ public:
+  infiniStatus_t read(const char *op, infiniopHandle_t handle, void *stream,
+                      const gather::IndexView &view, const int32_t *data) {
+    base_ = data;
+    if (handle->device != INFINI_DEVICE_OPENCL || !view.present || view.rows * view.cols == 0)
+      return INFINI_STATUS_SUCCESS;
+    // span.lowest <= 0 <= span.highest: element 0 lies at copy_[-lowest].
+    copy_.resize(static_cast<size_t>(view.span.highest - view.span.lowest + 1));
+    INFINIOP_CHECK(infiniop::readForCheck(op, handle, stream, data + view.span.lowest,
+                                          copy_.size() * sizeof(int32_t), copy_.data()));
+    base_ = copy_.data() - view.span.lowest;
+    return INFINI_STATUS_SUCCESS;
+  }
+  // Read through the view: view.at(data(), r, c).
+  const int32_t *data() const { return base_; }
+
+ private:
+  std::vector<int32_t> copy_;
+  const int32_t *base_ = nullptr;
+};
 
 // The checks every descriptor makes, with messages prefixed by the operator's name.
 class Checker {
@@ -149,7 +213,8 @@ Operand floatOperand(const char *name, const void *data, const View &view, size_
 // ---- forward ----
 
 struct ForwardDescriptor {
-  moe::ForwardKernel kernel;
+  infiniopHandle_t handle;
+  std::unique_ptr<moe::ForwardRunner> runner;
   moe::ForwardPlan plan;
   bool drop_pad;  // modes 1 and 3: -1 is a dropped token
 };
@@ -211,7 +276,7 @@ infiniStatus_t createForward(infiniopHandle_t handle,
   INFINIOP_CHECK(check.output("out", out));
 
   auto desc = std::make_unique<ForwardDescriptor>();
-  desc->kernel = kForwardKernels[handle->device];
+  desc->handle = handle;
   desc->drop_pad = drop_pad;
   moe::ForwardPlan &plan = desc->plan;
   plan.dtype = check.dtype();
@@ -226,12 +291,13 @@ infiniStatus_t createForward(infiniopHandle_t handle,
   plan.scales = gather::tableView(scales);
   plan.row_index = gather::flatIndexView(row_index, R, K, /*column_major=*/mode <= 1);
   plan.expert_index = gather::tableIndexView(bias ? expert_index : nullptr);
+  INFINIOP_CHECK(kForwardKernels[handle->device](handle, plan, &desc->runner));
   *desc_ptr = reinterpret_cast<infiniopMoeFinalizeRoutingV2Descriptor_t>(desc.release());
   return infiniop::succeed();
 }
 
 infiniStatus_t runForward(const ForwardDescriptor *desc, size_t workspace_size,
-                          const moe::ForwardData &data) {
+                          const moe::ForwardData &data, void *stream) {
   (void)workspace_size;  // none is needed
   const moe::ForwardPlan &p = desc->plan;
   const size_t bytes = infiniop::dtypeSize(p.dtype);
@@ -248,21 +314,26 @@ infiniStatus_t runForward(const ForwardDescriptor *desc, size_t workspace_size,
   };
   INFINIOP_CHECK(checkOperands(kForward, operands, 1));
   if (p.tokens * H == 0) return infiniop::succeed();
-  INFINIOP_CHECK(gather::checkIndexRange(kForward, "expanded_row_idx", p.row_index, data.row_index,
-                                         desc->drop_pad ? -1 : 0,
+  HostIndex row_index, expert_index;
+  INFINIOP_CHECK(row_index.read(kForward, desc->handle, stream, p.row_index, data.row_index));
+  INFINIOP_CHECK(gather::checkIndexRange(kForward, "expanded_row_idx", p.row_index,
+                                         row_index.data(), desc->drop_pad ? -1 : 0,
                                          static_cast<int64_t>(p.expanded_x.rows)));
+  INFINIOP_CHECK(
+      expert_index.read(kForward, desc->handle, stream, p.expert_index, data.expert_index));
   if (p.expert_index.present)
     INFINIOP_CHECK(gather::checkIndexRange(kForward, "expert_idx", p.expert_index,
-                                           data.expert_index, 0,
+                                           expert_index.data(), 0,
                                            static_cast<int64_t>(p.bias.rows)));
-  desc->kernel(p, data);
+  INFINIOP_CHECK(desc->runner->run(data, row_index.data(), stream));
   return infiniop::succeed();
 }
 
 // ---- grad ----
 
 struct GradDescriptor {
-  moe::GradKernel kernel;
+  infiniopHandle_t handle;
+  std::unique_ptr<moe::GradRunner> runner;
   moe::GradPlan plan;
   bool drop_pad;
 };
@@ -344,7 +415,7 @@ infiniStatus_t createGrad(infiniopHandle_t handle,
   INFINIOP_CHECK(check.output("grad_scales", grad_scales));
 
   auto desc = std::make_unique<GradDescriptor>();
-  desc->kernel = kGradKernels[handle->device];
+  desc->handle = handle;
   desc->drop_pad = drop_pad;
   moe::GradPlan &plan = desc->plan;
   plan.dtype = check.dtype();
@@ -359,14 +430,15 @@ infiniStatus_t createGrad(infiniopHandle_t handle,
   plan.grad_scales = gather::tableView(grad_scales);
   plan.row_index = gather::flatIndexView(row_index, R, K, /*column_major=*/false);
   plan.expert_index = gather::tableIndexView(bias ? expert_index : nullptr);
-  if (handle->device == INFINI_DEVICE_CPU)
+  if (handle->device == INFINI_DEVICE_CPU || handle->device == INFINI_DEVICE_OPENCL)
     plan.workspace_size = gather::inverseWorkspaceBytes(plan.grad_expanded_x.rows, R * K);
+  INFINIOP_CHECK(kGradKernels[handle->device](handle, plan, &desc->runner));
   *desc_ptr = reinterpret_cast<infiniopMoeFinalizeRoutingV2GradDescriptor_t>(desc.release());
   return infiniop::succeed();
 }
 
-infiniStatus_t runGrad(const GradDescriptor *desc, size_t workspace_size,
-                       const moe::GradData &data) {
+infiniStatus_t runGrad(const GradDescriptor *desc, size_t workspace_size, const moe::GradData &data,
+                       void *stream) {
   const moe::GradPlan &p = desc->plan;
   const size_t bytes = infiniop::dtypeSize(p.dtype);
   const size_t RK = p.tokens * p.topk, H = p.hidden;
@@ -394,13 +466,16 @@ infiniStatus_t runGrad(const GradDescriptor *desc, size_t workspace_size,
                     " bytes; " + std::to_string(p.workspace_size) + " are needed");
   INFINIOP_CHECK(checkOperands(kGrad, operands, 2));
   if (expanded_numel == 0 && (!p.grad_scales.present || RK == 0)) return infiniop::succeed();
+  HostIndex row_index, expert_index;
+  INFINIOP_CHECK(row_index.read(kGrad, desc->handle, stream, p.row_index, data.row_index));
   INFINIOP_CHECK(gather::checkIndexRange(
-      kGrad, "expanded_row_idx", p.row_index, data.row_index, desc->drop_pad ? -1 : 0,
+      kGrad, "expanded_row_idx", p.row_index, row_index.data(), desc->drop_pad ? -1 : 0,
       static_cast<int64_t>(desc->drop_pad ? p.grad_expanded_x.rows : RK)));
+  INFINIOP_CHECK(expert_index.read(kGrad, desc->handle, stream, p.expert_index, data.expert_index));
   if (p.expert_index.present)
-    INFINIOP_CHECK(gather::checkIndexRange(kGrad, "expert_idx", p.expert_index, data.expert_index,
+    INFINIOP_CHECK(gather::checkIndexRange(kGrad, "expert_idx", p.expert_index, expert_index.data(),
                                            0, static_cast<int64_t>(p.bias.rows)));
-  desc->kernel(p, data);
+  INFINIOP_CHECK(desc->runner->run(data, row_index.data(), stream));
   return infiniop::succeed();
 }
 
@@ -441,15 +516,15 @@ extern "C" infiniStatus_t infiniopGetMoeFinalizeRoutingV2WorkspaceSize(
 extern "C" infiniStatus_t infiniopMoeFinalizeRoutingV2(
     infiniopMoeFinalizeRoutingV2Descriptor_t desc, void *workspace, size_t workspace_size,
     void *out, const void *expanded_x, const void *expanded_row_idx, const void *x1, const void *x2,
-    const void *bias, const void *scales, const void *expert_idx,
-    void * /*stream: CPU work is synchronous*/) {
+    const void *bias, const void *scales, const void *expert_idx, void *stream) {
   (void)workspace;
   if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(kForward) + ": desc is NULL");
   return infiniop::guarded(kForward, [&] {
     return runForward(
         reinterpret_cast<const ForwardDescriptor *>(desc), workspace_size,
         {out, expanded_x, x1, x2, bias, scales, static_cast<const int32_t *>(expanded_row_idx),
-         static_cast<const int32_t *>(expert_idx)});
+         static_cast<const int32_t *>(expert_idx)},
+        stream);
   });
 }
 
@@ -483,14 +558,15 @@ extern "C" infiniStatus_t infiniopMoeFinalizeRoutingV2Grad(
     infiniopMoeFinalizeRoutingV2GradDescriptor_t desc, void *workspace, size_t workspace_size,
     void *grad_expanded_x, void *grad_scales, const void *grad_y, const void *expanded_row_idx,
     const void *expanded_x, const void *scales, const void *expert_idx, const void *bias,
-    void * /*stream: CPU work is synchronous*/) {
+    void *stream) {
   if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(kGrad) + ": desc is NULL");
   return infiniop::guarded(kGrad, [&] {
     const auto *d = reinterpret_cast<const GradDescriptor *>(desc);
     return runGrad(d, workspace_size,
                    {grad_expanded_x, d->plan.grad_scales.present ? grad_scales : nullptr, grad_y,
                     expanded_x, scales, bias, static_cast<const int32_t *>(expanded_row_idx),
-                    static_cast<const int32_t *>(expert_idx), workspace});
+                    static_cast<const int32_t *>(expert_idx), workspace},
+                   stream);
   });
 }
 

@@ -12,6 +12,7 @@
 //   index            each operand's base as an element index in its buffer
 //   begin            the plan element of global id 0
 //   attribute_words  the bytes of the operator's attribute struct (at most 64), for as_float
+//   step             each operand's stride in a one-dim plan (the row kernels)
 //   plan, ndim       shape[ndim], then strides[operand][ndim] in elements: made once per
 //                    descriptor, read by the strided kernels only
 
@@ -21,7 +22,8 @@
   __global storage_t *p0, __global storage_t *p1, __global storage_t *p2,                 \
       __global storage_t *p3, __global storage_t *p4, __global storage_t *p5,             \
       __global storage_t *p6, __global storage_t *p7, const ulong8 index, const ulong begin, \
-      const uint16 attribute_words, __constant const long *plan, const uint ndim
+      const uint16 attribute_words, const long8 step, __constant const long *plan,         \
+      const uint ndim
 
 // Operand k's buffer and base index: k is a constant once the operand loops are unrolled, and
 // a switch then folds to one argument (a private array would live in memory, which PoCL cannot
@@ -39,6 +41,18 @@ inline __global storage_t *operand_buffer(int k, __global storage_t *p0, __globa
     case 5: return p5;
     case 6: return p6;
     default: return p7;
+  }
+}
+inline long operand_step(int k, long8 step) {
+  switch (k) {
+    case 0: return step.s0;
+    case 1: return step.s1;
+    case 2: return step.s2;
+    case 3: return step.s3;
+    case 4: return step.s4;
+    case 5: return step.s5;
+    case 6: return step.s6;
+    default: return step.s7;
   }
 }
 inline ulong operand_base(int k, ulong8 index) {
@@ -76,6 +90,10 @@ inline ulong operand_base(int k, ulong8 index) {
 // Every operand walks the plan with stride 1 in one dim: no index arithmetic.
 #define CONTIGUOUS_AT(k) (BASE(k) + begin + get_global_id(0))
 
+// One plan dim with any strides (interleaved halves, a transposed or strided row): one multiply.
+#define ROW_AT(k) \
+  ((ulong)((long)BASE(k) + (long)(begin + get_global_id(0)) * operand_step((k), step)))
+
 // Any strides (negative, broadcast inputs, interleaved halves): the element's coordinates, then
 // each operand's offset.
 #define STRIDED_OFFSETS                                                              \
@@ -97,6 +115,14 @@ __kernel void elementwise_contiguous(KERNEL_PARAMS) {
 
 __kernel void zero_contiguous(KERNEL_PARAMS) {
   ZERO_AT(CONTIGUOUS_AT);
+}
+
+__kernel void elementwise_row(KERNEL_PARAMS) {
+  APPLY_AT(ROW_AT);
+}
+
+__kernel void zero_row(KERNEL_PARAMS) {
+  ZERO_AT(ROW_AT);
 }
 
 __kernel void elementwise_strided(KERNEL_PARAMS) {

@@ -1,7 +1,8 @@
 // MoeFinalizeRoutingV2 and its grad (src/ops/moe_finalize_routing.h has the formulas), built
-// after common.cl. Each result is summed in F32 in a fixed order, with the fma() steps and the
-// operand order of devices/cpu/moe_finalize_routing.cc, so runs are bit-identical and the
-// forward and grad_expanded_x match the cpu device bit for bit.
+// after common.cl. Each result is summed in F32 by one work-item in a fixed order, so runs are
+// bit-identical. The forward and grad_expanded_x use the fma() steps and operand order of
+// devices/cpu/moe_finalize_routing.cc and match the cpu device bit for bit; grad_scales groups
+// its dot product differently from cpu's SIMD lanes (same error bound, not the same bits).
 
 // gather::RowView: element (row, j) is at index + (row / block) * block_stride
 // + (row % block) * row_stride + j * col_stride, `index` being the view's base in its buffer.
@@ -23,9 +24,17 @@ typedef struct {
 #define HAS_BIAS 4u
 #define HAS_SCALES 8u
 
-inline ulong row_element(row_view_t v, ulong row, ulong j) {
-  return (ulong)((long)v.index + (long)(row / v.block) * v.block_stride +
-                 (long)(row % v.block) * v.row_stride + (long)j * v.col_stride);
+// Element index of (row, 0). Rows a kernel reads are below 2^31 (INT32 index values and
+// positions) or below `block`, so the 64-bit division, the bulk of the cost on a CPU driver, is
+// either skipped (2-D views: block = rows) or done in 32 bits.
+inline long row_base(row_view_t v, ulong row) {
+  if (row < v.block) return (long)v.index + (long)row * v.row_stride;
+  const uint q = (uint)row / (uint)v.block, m = (uint)row - q * (uint)v.block;
+  return (long)v.index + (long)q * v.block_stride + (long)m * v.row_stride;
+}
+
+inline ulong at(long base, row_view_t v, ulong j) {
+  return (ulong)(base + (long)j * v.col_stride);
 }
 
 inline ulong table_element(table_view_t v, ulong r, ulong c) {
@@ -33,7 +42,7 @@ inline ulong table_element(table_view_t v, ulong r, ulong c) {
 }
 
 // out[r][j] = x1 + x2 + sum over k = 0..K-1 of scale * (expanded_x[index] + bias[expert]): one
-// work-item per output element. `rows` is expanded_x's row count; indices outside [0, rows)
+// work-item per output element, (j, r) = global id (0, 1). `rows` is expanded_x's row count; indices outside [0, rows)
 // (the dropped -1) bring a zero row, the bias still counts.
 __kernel void moe_forward(__global storage_t *out, row_view_t out_v,
                           const __global storage_t *expanded, row_view_t expanded_v,
@@ -44,33 +53,30 @@ __kernel void moe_forward(__global storage_t *out, row_view_t out_v,
                           const __global int *row_index, table_view_t row_index_v,
                           const __global int *expert_index, table_view_t expert_index_v,
                           ulong tokens, ulong topk, ulong hidden, ulong rows, uint flags) {
-  const ulong id = get_global_id(0);
-  if (id >= tokens * hidden) return;
-  const ulong r = id / hidden, j = id % hidden;
+  const ulong j = get_global_id(0), r = get_global_id(1);
+  if (j >= hidden || r >= tokens) return;
   // As cpu's LoadRow: x1 + x2, or the one present, or 0.
   float acc = 0.0f;
-  if ((flags & HAS_X1) && (flags & HAS_X2))
-    acc = load_value(x1, row_element(x1_v, r, j)) + load_value(x2, row_element(x2_v, r, j));
-  else if (flags & HAS_X1)
-    acc = load_value(x1, row_element(x1_v, r, j));
+  if (flags & HAS_X1) acc = load_value(x1, at(row_base(x1_v, r), x1_v, j));
+  if (flags & HAS_X2) acc = acc + load_value(x2, at(row_base(x2_v, r), x2_v, j));
   for (ulong k = 0; k < topk; ++k) {
     const long index = row_index[table_element(row_index_v, r, k)];
     float term = index >= 0 && (ulong)index < rows
-                     ? load_value(expanded, row_element(expanded_v, (ulong)index, j))
+                     ? load_value(expanded, at(row_base(expanded_v, (ulong)index), expanded_v, j))
                      : 0.0f;
     if (flags & HAS_BIAS) {
       const ulong expert = (ulong)expert_index[table_element(expert_index_v, r, k)];
-      term = term + load_value(bias, row_element(bias_v, expert, j));
+      term = term + load_value(bias, at(row_base(bias_v, expert), bias_v, j));
     }
     const float scale =
         (flags & HAS_SCALES) ? load_value(scales, table_element(scales_v, r, k)) : 1.0f;
     acc = fma(scale, term, acc);
   }
-  store_value(out, row_element(out_v, r, j), acc);
+  store_value(out, at(row_base(out_v, r), out_v, j), acc);
 }
 
 // grad_expanded_x[d][j] = sum over the positions i reaching d, in increasing order, of
-// scale(i) * grad_y[i / K][j]; one work-item per element. `inverse` is gather::Inverse laid out
+// scale(i) * grad_y[i / K][j]; one work-item per element, (j, d) = global id (0, 1). `inverse` is gather::Inverse laid out
 // as first[rows + 1] then sources. A row reached once is the product rounded once (cpu's sole
 // row), others an fma chain from +0 (cpu's destination pass; unreached rows are +0).
 __kernel void moe_grad_expanded(__global storage_t *grad_x, row_view_t grad_x_v,
@@ -78,64 +84,66 @@ __kernel void moe_grad_expanded(__global storage_t *grad_x, row_view_t grad_x_v,
                                 const __global storage_t *scales, table_view_t scales_v,
                                 const __global int *inverse, ulong inverse_index, ulong rows,
                                 ulong topk, ulong hidden, uint flags) {
-  const ulong id = get_global_id(0);
-  if (id >= rows * hidden) return;
-  const ulong d = id / hidden, j = id % hidden;
+  const ulong j = get_global_id(0), d = get_global_id(1);
+  if (j >= hidden || d >= rows) return;
   const __global int *first = inverse + inverse_index;
   const __global int *sources = first + rows + 1;
   const int begin = first[d], end = first[d + 1];
   float acc = 0.0f;
   for (int s = begin; s < end; ++s) {
-    const ulong position = (ulong)sources[s];
-    const ulong r = position / topk, k = position % topk;
+    const uint position = (uint)sources[s];  // < 2^31, as is topk
+    const ulong r = position / (uint)topk, k = position % (uint)topk;
     const float scale =
         (flags & HAS_SCALES) ? load_value(scales, table_element(scales_v, r, k)) : 1.0f;
-    const float g = load_value(grad_y, row_element(grad_y_v, r, j));
+    const float g = load_value(grad_y, at(row_base(grad_y_v, r), grad_y_v, j));
     acc = end - begin == 1 ? g * scale : fma(scale, g, acc);
   }
-  store_value(grad_x, row_element(grad_x_v, d, j), acc);
+  store_value(grad_x, at(row_base(grad_x_v, d), grad_x_v, j), acc);
 }
 
-// The largest work-group moe_grad_scales is launched with (its local array).
-#define MAX_GROUP 256
+// Partial sums per dot product: element j goes to lane j % LANES, the lanes are added pairwise
+// at the end (a fixed shape, better bounded than one running sum).
+#define LANES 8
 
 // grad_scales[r][k] = sum_j (expanded_x[index][j] + bias[expert][j]) * grad_y[r][j]: one
-// work-group (a power of two of at most MAX_GROUP items) per position; item l sums j = l, l + G,
-// ... with fma, then a fixed local-memory tree adds the G partial sums. The shape depends only
-// on G, which is fixed per descriptor, so results are the same from run to run.
+// work-item per position r * K + k. (A work-group per position with a local-memory tree was
+// 2 to 3 times slower on PoCL: its barriers cost more than the serial loop.)
 __kernel void moe_grad_scales(__global storage_t *grad_scales, table_view_t grad_scales_v,
                               const __global storage_t *grad_y, row_view_t grad_y_v,
                               const __global storage_t *expanded, row_view_t expanded_v,
                               const __global storage_t *bias, row_view_t bias_v,
                               const __global int *row_index, table_view_t row_index_v,
                               const __global int *expert_index, table_view_t expert_index_v,
-                              ulong topk, ulong hidden, ulong rows, uint flags) {
-  __local float partial[MAX_GROUP];
-  const ulong position = get_group_id(0);
-  const uint l = get_local_id(0), group = get_local_size(0);
-  const ulong r = position / topk, k = position % topk;
+                              ulong positions, ulong topk, ulong hidden, ulong rows, uint flags) {
+  const ulong position = get_global_id(0);
+  if (position >= positions) return;
+  const ulong r = (uint)position / (uint)topk, k = (uint)position % (uint)topk;  // < 2^31
   const long index = row_index[table_element(row_index_v, r, k)];
   const bool reached = index >= 0 && (ulong)index < rows;
-  ulong expert = 0;
-  if (flags & HAS_BIAS) expert = (ulong)expert_index[table_element(expert_index_v, r, k)];
-  float acc = 0.0f;
-  for (ulong j = l; j < hidden; j += group) {
-    // As cpu's LoadSum: expanded + bias, or the one present, or 0.
-    float v = 0.0f;
-    if (reached && (flags & HAS_BIAS))
-      v = load_value(expanded, row_element(expanded_v, (ulong)index, j)) +
-          load_value(bias, row_element(bias_v, expert, j));
-    else if (reached)
-      v = load_value(expanded, row_element(expanded_v, (ulong)index, j));
-    else if (flags & HAS_BIAS)
-      v = load_value(bias, row_element(bias_v, expert, j));
-    acc = fma(v, load_value(grad_y, row_element(grad_y_v, r, j)), acc);
+  const bool has_bias = (flags & HAS_BIAS) != 0;
+  const long expanded_base = reached ? row_base(expanded_v, (ulong)index) : 0;
+  const long bias_base =
+      has_bias ? row_base(bias_v, (ulong)expert_index[table_element(expert_index_v, r, k)]) : 0;
+  const long grad_y_base = row_base(grad_y_v, r);
+  float acc[LANES];
+  for (int l = 0; l < LANES; ++l) acc[l] = 0.0f;
+  for (ulong j0 = 0; j0 < hidden; j0 += LANES) {
+    for (int l = 0; l < LANES; ++l) {
+      const ulong j = j0 + l;
+      if (j >= hidden) break;
+      // As cpu's LoadSum: expanded + bias, or the one present, or 0.
+      float v = 0.0f;
+      if (reached && has_bias)
+        v = load_value(expanded, at(expanded_base, expanded_v, j)) +
+            load_value(bias, at(bias_base, bias_v, j));
+      else if (reached)
+        v = load_value(expanded, at(expanded_base, expanded_v, j));
+      else if (has_bias)
+        v = load_value(bias, at(bias_base, bias_v, j));
+      acc[l] = fma(v, load_value(grad_y, at(grad_y_base, grad_y_v, j)), acc[l]);
+    }
   }
-  partial[l] = acc;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint width = group / 2; width > 0; width /= 2) {
-    if (l < width) partial[l] += partial[l + width];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  if (l == 0) store_value(grad_scales, table_element(grad_scales_v, r, k), partial[0]);
+  for (int width = LANES / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+  store_value(grad_scales, table_element(grad_scales_v, r, k), acc[0]);
 }
