@@ -23,16 +23,14 @@ namespace {
 constexpr const char *kForward = "MoeFinalizeRoutingV2";
 constexpr const char *kGrad = "MoeFinalizeRoutingV2Grad";
 
-// row_view_t and table_view_t of the .cl file, byte for byte.
+// row_view_t and table_view_t of the .cl file: (index, block, block_stride, row_stride,
+// col_stride) and (index, row_stride, col_stride), vectors so that they are values.
 struct RowArg {
-  cl_ulong index = 0, block = 1;
-  cl_long block_stride = 0, row_stride = 0, col_stride = 0;
+  cl_long8 v{{0, 1, 0, 0, 0, 0, 0, 0}};
 };
 struct TableArg {
-  cl_ulong index = 0;
-  cl_long row_stride = 0, col_stride = 0;
+  cl_long4 v{};
 };
-static_assert(sizeof(RowArg) == 40 && sizeof(TableArg) == 24, "no padding");
 
 // The flags of the .cl file.
 constexpr cl_uint kHasX1 = 1, kHasX2 = 2, kHasBias = 4, kHasScales = 8;
@@ -61,11 +59,11 @@ infiniStatus_t resolveRows(const char *op, infiniopHandle_t handle, const gather
                            RowArg *arg) {
   *operand = {unused, view.present && view.rows * view.cols > 0};
   if (!operand->present) return INFINI_STATUS_SUCCESS;
-  arg->block = view.block;
-  arg->block_stride = view.block_stride;
-  arg->row_stride = view.row_stride;
-  arg->col_stride = view.col_stride;
-  return resolveSpan(op, handle, data, view.span, element_size, &operand->mem, &arg->index);
+  cl_ulong index = 0;
+  INFINIOP_CHECK(resolveSpan(op, handle, data, view.span, element_size, &operand->mem, &index));
+  arg->v = {{static_cast<cl_long>(index), static_cast<cl_long>(view.block), view.block_stride,
+             view.row_stride, view.col_stride, 0, 0, 0}};
+  return INFINI_STATUS_SUCCESS;
 }
 
 // TableView and IndexView alike.
@@ -75,33 +73,63 @@ infiniStatus_t resolveTable(const char *op, infiniopHandle_t handle, const View 
                             TableArg *arg) {
   *operand = {unused, view.present && view.rows * view.cols > 0};
   if (!operand->present) return INFINI_STATUS_SUCCESS;
-  arg->row_stride = view.row_stride;
-  arg->col_stride = view.col_stride;
-  return resolveSpan(op, handle, data, view.span, element_size, &operand->mem, &arg->index);
-}
-
-// Enqueues a kernel over a (columns, rows) grid of work-items, a row's columns consecutive, in
-// groups of at most `group` items shaped to the row length (short rows share a group). Rows and
-// columns are bounds-checked by the kernel.
-infiniStatus_t launchGrid(const char *op, cl_command_queue queue, cl_kernel kernel, size_t columns,
-                          size_t rows, size_t group) {
-  if (columns == 0 || rows == 0) return INFINI_STATUS_SUCCESS;
-  size_t local[2] = {1, 1};
-  while (local[0] * 2 <= group && local[0] < columns) local[0] *= 2;
-  local[1] = group / local[0];
-  const size_t global[2] = {(columns + local[0] - 1) / local[0] * local[0],
-                            (rows + local[1] - 1) / local[1] * local[1]};
-  INFINIOP_CL_CHECK(
-      op, "clEnqueueNDRangeKernel",
-      clEnqueueNDRangeKernel(queue, kernel, 2, nullptr, global, local, 0, nullptr, nullptr));
+  cl_ulong index = 0;
+  INFINIOP_CHECK(resolveSpan(op, handle, data, view.span, element_size, &operand->mem, &index));
+  arg->v = {{static_cast<cl_long>(index), view.row_stride, view.col_stride, 0}};
   return INFINI_STATUS_SUCCESS;
 }
 
-infiniStatus_t programOf(const char *op, infiniopHandle_t handle, infiniDtype_t dtype,
-                         cl_program *program) {
-  return getProgram(op, handle, {sources::common, sources::moe_finalize_routing},
-                    std::string("-cl-std=CL1.2 ") + storageOption(dtype), program);
+// Whether every present row view has unit column stride (the common case), which the program
+// is then built for (-DUNIT_COLUMNS): consecutive columns load as vectors.
+bool unitColumns(std::initializer_list<const gather::RowView *> views) {
+  for (const gather::RowView *view : views)
+    if (view->present && view->rows * view->cols > 0 && view->cols > 1 && view->col_stride != 1)
+      return false;
+  return true;
 }
+
+infiniStatus_t programOf(const char *op, infiniopHandle_t handle, infiniDtype_t dtype,
+                         bool unit_columns, cl_program *program) {
+  return getProgram(op, handle, {sources::common, sources::moe_finalize_routing},
+                    std::string("-cl-std=CL1.2 ") + storageOption(dtype) +
+                        (unit_columns ? " -DUNIT_COLUMNS" : ""),
+                    program);
+}
+
+// A kernel over (columns, rows) and, in unit-column programs, its twin doing kColumns columns
+// per work-item (`<name>_columns`), which then covers all but the last columns % kColumns. Both
+// take the same arguments but the last, first_column.
+constexpr size_t kColumns = 32;  // COLUMNS of the .cl file
+class ColumnKernels {
+ public:
+  infiniStatus_t init(const char *op, infiniopHandle_t handle, cl_program program,
+                      const std::string &name, bool vectorized) {
+    INFINIOP_CHECK(createKernel(op, program, name.c_str(), scalar_.out()));
+    INFINIOP_CHECK(workGroupSize(op, handle, scalar_.get(), &scalar_group_));
+    if (!vectorized) return INFINI_STATUS_SUCCESS;
+    INFINIOP_CHECK(createKernel(op, program, (name + "_columns").c_str(), vector_.out()));
+    return workGroupSize(op, handle, vector_.get(), &vector_group_);
+  }
+
+  // Sets the arguments and enqueues; the caller holds the lock of the kernels' arguments.
+  template <class... Args>
+  infiniStatus_t run(const char *op, cl_command_queue queue, size_t columns, size_t rows,
+                     const Args &...args) const {
+    const size_t vector_items = vector_.get() ? columns / kColumns : 0;
+    const cl_ulong first_column = vector_items * kColumns;
+    if (vector_items > 0) {
+      INFINIOP_CHECK(setArgs(op, vector_.get(), 0, args..., cl_ulong{0}));
+      INFINIOP_CHECK(launch(op, queue, vector_.get(), vector_items, vector_group_, rows));
+    }
+    if (columns == first_column) return INFINI_STATUS_SUCCESS;
+    INFINIOP_CHECK(setArgs(op, scalar_.get(), 0, args..., first_column));
+    return launch(op, queue, scalar_.get(), columns - first_column, scalar_group_, rows);
+  }
+
+ private:
+  KernelRef scalar_, vector_;
+  size_t scalar_group_ = 1, vector_group_ = 1;
+};
 
 class Forward final : public moe::ForwardRunner {
  public:
@@ -109,9 +137,10 @@ class Forward final : public moe::ForwardRunner {
 
   infiniStatus_t init() {
     cl_program program = nullptr;
-    INFINIOP_CHECK(programOf(kForward, handle_, plan_.dtype, &program));
-    INFINIOP_CHECK(createKernel(kForward, program, "moe_forward", kernel_.out()));
-    return workGroupSize(kForward, handle_, kernel_.get(), &group_);
+    const moe::ForwardPlan &p = plan_;
+    const bool unit = unitColumns({&p.out, &p.expanded_x, &p.x1, &p.x2, &p.bias});
+    INFINIOP_CHECK(programOf(kForward, handle_, p.dtype, unit, &program));
+    return kernels_.init(kForward, handle_, program, "moe_forward", unit);
   }
 
   infiniStatus_t run(const moe::ForwardData &data, const int32_t * /*host_row_index*/,
@@ -144,18 +173,16 @@ class Forward final : public moe::ForwardRunner {
 
     // A cl_kernel's arguments are shared state: set them and enqueue as one step.
     std::lock_guard<std::mutex> lock(mutex_);
-    INFINIOP_CHECK(setArgs(kForward, kernel_.get(), 0, out.mem, out_v, expanded.mem, expanded_v,
-                           x1.mem, x1_v, x2.mem, x2_v, bias.mem, bias_v, scales.mem, scales_v,
-                           row_index.mem, row_index_v, expert_index.mem, expert_index_v, tokens,
-                           topk, hidden, rows, flags));
-    return launchGrid(kForward, queue, kernel_.get(), p.hidden, p.tokens, group_);
+    return kernels_.run(kForward, queue, p.hidden, p.tokens, out.mem, out_v, expanded.mem,
+                        expanded_v, x1.mem, x1_v, x2.mem, x2_v, bias.mem, bias_v, scales.mem,
+                        scales_v, row_index.mem, row_index_v, expert_index.mem, expert_index_v,
+                        tokens, topk, hidden, rows, flags);
   }
 
  private:
   infiniopHandle_t handle_;
   moe::ForwardPlan plan_;
-  KernelRef kernel_;
-  size_t group_ = 1;
+  ColumnKernels kernels_;
   mutable std::mutex mutex_;
 };
 
@@ -165,9 +192,10 @@ class Grad final : public moe::GradRunner {
 
   infiniStatus_t init() {
     cl_program program = nullptr;
-    INFINIOP_CHECK(programOf(kGrad, handle_, plan_.dtype, &program));
-    INFINIOP_CHECK(createKernel(kGrad, program, "moe_grad_expanded", expanded_kernel_.out()));
-    INFINIOP_CHECK(workGroupSize(kGrad, handle_, expanded_kernel_.get(), &expanded_group_));
+    const moe::GradPlan &p = plan_;
+    const bool unit = unitColumns({&p.grad_expanded_x, &p.grad_y, &p.expanded_x, &p.bias});
+    INFINIOP_CHECK(programOf(kGrad, handle_, p.dtype, unit, &program));
+    INFINIOP_CHECK(expanded_kernels_.init(kGrad, handle_, program, "moe_grad_expanded", unit));
     INFINIOP_CHECK(createKernel(kGrad, program, "moe_grad_scales", scales_kernel_.out()));
     return workGroupSize(kGrad, handle_, scales_kernel_.get(), &scales_group_);
   }
@@ -226,11 +254,9 @@ class Grad final : public moe::GradRunner {
                                inversion.data(), 0, nullptr, nullptr));
     std::lock_guard<std::mutex> lock(mutex_);
     if (write_rows) {
-      INFINIOP_CHECK(setArgs(kGrad, expanded_kernel_.get(), 0, grad_x.mem, grad_x_v, grad_y.mem,
-                             grad_y_v, scales.mem, scales_v, workspace, inverse_index, rows_arg,
-                             topk, hidden, flags));
-      INFINIOP_CHECK(
-          launchGrid(kGrad, queue, expanded_kernel_.get(), p.hidden, rows, expanded_group_));
+      INFINIOP_CHECK(expanded_kernels_.run(kGrad, queue, p.hidden, rows, grad_x.mem, grad_x_v,
+                                           grad_y.mem, grad_y_v, scales.mem, scales_v, workspace,
+                                           inverse_index, rows_arg, topk, hidden, flags));
     }
     if (write_scales) {
       const cl_ulong positions = RK;
@@ -246,8 +272,9 @@ class Grad final : public moe::GradRunner {
  private:
   infiniopHandle_t handle_;
   moe::GradPlan plan_;
-  KernelRef expanded_kernel_, scales_kernel_;
-  size_t expanded_group_ = 1, scales_group_ = 1;
+  ColumnKernels expanded_kernels_;  // grad_expanded_x
+  KernelRef scales_kernel_;
+  size_t scales_group_ = 1;
   mutable std::mutex mutex_;
 };
 

@@ -179,21 +179,24 @@ infiniStatus_t workGroupSize(const char *where, infiniopHandle_t handle, cl_kern
 }
 
 infiniStatus_t launch(const char *where, cl_command_queue queue, cl_kernel kernel, size_t items,
-                      size_t group) {
+                      size_t group, size_t rows) {
+  if (items == 0 || rows == 0) return INFINI_STATUS_SUCCESS;
   // Whole groups first, then the remainder as groups of one item from a global offset: the
   // kernel then needs no bounds check, whose divergent return would keep PoCL from vectorizing
-  // across work-items, and the tail compiles one extra group size only.
-  const size_t whole = items / group * group;
-  const size_t offset = 0, one = 1;
-  if (whole > 0)
-    INFINIOP_CL_CHECK(
-        where, "clEnqueueNDRangeKernel",
-        clEnqueueNDRangeKernel(queue, kernel, 1, &offset, &whole, &group, 0, nullptr, nullptr));
-  const size_t rest = items - whole;
-  if (rest > 0)
-    INFINIOP_CL_CHECK(
-        where, "clEnqueueNDRangeKernel",
-        clEnqueueNDRangeKernel(queue, kernel, 1, &whole, &rest, &one, 0, nullptr, nullptr));
+  // across work-items, and the tail compiles one extra group size only. Short rows get a group
+  // of the largest power of two that fits them.
+  size_t local = 1;
+  while (local * 2 <= group && local * 2 <= items) local *= 2;
+  const size_t whole = items / local * local, rest = items - whole;
+  const size_t offsets[2][2] = {{0, 0}, {whole, 0}};
+  const size_t globals[2][2] = {{whole, rows}, {rest, rows}};
+  const size_t locals[2][2] = {{local, 1}, {1, 1}};
+  for (int part = 0; part < 2; ++part) {
+    if (globals[part][0] == 0) continue;
+    INFINIOP_CL_CHECK(where, "clEnqueueNDRangeKernel",
+                      clEnqueueNDRangeKernel(queue, kernel, rows > 1 ? 2 : 1, offsets[part],
+                                             globals[part], locals[part], 0, nullptr, nullptr));
+  }
   return INFINI_STATUS_SUCCESS;
 }
 

@@ -29,11 +29,12 @@ infiniStatus_t createKernel(const char *where, cl_program program, const char *n
 infiniStatus_t workGroupSize(const char *where, infiniopHandle_t handle, cl_kernel kernel,
                              size_t *size);
 
-// Enqueues `kernel` over exactly `items` work-items, global ids [0, items), in groups of
-// `group` (the last few in groups of one), on `queue`. Kernels need no bounds check. Nothing is
+// Enqueues `kernel` over exactly `items` work-items, global ids [0, items), in groups of at
+// most `group` (the last few in groups of one), on `queue`; with `rows` > 1, over the 2-D grid
+// (items, rows), a group never spanning two rows. Kernels need no bounds check. Nothing is
 // waited for.
 infiniStatus_t launch(const char *where, cl_command_queue queue, cl_kernel kernel, size_t items,
-                      size_t group);
+                      size_t group, size_t rows = 1);
 
 // Sets the kernel's arguments from index `first` on, each by value (cl_mem, scalars, structs).
 template <class... Args>

@@ -1,6 +1,7 @@
 // Shared by every OpenCL program: the storage dtype chosen by the build options (-DSTORAGE_F32,
-// -DSTORAGE_F16 or -DSTORAGE_BF16) and the F32 maths of the activations, ported from
-// devices/cpu/math-inl.h so that both devices round the same way. OpenCL 1.2 C, no extension:
+// -DSTORAGE_F16 or -DSTORAGE_BF16), its loads and stores (one element, or 8 consecutive ones as
+// a float8), and the F32 maths of the activations, ported from devices/cpu/math-inl.h so that
+// both devices round the same way. OpenCL 1.2 C, no extension:
 // F16 and BF16 are `ushort` bits converted here, round to nearest even, NaN kept quiet, exactly
 // as src/core/dtype.h does it.
 
@@ -11,6 +12,8 @@
 typedef float storage_t;
 inline float load_value(const __global storage_t *p, ulong i) { return p[i]; }
 inline void store_value(__global storage_t *p, ulong i, float v) { p[i] = v; }
+inline float8 load8(const __global storage_t *p, ulong i) { return vload8(0, p + i); }
+inline void store8(__global storage_t *p, ulong i, float8 v) { vstore8(v, 0, p + i); }
 #elif defined(STORAGE_BF16)
 typedef ushort storage_t;
 inline float load_value(const __global storage_t *p, ulong i) {
@@ -24,6 +27,14 @@ inline ushort bf16_from_f32(float f) {
   return (ushort)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 inline void store_value(__global storage_t *p, ulong i, float v) { p[i] = bf16_from_f32(v); }
+inline float8 load8(const __global storage_t *p, ulong i) {
+  float8 v;
+  for (int l = 0; l < 8; ++l) ((float *)&v)[l] = load_value(p, i + l);
+  return v;
+}
+inline void store8(__global storage_t *p, ulong i, float8 v) {
+  for (int l = 0; l < 8; ++l) p[i + l] = bf16_from_f32(((float *)&v)[l]);
+}
 #elif defined(STORAGE_F16)
 typedef ushort storage_t;
 // Both conversions are branch-free (selects) so that PoCL vectorizes them across work-items.
@@ -52,6 +63,12 @@ inline ushort f16_from_f32(float f) {
   return (ushort)(sign | bits);
 }
 inline void store_value(__global storage_t *p, ulong i, float v) { p[i] = f16_from_f32(v); }
+inline float8 load8(const __global storage_t *p, ulong i) {
+  return vload_half8(0, (const __global half *)(p + i));  // exact; core OpenCL 1.2
+}
+inline void store8(__global storage_t *p, ulong i, float8 v) {
+  for (int l = 0; l < 8; ++l) p[i + l] = f16_from_f32(((float *)&v)[l]);
+}
 #else
 #error "build with -DSTORAGE_F32, -DSTORAGE_F16 or -DSTORAGE_BF16"
 #endif

@@ -4,19 +4,16 @@
 // devices/cpu/moe_finalize_routing.cc and match the cpu device bit for bit; grad_scales groups
 // its dot product differently from cpu's SIMD lanes (same error bound, not the same bits).
 
-// gather::RowView: element (row, j) is at index + (row / block) * block_stride
-// + (row % block) * row_stride + j * col_stride, `index` being the view's base in its buffer.
-typedef struct {
-  ulong index, block;
-  long block_stride, row_stride, col_stride;
-} row_view_t;
-
-// gather::TableView and gather::IndexView: element (r, c) is at index + r * row_stride
-// + c * col_stride.
-typedef struct {
-  ulong index;
-  long row_stride, col_stride;
-} table_view_t;
+// Views travel as vectors, values the compiler knows no store changes (PoCL does not vectorize
+// across work-items what it must reload from a struct argument's memory).
+// gather::RowView as long8 (index, block, block_stride, row_stride, col_stride): element
+// (row, j) is at index + (row / block) * block_stride + (row % block) * row_stride
+// + j * col_stride, `index` being the view's base in its buffer. With -DUNIT_COLUMNS every
+// present row view has col_stride 1, which lets the compiler load consecutive columns as vectors.
+typedef long8 row_view_t;
+// gather::TableView and gather::IndexView as long4 (index, row_stride, col_stride): element
+// (r, c) is at index + r * row_stride + c * col_stride.
+typedef long4 table_view_t;
 
 // Which optional operands a call has (the others are dummy buffers, never read).
 #define HAS_X1 1u
@@ -28,22 +25,27 @@ typedef struct {
 // positions) or below `block`, so the 64-bit division, the bulk of the cost on a CPU driver, is
 // either skipped (2-D views: block = rows) or done in 32 bits.
 inline long row_base(row_view_t v, ulong row) {
-  if (row < v.block) return (long)v.index + (long)row * v.row_stride;
-  const uint q = (uint)row / (uint)v.block, m = (uint)row - q * (uint)v.block;
-  return (long)v.index + (long)q * v.block_stride + (long)m * v.row_stride;
+  if (row < (ulong)v.s1) return v.s0 + (long)row * v.s3;
+  const uint q = (uint)row / (uint)v.s1, m = (uint)row - q * (uint)v.s1;
+  return v.s0 + (long)q * v.s2 + (long)m * v.s3;
 }
 
 inline ulong at(long base, row_view_t v, ulong j) {
-  return (ulong)(base + (long)j * v.col_stride);
+#ifdef UNIT_COLUMNS
+  return (ulong)(base + (long)j);
+#else
+  return (ulong)(base + (long)j * v.s4);
+#endif
 }
 
 inline ulong table_element(table_view_t v, ulong r, ulong c) {
-  return (ulong)((long)v.index + (long)r * v.row_stride + (long)c * v.col_stride);
+  return (ulong)(v.s0 + (long)r * v.s1 + (long)c * v.s2);
 }
 
 // out[r][j] = x1 + x2 + sum over k = 0..K-1 of scale * (expanded_x[index] + bias[expert]): one
-// work-item per output element, (j, r) = global id (0, 1). `rows` is expanded_x's row count; indices outside [0, rows)
-// (the dropped -1) bring a zero row, the bias still counts.
+// work-item per output element, (j, r) = global id (0, 1), each launched once (no bounds
+// check). `rows` is expanded_x's row count; indices outside [0, rows) (the dropped -1) bring a
+// zero row, the bias still counts.
 __kernel void moe_forward(__global storage_t *out, row_view_t out_v,
                           const __global storage_t *expanded, row_view_t expanded_v,
                           const __global storage_t *x1, row_view_t x1_v,
@@ -52,9 +54,9 @@ __kernel void moe_forward(__global storage_t *out, row_view_t out_v,
                           const __global storage_t *scales, table_view_t scales_v,
                           const __global int *row_index, table_view_t row_index_v,
                           const __global int *expert_index, table_view_t expert_index_v,
-                          ulong tokens, ulong topk, ulong hidden, ulong rows, uint flags) {
-  const ulong j = get_global_id(0), r = get_global_id(1);
-  if (j >= hidden || r >= tokens) return;
+                          ulong tokens, ulong topk, ulong hidden, ulong rows, uint flags,
+                          ulong first_column) {
+  const ulong j = first_column + get_global_id(0), r = get_global_id(1);
   // As cpu's LoadRow: x1 + x2, or the one present, or 0.
   float acc = 0.0f;
   if (flags & HAS_X1) acc = load_value(x1, at(row_base(x1_v, r), x1_v, j));
@@ -76,16 +78,15 @@ __kernel void moe_forward(__global storage_t *out, row_view_t out_v,
 }
 
 // grad_expanded_x[d][j] = sum over the positions i reaching d, in increasing order, of
-// scale(i) * grad_y[i / K][j]; one work-item per element, (j, d) = global id (0, 1). `inverse` is gather::Inverse laid out
-// as first[rows + 1] then sources. A row reached once is the product rounded once (cpu's sole
+// scale(i) * grad_y[i / K][j]; one work-item per element, (j, d) = global id (0, 1), each
+// launched once. `inverse` is gather::Inverse laid out as first[rows + 1] then sources. A row reached once is the product rounded once (cpu's sole
 // row), others an fma chain from +0 (cpu's destination pass; unreached rows are +0).
 __kernel void moe_grad_expanded(__global storage_t *grad_x, row_view_t grad_x_v,
                                 const __global storage_t *grad_y, row_view_t grad_y_v,
                                 const __global storage_t *scales, table_view_t scales_v,
                                 const __global int *inverse, ulong inverse_index, ulong rows,
-                                ulong topk, ulong hidden, uint flags) {
-  const ulong j = get_global_id(0), d = get_global_id(1);
-  if (j >= hidden || d >= rows) return;
+                                ulong topk, ulong hidden, uint flags, ulong first_column) {
+  const ulong j = first_column + get_global_id(0), d = get_global_id(1);
   const __global int *first = inverse + inverse_index;
   const __global int *sources = first + rows + 1;
   const int begin = first[d], end = first[d + 1];
@@ -100,6 +101,79 @@ __kernel void moe_grad_expanded(__global storage_t *grad_x, row_view_t grad_x_v,
   }
   store_value(grad_x, at(row_base(grad_x_v, d), grad_x_v, j), acc);
 }
+
+#ifdef UNIT_COLUMNS
+// moe_forward and moe_grad_expanded on COLUMNS consecutive columns per work-item (float8
+// vectors), from column COLUMNS x global id 0, with the same operations in the same order.
+// Explicit vectors, because the data-dependent loop inside (over k, over sources) is the
+// innermost one, which is all PoCL's vectorizer looks at; several of them per work-item share
+// the index and scale loads. The host runs the scalar kernels on the last hidden % COLUMNS.
+#define VECTORS 4
+#define COLUMNS (8 * VECTORS)
+__kernel void moe_forward_columns(__global storage_t *out, row_view_t out_v,
+                                  const __global storage_t *expanded, row_view_t expanded_v,
+                                  const __global storage_t *x1, row_view_t x1_v,
+                                  const __global storage_t *x2, row_view_t x2_v,
+                                  const __global storage_t *bias, row_view_t bias_v,
+                                  const __global storage_t *scales, table_view_t scales_v,
+                                  const __global int *row_index, table_view_t row_index_v,
+                                  const __global int *expert_index, table_view_t expert_index_v,
+                                  ulong tokens, ulong topk, ulong hidden, ulong rows, uint flags,
+                                  ulong first_column) {
+  const ulong j = COLUMNS * get_global_id(0), r = get_global_id(1);
+  float8 acc[VECTORS];
+  for (int v = 0; v < VECTORS; ++v) {
+    acc[v] = 0.0f;
+    if (flags & HAS_X1) acc[v] = load8(x1, row_base(x1_v, r) + j + 8 * v);
+    if (flags & HAS_X2) acc[v] = acc[v] + load8(x2, row_base(x2_v, r) + j + 8 * v);
+  }
+  for (ulong k = 0; k < topk; ++k) {
+    const long index = row_index[table_element(row_index_v, r, k)];
+    const bool reached = index >= 0 && (ulong)index < rows;
+    const long expanded_base = reached ? row_base(expanded_v, (ulong)index) + (long)j : 0;
+    long bias_base = 0;
+    if (flags & HAS_BIAS)
+      bias_base = row_base(bias_v, (ulong)expert_index[table_element(expert_index_v, r, k)]) + j;
+    const float scale =
+        (flags & HAS_SCALES) ? load_value(scales, table_element(scales_v, r, k)) : 1.0f;
+    for (int v = 0; v < VECTORS; ++v) {
+      float8 term = 0.0f;
+      if (reached) term = load8(expanded, expanded_base + 8 * v);
+      if (flags & HAS_BIAS) term = term + load8(bias, bias_base + 8 * v);
+      acc[v] = fma((float8)scale, term, acc[v]);
+    }
+  }
+  const long out_base = row_base(out_v, r) + (long)j;
+  for (int v = 0; v < VECTORS; ++v) store8(out, out_base + 8 * v, acc[v]);
+}
+
+__kernel void moe_grad_expanded_columns(__global storage_t *grad_x, row_view_t grad_x_v,
+                                        const __global storage_t *grad_y, row_view_t grad_y_v,
+                                        const __global storage_t *scales, table_view_t scales_v,
+                                        const __global int *inverse, ulong inverse_index,
+                                        ulong rows, ulong topk, ulong hidden, uint flags,
+                                        ulong first_column) {
+  const ulong j = COLUMNS * get_global_id(0), d = get_global_id(1);
+  const __global int *first = inverse + inverse_index;
+  const __global int *sources = first + rows + 1;
+  const int begin = first[d], end = first[d + 1];
+  float8 acc[VECTORS];
+  for (int v = 0; v < VECTORS; ++v) acc[v] = 0.0f;
+  for (int s = begin; s < end; ++s) {
+    const uint position = (uint)sources[s];
+    const ulong r = position / (uint)topk, k = position % (uint)topk;
+    const float scale =
+        (flags & HAS_SCALES) ? load_value(scales, table_element(scales_v, r, k)) : 1.0f;
+    const long grad_y_base = row_base(grad_y_v, r) + (long)j;
+    for (int v = 0; v < VECTORS; ++v) {
+      const float8 g = load8(grad_y, grad_y_base + 8 * v);
+      acc[v] = end - begin == 1 ? g * scale : fma((float8)scale, g, acc[v]);
+    }
+  }
+  const long grad_x_base = row_base(grad_x_v, d) + (long)j;
+  for (int v = 0; v < VECTORS; ++v) store8(grad_x, grad_x_base + 8 * v, acc[v]);
+}
+#endif
 
 // Partial sums per dot product: element j goes to lane j % LANES, the lanes are added pairwise
 // at the end (a fixed shape, better bounded than one running sum).
@@ -116,7 +190,6 @@ __kernel void moe_grad_scales(__global storage_t *grad_scales, table_view_t grad
                               const __global int *expert_index, table_view_t expert_index_v,
                               ulong positions, ulong topk, ulong hidden, ulong rows, uint flags) {
   const ulong position = get_global_id(0);
-  if (position >= positions) return;
   const ulong r = (uint)position / (uint)topk, k = (uint)position % (uint)topk;  // < 2^31
   const long index = row_index[table_element(row_index_v, r, k)];
   const bool reached = index >= 0 && (ulong)index < rows;
@@ -127,7 +200,23 @@ __kernel void moe_grad_scales(__global storage_t *grad_scales, table_view_t grad
   const long grad_y_base = row_base(grad_y_v, r);
   float acc[LANES];
   for (int l = 0; l < LANES; ++l) acc[l] = 0.0f;
-  for (ulong j0 = 0; j0 < hidden; j0 += LANES) {
+  ulong start = 0;
+#ifdef UNIT_COLUMNS
+  // The same lanes as vectors over whole groups of LANES columns (same sums, same order).
+  float8 lanes = 0.0f;
+  for (; start + LANES <= hidden; start += LANES) {
+    float8 v = 0.0f;
+    if (reached && has_bias)
+      v = load8(expanded, expanded_base + start) + load8(bias, bias_base + start);
+    else if (reached)
+      v = load8(expanded, expanded_base + start);
+    else if (has_bias)
+      v = load8(bias, bias_base + start);
+    lanes = fma(v, load8(grad_y, grad_y_base + start), lanes);
+  }
+  vstore8(lanes, 0, acc);
+#endif
+  for (ulong j0 = start; j0 < hidden; j0 += LANES) {
     for (int l = 0; l < LANES; ++l) {
       const ulong j = j0 + l;
       if (j >= hidden) break;
