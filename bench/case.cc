@@ -1,6 +1,7 @@
 #include "case.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -64,7 +65,11 @@ Case::Case(const OpInfo &op, infiniDtype_t dtype, std::vector<size_t> shape)
 
 Case::~Case() {
   bound_ = Bound{};  // the descriptor goes before its handle
-  if (handle_) infiniopDestroyHandle(handle_);
+  if (!handle_) return;
+  for (std::vector<Tensor> *tensors : {&outs_, &ins_})
+    for (Tensor &t : *tensors) infiniopFree(handle_, t.device);
+  infiniopFree(handle_, workspace_.device);
+  infiniopDestroyHandle(handle_);
 }
 
 std::vector<size_t> Case::shapeOf(Extent e, std::vector<size_t> base) const {
@@ -127,8 +132,13 @@ infiniStatus_t Case::bindOn(infiniopHandle_t handle, const std::vector<size_t> &
 std::unique_ptr<Case> Case::create(const OpInfo &op, infiniDevice_t device, infiniDtype_t dtype,
                                    const std::vector<size_t> &shape, std::string *error) {
   std::unique_ptr<Case> c(new Case(op, dtype, shape));
+  c->own_memory_ = device != INFINI_DEVICE_CPU && device != INFINI_DEVICE_CPU_REFERENCE;
   infiniStatus_t status = infiniopCreateHandle(&c->handle_, device, 0);
-  if (status == INFINI_STATUS_SUCCESS) status = c->bindOn(c->handle_, shape, &c->bound_);
+  if (status == INFINI_STATUS_SUCCESS) {
+    const auto start = std::chrono::steady_clock::now();
+    status = c->bindOn(c->handle_, shape, &c->bound_);
+    c->create_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   if (status != INFINI_STATUS_SUCCESS) {
     *error = failure(status);
     return nullptr;
@@ -153,18 +163,49 @@ std::unique_ptr<Case> Case::create(const OpInfo &op, infiniDevice_t device, infi
     for (long long i = 0; i < static_cast<long long>(t.count); ++i)
       std::memset(t.data.get() + i * size, 0, size);
   }
+  c->workspace_.count = c->bound_.workspace_size;
+  c->workspace_.element_size = 1;
   c->workspace_.data = {static_cast<char *>(std::aligned_alloc(
                             64, std::max<size_t>((c->bound_.workspace_size + 63) / 64 * 64, 64))),
                         std::free};
+  if (c->own_memory_) status = c->upload();
+  if (status != INFINI_STATUS_SUCCESS) {
+    *error = "upload: " + failure(status);
+    return nullptr;
+  }
   return c;
+}
+
+infiniStatus_t Case::upload() {
+  infiniStatus_t status = INFINI_STATUS_SUCCESS;
+  for (std::vector<Tensor> *tensors : {&outs_, &ins_}) {
+    for (Tensor &t : *tensors) {
+      if (status == INFINI_STATUS_SUCCESS) status = infiniopMalloc(handle_, &t.device, t.bytes());
+      if (status == INFINI_STATUS_SUCCESS)
+        status = infiniopMemcpyHostToDevice(handle_, t.device, t.data.get(), t.bytes(), nullptr);
+    }
+  }
+  if (status != INFINI_STATUS_SUCCESS) return status;
+  return infiniopMalloc(handle_, &workspace_.device, workspace_.bytes());
+}
+
+infiniStatus_t Case::download() {
+  infiniStatus_t status = INFINI_STATUS_SUCCESS;
+  for (Tensor &t : outs_)
+    if (status == INFINI_STATUS_SUCCESS)
+      status = infiniopMemcpyDeviceToHost(handle_, t.data.get(), t.device, t.bytes(), nullptr);
+  return status;
 }
 
 infiniStatus_t Case::run() {
   std::vector<void *> o;
   std::vector<const void *> i;
-  for (Tensor &t : outs_) o.push_back(t.data.get());
-  for (Tensor &t : ins_) i.push_back(t.data.get());
-  return bound_.calculate(workspace_.data.get(), bound_.workspace_size, o.data(), i.data());
+  for (Tensor &t : outs_) o.push_back(pointer(t));
+  for (Tensor &t : ins_) i.push_back(pointer(t));
+  const infiniStatus_t status =
+      bound_.calculate(pointer(workspace_), bound_.workspace_size, o.data(), i.data());
+  if (status != INFINI_STATUS_SUCCESS || !own_memory_) return status;
+  return infiniopStreamSynchronize(handle_, nullptr);
 }
 
 size_t Case::elements() const {
@@ -182,6 +223,12 @@ size_t Case::bytes() const {
 
 CheckResult Case::check(size_t budget) {
   CheckResult r;
+  if (own_memory_) {
+    if (const infiniStatus_t s = download(); s != INFINI_STATUS_SUCCESS) {
+      r.error = "download: " + failure(s);
+      return r;
+    }
+  }
   const size_t size = dtypeSize(dtype_);
   // Sampling unit: one element, or one row of the last dim where an operator splits it.
   bool split = false;

@@ -1,5 +1,7 @@
 // One operator at one shape and dtype on one device: its tensors allocated and filled, its
-// descriptor created; run() times well, check() compares with cpu_reference.
+// descriptor created; run() times well, check() compares with cpu_reference. On a device with
+// its own memory (opencl) the tensors also live in infiniopMalloc memory, uploaded once, and
+// run() waits for the call to finish.
 #pragma once
 
 #include <cstddef>
@@ -29,7 +31,10 @@ class Case {
                                       const std::vector<size_t> &shape, std::string *error);
   ~Case();
 
+  // One call to completion: on opencl the enqueue and infiniopStreamSynchronize(handle, NULL).
   infiniStatus_t run();
+  // Seconds that creating the operator's descriptor took (on opencl: the program build).
+  double createSeconds() const { return create_s_; }
   // Compares with cpu_reference on at most about `budget` output elements: the whole output if
   // it is that small, else every k-th element (k odd, so that every SIMD lane gets checked) or,
   // for operators that split the last dim, every k-th row.
@@ -43,9 +48,16 @@ class Case {
     std::vector<size_t> shape;
     size_t count = 0;
     size_t element_size = 0;
-    std::unique_ptr<char, void (*)(void *)> data{nullptr, nullptr};
+    std::unique_ptr<char, void (*)(void *)> data{nullptr, nullptr};  // host memory
+    void *device = nullptr;  // infiniopMalloc memory on opencl; null: `data` is the device's
+    size_t bytes() const { return count * element_size; }
   };
   Case(const OpInfo &op, infiniDtype_t dtype, std::vector<size_t> shape);
+  // On opencl: device memory for every tensor and the workspace, with the host data uploaded.
+  infiniStatus_t upload();
+  // On opencl: copies the outputs back into their host data.
+  infiniStatus_t download();
+  static void *pointer(Tensor &t) { return t.device ? t.device : t.data.get(); }
   std::vector<size_t> shapeOf(Extent e, std::vector<size_t> base) const;
   Tensor allocate(Extent e, std::vector<size_t> shape) const;
   infiniDtype_t dtypeOf(Extent e) const { return isIndex(e) ? INFINI_DTYPE_I32 : dtype_; }
@@ -56,6 +68,8 @@ class Case {
   infiniDtype_t dtype_;
   std::vector<size_t> shape_;
   infiniopHandle_t handle_ = nullptr;
+  bool own_memory_ = false;  // the device has its own memory (opencl): tensors are uploaded
+  double create_s_ = 0;
   std::vector<Tensor> outs_, ins_;
   Bound bound_;
   Tensor workspace_;

@@ -4,6 +4,9 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -34,7 +37,7 @@ struct Options {
 
 void printUsage(FILE *to) {
   std::fprintf(to,
-               "usage: infiniop-bench [OP...] [--device cpu|cpu_reference|all]\n"
+               "usage: infiniop-bench [OP...] [--device cpu|cpu_reference|opencl|all]\n"
                "                      [--dtype f32|f16|bf16|all] [--shape AxBxC] [--threads N]\n"
                "                      [--reps N] [--csv] [--no-check]\n"
                "no OP: every operator. Operators:");
@@ -80,8 +83,10 @@ Options parse(int argc, char **argv) {
         o.devices = {INFINI_DEVICE_CPU};
       else if (v == "cpu_reference")
         o.devices = {INFINI_DEVICE_CPU_REFERENCE};
-      else if (v == "all")
-        o.devices = {INFINI_DEVICE_CPU, INFINI_DEVICE_CPU_REFERENCE};
+      else if (v == "opencl")
+        o.devices = {INFINI_DEVICE_OPENCL};
+      else if (v == "all")  // opencl is dropped in main() when it has no device
+        o.devices = {INFINI_DEVICE_CPU, INFINI_DEVICE_CPU_REFERENCE, INFINI_DEVICE_OPENCL};
       else
         badArgument("unknown device '" + v + "'");
     } else if (a == "--shape") {
@@ -136,6 +141,8 @@ struct Row {
   std::string op, dtype, device, shape;
   size_t elements = 0, bytes = 0;
   Timing op_time, copy_time;
+  double first_s = -1;      // descriptor creation + first call to completion; < 0: not measured
+  double vs_cpu = 0;        // cpu's best time / this best time, in the same run; 0: not known
   std::string check = "-";  // PASS, FAIL, ERROR, "-" (not checked), "ref" (is the reference)
   CheckResult result;
   std::string note;  // why it failed
@@ -145,28 +152,50 @@ void printHeader(const Options &o) {
   if (o.csv) {
     std::printf(
         "op,dtype,device,shape,elements,bytes,best_ms,median_ms,gelem_s,gb_s,copy_gb_s,ratio,reps,"
-        "check,checked,sample_stride,bad,max_ulp,isa,threads,note\n");
+        "check,checked,sample_stride,bad,max_ulp,isa,threads,note,first_ms,vs_cpu\n");
     return;
   }
-  std::printf("%-30s %-4s %-13s %-10s %8s %9s %7s %7s %8s %5s %5s %-5s %-6s %s\n", "op", "type",
-              "device", "shape", "best_ms", "median_ms", "Gelem/s", "GB/s", "copyGB/s", "ratio",
-              "reps", "check", "sample", "max_ulp");
+  std::printf("%-30s %-4s %-13s %-10s %8s %9s %8s %7s %7s %8s %5s %6s %5s %-5s %-6s %s\n", "op",
+              "type", "device", "shape", "best_ms", "median_ms", "first_ms", "Gelem/s", "GB/s",
+              "copyGB/s", "ratio", "vs_cpu", "reps", "check", "sample", "max_ulp");
+}
+
+// The derived numbers of a row, at its best time.
+struct Rates {
+  double gelem, gbs, copy_gbs;
+};
+Rates ratesOf(const Row &r) {
+  return {r.elements / r.op_time.best / 1e9, r.bytes / r.op_time.best / 1e9,
+          r.bytes / r.copy_time.best / 1e9};
 }
 
 void printRow(const Row &r) {
-  const double gelem = r.elements / r.op_time.best / 1e9, gbs = r.bytes / r.op_time.best / 1e9;
-  const double copy_gbs = r.bytes / r.copy_time.best / 1e9;
-  const bool timed = r.op_time.reps > 0;
+  const Rates x = ratesOf(r);
   const std::string sample = r.result.checked == 0  ? "-"
                              : r.result.stride == 1 ? "all"
                                                     : "1/" + std::to_string(r.result.stride);
   std::printf("%-30s %-4s %-13s %-10s ", r.op.c_str(), r.dtype.c_str(), r.device.c_str(),
               r.shape.c_str());
-  if (timed)
-    std::printf("%8.3f %9.3f %7.3f %7.2f %8.2f %5.2f %5d ", r.op_time.best * 1e3,
-                r.op_time.median * 1e3, gelem, gbs, copy_gbs, gbs / copy_gbs, r.op_time.reps);
+  if (r.op_time.reps > 0)
+    std::printf("%8.3f %9.3f ", r.op_time.best * 1e3, r.op_time.median * 1e3);
   else
-    std::printf("%8s %9s %7s %7s %8s %5s %5s ", "-", "-", "-", "-", "-", "-", "-");
+    std::printf("%8s %9s ", "-", "-");
+  if (r.first_s >= 0)
+    std::printf("%8.2f ", r.first_s * 1e3);
+  else
+    std::printf("%8s ", "-");
+  if (r.op_time.reps > 0)
+    std::printf("%7.3f %7.2f %8.2f %5.2f ", x.gelem, x.gbs, x.copy_gbs, x.gbs / x.copy_gbs);
+  else
+    std::printf("%7s %7s %8s %5s ", "-", "-", "-", "-");
+  if (r.vs_cpu > 0)
+    std::printf("%6.2f ", r.vs_cpu);
+  else
+    std::printf("%6s ", "-");
+  if (r.op_time.reps > 0)
+    std::printf("%5d ", r.op_time.reps);
+  else
+    std::printf("%5s ", "-");
   std::printf("%-5s %-6s ", r.check.c_str(), sample.c_str());
   if (r.result.checked)
     std::printf("%.3g\n", r.result.max_ulp);
@@ -176,21 +205,24 @@ void printRow(const Row &r) {
 }
 
 void printCsv(const Row &r) {
-  const double gelem = r.elements / r.op_time.best / 1e9, gbs = r.bytes / r.op_time.best / 1e9;
-  const double copy_gbs = r.bytes / r.copy_time.best / 1e9;
+  const Rates x = ratesOf(r);
   std::printf("%s,%s,%s,%s,%zu,%zu,", r.op.c_str(), r.dtype.c_str(), r.device.c_str(),
               r.shape.c_str(), r.elements, r.bytes);
   if (r.op_time.reps > 0)
     std::printf("%.6f,%.6f,%.4f,%.3f,%.3f,%.4f,%d,", r.op_time.best * 1e3, r.op_time.median * 1e3,
-                gelem, gbs, copy_gbs, gbs / copy_gbs, r.op_time.reps);
+                x.gelem, x.gbs, x.copy_gbs, x.gbs / x.copy_gbs, r.op_time.reps);
   else
     std::printf(",,,,,,,");
   std::string note = r.note;
   for (char &c : note)
     if (c == '"') c = '\'';
-  std::printf("%s,%zu,%zu,%zu,%.4g,%s,%d,\"%s\"\n", r.check.c_str(), r.result.checked,
+  std::printf("%s,%zu,%zu,%zu,%.4g,%s,%d,\"%s\",", r.check.c_str(), r.result.checked,
               r.result.stride, r.result.bad, r.result.max_ulp, infiniopCpuIsaName(),
               omp_get_max_threads(), note.c_str());
+  if (r.first_s >= 0) std::printf("%.3f", r.first_s * 1e3);
+  std::printf(",");
+  if (r.vs_cpu > 0) std::printf("%.4f", r.vs_cpu);
+  std::printf("\n");
 }
 
 // Creates, checks and times one case; returns false if anything failed.
@@ -205,11 +237,16 @@ bool runCase(const Options &o, const OpInfo &op, infiniDtype_t dtype, infiniDevi
   }
   row->elements = c->elements();
   row->bytes = c->bytes();
+  const auto start = std::chrono::steady_clock::now();
   if (const infiniStatus_t s = c->run(); s != INFINI_STATUS_SUCCESS) {
     row->check = "ERROR";
     row->note = std::string("calculate: ") + infiniStatusString(s) + ": " + infiniopGetLastError();
     return false;
   }
+  // The first call, on opencl the first enqueue and the wait for it, after the descriptor's
+  // creation (where the program is built).
+  row->first_s = c->createSeconds() +
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   bool ok = true;
   if (device == INFINI_DEVICE_CPU_REFERENCE) {
     row->check = "ref";
@@ -241,6 +278,29 @@ bool runCase(const Options &o, const OpInfo &op, infiniDtype_t dtype, infiniDevi
   return ok;
 }
 
+// Whether an OpenCL handle can be created for device_id 0 (or $INFINIOP_OPENCL_DEVICE); if not,
+// *why is the library's reason. *devices lists the devices there are, taken from the message of
+// DEVICE_NOT_FOUND for an index past the last (empty where $INFINIOP_OPENCL_DEVICE makes that
+// index valid).
+bool probeOpencl(std::string *why, std::string *devices) {
+  infiniopHandle_t handle = nullptr;
+  if (const infiniStatus_t s = infiniopCreateHandle(&handle, INFINI_DEVICE_OPENCL, 0);
+      s != INFINI_STATUS_SUCCESS) {
+    *why = std::string(infiniStatusString(s)) + ": " + infiniopGetLastError();
+    return false;
+  }
+  infiniopDestroyHandle(handle);
+  handle = nullptr;
+  if (infiniopCreateHandle(&handle, INFINI_DEVICE_OPENCL, INT_MAX) == INFINI_STATUS_SUCCESS) {
+    infiniopDestroyHandle(handle);
+    return true;
+  }
+  const std::string message = infiniopGetLastError();
+  const size_t at = message.find("there are ");
+  if (at != std::string::npos) *devices = message.substr(at + 10);
+  return true;
+}
+
 }  // namespace
 }  // namespace bench
 
@@ -248,22 +308,46 @@ int main(int argc, char **argv) {
   using namespace bench;
   const Options o = parse(argc, argv);
   if (o.threads > 0) omp_set_num_threads(o.threads);
+  // Drops opencl from --device all when no OpenCL handle can be made; --device opencl exits 3.
+  std::vector<infiniDevice_t> devices = o.devices;
+  std::string opencl_line;
+  if (const auto it = std::find(devices.begin(), devices.end(), INFINI_DEVICE_OPENCL);
+      it != devices.end()) {
+    std::string why, listed;
+    if (!probeOpencl(&why, &listed)) {
+      if (devices.size() == 1) {
+        std::fprintf(stderr, "infiniop-bench: no opencl device: %s\n", why.c_str());
+        return 3;  // not a failure of the library: ctest's SKIP_RETURN_CODE
+      }
+      opencl_line = "# opencl skipped: " + why + "\n";
+      devices.erase(it);
+    } else {
+      const char *env = std::getenv("INFINIOP_OPENCL_DEVICE");
+      opencl_line = "# opencl: device " +
+                    (env && *env ? "$INFINIOP_OPENCL_DEVICE=" + std::string(env) : "0") +
+                    " (there are " + (listed.empty() ? "?" : listed) +
+                    ")\n# opencl: calls timed to completion (enqueue + infiniopStreamSynchronize); "
+                    "first_ms = descriptor creation (program build) + first call, on a new "
+                    "handle per case; copy baseline and --threads are the host's\n";
+    }
+  }
   std::fprintf(o.csv ? stderr : stdout,
                "# infiniop-bench: cpu ISA %s, %d OpenMP threads\n"
                "# check: vs cpu_reference on <= %zu output elements per case (sample: 'all', or "
                "1/k = every k-th element, every k-th row for split ops)\n"
                "# PASS: each |err| <= max(64 ulp, floor) (f32) or 1 ulp + floor (f16, bf16), "
-               "floor = 1e-6 * max|ref|; max_ulp = max |err| in ulps of max|ref|\n",
-               infiniopCpuIsaName(), omp_get_max_threads(), kCheckBudget);
+               "floor = 1e-6 * max|ref|; max_ulp = max |err| in ulps of max|ref|\n%s",
+               infiniopCpuIsaName(), omp_get_max_threads(), kCheckBudget, opencl_line.c_str());
   printHeader(o);
   std::fflush(stdout);
 
-  Progress progress(o.ops.size() * o.dtypes.size() * o.devices.size());
+  Progress progress(o.ops.size() * o.dtypes.size() * devices.size());
   bool all_ok = true;
   for (const OpInfo *op : o.ops) {
     const std::vector<size_t> shape = o.shape.empty() ? op->default_shape : o.shape;
     for (infiniDtype_t dtype : o.dtypes) {
-      for (infiniDevice_t device : o.devices) {
+      double cpu_best = 0;  // this op and dtype on cpu, for vs_cpu
+      for (infiniDevice_t device : devices) {
         Row row;
         row.op = op->name;
         row.dtype = dtypeName(dtype);
@@ -271,6 +355,9 @@ int main(int argc, char **argv) {
         row.shape = shapeText(shape);
         progress.show(row.op + " " + row.dtype + " " + row.device + " " + row.shape);
         all_ok = runCase(o, *op, dtype, device, shape, &row) && all_ok;
+        if (row.op_time.reps > 0 && device == INFINI_DEVICE_CPU) cpu_best = row.op_time.best;
+        if (row.op_time.reps > 0 && device != INFINI_DEVICE_CPU && cpu_best > 0)
+          row.vs_cpu = cpu_best / row.op_time.best;
         progress.clear();
         if (o.csv)
           printCsv(row);

@@ -28,14 +28,15 @@ class OpenclRunner final : public ew::Runner {
   }
 
   infiniStatus_t init(cl_program program) {
-    // The kernel pair for the plan's layout class: one stride-1 dim, one dim, or any.
-    const char *layout = plan_.ndim > 1 ? "strided" : plan_.inner_contiguous ? "contiguous" : "row";
-    INFINIOP_CHECK(createKernel(op_, program, ("elementwise_" + std::string(layout)).c_str(),
-                                compute_.kernel.out()));
-    INFINIOP_CHECK(
-        createKernel(op_, program, ("zero_" + std::string(layout)).c_str(), zero_.kernel.out()));
-    INFINIOP_CHECK(workGroupSize(op_, handle_, compute_.kernel.get(), &compute_.group));
-    INFINIOP_CHECK(workGroupSize(op_, handle_, zero_.kernel.get(), &zero_.group));
+    // The kernels of the plan's layout class: one stride-1 dim, one dim, or several (by rows
+    // when a call's range is whole rows, else element by element).
+    if (plan_.ndim == 1) {
+      INFINIOP_CHECK(
+          pair_.init(op_, handle_, program, plan_.inner_contiguous ? "contiguous" : "row"));
+    } else {
+      INFINIOP_CHECK(pair_.init(op_, handle_, program, "strided"));
+      INFINIOP_CHECK(rows_.init(op_, handle_, program, "rows"));
+    }
     // The plan as the strided kernel reads it: shape, then each operand's strides.
     std::vector<cl_long> words(plan_.ndim * (plan_.numOperands() + 1));
     for (int d = 0; d < plan_.ndim; ++d) {
@@ -55,7 +56,7 @@ class OpenclRunner final : public ew::Runner {
     cl_command_queue queue = nullptr;
     INFINIOP_CHECK(queueOf(op_, handle_, stream, &queue));
     cl_ulong8 index{};
-    cl_long8 step{};
+    cl_long8 step{}, row_step{};
     cl_mem buffers[ew::kMaxOperands] = {};
     const auto size = static_cast<ptrdiff_t>(plan_.element_size);
     for (int k = 0; k < plan_.numOperands(); ++k) {
@@ -70,31 +71,47 @@ class OpenclRunner final : public ew::Runner {
       buffers[k] = arg.mem;
       index.s[k] = arg.index;
       step.s[k] = plan_.strides[k][plan_.ndim - 1];
+      if (plan_.ndim == 2) row_step.s[k] = plan_.strides[k][0];
     }
     for (int k = plan_.numOperands(); k < ew::kMaxOperands; ++k) buffers[k] = buffers[0];
-    const cl_ulong first = begin;
     const cl_uint ndim = static_cast<cl_uint>(plan_.ndim);
     cl_uint16 words{};
     if (attributes) std::memcpy(&words, attributes, sizeof words);
 
+    // Whole rows of a two-dim plan run as a 2-D grid (row length, rows).
+    const size_t length = plan_.rowLength();
+    const bool by_rows = plan_.ndim == 2 && begin % length == 0 && end % length == 0;
+    const Pair &pair = by_rows ? rows_ : pair_;
+    const cl_kernel kernel = zero_fill ? pair.zero.get() : pair.compute.get();
+    const size_t group = zero_fill ? pair.zero_group : pair.compute_group;
+    const cl_ulong first = by_rows ? begin / length : begin;
     // A cl_kernel's arguments are shared state: set them and enqueue as one step.
-    const Launchable &launchable = zero_fill ? zero_ : compute_;
     std::lock_guard<std::mutex> lock(mutex_);
-    INFINIOP_CHECK(setArgs(op_, launchable.kernel.get(), 0, buffers[0], buffers[1], buffers[2],
-                           buffers[3], buffers[4], buffers[5], buffers[6], buffers[7], index, first,
-                           words, step, plan_buffer_, ndim));
-    return launch(op_, queue, launchable.kernel.get(), end - begin, launchable.group);
+    INFINIOP_CHECK(setArgs(op_, kernel, 0, buffers[0], buffers[1], buffers[2], buffers[3],
+                           buffers[4], buffers[5], buffers[6], buffers[7], index, first, words,
+                           step, row_step, plan_buffer_, ndim));
+    if (by_rows) return launch(op_, queue, kernel, length, group, (end - begin) / length);
+    return launch(op_, queue, kernel, end - begin, group);
   }
 
  private:
   const char *op_;
   infiniopHandle_t handle_;
   ew::Plan plan_;
-  struct Launchable {
-    KernelRef kernel;
-    size_t group = 1;
+  // elementwise_<layout> and zero_<layout> of the program, with their work-group sizes.
+  struct Pair {
+    KernelRef compute, zero;
+    size_t compute_group = 1, zero_group = 1;
+    infiniStatus_t init(const char *op, infiniopHandle_t handle, cl_program program,
+                        const std::string &layout) {
+      INFINIOP_CHECK(createKernel(op, program, ("elementwise_" + layout).c_str(), compute.out()));
+      INFINIOP_CHECK(createKernel(op, program, ("zero_" + layout).c_str(), zero.out()));
+      INFINIOP_CHECK(workGroupSize(op, handle, compute.get(), &compute_group));
+      return workGroupSize(op, handle, zero.get(), &zero_group);
+    }
   };
-  Launchable compute_, zero_;  // the functor, and the zero-fill of skipped rows
+  Pair pair_;  // by element
+  Pair rows_;  // two-dim plans, by rows
   cl_mem plan_buffer_ = nullptr;
   mutable std::mutex mutex_;
 };
@@ -115,9 +132,22 @@ const char *storageOption(infiniDtype_t dtype) {
 infiniStatus_t makeElementwiseRunner(const char *op, infiniopHandle_t handle,
                                      const char *functor_source, const ew::Plan &plan,
                                      std::unique_ptr<ew::Runner> *runner) {
+  // A one- or two-dim plan whose inner steps are all 1 or 2 (interleaved pairs) gets them as
+  // constants: one more program per such pattern, instead of a loop PoCL cannot vectorize.
+  std::string options = std::string("-cl-std=CL1.2 ") + storageOption(plan.dtype);
+  const int inner = plan.ndim - 1;
+  bool constant_steps = plan.ndim <= 2 && !plan.inner_contiguous;
+  for (int k = 0; k < plan.numOperands(); ++k)
+    constant_steps = constant_steps && (plan.strides[k][inner] == 1 || plan.strides[k][inner] == 2);
+  if (constant_steps) {
+    options += " -DCONSTANT_STEPS";
+    for (int k = 0; k < ew::kMaxOperands; ++k)
+      options += " -DSTEP_" + std::to_string(k) + "=" +
+                 std::to_string(k < plan.numOperands() ? plan.strides[k][inner] : 1);
+  }
   cl_program program = nullptr;
   INFINIOP_CHECK(getProgram(op, handle, {sources::common, functor_source, sources::elementwise},
-                            std::string("-cl-std=CL1.2 ") + storageOption(plan.dtype), &program));
+                            options, &program));
   auto made = std::make_unique<OpenclRunner>(op, handle, plan);
   INFINIOP_CHECK(made->init(program));
   *runner = std::move(made);

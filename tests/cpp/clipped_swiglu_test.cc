@@ -1,6 +1,6 @@
 // ClippedSwiglu and ClippedSwigluBackward conformance (SEMANTICS.md "ClippedSwiglu"): hand-worked
 // values, the interleaved split of the MERGED row, and every device (cpu_reference, cpu on every
-// Highway target) against a long-double oracle written here from the formulas, over dtypes,
+// Highway target, opencl) against a long-double oracle written here from the formulas, over dtypes,
 // every dim, both splits, attributes, group_index sums, layouts, sizes and special values; bad
 // arguments leave the output untouched.
 //
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "accuracy.h"
+#include "device_memory.h"
 #include "device_param.h"
 #include "infiniop/ops/clipped_swiglu.h"
 #include "infiniop/ops/clipped_swiglu_backward.h"
@@ -80,6 +81,10 @@ class GroupIndex {
     return desc;
   }
   const void *data() const { return null_data_ ? nullptr : storage_.data(); }
+  // Uploads the counts (an input) to `device`.
+  void stage(DeviceMirror &device) const {
+    device.addInput(storage_.data(), storage_.size() * sizeof(int64_t));
+  }
 
  private:
   std::vector<int64_t> storage_;
@@ -107,10 +112,15 @@ infiniStatus_t runForward(infiniopHandle_t h, TensorBuffer &y, TensorBuffer &x,
   if (s != INFINI_STATUS_SUCCESS) return s;
   size_t workspace_size = 0;
   EXPECT_EQ(infiniopGetClippedSwigluWorkspaceSize(op, &workspace_size), INFINI_STATUS_SUCCESS);
-  std::vector<char> workspace(workspace_size);  // staging of non-flat interleaved rows
-  s = infiniopClippedSwiglu(op, workspace.data(), workspace_size, y.data(), x.data(),
-                            groups ? groups->data() : nullptr, nullptr);
+  DeviceMirror device(h);
+  device.add(y);
+  device.add(x);
+  if (groups) groups->stage(device);
+  void *workspace = device.scratch(workspace_size);  // staging of non-flat interleaved rows
+  s = infiniopClippedSwiglu(op, workspace, workspace_size, device(y), device(x),
+                            device(groups ? groups->data() : nullptr), nullptr);
   last_error = infiniopGetLastError();
+  device.download();
   if (s == INFINI_STATUS_SUCCESS) {
     EXPECT_EQ(last_error, "");
   }
@@ -135,11 +145,17 @@ infiniStatus_t runBackward(infiniopHandle_t h, TensorBuffer &x_grad, void *x_gra
   size_t workspace_size = 0;
   EXPECT_EQ(infiniopGetClippedSwigluBackwardWorkspaceSize(op, &workspace_size),
             INFINI_STATUS_SUCCESS);
-  std::vector<char> workspace(workspace_size);  // staging of non-flat interleaved rows
-  s = infiniopClippedSwigluBackward(op, workspace.data(), workspace_size, x_grad_data,
-                                    y_grad.data(), x.data(), groups ? groups->data() : nullptr,
-                                    nullptr);
+  DeviceMirror device(h);  // x_grad_data may lie in x (in place, or overlapping)
+  device.add(x_grad);
+  device.add(y_grad);
+  device.add(x);
+  if (groups) groups->stage(device);
+  void *workspace = device.scratch(workspace_size);  // staging of non-flat interleaved rows
+  s = infiniopClippedSwigluBackward(op, workspace, workspace_size, device(x_grad_data),
+                                    device(y_grad), device(x),
+                                    device(groups ? groups->data() : nullptr), nullptr);
   last_error = infiniopGetLastError();
+  device.download();
   if (s == INFINI_STATUS_SUCCESS) {
     EXPECT_EQ(last_error, "");
   }
@@ -562,24 +578,34 @@ TEST_P(DeviceTest, ClippedSwigluTransposedAndPadded) {
       size_t size = 0;
       ASSERT_EQ(infiniopGetClippedSwigluWorkspaceSize(op, &size), INFINI_STATUS_SUCCESS);
       if (size > 0) {
-        std::vector<char> workspace(size);
+        std::vector<char> workspace(size), unaligned(size + 1);
         const std::vector<uint8_t> before = y.storage();
-        EXPECT_EQ(infiniopClippedSwiglu(op, workspace.data(), size - 1, y.data(), x.data(), nullptr,
-                                        nullptr),
+        DeviceMirror device(handle());
+        device.add(y);
+        device.add(x);
+        device.add(workspace.data(), workspace.size());
+        device.add(unaligned.data(), unaligned.size());
+        EXPECT_EQ(infiniopClippedSwiglu(op, device(workspace.data()), size - 1, device(y),
+                                        device(x), nullptr, nullptr),
                   INFINI_STATUS_INSUFFICIENT_WORKSPACE);
         EXPECT_NE(std::string(infiniopGetLastError()), "");
-        EXPECT_EQ(infiniopClippedSwiglu(op, nullptr, size, y.data(), x.data(), nullptr, nullptr),
+        EXPECT_EQ(infiniopClippedSwiglu(op, nullptr, size, device(y), device(x), nullptr, nullptr),
                   INFINI_STATUS_NULL_POINTER);
         // The workspace may not overlap a tensor (here the output itself).
-        EXPECT_EQ(infiniopClippedSwiglu(op, y.data(), size, y.data(), x.data(), nullptr, nullptr),
-                  INFINI_STATUS_BAD_TENSOR_STRIDES);
+        EXPECT_EQ(
+            infiniopClippedSwiglu(op, device(y), size, device(y), device(x), nullptr, nullptr),
+            INFINI_STATUS_BAD_TENSOR_STRIDES)
+            << infiniopGetLastError();
+        device.download();
         EXPECT_EQ(y.storage(), before);
         // Any workspace pointer works, aligned or not (an odd address here).
-        std::vector<char> unaligned(size + 1);
         y.poison();
-        EXPECT_EQ(infiniopClippedSwiglu(op, unaligned.data() + 1, size, y.data(), x.data(), nullptr,
-                                        nullptr),
-                  INFINI_STATUS_SUCCESS);
+        device.upload();
+        EXPECT_EQ(infiniopClippedSwiglu(op, device(unaligned.data() + 1), size, device(y),
+                                        device(x), nullptr, nullptr),
+                  INFINI_STATUS_SUCCESS)
+            << infiniopGetLastError();
+        device.download();
         for (size_t q = 0; q < y.numel(); ++q) EXPECT_FALSE(std::isnan(y.get(q))) << q;
       }
       infiniopDestroyClippedSwigluDescriptor(op);
@@ -891,21 +917,26 @@ TEST_P(DeviceTest, ClippedSwigluBadArguments) {
   ASSERT_EQ(
       infiniopCreateClippedSwigluDescriptor(handle(), &op, yd, xd, nullptr, -1, 1.702f, 7, 1, true),
       INFINI_STATUS_SUCCESS);
-  EXPECT_EQ(infiniopClippedSwiglu(op, nullptr, 0, nullptr, x.data(), nullptr, nullptr),
+  DeviceMirror device(handle());
+  device.add(y);
+  device.add(x);
+  EXPECT_EQ(infiniopClippedSwiglu(op, nullptr, 0, nullptr, device(x), nullptr, nullptr),
             INFINI_STATUS_NULL_POINTER);
   EXPECT_NE(std::string(infiniopGetLastError()), "");
-  EXPECT_EQ(infiniopClippedSwiglu(op, nullptr, 0, y.data(), nullptr, nullptr, nullptr),
+  EXPECT_EQ(infiniopClippedSwiglu(op, nullptr, 0, device(y), nullptr, nullptr, nullptr),
             INFINI_STATUS_NULL_POINTER);
   EXPECT_EQ(infiniopGetClippedSwigluWorkspaceSize(op, nullptr), INFINI_STATUS_NULL_POINTER);
+  device.download();
   EXPECT_EQ(y.storage(), before);
   EXPECT_EQ(infiniopDestroyClippedSwigluDescriptor(op), INFINI_STATUS_SUCCESS);
   infiniopDestroyTensorDescriptor(yd);
   infiniopDestroyTensorDescriptor(xd);
   size_t size = 0;
   EXPECT_EQ(infiniopGetClippedSwigluWorkspaceSize(nullptr, &size), INFINI_STATUS_NULL_POINTER);
-  EXPECT_EQ(infiniopClippedSwiglu(nullptr, nullptr, 0, y.data(), x.data(), nullptr, nullptr),
+  EXPECT_EQ(infiniopClippedSwiglu(nullptr, nullptr, 0, device(y), device(x), nullptr, nullptr),
             INFINI_STATUS_NULL_POINTER);
   EXPECT_EQ(infiniopDestroyClippedSwigluDescriptor(nullptr), INFINI_STATUS_NULL_POINTER);
+  device.download();
   EXPECT_EQ(y.storage(), before);
 }
 

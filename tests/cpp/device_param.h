@@ -1,10 +1,12 @@
-// Devices under test: cpu_reference, and the cpu device once per Highway target this machine can
+// Devices under test: cpu_reference, the cpu device once per Highway target this machine can
 // run (forced with hwy::SetSupportedTargetsForTest, so SSE4 and AVX2 paths are covered on an
-// AVX-512 machine).
+// AVX-512 machine), and opencl in builds with it (skipped, with the reason, where the machine has
+// no OpenCL device).
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,34 +33,78 @@ class Handle {
   infiniopHandle_t handle_ = nullptr;
 };
 
-// 0 = cpu_reference; otherwise the cpu device restricted to this Highway target.
-using DeviceParam = int64_t;
+// The process's one OpenCL handle, created on first use and destroyed after the last test (a
+// gtest environment, device_param.cc): the library builds each kernel program once per handle,
+// so sharing it saves a PoCL build per test. NULL when creation failed; *why says why and
+// *skip whether that means "no OpenCL device here" (DEVICE_NOT_FOUND) rather than a failure.
+infiniopHandle_t sharedOpenclHandle(std::string *why, bool *skip);
 
-inline std::vector<DeviceParam> allDeviceParams() {
+// 0 = cpu_reference; kOpencl = opencl; otherwise the cpu device restricted to this Highway target
+// (Highway's target bits are positive).
+using DeviceParam = int64_t;
+constexpr DeviceParam kOpencl = -1;
+
+inline bool isOpencl(DeviceParam p) {
+  return p == kOpencl;
+}
+inline bool isCpu(DeviceParam p) {
+  return p > 0;
+}
+
+// cpu_reference and every cpu target.
+inline std::vector<DeviceParam> cpuDeviceParams() {
   std::vector<DeviceParam> params = {0};
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) params.push_back(target);
   return params;
 }
 
+// cpu_reference, every cpu target, and opencl where the library is built with it.
+inline std::vector<DeviceParam> allDeviceParams() {
+  std::vector<DeviceParam> params = cpuDeviceParams();
+#if INFINIOP_WITH_OPENCL
+  params.push_back(kOpencl);
+#endif
+  return params;
+}
+
 inline std::string deviceParamName(DeviceParam p) {
+  if (p == kOpencl) return "opencl";
   return p == 0 ? std::string("cpu_reference") : std::string("cpu_") + hwy::TargetName(p);
 }
 
 class DeviceTestBase : public ::testing::Test {
  protected:
   void selectDevice(DeviceParam p) {
+    if (p == kOpencl) {
+      selectDeviceType(INFINI_DEVICE_OPENCL);
+      return;
+    }
     if (p != 0) {
       hwy::SetSupportedTargetsForTest(p);
       ASSERT_STREQ(infiniopCpuIsaName(), hwy::TargetName(p))
           << "target forcing did not reach the library";
     }
-    handle_ = std::make_unique<Handle>(p == 0 ? INFINI_DEVICE_CPU_REFERENCE : INFINI_DEVICE_CPU);
+    selectDeviceType(p == 0 ? INFINI_DEVICE_CPU_REFERENCE : INFINI_DEVICE_CPU);
+  }
+  // A handle of the device (cpu at its best target): a fresh one for the CPU devices, the shared
+  // one for opencl. Skips the test where no OpenCL device exists.
+  void selectDeviceType(infiniDevice_t device) {
+    if (device == INFINI_DEVICE_OPENCL) {
+      std::string why;
+      bool skip = false;
+      shared_ = sharedOpenclHandle(&why, &skip);
+      if (!shared_ && skip) GTEST_SKIP() << why;
+      ASSERT_NE(shared_, nullptr) << why;
+      return;
+    }
+    owned_ = std::make_unique<Handle>(device);
   }
   void restoreTargets() { hwy::SetSupportedTargetsForTest(0); }
-  infiniopHandle_t handle() const { return handle_->get(); }
+  infiniopHandle_t handle() const { return shared_ ? shared_ : owned_->get(); }
 
  private:
-  std::unique_ptr<Handle> handle_;
+  std::unique_ptr<Handle> owned_;
+  infiniopHandle_t shared_ = nullptr;
 };
 
 class DeviceTest : public DeviceTestBase, public ::testing::WithParamInterface<DeviceParam> {

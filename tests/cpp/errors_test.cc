@@ -1,5 +1,5 @@
 // GeluBackward bad arguments: every status it can return, with a message, and the output
-// buffer untouched afterwards.
+// buffer untouched afterwards (read back from device memory), on cpu, cpu_reference and opencl.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,15 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "device_memory.h"
 #include "device_param.h"
 #include "tensor_buffer.h"
 
 namespace infiniop_test {
 namespace {
 
-class GeluBackwardErrors : public ::testing::TestWithParam<infiniDevice_t> {
+class GeluBackwardErrors : public DeviceTestBase,
+                           public ::testing::WithParamInterface<infiniDevice_t> {
  protected:
-  GeluBackwardErrors() : handle_(GetParam()) {}
+  void SetUp() override { selectDeviceType(GetParam()); }
 
   infiniopTensorDescriptor_t tensor(std::vector<size_t> shape,
                                     infiniDtype_t dtype = INFINI_DTYPE_F32,
@@ -36,12 +38,11 @@ class GeluBackwardErrors : public ::testing::TestWithParam<infiniDevice_t> {
     infiniopGeluBackwardDescriptor_t op =
         reinterpret_cast<infiniopGeluBackwardDescriptor_t>(&owned_);
     const auto before = op;
-    EXPECT_EQ(infiniopCreateGeluBackwardDescriptor(handle_.get(), &op, out, in, grad), expected);
+    EXPECT_EQ(infiniopCreateGeluBackwardDescriptor(handle(), &op, out, in, grad), expected);
     EXPECT_NE(std::string(infiniopGetLastError()), "");
     EXPECT_EQ(op, before) << "descriptor pointer written on failure";
   }
 
-  Handle handle_;
   std::vector<infiniopTensorDescriptor_t> owned_;
 };
 
@@ -65,7 +66,7 @@ TEST_P(GeluBackwardErrors, CreateValidatesEverything) {
   expectCreateFails(INFINI_STATUS_NULL_POINTER, nullptr, t, t);
   expectCreateFails(INFINI_STATUS_NULL_POINTER, t, nullptr, t);
   expectCreateFails(INFINI_STATUS_NULL_POINTER, t, t, nullptr);
-  EXPECT_EQ(infiniopCreateGeluBackwardDescriptor(handle_.get(), nullptr, t, t, t),
+  EXPECT_EQ(infiniopCreateGeluBackwardDescriptor(handle(), nullptr, t, t, t),
             INFINI_STATUS_NULL_POINTER);
   infiniopGeluBackwardDescriptor_t op = nullptr;
   EXPECT_EQ(infiniopCreateGeluBackwardDescriptor(nullptr, &op, t, t, t),
@@ -77,14 +78,19 @@ TEST_P(GeluBackwardErrors, CalculateLeavesOutputUntouchedOnError) {
   const size_t n = 64;
   auto desc = tensor({n});
   infiniopGeluBackwardDescriptor_t op = nullptr;
-  ASSERT_EQ(infiniopCreateGeluBackwardDescriptor(handle_.get(), &op, desc, desc, desc),
+  ASSERT_EQ(infiniopCreateGeluBackwardDescriptor(handle(), &op, desc, desc, desc),
             INFINI_STATUS_SUCCESS);
+  // One allocation holds all three, so shifted pointers overlap the neighbouring tensor.
   std::vector<float> memory(3 * n, 0.25f);
   float *out = memory.data(), *in = memory.data() + n, *grad = memory.data() + 2 * n;
   const std::vector<float> before = memory;
+  DeviceMirror device(handle());
+  device.add(memory.data(), memory.size() * sizeof(float));
   const auto expectFails = [&](infiniStatus_t expected, void *o, const void *i, const void *g) {
-    EXPECT_EQ(infiniopGeluBackward(op, nullptr, 0, o, i, g, nullptr), expected);
+    EXPECT_EQ(infiniopGeluBackward(op, nullptr, 0, device(o), device(i), device(g), nullptr),
+              expected);
     EXPECT_NE(std::string(infiniopGetLastError()), "");
+    device.download();
     EXPECT_EQ(0, std::memcmp(memory.data(), before.data(), memory.size() * sizeof(float)));
   };
   expectFails(INFINI_STATUS_NULL_POINTER, nullptr, in, grad);
@@ -94,10 +100,14 @@ TEST_P(GeluBackwardErrors, CalculateLeavesOutputUntouchedOnError) {
   expectFails(INFINI_STATUS_BAD_TENSOR_STRIDES, in + 1, in, grad);
   expectFails(INFINI_STATUS_BAD_TENSOR_STRIDES, grad - 1, in, grad);
   // ... but exact aliasing (in-place) is fine.
-  EXPECT_EQ(infiniopGeluBackward(op, nullptr, 0, in, in, grad, nullptr), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(infiniopGeluBackward(op, nullptr, 0, device(in), device(in), device(grad), nullptr),
+            INFINI_STATUS_SUCCESS);
   EXPECT_STREQ(infiniopGetLastError(), "");
-  EXPECT_EQ(infiniopGeluBackward(nullptr, nullptr, 0, out, in, grad, nullptr),
-            INFINI_STATUS_NULL_POINTER);
+  device.download();
+  for (size_t i = 0; i < n; ++i) EXPECT_NE(in[i], 0.25f) << "in-place result missing at " << i;
+  EXPECT_EQ(
+      infiniopGeluBackward(nullptr, nullptr, 0, device(out), device(in), device(grad), nullptr),
+      INFINI_STATUS_NULL_POINTER);
   size_t size = 0;
   EXPECT_EQ(infiniopGetGeluBackwardWorkspaceSize(nullptr, &size), INFINI_STATUS_NULL_POINTER);
   EXPECT_EQ(infiniopGetGeluBackwardWorkspaceSize(op, nullptr), INFINI_STATUS_NULL_POINTER);
@@ -110,13 +120,17 @@ TEST_P(GeluBackwardErrors, DifferentLayoutAtTheSameAddressIsNotInPlace) {
   auto contiguous = tensor({4, 4});
   auto transposed = tensor({4, 4}, INFINI_DTYPE_F32, {1, 4});
   infiniopGeluBackwardDescriptor_t op = nullptr;
-  ASSERT_EQ(
-      infiniopCreateGeluBackwardDescriptor(handle_.get(), &op, contiguous, transposed, contiguous),
-      INFINI_STATUS_SUCCESS);
+  ASSERT_EQ(infiniopCreateGeluBackwardDescriptor(handle(), &op, contiguous, transposed, contiguous),
+            INFINI_STATUS_SUCCESS);
   std::vector<float> a(16, 1.0f), g(16, 1.0f);
   const std::vector<float> before = a;
-  EXPECT_EQ(infiniopGeluBackward(op, nullptr, 0, a.data(), a.data(), g.data(), nullptr),
+  DeviceMirror device(handle());
+  device.add(a.data(), a.size() * sizeof(float));
+  device.add(g.data(), g.size() * sizeof(float));
+  EXPECT_EQ(infiniopGeluBackward(op, nullptr, 0, device(a.data()), device(a.data()),
+                                 device(g.data()), nullptr),
             INFINI_STATUS_BAD_TENSOR_STRIDES);
+  device.download();
   EXPECT_EQ(a, before);
   infiniopDestroyGeluBackwardDescriptor(op);
 }
@@ -124,7 +138,7 @@ TEST_P(GeluBackwardErrors, DifferentLayoutAtTheSameAddressIsNotInPlace) {
 TEST_P(GeluBackwardErrors, ZeroSizeAcceptsNullPointers) {
   auto empty = tensor({0, 7});
   infiniopGeluBackwardDescriptor_t op = nullptr;
-  ASSERT_EQ(infiniopCreateGeluBackwardDescriptor(handle_.get(), &op, empty, empty, empty),
+  ASSERT_EQ(infiniopCreateGeluBackwardDescriptor(handle(), &op, empty, empty, empty),
             INFINI_STATUS_SUCCESS);
   EXPECT_EQ(infiniopGeluBackward(op, nullptr, 0, nullptr, nullptr, nullptr, nullptr),
             INFINI_STATUS_SUCCESS);
@@ -137,19 +151,33 @@ TEST_P(GeluBackwardErrors, DescriptorOutlivesTensorDescriptors) {
   ASSERT_EQ(infiniopCreateTensorDescriptor(&t, 1, shape, nullptr, INFINI_DTYPE_F32),
             INFINI_STATUS_SUCCESS);
   infiniopGeluBackwardDescriptor_t op = nullptr;
-  ASSERT_EQ(infiniopCreateGeluBackwardDescriptor(handle_.get(), &op, t, t, t),
-            INFINI_STATUS_SUCCESS);
+  ASSERT_EQ(infiniopCreateGeluBackwardDescriptor(handle(), &op, t, t, t), INFINI_STATUS_SUCCESS);
   infiniopDestroyTensorDescriptor(t);
-  float x[5] = {-2, -1, 0, 1, 2}, g[5] = {1, 1, 1, 1, 1}, out[5];
-  EXPECT_EQ(infiniopGeluBackward(op, nullptr, 0, out, x, g, nullptr), INFINI_STATUS_SUCCESS);
+  float x[5] = {-2, -1, 0, 1, 2}, g[5] = {1, 1, 1, 1, 1}, out[5] = {NAN, NAN, NAN, NAN, NAN};
+  DeviceMirror device(handle());
+  device.add(out, sizeof out);
+  device.add(x, sizeof x);
+  device.add(g, sizeof g);
+  EXPECT_EQ(infiniopGeluBackward(op, nullptr, 0, device(out), device(x), device(g), nullptr),
+            INFINI_STATUS_SUCCESS);
+  device.download();
   EXPECT_FLOAT_EQ(out[2], 0.5f);
   infiniopDestroyGeluBackwardDescriptor(op);
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, GeluBackwardErrors,
-                         ::testing::Values(INFINI_DEVICE_CPU, INFINI_DEVICE_CPU_REFERENCE),
+std::vector<infiniDevice_t> errorDevices() {
+  std::vector<infiniDevice_t> devices = {INFINI_DEVICE_CPU, INFINI_DEVICE_CPU_REFERENCE};
+#if INFINIOP_WITH_OPENCL
+  devices.push_back(INFINI_DEVICE_OPENCL);
+#endif
+  return devices;
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, GeluBackwardErrors, ::testing::ValuesIn(errorDevices()),
                          [](const ::testing::TestParamInfo<infiniDevice_t> &info) {
-                           return info.param == INFINI_DEVICE_CPU ? "cpu" : "cpu_reference";
+                           return info.param == INFINI_DEVICE_CPU      ? "cpu"
+                                  : info.param == INFINI_DEVICE_OPENCL ? "opencl"
+                                                                       : "cpu_reference";
                          });
 
 }  // namespace

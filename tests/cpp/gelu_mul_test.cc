@@ -1,5 +1,6 @@
 // GeluMul and GeluMulBackward conformance, erf and tanh: every device (cpu on every Highway
-// target) against long-double formulas over dtypes, ranks, layouts and sizes; bad arguments.
+// target, opencl) against long-double formulas over dtypes, ranks, layouts and sizes; bad
+// arguments.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "accuracy.h"
+#include "device_memory.h"
 #include "device_param.h"
 #include "tensor_buffer.h"
 
@@ -40,7 +42,9 @@ GeluTruth geluTruth(infiniopGeluApproximate_t approximate, float xf) {
           static_cast<double>(x * x / 2), 1 + std::fabs(static_cast<double>(x))};
 }
 
-std::string last_create_error;
+// The message of the last failed create or calculate (destroying the descriptors afterwards
+// succeeds, which clears infiniopGetLastError()).
+std::string last_create_error, last_error;
 
 // `approximate` travels as an int and is cast only in the call: an out-of-range value stored
 // in an enum-typed variable would be undefined behaviour here before the library sees it.
@@ -50,11 +54,16 @@ infiniStatus_t runForward(infiniopHandle_t h, TensorBuffer &out, TensorBuffer &i
   infiniopGeluMulDescriptor_t op = nullptr;
   infiniStatus_t s = infiniopCreateGeluMulDescriptor(
       h, &op, od, id, static_cast<infiniopGeluApproximate_t>(approximate));
-  last_create_error = infiniopGetLastError();
+  last_create_error = last_error = infiniopGetLastError();
   infiniopDestroyTensorDescriptor(od);
   infiniopDestroyTensorDescriptor(id);
   if (s != INFINI_STATUS_SUCCESS) return s;
-  s = infiniopGeluMul(op, nullptr, 0, out.data(), input.data(), nullptr);
+  DeviceMirror device(h);
+  device.add(out);
+  device.add(input);
+  s = infiniopGeluMul(op, nullptr, 0, device(out), device(input), nullptr);
+  last_error = infiniopGetLastError();
+  device.download();
   infiniopDestroyGeluMulDescriptor(op);
   return s;
 }
@@ -65,13 +74,19 @@ infiniStatus_t runBackward(infiniopHandle_t h, TensorBuffer &input_grad, TensorB
   infiniopGeluMulBackwardDescriptor_t op = nullptr;
   infiniStatus_t s = infiniopCreateGeluMulBackwardDescriptor(
       h, &op, gd, od, id, static_cast<infiniopGeluApproximate_t>(approximate));
-  last_create_error = infiniopGetLastError();
+  last_create_error = last_error = infiniopGetLastError();
   infiniopDestroyTensorDescriptor(gd);
   infiniopDestroyTensorDescriptor(od);
   infiniopDestroyTensorDescriptor(id);
   if (s != INFINI_STATUS_SUCCESS) return s;
-  s = infiniopGeluMulBackward(op, nullptr, 0, input_grad.data(), out_grad.data(), input.data(),
+  DeviceMirror device(h);  // input_grad may be input (in place)
+  device.add(input_grad);
+  device.add(out_grad);
+  device.add(input);
+  s = infiniopGeluMulBackward(op, nullptr, 0, device(input_grad), device(out_grad), device(input),
                               nullptr);
+  last_error = infiniopGetLastError();
+  device.download();
   infiniopDestroyGeluMulBackwardDescriptor(op);
   return s;
 }
@@ -137,8 +152,7 @@ TEST_P(GeluMulCases, MatchesFormula) {
     };
     if (layout != Layout::kInPlace) {
       out.poison();
-      ASSERT_EQ(runForward(handle(), out, input, approximate), INFINI_STATUS_SUCCESS)
-          << infiniopGetLastError();
+      ASSERT_EQ(runForward(handle(), out, input, approximate), INFINI_STATUS_SUCCESS) << last_error;
       for (size_t i = 0; i < m; ++i) {
         const GeluTruth t = geluTruth(approximate, x1[i]);
         check("out", i, out.get(i), timesTail(x2[i], t.value, x1[i]),
@@ -149,7 +163,7 @@ TEST_P(GeluMulCases, MatchesFormula) {
     TensorBuffer &target = layout == Layout::kInPlace ? input : grad;
     if (layout != Layout::kInPlace) grad.poison();
     ASSERT_EQ(runBackward(handle(), target, out_grad, input, approximate), INFINI_STATUS_SUCCESS)
-        << infiniopGetLastError();
+        << last_error;
     for (size_t i = 0; i < m; ++i) {
       const GeluTruth t = geluTruth(approximate, x1[i]);
       const size_t row = i / n, col = i % n;

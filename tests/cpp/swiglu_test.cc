@@ -1,14 +1,15 @@
 // SwiGlu and SwiGluBackward conformance: the worked example of swiglu_backward.md, and every
-// device (cpu on every Highway target) against a long-double formula over dtypes, every split
-// dim, layouts and sizes.
+// device (cpu on every Highway target, opencl) against a long-double formula over dtypes, every
+// split dim, layouts and sizes.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "device_param.h"
 #include "accuracy.h"
+#include "device_memory.h"
+#include "device_param.h"
 #include "tensor_buffer.h"
 
 namespace infiniop_test {
@@ -24,19 +25,24 @@ long double siluDerivativeL(long double x) {
   if (std::isinf(x)) return x > 0 ? 1.0L : 0.0L;  // the limits
   return sigmoidL(x) + x * sigmoidL(x) * sigmoidL(-x);
 }
-// The message of the last failed create (destroying the tensor descriptors afterwards succeeds,
-// which clears infiniopGetLastError()).
-std::string last_create_error;
+// The message of the last failed create, and of the last failed create or calculate (destroying
+// the descriptors afterwards succeeds, which clears infiniopGetLastError()).
+std::string last_create_error, last_error;
 
 infiniStatus_t runForward(infiniopHandle_t h, TensorBuffer &y, TensorBuffer &x, int dim) {
   auto yd = y.descriptor(), xd = x.descriptor();
   infiniopSwiGluDescriptor_t op = nullptr;
   infiniStatus_t s = infiniopCreateSwiGluDescriptor(h, &op, yd, xd, dim);
-  last_create_error = infiniopGetLastError();
+  last_create_error = last_error = infiniopGetLastError();
   infiniopDestroyTensorDescriptor(yd);
   infiniopDestroyTensorDescriptor(xd);
   if (s != INFINI_STATUS_SUCCESS) return s;
-  s = infiniopSwiGlu(op, nullptr, 0, y.data(), x.data(), nullptr);
+  DeviceMirror device(h);
+  device.add(y);
+  device.add(x);
+  s = infiniopSwiGlu(op, nullptr, 0, device(y), device(x), nullptr);
+  last_error = infiniopGetLastError();
+  device.download();
   infiniopDestroySwiGluDescriptor(op);
   return s;
 }
@@ -46,12 +52,19 @@ infiniStatus_t runBackward(infiniopHandle_t h, TensorBuffer &x_grad, void *x_gra
   auto gd = x_grad.descriptor(), yd = y_grad.descriptor(), xd = x.descriptor();
   infiniopSwiGluBackwardDescriptor_t op = nullptr;
   infiniStatus_t s = infiniopCreateSwiGluBackwardDescriptor(h, &op, gd, yd, xd, dim);
-  last_create_error = infiniopGetLastError();
+  last_create_error = last_error = infiniopGetLastError();
   infiniopDestroyTensorDescriptor(gd);
   infiniopDestroyTensorDescriptor(yd);
   infiniopDestroyTensorDescriptor(xd);
   if (s != INFINI_STATUS_SUCCESS) return s;
-  s = infiniopSwiGluBackward(op, nullptr, 0, x_grad_data, y_grad.data(), x.data(), nullptr);
+  DeviceMirror device(h);  // x_grad_data may lie in x (in place, or overlapping)
+  device.add(x_grad);
+  device.add(y_grad);
+  device.add(x);
+  s = infiniopSwiGluBackward(op, nullptr, 0, device(x_grad_data), device(y_grad), device(x),
+                             nullptr);
+  last_error = infiniopGetLastError();
+  device.download();
   infiniopDestroySwiGluBackwardDescriptor(op);
   return s;
 }
@@ -162,7 +175,7 @@ TEST_P(SwiGluCases, EveryDimMatchesFormula) {
       };
       if (layout != Layout::kInPlace) {
         y.poison();
-        ASSERT_EQ(runForward(handle(), y, x, dim), INFINI_STATUS_SUCCESS) << infiniopGetLastError();
+        ASSERT_EQ(runForward(handle(), y, x, dim), INFINI_STATUS_SUCCESS) << last_error;
         for (size_t i = 0; i < m; ++i) {
           const long double silu = siluL(x1[i]);
           check("y", i, y.get(i), timesTail(x2[i], silu, x1[i]),
@@ -173,7 +186,7 @@ TEST_P(SwiGluCases, EveryDimMatchesFormula) {
       TensorBuffer &out = layout == Layout::kInPlace ? x : dx;
       if (layout != Layout::kInPlace) dx.poison();
       ASSERT_EQ(runBackward(handle(), out, out.data(), dy, x, dim), INFINI_STATUS_SUCCESS)
-          << infiniopGetLastError();
+          << last_error;
       for (size_t i = 0; i < m; ++i) {
         const long double s = sigmoidL(x1[i]), silu = siluL(x1[i]);
         const long double derivative = siluDerivativeL(x1[i]);

@@ -37,7 +37,9 @@ class TensorBuffer {
     // One guard element each side catches writes just outside the view.
     const size_t elements = numel_ ? static_cast<size_t>(highest - lowest + 1) : 0;
     bytes_.assign((elements + 2) * elementSize(), 0xAB);
-    origin_offset_ = static_cast<size_t>(-lowest + 1) * elementSize();
+    // Without elements every view is just the origin, kept inside the storage (between the
+    // guards) so that it maps to device memory like any other view.
+    origin_offset_ = static_cast<size_t>(numel_ ? -lowest + 1 : 1) * elementSize();
   }
 
   TensorBuffer(std::vector<size_t> shape, infiniDtype_t dtype) : TensorBuffer(shape, {}, dtype) {}
@@ -49,6 +51,8 @@ class TensorBuffer {
   size_t elementSize() const { return infiniop::dtypeSize(dtype_); }
   void *data() { return bytes_.data() + origin_offset_; }
   const std::vector<uint8_t> &storage() const { return bytes_; }
+  // The first byte of the storage (a guard element), for copies of the whole storage.
+  uint8_t *storageBytes() { return bytes_.data(); }
 
   // Address of the element with flat row-major logical index i.
   char *at(size_t i) {

@@ -20,4 +20,17 @@ def pytest_report_header(config):
         lib = infiniop.get_library()
     except infiniop.LibraryNotFoundError as error:
         return f"infiniop: library not loaded: {error}"
-    return f"infiniop: {lib.infiniop_path} (cpu ISA {infiniop.cpu_isa_name()})"
+    header = f"infiniop: {lib.infiniop_path} (cpu ISA {infiniop.cpu_isa_name()})"
+    import helpers  # the opencl probe the device lists were made with
+
+    if helpers.OPENCL_AVAILABLE:
+        return header + "; opencl: available"
+    return header + f"; opencl: {helpers.OPENCL_SKIP_REASON or 'not built'}"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # The session-wide opencl handle of helpers (if a test module imported it): close it while
+    # the library and the OpenCL runtime are still loaded, not in a finalizer at exit.
+    helpers = sys.modules.get("helpers")
+    if helpers is not None and hasattr(helpers, "close_shared_handles"):
+        helpers.close_shared_handles()

@@ -1,5 +1,6 @@
 """Helpers shared by the operator test modules (test_gelu_backward, test_swiglu, test_gelu_mul,
-test_clipped_swiglu): devices and dtypes, output-type rounding (ulp, overflow), the elementwise
+test_clipped_swiglu, test_moe_finalize_routing, test_opencl): devices (and the session's opencl
+handle) and dtypes, output-type rounding (ulp, overflow), the elementwise
 check against a float64 truth and an F32 bound, seeded inputs, tensor layouts, untouched-output
 checks, library-error checks and the staging-vs-direct inputs.
 
@@ -16,9 +17,94 @@ import pytest
 import torch
 
 import infiniop
-from infiniop import InfiniopError, Status
+from infiniop import Device, InfiniopError, Status
+from infiniop.core import run_staged
 
-DEVICES = ["cpu", "cpu_reference"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Devices: the two CPU devices always; opencl when the library was built with it
+
+def _probe_opencl():
+    """(handle, reason): an open opencl Handle, or None and why there is none. reason None with
+    no handle means the library was built without OpenCL (DEVICE_TYPE_NOT_SUPPORTED)."""
+    try:
+        return infiniop.Handle("opencl"), None
+    except InfiniopError as error:
+        if error.status == Status.DEVICE_TYPE_NOT_SUPPORTED:
+            return None, None
+        return None, str(error)  # built with OpenCL, no usable platform: the library's reason
+    except infiniop.LibraryNotFoundError as error:  # every test fails on this anyway
+        return None, str(error)
+
+
+# One opencl handle for the whole session: the opencl device builds its programs once per
+# handle and operator/dtype, so a new handle per call would rebuild them every call. The
+# convenience functions take handle= (tests pass it through on()); conftest closes it at the end.
+_OPENCL_HANDLE, OPENCL_SKIP_REASON = _probe_opencl()
+OPENCL_BUILT = _OPENCL_HANDLE is not None or OPENCL_SKIP_REASON is not None
+OPENCL_AVAILABLE = _OPENCL_HANDLE is not None
+
+# Devices the parametrized tests run on, for @pytest.mark.parametrize("device", DEVICES):
+# opencl appears when the library was built with it, skipped with the library's reason when
+# no OpenCL platform is usable.
+OPENCL_PARAM = pytest.param(
+    "opencl", id="opencl",
+    marks=() if OPENCL_AVAILABLE else pytest.mark.skip(
+        reason=f"opencl: {OPENCL_SKIP_REASON or 'library built without OpenCL'}"))
+DEVICES = ["cpu", "cpu_reference"] + ([OPENCL_PARAM] if OPENCL_BUILT else [])
+
+
+def shared_handle(device):
+    """The session's Handle for a non-host device (opencl), None for the CPU devices (the
+    convenience functions then make their own, as a user's call would)."""
+    if device in ("opencl", Device.OPENCL):
+        if _OPENCL_HANDLE is None:
+            pytest.skip(f"opencl: {OPENCL_SKIP_REASON or 'library built without OpenCL'}")
+        return _OPENCL_HANDLE
+    return None
+
+
+def on(device):
+    """Keyword arguments that run a convenience function on `device`: device=device, and for
+    opencl the session's handle, e.g. infiniop.swiglu(x, **on(device), out=y)."""
+    return {"device": device, "handle": shared_handle(device)}
+
+
+def open_handle(device):
+    """A new Handle for `device`, skipping the test with the reason when it has none."""
+    if device in ("opencl", Device.OPENCL):
+        shared_handle(device)  # skips when opencl is unavailable
+    return infiniop.Handle(device)
+
+
+def run_op(handle, op, arrays, num_outputs, **kwargs):
+    """op(*arrays, **kwargs) for an operator descriptor object on `handle`, with host arrays
+    (outputs first, None for absent tensors): directly on the CPU devices, whose device pointers
+    are host pointers; otherwise staged through device memory as the convenience functions do
+    (infiniop.core.run_staged), the outputs copied back only if the call succeeds."""
+    if handle.host_memory:
+        return op(*arrays, **kwargs)
+    present = [i for i, a in enumerate(arrays) if a is not None]
+    views = [infiniop.array_view(arrays[i]) for i in present]
+
+    def run(pointers):
+        data = [None] * len(arrays)
+        for i, pointer in zip(present, pointers):
+            data[i] = pointer
+        op(*data, **kwargs)
+
+    run_staged(handle, views, sum(1 for i in present if i < num_outputs), run)
+    return None
+
+
+def close_shared_handles():
+    global _OPENCL_HANDLE
+    handle, _OPENCL_HANDLE = _OPENCL_HANDLE, None
+    if handle is not None:
+        handle.close()
+
+
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16}
 SENTINEL = 42.0  # fills bytes an output view does not cover, and outputs of failing calls

@@ -1,4 +1,4 @@
-"""ClippedSwiglu and ClippedSwigluBackward through the Python binding, on both CPU devices.
+"""ClippedSwiglu and ClippedSwigluBackward through the Python binding, on every device.
 
 Oracle: PyTorch autograd in float64 of exactly the formula of SEMANTICS.md, from the already
 rounded inputs and the float32-rounded attributes (the C API takes float alpha, limit, bias):
@@ -38,9 +38,9 @@ import infiniop
 from infiniop import DType, InfiniopError, Status
 
 from helpers import (DEVICES, LAYOUT_CASES, LAYOUT_SHAPE, NUMPY_CASES, NUMPY_DTYPES, SENTINEL,
-                     TORCH_DTYPES, assert_infiniop_error, assert_matches,
-                     assert_untouched_outside, expect_failure, halved, make_input, make_output,
-                     numpy_case, random_tensor, rng_for, sentinel)
+                     TORCH_DTYPES, assert_infiniop_error, assert_matches, assert_untouched_outside,
+                     expect_failure, halved, make_input, make_output, numpy_case, on,
+                     random_tensor, rng_for, sentinel)
 
 REL = 8 * 2.0 ** -23
 EXP_FLOOR = 2.0 ** -125
@@ -180,11 +180,11 @@ def run_both(x, g, dim, attrs, interleaved, device, dtype_name, group_index=None
     """clipped_swiglu and clipped_swiglu_backward into NaN-poisoned outputs; returns them."""
     y = nan_tensor(halved(tuple(x.shape), dim), dtype_name)
     result = infiniop.clipped_swiglu(x, dim=dim, interleaved=interleaved, group_index=group_index,
-                                     device=device, out=y, **attrs)
+                                     **on(device), out=y, **attrs)
     assert result is y
     x_grad = nan_tensor(tuple(x.shape), dtype_name)
     result = infiniop.clipped_swiglu_backward(g, x, dim=dim, interleaved=interleaved,
-                                              group_index=group_index, device=device,
+                                              group_index=group_index, **on(device),
                                               out=x_grad, **attrs)
     assert result is x_grad
     return y, x_grad
@@ -258,16 +258,17 @@ def test_dim_spellings_agree():
                                infiniop.clipped_swiglu_backward(g, x, dim=dim - 4, **kw))
 
 
-def test_interleaved_matters_off_the_last_dim():
+@pytest.mark.parametrize("device", DEVICES)
+def test_interleaved_matters_off_the_last_dim(device):
     """For dim != -1 the interleaved split of the merged row is neither the non-interleaved one
     nor an interleave along dim (a regression guard for an implementation that splits along
     dim): the library must agree with the oracle, which the other test checks, and differ here."""
     rng = rng_for("interleave")
     x = random_tensor(rng, (4, 6, 4), "float32")
-    a = infiniop.clipped_swiglu(x, dim=1, interleaved=True)
-    b = infiniop.clipped_swiglu(x, dim=1, interleaved=False)
+    a = infiniop.clipped_swiglu(x, dim=1, interleaved=True, **on(device))
+    b = infiniop.clipped_swiglu(x, dim=1, interleaved=False, **on(device))
     along_dim = infiniop.clipped_swiglu(x.transpose(1, 2).contiguous(), dim=-1,
-                                        interleaved=True).transpose(1, 2)
+                                        interleaved=True, **on(device)).transpose(1, 2)
     assert not torch.equal(a, b) and not torch.equal(a, along_dim)
 
 
@@ -377,22 +378,22 @@ def test_group_index_strided(device):
     negative stride is read correctly or rejected with BAD_TENSOR_STRIDES, never misread)."""
     x = torch.randn(8, 6) * 4
     g = torch.randn(8, 3)
-    expected_y = infiniop.clipped_swiglu(x, group_index=[1, 0, 3], device=device)
-    expected_grad = infiniop.clipped_swiglu_backward(g, x, group_index=[1, 0, 3], device=device)
+    expected_y = infiniop.clipped_swiglu(x, group_index=[1, 0, 3], **on(device))
+    expected_grad = infiniop.clipped_swiglu_backward(g, x, group_index=[1, 0, 3], **on(device))
     assert (expected_y[4:] == 0).all() and (expected_y[:4] != 0).any()
     strided = np.array([1, 99, 0, 99, 3], np.int64)[::2]
     reversed_ = np.array([3, 0, 1], np.int64)[::-1]
     as_torch = torch.tensor([1, 99, 0, 99, 3])[::2]
     for counts in (strided, reversed_, as_torch):
         try:
-            y = infiniop.clipped_swiglu(x, group_index=counts, device=device)
+            y = infiniop.clipped_swiglu(x, group_index=counts, **on(device))
         except InfiniopError as error:
             if counts is reversed_ and error.status == Status.BAD_TENSOR_STRIDES:
                 continue
             raise
         assert torch.equal(y, expected_y)
         assert torch.equal(infiniop.clipped_swiglu_backward(g, x, group_index=counts,
-                                                            device=device), expected_grad)
+                                                            **on(device)), expected_grad)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -403,7 +404,7 @@ def test_group_index_rows_zeroed_in_place(device):
     g = random_tensor(rng, (5, 4), "float32")
     x64, g64 = x.double(), g.double()
     counts = np.array([1, 2], dtype=np.int64)
-    result = infiniop.clipped_swiglu_backward(g, x, group_index=counts, device=device, out=x,
+    result = infiniop.clipped_swiglu_backward(g, x, group_index=counts, **on(device), out=x,
                                               **SMALL_LIMIT)
     assert result is x
     assert (x[3:] == 0).all()
@@ -417,10 +418,10 @@ def test_group_sum_beyond_int64(device):
     x = torch.randn(4, 6)
     g = torch.randn(4, 3)
     counts = np.array([2 ** 62, 2 ** 62, 2 ** 62, 7], dtype=np.int64)
-    full_y = infiniop.clipped_swiglu(x, device=device)
-    full_grad = infiniop.clipped_swiglu_backward(g, x, device=device)
-    assert torch.equal(infiniop.clipped_swiglu(x, group_index=counts, device=device), full_y)
-    assert torch.equal(infiniop.clipped_swiglu_backward(g, x, group_index=counts, device=device),
+    full_y = infiniop.clipped_swiglu(x, **on(device))
+    full_grad = infiniop.clipped_swiglu_backward(g, x, **on(device))
+    assert torch.equal(infiniop.clipped_swiglu(x, group_index=counts, **on(device)), full_y)
+    assert torch.equal(infiniop.clipped_swiglu_backward(g, x, group_index=counts, **on(device)),
                        full_grad)
 
 
@@ -443,7 +444,7 @@ def test_layouts(device, dtype_name, dim, layouts):
     g = make_input(rng, halved(LAYOUT_SHAPE, dim), dtype_name, g_layout)
     x64, g64 = x.double(), g.double()  # copies, taken before the in-place call
     x_before = x.clone()
-    kw = dict(dim=dim, interleaved=interleaved, group_index=counts, device=device, **attrs)
+    kw = dict(dim=dim, interleaved=interleaved, group_index=counts, **on(device), **attrs)
     what = f"{device} {layouts}"
 
     if out_layout != "inplace":
@@ -479,7 +480,7 @@ def test_numpy(device, dtype_name, dim, case):
     x64 = torch.from_numpy(np.array(x, dtype=np.float64))  # copies (and positive strides)
     g64 = torch.from_numpy(np.array(g, dtype=np.float64))
     counts = np.array([5, 7], dtype=np.int64) if dim == -1 else None  # 12 of 24 rows
-    kw = dict(dim=dim, interleaved=interleaved, group_index=counts, device=device, **attrs)
+    kw = dict(dim=dim, interleaved=interleaved, group_index=counts, **on(device), **attrs)
 
     y = infiniop.clipped_swiglu(x, out=y_out, **kw)
     assert y is y_out and y.dtype == NUMPY_DTYPES[dtype_name]
@@ -525,7 +526,7 @@ def test_special_values(device):
     ]
     x = torch.tensor([c[0] for c in cases])
     expected = torch.tensor([c[1] for c in cases])
-    y = infiniop.clipped_swiglu(x, alpha=alpha, limit=limit, bias=bias, device=device)[:, 0]
+    y = infiniop.clipped_swiglu(x, alpha=alpha, limit=limit, bias=bias, **on(device))[:, 0]
     assert torch.equal(y.isnan(), expected.isnan()), y
     keep = ~expected.isnan()
     # rtol 1e-5: the error model's F32 bound at these points (REL (1 + k), k <= 3.4).
@@ -548,7 +549,7 @@ def test_special_values(device):
     expected = torch.tensor([[0.0 if v is M else v for v in c[1]] for c in cases])
     g = torch.full((len(cases), 1), 2.0)
     x_grad = infiniop.clipped_swiglu_backward(g, x, alpha=alpha, limit=limit, bias=bias,
-                                              device=device)
+                                              **on(device))
     assert torch.allclose(x_grad, expected, rtol=1e-5, atol=1e-30), x_grad
     assert (x_grad[masked] == 0).all(), x_grad
 
@@ -563,7 +564,7 @@ def test_special_values(device):
     ]
     x = torch.tensor([c[0] for c in cases])
     expected = torch.tensor([c[1] for c in cases])
-    y = infiniop.clipped_swiglu(x, alpha=alpha, limit=inf, bias=bias, device=device)[:, 0]
+    y = infiniop.clipped_swiglu(x, alpha=alpha, limit=inf, bias=bias, **on(device))[:, 0]
     assert torch.equal(y.isnan(), expected.isnan()), y
     keep = ~expected.isnan()
     assert torch.equal(y[keep], expected[keep]), y
@@ -588,15 +589,15 @@ def expect_both_fail(status, x, dim=-1, y_shape=None, **kw):
 def test_bad_dim(device):
     x = torch.randn(RANK4_SHAPE)
     for dim in (4, -5, 100, -(2 ** 63), 2 ** 63 - 1, 2 ** 40):
-        for error in expect_both_fail(Status.BAD_PARAM, x, dim=dim, device=device,
+        for error in expect_both_fail(Status.BAD_PARAM, x, dim=dim, **on(device),
                                       y_shape=halved(RANK4_SHAPE, -1)):
             assert "dim" in error.message
     # A scalar has no dimension to split.
     for dim in (0, -1):
         expect_failure(infiniop.clipped_swiglu, Status.BAD_PARAM, torch.tensor(1.0), dim=dim,
-                       device=device, out=sentinel())
+                       **on(device), out=sentinel())
         expect_failure(infiniop.clipped_swiglu_backward, Status.BAD_PARAM, torch.tensor(1.0),
-                       torch.tensor(1.0), dim=dim, device=device, out=sentinel())
+                       torch.tensor(1.0), dim=dim, **on(device), out=sentinel())
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -604,12 +605,12 @@ def test_odd_split(device):
     x = torch.randn(4, 5, 6)
     for dim in (1, -2):
         for interleaved in (True, False):
-            for error in expect_both_fail(Status.BAD_TENSOR_SHAPE, x, dim=dim, device=device,
+            for error in expect_both_fail(Status.BAD_TENSOR_SHAPE, x, dim=dim, **on(device),
                                           y_shape=(4, 2, 6), interleaved=interleaved):
                 assert "even" in error.message
     # Even when the merged row (1 * 2 = 2) is even: the split dimension itself must be even.
     expect_failure(infiniop.clipped_swiglu, Status.BAD_TENSOR_SHAPE, torch.randn(4, 1, 2),
-                   dim=1, device=device, out=sentinel(4, 0, 2))
+                   dim=1, **on(device), out=sentinel(4, 0, 2))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -621,32 +622,32 @@ def test_wrong_shapes(device):
                           (0, [(4, 3), (1, 12), (2, 3), (12,)])):
         for y_shape in y_shapes:
             expect_failure(infiniop.clipped_swiglu, Status.BAD_TENSOR_SHAPE, x, dim=dim,
-                           device=device, out=sentinel(*y_shape))
+                           **on(device), out=sentinel(*y_shape))
     # x_grad must be x's shape; y_grad x's shape with dim halved.
     for out_shape in ((4, 3), (2, 6), (6, 4), (4, 6, 1), (24,)):
         expect_failure(infiniop.clipped_swiglu_backward, Status.BAD_TENSOR_SHAPE,
-                       torch.randn(4, 3), x, device=device, out=sentinel(*out_shape))
+                       torch.randn(4, 3), x, **on(device), out=sentinel(*out_shape))
     for g_shape in ((4, 6), (2, 6), (4, 3, 1), (3, 4), (12,)):
         expect_failure(infiniop.clipped_swiglu_backward, Status.BAD_TENSOR_SHAPE,
-                       torch.randn(g_shape), x, device=device, out=sentinel(4, 6))
+                       torch.randn(g_shape), x, **on(device), out=sentinel(4, 6))
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_dtype_mismatch(device):
     x = torch.randn(4, 6)
-    expect_failure(infiniop.clipped_swiglu, Status.BAD_TENSOR_DTYPE, x, device=device,
+    expect_failure(infiniop.clipped_swiglu, Status.BAD_TENSOR_DTYPE, x, **on(device),
                    out=sentinel(4, 3, dtype=torch.float16))
-    expect_failure(infiniop.clipped_swiglu, Status.BAD_TENSOR_DTYPE, x.bfloat16(), device=device,
+    expect_failure(infiniop.clipped_swiglu, Status.BAD_TENSOR_DTYPE, x.bfloat16(), **on(device),
                    out=sentinel(4, 3))
     expect_failure(infiniop.clipped_swiglu_backward, Status.BAD_TENSOR_DTYPE,
-                   torch.randn(4, 3).half(), x, device=device, out=sentinel(4, 6))
+                   torch.randn(4, 3).half(), x, **on(device), out=sentinel(4, 6))
     expect_failure(infiniop.clipped_swiglu_backward, Status.BAD_TENSOR_DTYPE, torch.randn(4, 3),
-                   x.half(), device=device, out=sentinel(4, 6, dtype=torch.float16))
+                   x.half(), **on(device), out=sentinel(4, 6, dtype=torch.float16))
     expect_failure(infiniop.clipped_swiglu_backward, Status.BAD_TENSOR_DTYPE, torch.randn(4, 3),
-                   x, device=device, out=sentinel(4, 6, dtype=torch.bfloat16))
+                   x, **on(device), out=sentinel(4, 6, dtype=torch.bfloat16))
     out64 = np.full((4, 3), SENTINEL)
     with pytest.raises(InfiniopError) as info:
-        infiniop.clipped_swiglu(np.ones((4, 6)), device=device, out=out64)
+        infiniop.clipped_swiglu(np.ones((4, 6)), **on(device), out=out64)
     assert_infiniop_error(info.value, Status.BAD_TENSOR_DTYPE)
     assert (out64 == SENTINEL).all()
 
@@ -656,13 +657,13 @@ def test_bad_attributes(device):
     x = torch.randn(4, 6)
     inf, nan = math.inf, math.nan
     for limit in (0.0, -0.0, -1.0, -inf, nan, 1e-46):  # 1e-46 rounds to float32 0
-        for error in expect_both_fail(Status.BAD_PARAM, x, limit=limit, device=device):
+        for error in expect_both_fail(Status.BAD_PARAM, x, limit=limit, **on(device)):
             assert "limit" in error.message
     for alpha in (inf, -inf, nan, 1e39):  # 1e39 rounds to float32 inf
-        for error in expect_both_fail(Status.BAD_PARAM, x, alpha=alpha, device=device):
+        for error in expect_both_fail(Status.BAD_PARAM, x, alpha=alpha, **on(device)):
             assert "alpha" in error.message
     for bias in (inf, -inf, nan):
-        for error in expect_both_fail(Status.BAD_PARAM, x, bias=bias, device=device):
+        for error in expect_both_fail(Status.BAD_PARAM, x, bias=bias, **on(device)):
             assert "bias" in error.message
 
 
@@ -672,19 +673,19 @@ def test_bad_group_index(device):
     # Negative counts: BAD_PARAM, nothing written, even where the sum is still positive.
     for counts in ([-1], [3, -1], [5, -2, 10], [0, 0, -(2 ** 63)]):
         for form in ("numpy", "torch"):
-            for error in expect_both_fail(Status.BAD_PARAM, x, device=device,
+            for error in expect_both_fail(Status.BAD_PARAM, x, **on(device),
                                           group_index=group_index_as(counts, form)):
                 assert "group_index" in error.message
     # Not INT64.
     for group_index in (np.array([1, 2], np.int32), torch.tensor([1.0, 2.0]),
                         np.array([1, 2], np.uint64), torch.tensor([1, 2], dtype=torch.int16)):
-        for error in expect_both_fail(Status.BAD_TENSOR_DTYPE, x, device=device,
+        for error in expect_both_fail(Status.BAD_TENSOR_DTYPE, x, **on(device),
                                       group_index=group_index):
             assert "group_index" in error.message
     # Not 1-D.
     for group_index in (np.array([[1], [2]], np.int64), np.array(3, np.int64),
                         torch.ones(1, 1, 2, dtype=torch.int64)):
-        for error in expect_both_fail(Status.BAD_TENSOR_SHAPE, x, device=device,
+        for error in expect_both_fail(Status.BAD_TENSOR_SHAPE, x, **on(device),
                                       group_index=group_index):
             assert "group_index" in error.message
 
@@ -693,17 +694,17 @@ def test_bad_group_index(device):
 def test_output_overlapping_an_input(device):
     x = torch.randn(4, 6)
     before = x.clone()
-    expect_failure(infiniop.clipped_swiglu, Status.BAD_TENSOR_STRIDES, x, device=device,
+    expect_failure(infiniop.clipped_swiglu, Status.BAD_TENSOR_STRIDES, x, **on(device),
                    out=x[:, :3])
     assert torch.equal(x, before)
     square = torch.randn(6, 6)
     before = square.clone()
     expect_failure(infiniop.clipped_swiglu_backward, Status.BAD_TENSOR_STRIDES,
-                   torch.randn(6, 3), square, device=device, out=square.t())
+                   torch.randn(6, 3), square, **on(device), out=square.t())
     assert torch.equal(square, before)
     g = torch.randn(8)
     expect_failure(infiniop.clipped_swiglu_backward, Status.BAD_TENSOR_STRIDES, g[:4],
-                   torch.randn(8), device=device, out=g)
+                   torch.randn(8), **on(device), out=g)
 
 
 def test_binding_argument_errors():
@@ -757,12 +758,12 @@ def test_output_allocation():
 @pytest.mark.parametrize("device", DEVICES)
 def test_zero_size(device):
     x = torch.empty(0, 4)
-    assert infiniop.clipped_swiglu(x, device=device).shape == (0, 2)
-    assert infiniop.clipped_swiglu(x, device=device, group_index=[3]).shape == (0, 2)
-    assert infiniop.clipped_swiglu_backward(torch.empty(0, 2), x, device=device).shape == (0, 4)
+    assert infiniop.clipped_swiglu(x, **on(device)).shape == (0, 2)
+    assert infiniop.clipped_swiglu(x, **on(device), group_index=[3]).shape == (0, 2)
+    assert infiniop.clipped_swiglu_backward(torch.empty(0, 2), x, **on(device)).shape == (0, 4)
     x = torch.empty(3, 0)  # splitting a size-0 dimension: 0 is even
-    assert infiniop.clipped_swiglu(x, device=device).shape == (3, 0)
-    assert infiniop.clipped_swiglu_backward(torch.empty(3, 0), x, device=device,
+    assert infiniop.clipped_swiglu(x, **on(device)).shape == (3, 0)
+    assert infiniop.clipped_swiglu_backward(torch.empty(3, 0), x, **on(device),
                                             group_index=[1]).shape == (3, 0)
 
 

@@ -1,4 +1,4 @@
-"""GeluMul and GeluMulBackward through the Python binding, on both CPU devices, both approximations.
+"""GeluMul and GeluMulBackward through the Python binding, on every device, both approximations.
 
 Oracle: PyTorch autograd in float64 from the already rounded inputs:
     x64 = x.double().requires_grad_(); x1, x2 = x64.chunk(2, -1)
@@ -51,7 +51,7 @@ from infiniop import DType, GeluApproximate, InfiniopError, Status
 from helpers import (DEVICES, LAYOUT_CASES, LAYOUT_SHAPE, NUMPY_CASES, NUMPY_DTYPES, SENTINEL,
                      STAGING_CASES, TORCH_DTYPES, assert_infiniop_error, assert_matches,
                      assert_staging_matches_direct, assert_untouched_outside, expect_failure,
-                     make_input, make_output, numpy_case, random_tensor, rng_for, sentinel)
+                     make_input, make_output, numpy_case, on, random_tensor, rng_for, sentinel)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 APPROXIMATIONS = ["none", "tanh"]
@@ -197,11 +197,11 @@ def test_shapes(device, dtype_name, approximate, shape):
     g = random_tensor(rng, halved(shape), dtype_name)
     x64, g64 = x.double(), g.double()
     out = torch.full(halved(shape), float("nan"), dtype=dtype)
-    result = infiniop.gelu_mul(x, approximate=approximate, device=device, out=out)
+    result = infiniop.gelu_mul(x, approximate=approximate, **on(device), out=out)
     assert result is out
     check_forward(out, x64, approximate, dtype_name, f"{device} gelu_mul {shape}")
     input_grad = torch.full(shape, float("nan"), dtype=dtype)
-    result = infiniop.gelu_mul_backward(g, x, approximate=approximate, device=device,
+    result = infiniop.gelu_mul_backward(g, x, approximate=approximate, **on(device),
                                         out=input_grad)
     assert result is input_grad
     check_backward(input_grad, g64, x64, approximate, dtype_name,
@@ -245,7 +245,7 @@ def test_layouts(device, dtype_name, approximate, layouts):
 
     if out_layout != "inplace":
         out, out_storage, out_mask = make_output(halved(LAYOUT_SHAPE), dtype_name, out_layout)
-        assert infiniop.gelu_mul(x, approximate=approximate, device=device, out=out) is out
+        assert infiniop.gelu_mul(x, approximate=approximate, **on(device), out=out) is out
         check_forward(out, x64, approximate, dtype_name, f"{what} gelu_mul")
         assert_untouched_outside(out_storage, out_mask)
         assert torch.equal(x, x_before), "gelu_mul changed its input"
@@ -253,7 +253,7 @@ def test_layouts(device, dtype_name, approximate, layouts):
         input_grad, storage, mask = make_output(LAYOUT_SHAPE, dtype_name, out_layout)
     else:
         input_grad = x
-    result = infiniop.gelu_mul_backward(g, x, approximate=approximate, device=device,
+    result = infiniop.gelu_mul_backward(g, x, approximate=approximate, **on(device),
                                         out=input_grad)
     assert result is input_grad
     check_backward(result, g64, x64, approximate, dtype_name, f"{what} gelu_mul_backward")
@@ -277,13 +277,13 @@ def test_numpy(device, dtype_name, approximate, case):
     x64 = torch.from_numpy(np.array(x, dtype=np.float64))  # copies (and positive strides)
     g64 = torch.from_numpy(np.array(g, dtype=np.float64))
 
-    result = infiniop.gelu_mul(x, approximate=approximate, device=device, out=out)
+    result = infiniop.gelu_mul(x, approximate=approximate, **on(device), out=out)
     assert result is out and result.dtype == NUMPY_DTYPES[dtype_name]
     check_forward(torch.from_numpy(np.array(result)), x64, approximate, dtype_name,
                   f"{device} numpy gelu_mul {case}")
 
     target = x if input_grad_out is None else input_grad_out
-    result = infiniop.gelu_mul_backward(g, x, approximate=approximate, device=device, out=target)
+    result = infiniop.gelu_mul_backward(g, x, approximate=approximate, **on(device), out=target)
     assert result is target
     check_backward(torch.from_numpy(np.array(result)), g64, x64, approximate, dtype_name,
                    f"{device} numpy gelu_mul_backward {case}")
@@ -358,8 +358,8 @@ def test_special_values(device, dtype_name, approximate):
 
     out = torch.full((x.shape[0], 1), float("nan"), dtype=dtype)
     input_grad = torch.full(x.shape, float("nan"), dtype=dtype)
-    infiniop.gelu_mul(x, approximate=approximate, device=device, out=out)
-    infiniop.gelu_mul_backward(g, x, approximate=approximate, device=device, out=input_grad)
+    infiniop.gelu_mul(x, approximate=approximate, **on(device), out=out)
+    infiniop.gelu_mul_backward(g, x, approximate=approximate, **on(device), out=input_grad)
 
     out_bound, grad_bound = error_bounds(x64, g64, approximate)
     inputs = {"x1": x1, "x2": x2, "out_grad": gr}
@@ -389,14 +389,14 @@ def test_limits_spelled_out(device, approximate):
     inf, nan = float("inf"), float("nan")
     x = torch.tensor([[-inf, 3.0], [-inf, inf], [inf, 2.0], [inf, 0.0], [-1e4, inf],
                       [-1e4, 1.0], [0.0, inf], [nan, 1.0], [1.0, nan]])
-    out = infiniop.gelu_mul(x, approximate=approximate, device=device)[:, 0]
+    out = infiniop.gelu_mul(x, approximate=approximate, **on(device))[:, 0]
     expected = torch.tensor([0.0, nan, inf, nan, -inf, 0.0, nan, nan, nan])
     assert torch.equal(out.isnan(), expected.isnan()), out
     keep = ~expected.isnan()
     assert torch.allclose(out[keep], expected[keep], rtol=0, atol=1e-30), out
 
     g = torch.tensor([[2.0], [inf], [2.0], [2.0], [inf], [1.0], [1.0], [1.0], [1.0]])
-    input_grad = infiniop.gelu_mul_backward(g, x, approximate=approximate, device=device)
+    input_grad = infiniop.gelu_mul_backward(g, x, approximate=approximate, **on(device))
     # input_grad1 = g x2 gelu'(x1), input_grad2 = g gelu(x1)
     expected = torch.tensor([[0.0, 0.0], [nan, nan], [4.0, inf], [0.0, inf], [-inf, -inf],
                              [0.0, 0.0], [inf, 0.0], [nan, nan], [nan, 0.0]])
@@ -414,21 +414,21 @@ def test_unknown_approximate(device):
     x, g = torch.randn(4, 6), torch.randn(4, 3)
     for approximate in (2, -1, 100, 2 ** 31 - 1, -(2 ** 31)):
         error = expect_failure(infiniop.gelu_mul, Status.BAD_PARAM, x, approximate=approximate,
-                               device=device, out=sentinel(4, 3))
+                               **on(device), out=sentinel(4, 3))
         assert "approximate" in error.message
         expect_failure(infiniop.gelu_mul_backward, Status.BAD_PARAM, g, x,
-                       approximate=approximate, device=device, out=sentinel(4, 6))
+                       approximate=approximate, **on(device), out=sentinel(4, 6))
     # The binding's own refusals, before any C call: no spelling of an int, no wrapping int.
     with pytest.raises(ValueError, match="unknown approximate"):
-        infiniop.gelu_mul(x, approximate="exact", device=device)
+        infiniop.gelu_mul(x, approximate="exact", **on(device))
     with pytest.raises(TypeError):
-        infiniop.gelu_mul(x, approximate=True, device=device)
+        infiniop.gelu_mul(x, approximate=True, **on(device))
     with pytest.raises(TypeError):
-        infiniop.gelu_mul_backward(g, x, approximate=1.0, device=device)
+        infiniop.gelu_mul_backward(g, x, approximate=1.0, **on(device))
     with pytest.raises(TypeError):
-        infiniop.gelu_mul(x, approximate=None, device=device)
+        infiniop.gelu_mul(x, approximate=None, **on(device))
     with pytest.raises(OverflowError):
-        infiniop.gelu_mul(x, approximate=2 ** 32, device=device)  # would wrap to 0 in ctypes
+        infiniop.gelu_mul(x, approximate=2 ** 32, **on(device))  # would wrap to 0 in ctypes
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -437,19 +437,19 @@ def test_odd_last_dim(device, approximate):
     for shape in ((4, 5), (5,), (2, 3, 1)):
         x = torch.randn(shape)
         error = expect_failure(infiniop.gelu_mul, Status.BAD_TENSOR_SHAPE, x,
-                               approximate=approximate, device=device,
+                               approximate=approximate, **on(device),
                                out=sentinel(*halved(shape)))
         assert "even" in error.message
         expect_failure(infiniop.gelu_mul, Status.BAD_TENSOR_SHAPE, x, approximate=approximate,
-                       device=device)
+                       **on(device))
         expect_failure(infiniop.gelu_mul_backward, Status.BAD_TENSOR_SHAPE,
-                       torch.randn(halved(shape)), x, approximate=approximate, device=device,
+                       torch.randn(halved(shape)), x, approximate=approximate, **on(device),
                        out=sentinel(*shape))
     # A scalar has no dimension to split.
     expect_failure(infiniop.gelu_mul, Status.BAD_TENSOR_SHAPE, torch.tensor(1.0),
-                   approximate=approximate, device=device, out=sentinel())
+                   approximate=approximate, **on(device), out=sentinel())
     expect_failure(infiniop.gelu_mul_backward, Status.BAD_TENSOR_SHAPE, torch.tensor(1.0),
-                   torch.tensor(1.0), approximate=approximate, device=device, out=sentinel())
+                   torch.tensor(1.0), approximate=approximate, **on(device), out=sentinel())
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -457,38 +457,38 @@ def test_wrong_shapes(device):
     x = torch.randn(4, 6)
     # out must be input's shape with the LAST dim halved: not input's shape, not dim 0 halved.
     for out_shape in ((4, 6), (2, 6), (4, 2), (4, 3, 1), (1, 4, 3), (3,), (12,)):
-        expect_failure(infiniop.gelu_mul, Status.BAD_TENSOR_SHAPE, x, device=device,
+        expect_failure(infiniop.gelu_mul, Status.BAD_TENSOR_SHAPE, x, **on(device),
                        out=sentinel(*out_shape))
     # input_grad must be input's shape; out_grad input's shape with the last dim halved.
     for out_shape in ((4, 3), (2, 6), (6, 4), (4, 6, 1), (24,)):
         expect_failure(infiniop.gelu_mul_backward, Status.BAD_TENSOR_SHAPE, torch.randn(4, 3),
-                       x, device=device, out=sentinel(*out_shape))
+                       x, **on(device), out=sentinel(*out_shape))
     for g_shape in ((4, 6), (2, 6), (4, 3, 1), (3, 4), (12,)):
         expect_failure(infiniop.gelu_mul_backward, Status.BAD_TENSOR_SHAPE, torch.randn(g_shape),
-                       x, device=device, out=sentinel(4, 6))
+                       x, **on(device), out=sentinel(4, 6))
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_dtype_mismatch(device):
     x = torch.randn(4, 6)
-    expect_failure(infiniop.gelu_mul, Status.BAD_TENSOR_DTYPE, x, device=device,
+    expect_failure(infiniop.gelu_mul, Status.BAD_TENSOR_DTYPE, x, **on(device),
                    out=sentinel(4, 3, dtype=torch.float16))
-    expect_failure(infiniop.gelu_mul, Status.BAD_TENSOR_DTYPE, x.bfloat16(), device=device,
+    expect_failure(infiniop.gelu_mul, Status.BAD_TENSOR_DTYPE, x.bfloat16(), **on(device),
                    out=sentinel(4, 3))
     expect_failure(infiniop.gelu_mul_backward, Status.BAD_TENSOR_DTYPE,
-                   torch.randn(4, 3).half(), x, device=device, out=sentinel(4, 6))
+                   torch.randn(4, 3).half(), x, **on(device), out=sentinel(4, 6))
     expect_failure(infiniop.gelu_mul_backward, Status.BAD_TENSOR_DTYPE, torch.randn(4, 3),
-                   x.half(), device=device, out=sentinel(4, 6, dtype=torch.float16))
+                   x.half(), **on(device), out=sentinel(4, 6, dtype=torch.float16))
     expect_failure(infiniop.gelu_mul_backward, Status.BAD_TENSOR_DTYPE, torch.randn(4, 3), x,
-                   device=device, out=sentinel(4, 6, dtype=torch.bfloat16))
+                   **on(device), out=sentinel(4, 6, dtype=torch.bfloat16))
     # float64 and integers are described faithfully and rejected by the library
     out64 = np.full((4, 3), SENTINEL)
     with pytest.raises(InfiniopError) as info:
-        infiniop.gelu_mul(np.ones((4, 6)), device=device, out=out64)
+        infiniop.gelu_mul(np.ones((4, 6)), **on(device), out=out64)
     assert_infiniop_error(info.value, Status.BAD_TENSOR_DTYPE)
     assert (out64 == SENTINEL).all()
     expect_failure(infiniop.gelu_mul, Status.BAD_TENSOR_DTYPE, torch.ones(4, 6, dtype=torch.int32),
-                   device=device, out=torch.full((4, 3), 42, dtype=torch.int32))
+                   **on(device), out=torch.full((4, 3), 42, dtype=torch.int32))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -496,24 +496,24 @@ def test_output_overlapping_an_input(device):
     # out is input's first half: the same bytes, not the same layout.
     x = torch.randn(4, 6)
     before = x.clone()
-    expect_failure(infiniop.gelu_mul, Status.BAD_TENSOR_STRIDES, x, device=device, out=x[:, :3])
+    expect_failure(infiniop.gelu_mul, Status.BAD_TENSOR_STRIDES, x, **on(device), out=x[:, :3])
     assert torch.equal(x, before)
     # input_grad on input's memory but transposed, or shifted by one element.
     square = torch.randn(6, 6)
     before = square.clone()
     expect_failure(infiniop.gelu_mul_backward, Status.BAD_TENSOR_STRIDES, torch.randn(6, 3),
-                   square, device=device, out=square.t())
+                   square, **on(device), out=square.t())
     assert torch.equal(square, before)
     storage = torch.randn(13)
     expect_failure(infiniop.gelu_mul_backward, Status.BAD_TENSOR_STRIDES, torch.randn(6),
-                   storage[:12], device=device, out=storage[1:])
+                   storage[:12], **on(device), out=storage[1:])
     # input_grad on out_grad's memory (never an exact alias: it is half the size).
     g = torch.randn(8)
     expect_failure(infiniop.gelu_mul_backward, Status.BAD_TENSOR_STRIDES, g[:4], torch.randn(8),
-                   device=device, out=g)
+                   **on(device), out=g)
     # Stride 0 on an output of more than one element.
     expect_failure(infiniop.gelu_mul, Status.BAD_TENSOR_STRIDES, torch.randn(4, 6),
-                   device=device, out=torch.full((1, 3), SENTINEL).expand(4, 3))
+                   **on(device), out=torch.full((1, 3), SENTINEL).expand(4, 3))
 
 
 def test_binding_argument_errors():
@@ -551,11 +551,11 @@ def test_output_allocation():
 @pytest.mark.parametrize("device", DEVICES)
 def test_zero_size(device):
     x = torch.empty(0, 4)
-    assert infiniop.gelu_mul(x, device=device).shape == (0, 2)
-    assert infiniop.gelu_mul_backward(torch.empty(0, 2), x, device=device).shape == (0, 4)
+    assert infiniop.gelu_mul(x, **on(device)).shape == (0, 2)
+    assert infiniop.gelu_mul_backward(torch.empty(0, 2), x, **on(device)).shape == (0, 4)
     x = torch.empty(3, 0)  # splitting a size-0 dimension: 0 is even
-    assert infiniop.gelu_mul(x, device=device).shape == (3, 0)
-    assert infiniop.gelu_mul_backward(torch.empty(3, 0), x, device=device).shape == (3, 0)
+    assert infiniop.gelu_mul(x, **on(device)).shape == (3, 0)
+    assert infiniop.gelu_mul_backward(torch.empty(3, 0), x, **on(device)).shape == (3, 0)
 
 
 def test_descriptor_objects():

@@ -1,5 +1,5 @@
-"""MoeFinalizeRoutingV2 and MoeFinalizeRoutingV2Grad through the Python binding, on both CPU
-devices.
+"""MoeFinalizeRoutingV2 and MoeFinalizeRoutingV2Grad through the Python binding, on every device
+(helpers.DEVICES: cpu, cpu_reference, opencl).
 
 Oracle: a plain PyTorch float64 forward on the inputs already rounded to the test dtype:
     pos[r, k] = expanded_row_idx[k*R + r] (drop_pad_mode 0, 1) or [r*K + k] (2, 3, the grad)
@@ -40,7 +40,7 @@ import infiniop
 from infiniop import InfiniopError, Status
 
 from helpers import (DEVICES, SENTINEL, TORCH_DTYPES, assert_infiniop_error, assert_matches,
-                     assert_untouched_outside, make_output, rng_for)
+                     assert_untouched_outside, make_output, on, open_handle, rng_for, run_op)
 
 U = 2.0 ** -24
 HIDDEN_SIZES = [1, 3, 17, 67]
@@ -198,7 +198,7 @@ def run_forward(inputs, mode, device, dtype_name, out_layout="contiguous"):
     result = infiniop.moe_finalize_routing_v2(
         inputs["expanded_x"], inputs["expanded_row_idx"], inputs.get("x1"), inputs.get("x2"),
         inputs.get("bias"), inputs.get("scales"), inputs.get("expert_idx"),
-        drop_pad_mode=mode, device=device, out=out)
+        drop_pad_mode=mode, **on(device), out=out)
     assert result is out
     assert_untouched_outside(storage, mask)
     return out
@@ -227,7 +227,7 @@ def run_grad(inputs, attrs, device, dtype_name, gx_shape, out_layout="contiguous
                                               out_layout)
     got_gx, got_gs = infiniop.moe_finalize_routing_v2_grad(
         inputs["grad_y"], inputs["expanded_row_idx"], inputs.get("expanded_x"),
-        inputs.get("scales"), inputs.get("expert_idx"), inputs.get("bias"), device=device,
+        inputs.get("scales"), inputs.get("expert_idx"), inputs.get("bias"), **on(device),
         grad_expanded_x=gx, grad_scales=gs, **attrs)
     assert got_gx is gx and got_gs is gs
     assert_untouched_outside(gx_storage, gx_mask)
@@ -323,7 +323,7 @@ def test_forward_literal_formula(device, mode):
     scales = torch.randint(-4, 4, (r, k), generator=gen).float() / 2
     eidx = torch.randint(0, experts, (r, k), generator=gen).to(I32)
     out = infiniop.moe_finalize_routing_v2(ex, idx, x1, x2, bias, scales, eidx,
-                                           drop_pad_mode=mode, device=device)
+                                           drop_pad_mode=mode, **on(device))
     rows = ex.reshape(-1, hidden)
     expected = torch.zeros(r, hidden)
     for t in range(r):
@@ -441,7 +441,7 @@ def test_forward_numpy_negative_strides(device):
             result = infiniop.moe_finalize_routing_v2(
                 arrays["expanded_x"], arrays["expanded_row_idx"], arrays["x1"], arrays["x2"],
                 arrays["bias"], arrays["scales"], arrays["expert_idx"], drop_pad_mode=mode,
-                device=device, out=out)
+                **on(device), out=out)
         except InfiniopError as error:
             assert error.status == Status.BAD_TENSOR_STRIDES, str(error)
             continue
@@ -471,7 +471,8 @@ def test_forward_zero_size(device, mode):
     check_forward(out, inputs, mode, "float32", f"{device} K = 0")
 
 
-def test_forward_allocates_out():
+@pytest.mark.parametrize("device", DEVICES)
+def test_forward_allocates_out(device):
     rng = rng_for("forward-alloc")
     for dtype_name in TORCH_DTYPES:
         for scales in (True, False):
@@ -480,14 +481,14 @@ def test_forward_allocates_out():
                 out = infiniop.moe_finalize_routing_v2(
                     inputs["expanded_x"], inputs["expanded_row_idx"], inputs.get("x1"),
                     bias=inputs["bias"], scales=inputs.get("scales"),
-                    expert_idx=inputs["expert_idx"], drop_pad_mode=1)
+                    expert_idx=inputs["expert_idx"], drop_pad_mode=1, **on(device))
                 assert out.dtype == TORCH_DTYPES[dtype_name] and out.is_contiguous()
                 assert out.shape == expected_forward_shape(inputs)
                 check_forward(out, inputs, 1, dtype_name, "allocated out")
     a = forward_inputs(rng, 0, 4, "float32", "x1", "none", True)
     arrays = {name: t.numpy() for name, t in a.items()}
     out = infiniop.moe_finalize_routing_v2(arrays["expanded_x"], arrays["expanded_row_idx"],
-                                           arrays["x1"], scales=arrays["scales"])
+                                           arrays["x1"], scales=arrays["scales"], **on(device))
     assert isinstance(out, np.ndarray) and out.shape == (5, 4) and out.dtype == np.float32
     check_forward(torch.from_numpy(out), a, 0, "float32", "numpy")
 
@@ -578,7 +579,7 @@ def test_grad_active_num_skips(device):
     bias = torch.tensor([[0.5, 0.25, -1.0]])
     eidx = torch.zeros(r, k, dtype=I32)
     gx, gs = infiniop.moe_finalize_routing_v2_grad(
-        grad_y, idx, ex, scales, eidx, bias, drop_pad_mode=0, active_num=3, device=device)
+        grad_y, idx, ex, scales, eidx, bias, drop_pad_mode=0, active_num=3, **on(device))
     expected = torch.zeros(3, hidden)
     for i, d in enumerate(idx.tolist()):
         if d < 3:
@@ -741,13 +742,14 @@ def test_grad_scales_untouched_without_scales(device):
             gx = torch.full(gx_shape, float("nan"))
             got_gx, got_gs = infiniop.moe_finalize_routing_v2_grad(
                 inputs["grad_y"], inputs["expanded_row_idx"], inputs["expanded_x"], None,
-                inputs["expert_idx"], inputs["bias"], device=device, grad_expanded_x=gx,
+                inputs["expert_idx"], inputs["bias"], **on(device), grad_expanded_x=gx,
                 grad_scales=placeholder, **attrs)
             assert got_gs is placeholder and (placeholder == SENTINEL).all()
             check_grad(gx, None, inputs, gx_shape, "float32", f"{device} placeholder {shape}")
 
 
-def test_grad_allocates_outputs():
+@pytest.mark.parametrize("device", DEVICES)
+def test_grad_allocates_outputs(device):
     rng = rng_for("grad-alloc")
     for dtype_name in TORCH_DTYPES:
         for config in (("mode0", "half"), ("mode0", "more"), ("mode1", (4, 5, 3))):
@@ -756,7 +758,8 @@ def test_grad_allocates_outputs():
                                                       "bias")
                 gx, gs = infiniop.moe_finalize_routing_v2_grad(
                     inputs["grad_y"], inputs["expanded_row_idx"], inputs.get("expanded_x"),
-                    inputs.get("scales"), inputs["expert_idx"], inputs["bias"], **attrs)
+                    inputs.get("scales"), inputs["expert_idx"], inputs["bias"], **attrs,
+                    **on(device))
                 assert gx.shape == gx_shape and gx.dtype == TORCH_DTYPES[dtype_name]
                 assert (gs is None) == (not scales)
                 if scales:
@@ -766,7 +769,7 @@ def test_grad_allocates_outputs():
     arrays = {name: t.numpy() for name, t in inputs.items()}
     gx, gs = infiniop.moe_finalize_routing_v2_grad(
         arrays["grad_y"], arrays["expanded_row_idx"], arrays["expanded_x"], arrays["scales"],
-        **attrs)
+        **attrs, **on(device))
     assert isinstance(gx, np.ndarray) and isinstance(gs, np.ndarray)
     check_grad(torch.from_numpy(gx), torch.from_numpy(gs), inputs, gx_shape, "float32", "numpy")
 
@@ -785,10 +788,10 @@ def test_grad_descriptor_workspace(device):
                                           "bias", duplicates=True)
     expected_gx, expected_gs = infiniop.moe_finalize_routing_v2_grad(
         inputs["grad_y"], inputs["expanded_row_idx"], inputs["expanded_x"], inputs["scales"],
-        inputs["expert_idx"], inputs["bias"], device=device, **attrs)
+        inputs["expert_idx"], inputs["bias"], **on(device), **attrs)
     order = [inputs[n] for n in ("grad_y", "expanded_row_idx", "expanded_x", "scales",
                                  "expert_idx", "bias")]
-    with infiniop.Handle(device) as handle:
+    with open_handle(device) as handle:
         gx = torch.full(gx_shape, SENTINEL)
         gs = torch.full((5, 3), SENTINEL)
         with infiniop.MoeFinalizeRoutingV2Grad.for_arrays(handle, gx, gs, *order,
@@ -802,7 +805,8 @@ def test_grad_descriptor_workspace(device):
                 workspace = handle.malloc(size) if size else 0  # 0: NULL (None allocates)
                 try:
                     with pytest.raises(InfiniopError) as info:
-                        op(gx, gs, *order, workspace=workspace, workspace_size=size)
+                        run_op(handle, op, [gx, gs, *order], 2, workspace=workspace,
+                               workspace_size=size)
                 finally:
                     if workspace:
                         handle.free(workspace)
@@ -814,8 +818,12 @@ def test_grad_descriptor_workspace(device):
                 gx.fill_(float("nan"))
                 gs.fill_(float("nan"))
                 try:
-                    op(gx.data_ptr(), gs.data_ptr(), *(t.data_ptr() for t in order),
-                       workspace=workspace, workspace_size=size)
+                    if handle.host_memory:
+                        op(gx.data_ptr(), gs.data_ptr(), *(t.data_ptr() for t in order),
+                           workspace=workspace, workspace_size=size)
+                    else:  # device pointers (run_op passes ints) to host copies
+                        run_op(handle, op, [gx, gs, *order], 2, workspace=workspace,
+                               workspace_size=size)
                 finally:
                     if workspace:
                         handle.free(workspace)
@@ -824,7 +832,7 @@ def test_grad_descriptor_workspace(device):
         with infiniop.MoeFinalizeRoutingV2Grad(handle, *descs_for([gx, None] + order),
                                                **attrs) as op:
             gx.fill_(float("nan"))
-            op(gx, None, *order)
+            run_op(handle, op, [gx, None, *order], 2)
             assert torch.equal(gx, expected_gx)
             with pytest.raises(ValueError, match="without grad_scales"):
                 op(gx, gs, *order)
@@ -836,18 +844,18 @@ def test_forward_descriptor(device):
     inputs = forward_inputs(rng, 3, 8, "float32")
     order = [inputs.get(n) for n in ("expanded_x", "expanded_row_idx", "x1", "x2", "bias",
                                      "scales", "expert_idx")]
-    expected = infiniop.moe_finalize_routing_v2(*order, drop_pad_mode=3, device=device)
-    with infiniop.Handle(device) as handle:
+    expected = infiniop.moe_finalize_routing_v2(*order, drop_pad_mode=3, **on(device))
+    with open_handle(device) as handle:
         out = torch.full(expected.shape, float("nan"))
         descs = descs_for([out] + order)
         op = infiniop.MoeFinalizeRoutingV2(handle, *descs, drop_pad_mode=3)
         for d in descs:
             d.close()
         assert op.drop_pad_mode == 3 and op.workspace_size == 0
-        op(out, *order, workspace=None, workspace_size=0)
+        run_op(handle, op, [out, *order], 1, workspace=None, workspace_size=0)
         assert torch.equal(out, expected)
         with pytest.raises(InfiniopError) as info:
-            op(None, *order)
+            run_op(handle, op, [None, *order], 1)
         assert info.value.status == Status.NULL_POINTER
         op.close()
         op.close()
@@ -855,9 +863,9 @@ def test_forward_descriptor(device):
         out = torch.full((15, 8), float("nan"))  # without scales, K = 1: R = R*K
         plain = infiniop.MoeFinalizeRoutingV2.for_arrays(handle, out, order[0], order[1],
                                                          drop_pad_mode=3)
-        plain(out, order[0], order[1])
+        run_op(handle, plain, [out, order[0], order[1]], 1)
         assert torch.equal(out, infiniop.moe_finalize_routing_v2(
-            order[0], order[1], drop_pad_mode=3, device=device))
+            order[0], order[1], drop_pad_mode=3, **on(device)))
         plain.close()
         with pytest.raises(TypeError):
             infiniop.MoeFinalizeRoutingV2.for_arrays(handle, out, order[0])
@@ -913,7 +921,7 @@ def forward_base(mode, dtype=torch.float32):
 def call_forward(device, kwargs):
     kwargs = dict(kwargs)
     ex, idx = kwargs.pop("expanded_x"), kwargs.pop("expanded_row_idx")
-    return infiniop.moe_finalize_routing_v2(ex, idx, device=device, **kwargs)
+    return infiniop.moe_finalize_routing_v2(ex, idx, **on(device), **kwargs)
 
 
 def expect_forward_error(device, status, kwargs, extra_outputs=()):
@@ -1059,7 +1067,7 @@ def grad_base(mode, dtype=torch.float32, scales=True, bias=True):
 def call_grad(device, kwargs):
     kwargs = dict(kwargs)
     g, idx = kwargs.pop("grad_y"), kwargs.pop("expanded_row_idx")
-    return infiniop.moe_finalize_routing_v2_grad(g, idx, device=device, **kwargs)
+    return infiniop.moe_finalize_routing_v2_grad(g, idx, **on(device), **kwargs)
 
 
 def expect_grad_error(device, status, kwargs, extra_outputs=()):
@@ -1164,11 +1172,12 @@ def test_grad_bad_shapes(device, mode):
     expect_grad_error(device, Status.BAD_TENSOR_SHAPE, kwargs)
 
 
-def test_grad_base_without_scales_is_valid():
+@pytest.mark.parametrize("device", DEVICES)
+def test_grad_base_without_scales_is_valid(device):
     for mode in (0, 1):
         kwargs = grad_base(mode, scales=False)
         assert kwargs["grad_y"].shape == (8, 5)
-        gx, gs = call_grad("cpu", kwargs)
+        gx, gs = call_grad(device, kwargs)
         assert gs is None
         check_grad(gx, None, kwargs, tuple(gx.shape), "float32", "no scales")
 

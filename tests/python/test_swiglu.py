@@ -1,4 +1,4 @@
-"""SwiGlu and SwiGluBackward through the Python binding, on both CPU devices.
+"""SwiGlu and SwiGluBackward through the Python binding, on every device.
 
 Oracle: PyTorch autograd in float64 of the plain formula, from the already rounded inputs:
     x64 = x.double().requires_grad_(); a, b = x64.chunk(2, dim)
@@ -29,7 +29,7 @@ from infiniop import DType, InfiniopError, Status
 from helpers import (DEVICES, LAYOUT_CASES, LAYOUT_SHAPE, NUMPY_CASES, NUMPY_DTYPES, SENTINEL,
                      STAGING_CASES, TORCH_DTYPES, assert_infiniop_error, assert_matches,
                      assert_staging_matches_direct, assert_untouched_outside, expect_failure,
-                     halved, make_input, make_output, numpy_case, random_tensor, rng_for,
+                     halved, make_input, make_output, numpy_case, on, random_tensor, rng_for,
                      sentinel)
 
 REL = 8 * 2.0 ** -23
@@ -93,7 +93,7 @@ def test_swiglu_every_dim(device, dtype_name, dim):
     x = random_tensor(rng, RANK4_SHAPE, dtype_name)
     x64 = x.double()
     out = torch.full(halved(RANK4_SHAPE, dim), float("nan"), dtype=TORCH_DTYPES[dtype_name])
-    result = infiniop.swiglu(x, dim=dim, device=device, out=out)
+    result = infiniop.swiglu(x, dim=dim, **on(device), out=out)
     assert result is out
     check_forward(result, x64, dim, dtype_name, f"{device} swiglu dim={dim}")
 
@@ -107,7 +107,7 @@ def test_swiglu_backward_every_dim(device, dtype_name, dim):
     g = random_tensor(rng, halved(RANK4_SHAPE, dim), dtype_name)
     x64, g64 = x.double(), g.double()
     out = torch.full(RANK4_SHAPE, float("nan"), dtype=TORCH_DTYPES[dtype_name])
-    result = infiniop.swiglu_backward(g, x, dim=dim, device=device, out=out)
+    result = infiniop.swiglu_backward(g, x, dim=dim, **on(device), out=out)
     assert result is out
     check_backward(result, g64, x64, dim, dtype_name, f"{device} swiglu_backward dim={dim}")
 
@@ -140,10 +140,10 @@ def test_sizes(device, dtype_name, shape, dim):
     x = random_tensor(rng, shape, dtype_name)
     g = random_tensor(rng, halved(shape, dim), dtype_name)
     x64, g64 = x.double(), g.double()
-    y = infiniop.swiglu(x, dim=dim, device=device,
+    y = infiniop.swiglu(x, dim=dim, **on(device),
                         out=torch.full(halved(shape, dim), float("nan"), dtype=dtype))
     check_forward(y, x64, dim, dtype_name, f"{device} swiglu {shape} dim={dim}")
-    x_grad = infiniop.swiglu_backward(g, x, dim=dim, device=device,
+    x_grad = infiniop.swiglu_backward(g, x, dim=dim, **on(device),
                                       out=torch.full(shape, float("nan"), dtype=dtype))
     check_backward(x_grad, g64, x64, dim, dtype_name, f"{device} swiglu_backward {shape} dim={dim}")
 
@@ -168,7 +168,7 @@ def test_layouts(device, dtype_name, dim, layouts):
 
     if out_layout != "inplace":
         y, y_storage, y_mask = make_output(halved(LAYOUT_SHAPE, dim), dtype_name, out_layout)
-        assert infiniop.swiglu(x, dim=dim, device=device, out=y) is y
+        assert infiniop.swiglu(x, dim=dim, **on(device), out=y) is y
         check_forward(y, x64, dim, dtype_name, f"{device} swiglu {layouts} dim={dim}")
         assert_untouched_outside(y_storage, y_mask)
         assert torch.equal(x, x_before), "swiglu changed its input"
@@ -176,7 +176,7 @@ def test_layouts(device, dtype_name, dim, layouts):
         out, storage, mask = make_output(LAYOUT_SHAPE, dtype_name, out_layout)
     else:
         out = x
-    result = infiniop.swiglu_backward(g, x, dim=dim, device=device, out=out)
+    result = infiniop.swiglu_backward(g, x, dim=dim, **on(device), out=out)
     assert result is out
     check_backward(result, g64, x64, dim, dtype_name,
                    f"{device} swiglu_backward {layouts} dim={dim}")
@@ -199,13 +199,13 @@ def test_numpy(device, dtype_name, dim, case):
     x64 = torch.from_numpy(np.array(x, dtype=np.float64))  # copies (and positive strides)
     g64 = torch.from_numpy(np.array(g, dtype=np.float64))
 
-    y = infiniop.swiglu(x, dim=dim, device=device, out=y_out)
+    y = infiniop.swiglu(x, dim=dim, **on(device), out=y_out)
     assert y is y_out and y.dtype == NUMPY_DTYPES[dtype_name]
     check_forward(torch.from_numpy(np.array(y)), x64, dim, dtype_name,
                   f"{device} numpy swiglu {case} dim={dim}")
 
     out = x if x_grad_out is None else x_grad_out
-    x_grad = infiniop.swiglu_backward(g, x, dim=dim, device=device, out=out)
+    x_grad = infiniop.swiglu_backward(g, x, dim=dim, **on(device), out=out)
     assert x_grad is out
     check_backward(torch.from_numpy(np.array(x_grad)), g64, x64, dim, dtype_name,
                    f"{device} numpy swiglu_backward {case} dim={dim}")
@@ -264,8 +264,8 @@ def test_special_values(device, dtype_name):
 
     y = torch.full((x.shape[0], 1), float("nan"), dtype=dtype)
     x_grad = torch.full(x.shape, float("nan"), dtype=dtype)
-    infiniop.swiglu(x, dim=1, device=device, out=y)
-    infiniop.swiglu_backward(g, x, dim=1, device=device, out=x_grad)
+    infiniop.swiglu(x, dim=1, **on(device), out=y)
+    infiniop.swiglu_backward(g, x, dim=1, **on(device), out=x_grad)
 
     y_bound, grad_bound = error_bounds(x64, g64, 1, dtype_name)
     inputs = {"x1": x1, "x2": x2, "y_grad": gr}
@@ -292,13 +292,13 @@ def test_limits_spelled_out(device):
     inf, nan = float("inf"), float("nan")
     x = torch.tensor([[-inf, 3.0], [-inf, inf], [inf, 2.0], [inf, 0.0], [-1e4, inf],
                       [-1e4, 1.0]])
-    y = infiniop.swiglu(x, device=device)[:, 0]
+    y = infiniop.swiglu(x, **on(device))[:, 0]
     expected = torch.tensor([0.0, nan, inf, nan, -inf, 0.0])
     assert torch.equal(y.isnan(), expected.isnan()), y
     assert torch.allclose(y[~y.isnan()], expected[~expected.isnan()], rtol=0, atol=1e-30), y
 
     g = torch.tensor([[2.0], [inf], [2.0], [2.0], [inf], [1.0]])
-    x_grad = infiniop.swiglu_backward(g, x, device=device)
+    x_grad = infiniop.swiglu_backward(g, x, **on(device))
     # x_grad1 = g x2 silu'(x1), x_grad2 = g silu(x1)
     expected = torch.tensor([[0.0, 0.0], [nan, nan], [4.0, inf], [0.0, inf], [-inf, -inf],
                              [0.0, 0.0]])
@@ -314,19 +314,19 @@ def test_limits_spelled_out(device):
 def test_bad_dim(device):
     x = torch.randn(RANK4_SHAPE)
     for dim in (4, -5, 100, -(2 ** 31), 2 ** 31 - 1):
-        error = expect_failure(infiniop.swiglu, Status.BAD_PARAM, x, dim=dim, device=device,
+        error = expect_failure(infiniop.swiglu, Status.BAD_PARAM, x, dim=dim, **on(device),
                                out=sentinel(*halved(RANK4_SHAPE, -1)))
         assert "dim" in error.message
-        expect_failure(infiniop.swiglu, Status.BAD_PARAM, x, dim=dim, device=device)
+        expect_failure(infiniop.swiglu, Status.BAD_PARAM, x, dim=dim, **on(device))
         expect_failure(infiniop.swiglu_backward, Status.BAD_PARAM,
-                       torch.randn(halved(RANK4_SHAPE, -1)), x, dim=dim, device=device,
+                       torch.randn(halved(RANK4_SHAPE, -1)), x, dim=dim, **on(device),
                        out=sentinel(*RANK4_SHAPE))
     # A scalar has no dimension to split.
     for dim in (0, -1):
         expect_failure(infiniop.swiglu, Status.BAD_PARAM, torch.tensor(1.0), dim=dim,
-                       device=device, out=sentinel())
+                       **on(device), out=sentinel())
         expect_failure(infiniop.swiglu_backward, Status.BAD_PARAM, torch.tensor(1.0),
-                       torch.tensor(1.0), dim=dim, device=device, out=sentinel())
+                       torch.tensor(1.0), dim=dim, **on(device), out=sentinel())
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -334,15 +334,15 @@ def test_odd_split(device):
     x = torch.randn(4, 5, 6)
     for dim in (1, -2):
         error = expect_failure(infiniop.swiglu, Status.BAD_TENSOR_SHAPE, x, dim=dim,
-                               device=device, out=sentinel(4, 2, 6))
+                               **on(device), out=sentinel(4, 2, 6))
         assert "even" in error.message
-        expect_failure(infiniop.swiglu, Status.BAD_TENSOR_SHAPE, x, dim=dim, device=device)
+        expect_failure(infiniop.swiglu, Status.BAD_TENSOR_SHAPE, x, dim=dim, **on(device))
         expect_failure(infiniop.swiglu_backward, Status.BAD_TENSOR_SHAPE, torch.randn(4, 2, 6),
-                       x, dim=dim, device=device, out=sentinel(4, 5, 6))
+                       x, dim=dim, **on(device), out=sentinel(4, 5, 6))
         expect_failure(infiniop.swiglu_backward, Status.BAD_TENSOR_SHAPE, torch.randn(4, 2, 6),
-                       x, dim=dim, device=device)
+                       x, dim=dim, **on(device))
     expect_failure(infiniop.swiglu, Status.BAD_TENSOR_SHAPE, torch.randn(1), dim=0,
-                   device=device, out=sentinel(0))
+                   **on(device), out=sentinel(0))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -350,34 +350,34 @@ def test_wrong_shapes(device):
     x = torch.randn(4, 6)
     # y must be x's shape with dim halved: not x's shape, not the other dim halved.
     for out_shape in ((4, 6), (2, 6), (4, 2), (4, 3, 1), (3,)):
-        expect_failure(infiniop.swiglu, Status.BAD_TENSOR_SHAPE, x, dim=-1, device=device,
+        expect_failure(infiniop.swiglu, Status.BAD_TENSOR_SHAPE, x, dim=-1, **on(device),
                        out=sentinel(*out_shape))
     # x_grad must be x's shape; y_grad x's shape with dim halved.
     for out_shape in ((4, 3), (2, 6), (6, 4), (4, 6, 1)):
         expect_failure(infiniop.swiglu_backward, Status.BAD_TENSOR_SHAPE, torch.randn(4, 3), x,
-                       dim=-1, device=device, out=sentinel(*out_shape))
+                       dim=-1, **on(device), out=sentinel(*out_shape))
     for g_shape in ((4, 6), (2, 6), (4, 3, 1), (3, 4)):
         expect_failure(infiniop.swiglu_backward, Status.BAD_TENSOR_SHAPE, torch.randn(g_shape),
-                       x, dim=-1, device=device, out=sentinel(4, 6))
+                       x, dim=-1, **on(device), out=sentinel(4, 6))
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_dtype_mismatch(device):
     x = torch.randn(4, 6)
-    expect_failure(infiniop.swiglu, Status.BAD_TENSOR_DTYPE, x, device=device,
+    expect_failure(infiniop.swiglu, Status.BAD_TENSOR_DTYPE, x, **on(device),
                    out=sentinel(4, 3, dtype=torch.float16))
-    expect_failure(infiniop.swiglu, Status.BAD_TENSOR_DTYPE, x.bfloat16(), device=device,
+    expect_failure(infiniop.swiglu, Status.BAD_TENSOR_DTYPE, x.bfloat16(), **on(device),
                    out=sentinel(4, 3))
     expect_failure(infiniop.swiglu_backward, Status.BAD_TENSOR_DTYPE, torch.randn(4, 3).half(),
-                   x, device=device, out=sentinel(4, 6))
+                   x, **on(device), out=sentinel(4, 6))
     expect_failure(infiniop.swiglu_backward, Status.BAD_TENSOR_DTYPE, torch.randn(4, 3),
-                   x.half(), device=device, out=sentinel(4, 6, dtype=torch.float16))
+                   x.half(), **on(device), out=sentinel(4, 6, dtype=torch.float16))
     expect_failure(infiniop.swiglu_backward, Status.BAD_TENSOR_DTYPE, torch.randn(4, 3), x,
-                   device=device, out=sentinel(4, 6, dtype=torch.bfloat16))
+                   **on(device), out=sentinel(4, 6, dtype=torch.bfloat16))
     # float64 is described faithfully and rejected by the library, not by the binding
     out64 = np.full((4, 3), SENTINEL)
     with pytest.raises(InfiniopError) as info:
-        infiniop.swiglu(np.ones((4, 6)), device=device, out=out64)
+        infiniop.swiglu(np.ones((4, 6)), **on(device), out=out64)
     assert_infiniop_error(info.value, Status.BAD_TENSOR_DTYPE)
     assert (out64 == SENTINEL).all()
 
@@ -387,21 +387,21 @@ def test_output_overlapping_an_input(device):
     # y is x's first half: the same bytes, not the same layout.
     x = torch.randn(4, 6)
     before = x.clone()
-    expect_failure(infiniop.swiglu, Status.BAD_TENSOR_STRIDES, x, device=device, out=x[:, :3])
+    expect_failure(infiniop.swiglu, Status.BAD_TENSOR_STRIDES, x, **on(device), out=x[:, :3])
     assert torch.equal(x, before)
     # x_grad on x's memory but transposed, or shifted by one element.
     square = torch.randn(6, 6)
     before = square.clone()
     expect_failure(infiniop.swiglu_backward, Status.BAD_TENSOR_STRIDES, torch.randn(6, 3),
-                   square, device=device, out=square.t())
+                   square, **on(device), out=square.t())
     storage = torch.randn(13)
     expect_failure(infiniop.swiglu_backward, Status.BAD_TENSOR_STRIDES, torch.randn(6),
-                   storage[:12], device=device, out=storage[1:])
+                   storage[:12], **on(device), out=storage[1:])
     assert torch.equal(square, before)
     # x_grad on y_grad's memory (y_grad can never be an exact alias: it is half the size).
     g = torch.randn(8)
     expect_failure(infiniop.swiglu_backward, Status.BAD_TENSOR_STRIDES, g[:4], torch.randn(8),
-                   device=device, out=g)
+                   **on(device), out=g)
 
 
 def test_binding_argument_errors():
@@ -446,10 +446,10 @@ def test_output_allocation():
 @pytest.mark.parametrize("device", DEVICES)
 def test_zero_size(device):
     x = torch.empty(0, 4)
-    assert infiniop.swiglu(x, device=device).shape == (0, 2)
-    assert infiniop.swiglu_backward(torch.empty(0, 2), x, device=device).shape == (0, 4)
+    assert infiniop.swiglu(x, **on(device)).shape == (0, 2)
+    assert infiniop.swiglu_backward(torch.empty(0, 2), x, **on(device)).shape == (0, 4)
     x = torch.empty(3, 0)  # splitting a size-0 dimension: 0 is even
-    assert infiniop.swiglu(x, device=device).shape == (3, 0)
+    assert infiniop.swiglu(x, **on(device)).shape == (3, 0)
 
 
 def test_descriptor_objects():

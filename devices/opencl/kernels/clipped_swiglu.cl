@@ -4,7 +4,7 @@
 // bias.
 #define NUM_OUTPUTS 1
 #define NUM_INPUTS 2
-inline void apply(float *out, const float *in, uint16 attributes) {
+INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float alpha = as_float(attributes.s0), limit = as_float(attributes.s1);
   const float bias = as_float(attributes.s2);
   const clipped_gate_t c = clipped_gate(alpha, limit, in[0], in[1], false);

@@ -2,7 +2,7 @@
 // [-limit, limit] (the clamps' zero slopes). Attributes as clipped_swiglu.cl.
 #define NUM_OUTPUTS 2
 #define NUM_INPUTS 3
-inline void apply(float *out, const float *in, uint16 attributes) {
+INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float alpha = as_float(attributes.s0), limit = as_float(attributes.s1);
   const float bias = as_float(attributes.s2);
   const float dy = in[0], A = in[1], B = in[2];

@@ -8,37 +8,41 @@
 // Contraction would change the results per driver; every fused multiply-add here is an fma().
 #pragma OPENCL FP_CONTRACT OFF
 
+// Every helper is inlined, whatever the driver's cost model says: a functor left as a call
+// keeps its in/out arrays in memory, and PoCL then vectorizes nothing across work-items.
+#define INLINE inline __attribute__((always_inline))
+
 #if defined(STORAGE_F32)
 typedef float storage_t;
-inline float load_value(const __global storage_t *p, ulong i) { return p[i]; }
-inline void store_value(__global storage_t *p, ulong i, float v) { p[i] = v; }
-inline float8 load8(const __global storage_t *p, ulong i) { return vload8(0, p + i); }
-inline void store8(__global storage_t *p, ulong i, float8 v) { vstore8(v, 0, p + i); }
+INLINE float load_value(const __global storage_t *p, ulong i) { return p[i]; }
+INLINE void store_value(__global storage_t *p, ulong i, float v) { p[i] = v; }
+INLINE float8 load8(const __global storage_t *p, ulong i) { return vload8(0, p + i); }
+INLINE void store8(__global storage_t *p, ulong i, float8 v) { vstore8(v, 0, p + i); }
 #elif defined(STORAGE_BF16)
 typedef ushort storage_t;
-inline float load_value(const __global storage_t *p, ulong i) {
+INLINE float load_value(const __global storage_t *p, ulong i) {
   return as_float((uint)p[i] << 16);
 }
 // Branch-free (a select), so that PoCL vectorizes the store across work-items.
-inline ushort bf16_from_f32(float f) {
+INLINE ushort bf16_from_f32(float f) {
   const uint u = as_uint(f);
   const uint rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   const uint quiet_nan = (u >> 16) | 0x40u;
   return (ushort)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
-inline void store_value(__global storage_t *p, ulong i, float v) { p[i] = bf16_from_f32(v); }
-inline float8 load8(const __global storage_t *p, ulong i) {
+INLINE void store_value(__global storage_t *p, ulong i, float v) { p[i] = bf16_from_f32(v); }
+INLINE float8 load8(const __global storage_t *p, ulong i) {
   float8 v;
   for (int l = 0; l < 8; ++l) ((float *)&v)[l] = load_value(p, i + l);
   return v;
 }
-inline void store8(__global storage_t *p, ulong i, float8 v) {
+INLINE void store8(__global storage_t *p, ulong i, float8 v) {
   for (int l = 0; l < 8; ++l) p[i + l] = bf16_from_f32(((float *)&v)[l]);
 }
 #elif defined(STORAGE_F16)
 typedef ushort storage_t;
 // Both conversions are branch-free (selects) so that PoCL vectorizes them across work-items.
-inline float load_value(const __global storage_t *p, ulong i) {
+INLINE float load_value(const __global storage_t *p, ulong i) {
   const uint h = p[i];
   const uint sign = (h & 0x8000u) << 16;
   const uint exponent = (h >> 10) & 0x1fu;
@@ -50,7 +54,7 @@ inline float load_value(const __global storage_t *p, ulong i) {
   magnitude = exponent == 0u ? subnormal : magnitude;
   return as_float(as_uint(magnitude) | sign);
 }
-inline ushort f16_from_f32(float f) {
+INLINE ushort f16_from_f32(float f) {
   const uint u = as_uint(f);
   const uint sign = (u >> 16) & 0x8000u;
   const uint a = u & 0x7fffffffu;
@@ -62,11 +66,11 @@ inline ushort f16_from_f32(float f) {
   bits = a > 0x7f800000u ? 0x7e00u : bits;   // NaN, quiet
   return (ushort)(sign | bits);
 }
-inline void store_value(__global storage_t *p, ulong i, float v) { p[i] = f16_from_f32(v); }
-inline float8 load8(const __global storage_t *p, ulong i) {
+INLINE void store_value(__global storage_t *p, ulong i, float v) { p[i] = f16_from_f32(v); }
+INLINE float8 load8(const __global storage_t *p, ulong i) {
   return vload_half8(0, (const __global half *)(p + i));  // exact; core OpenCL 1.2
 }
-inline void store8(__global storage_t *p, ulong i, float8 v) {
+INLINE void store8(__global storage_t *p, ulong i, float8 v) {
   for (int l = 0; l < 8; ++l) p[i + l] = f16_from_f32(((float *)&v)[l]);
 }
 #else
@@ -74,7 +78,7 @@ inline void store8(__global storage_t *p, ulong i, float8 v) {
 #endif
 
 // exp(max(a, -87)) for a <= 0: a normal F32 in [1.6e-38, 1], within 2 ulp (see math-inl.h).
-inline float exp_non_positive(float a) {
+INLINE float exp_non_positive(float a) {
   a = fmax(a, -87.0f);
   const float shifter = 12582912.0f;  // 1.5 * 2^23: the sum's low bits are round(a / ln2)
   const float n_plus_shifter = fma(a, 1.44269504088896341f, shifter);
@@ -92,13 +96,13 @@ inline float exp_non_positive(float a) {
 
 // 1 / y for a positive normal y, correctly rounded or within 1 ulp whatever the driver's
 // division accuracy (OpenCL 1.2 allows 2.5 ulp): one Newton step after the division.
-inline float reciprocal(float y) {
+INLINE float reciprocal(float y) {
   const float estimate = 1.0f / y;
   return fma(estimate, fma(-y, estimate, 1.0f), estimate);
 }
 
 // Returns s (1 - s) and sets *s = sigmoid(x), without cancellation (see math-inl.h).
-inline float sigmoid_and_slope(float x, float *s) {
+INLINE float sigmoid_and_slope(float x, float *s) {
   const float e = exp_non_positive(-fabs(x));
   const float r = reciprocal(1.0f + e);
   const float er = e * r;
@@ -107,13 +111,13 @@ inline float sigmoid_and_slope(float x, float *s) {
 }
 
 // `value` computed from a clamped x, with x's non-finite cases restored.
-inline float zero_at_minus_inf_nan_at_nan(float x, float value) {
+INLINE float zero_at_minus_inf_nan_at_nan(float x, float value) {
   if (x < -3.4028235e38f) value = 0.0f;
   return isnan(x) ? x : value;
 }
 
 // silu(x) = x sigmoid(x) and its derivative s + x s (1 - s), clamped as in math-inl.h.
-inline float silu(float input, float *derivative) {
+INLINE float silu(float input, float *derivative) {
   const float x = fmax(input, -87.0f);
   float s;
   const float slope = sigmoid_and_slope(x, &s);
@@ -123,7 +127,7 @@ inline float silu(float input, float *derivative) {
 }
 
 // gelu_tanh(x) = x sigmoid(v), v = 2a (x + b x^3), and its derivative s + x v' s (1 - s).
-inline float gelu_tanh(float input, float *derivative) {
+INLINE float gelu_tanh(float input, float *derivative) {
   const float two_a = 1.5957691216057308f;  // 2 sqrt(2/pi)
   const float two_ab = two_a * 0.044715f;
   const float six_ab = 3.0f * two_ab;
@@ -139,7 +143,7 @@ inline float gelu_tanh(float input, float *derivative) {
 
 // gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x); Phi from Numerical Recipes'
 // erfc fit (relative error < 1.2e-7), as in math-inl.h.
-inline float gelu_erf(float input, float *derivative) {
+INLINE float gelu_erf(float input, float *derivative) {
   const float x_low = fmax(input, -20.0f);
   const float x = fmin(x_low, 20.0f);
   const float z = fabs(x) * 0.70710678118654752f;
@@ -169,7 +173,7 @@ typedef struct {
   float a, b, g, slope;
 } clipped_gate_t;
 
-inline clipped_gate_t clipped_gate(float alpha, float limit, float A, float B, bool want_slope) {
+INLINE clipped_gate_t clipped_gate(float alpha, float limit, float A, float B, bool want_slope) {
   clipped_gate_t c;
   c.a = A > limit ? limit : A;
   c.b = B > limit ? limit : (B < -limit ? -limit : B);

@@ -10,25 +10,29 @@
 // work-items what it must reload from a struct argument's memory):
 //   p0..p7           the operand buffers, outputs first; only NUM_OPERANDS are used
 //   index            each operand's base as an element index in its buffer
-//   begin            the plan element of global id 0
+//   begin            the plan element of global id 0 (the rows kernels: the row of global id
+//                    (0, 0))
 //   attribute_words  the bytes of the operator's attribute struct (at most 64), for as_float
-//   step             each operand's stride in a one-dim plan (the row kernels)
+//   step, row_step   each operand's inner and outer strides (the row and rows kernels)
 //   plan, ndim       shape[ndim], then strides[operand][ndim] in elements: made once per
 //                    descriptor, read by the strided kernels only
 
 #define NUM_OPERANDS (NUM_OUTPUTS + NUM_INPUTS)
+#if NUM_OUTPUTS > 2 || NUM_INPUTS > 6
+#error "APPLY_AT handles up to 2 outputs and 6 inputs"
+#endif
 
 #define KERNEL_PARAMS                                                                      \
   __global storage_t *p0, __global storage_t *p1, __global storage_t *p2,                 \
       __global storage_t *p3, __global storage_t *p4, __global storage_t *p5,             \
       __global storage_t *p6, __global storage_t *p7, const ulong8 index, const ulong begin, \
-      const uint16 attribute_words, const long8 step, __constant const long *plan,         \
-      const uint ndim
+      const uint16 attribute_words, const long8 step, const long8 row_step,                \
+      __constant const long *plan, const uint ndim
 
 // Operand k's buffer and base index: k is a constant once the operand loops are unrolled, and
 // a switch then folds to one argument (a private array would live in memory, which PoCL cannot
 // prove the stores leave alone, and would not vectorize across work-items).
-inline __global storage_t *operand_buffer(int k, __global storage_t *p0, __global storage_t *p1,
+INLINE __global storage_t *operand_buffer(int k, __global storage_t *p0, __global storage_t *p1,
                                           __global storage_t *p2, __global storage_t *p3,
                                           __global storage_t *p4, __global storage_t *p5,
                                           __global storage_t *p6, __global storage_t *p7) {
@@ -43,19 +47,31 @@ inline __global storage_t *operand_buffer(int k, __global storage_t *p0, __globa
     default: return p7;
   }
 }
-inline long operand_step(int k, long8 step) {
+// Lane k of a long8 argument.
+INLINE long lane(int k, long8 v) {
   switch (k) {
-    case 0: return step.s0;
-    case 1: return step.s1;
-    case 2: return step.s2;
-    case 3: return step.s3;
-    case 4: return step.s4;
-    case 5: return step.s5;
-    case 6: return step.s6;
-    default: return step.s7;
+    case 0: return v.s0;
+    case 1: return v.s1;
+    case 2: return v.s2;
+    case 3: return v.s3;
+    case 4: return v.s4;
+    case 5: return v.s5;
+    case 6: return v.s6;
+    default: return v.s7;
   }
 }
-inline ulong operand_base(int k, ulong8 index) {
+// Operand k's inner step. With -DCONSTANT_STEPS the host bakes them in (-DSTEP_<k>, all 1 or 2:
+// interleaved pairs), and the compiler loads pairs with shuffles where a run-time stride leaves
+// only a scalar loop.
+INLINE long operand_step(int k, long8 step) {
+#ifdef CONSTANT_STEPS
+  const long8 baked = (long8)(STEP_0, STEP_1, STEP_2, STEP_3, STEP_4, STEP_5, STEP_6, STEP_7);
+  return lane(k, baked);
+#else
+  return lane(k, step);
+#endif
+}
+INLINE ulong operand_base(int k, ulong8 index) {
   switch (k) {
     case 0: return index.s0;
     case 1: return index.s1;
@@ -70,21 +86,33 @@ inline ulong operand_base(int k, ulong8 index) {
 #define OPERAND(k) operand_buffer((k), p0, p1, p2, p3, p4, p5, p6, p7)
 #define BASE(k) operand_base((k), index)
 
-// Loads the inputs at at(k), applies the functor and stores the outputs at at(k).
-#define APPLY_AT(at)                                                                 \
-  do {                                                                               \
-    float in[NUM_INPUTS];                                                            \
-    float out[NUM_OUTPUTS];                                                          \
-    for (int k = 0; k < NUM_INPUTS; ++k)                                             \
-      in[k] = load_value(OPERAND(NUM_OUTPUTS + k), at(NUM_OUTPUTS + k));                \
-    apply(out, in, attribute_words);                                                 \
-    for (int k = 0; k < NUM_OUTPUTS; ++k) store_value(OPERAND(k), at(k), out[k]);   \
+// Loads the inputs at at(k), applies the functor and stores the outputs at at(k). Written out
+// per operand under constant conditions, with no loop: PoCL splits a kernel at loops into
+// regions, keeping what crosses them in per-work-item memory, and then vectorizes nothing.
+#define LOAD_INPUT(k, at) \
+  if ((k) < NUM_INPUTS) in[(k) < NUM_INPUTS ? (k) : 0] = load_value(OPERAND(NUM_OUTPUTS + (k)), at(NUM_OUTPUTS + (k)))
+#define STORE_OUTPUT(k, at, value) \
+  if ((k) < NUM_OUTPUTS) store_value(OPERAND(k), at(k), value)
+#define APPLY_AT(at)                                                                  \
+  do {                                                                                \
+    float in[NUM_INPUTS];                                                             \
+    float out[NUM_OUTPUTS];                                                           \
+    LOAD_INPUT(0, at);                                                                \
+    LOAD_INPUT(1, at);                                                                \
+    LOAD_INPUT(2, at);                                                                \
+    LOAD_INPUT(3, at);                                                                \
+    LOAD_INPUT(4, at);                                                                \
+    LOAD_INPUT(5, at);                                                                \
+    apply(out, in, attribute_words);                                                  \
+    STORE_OUTPUT(0, at, out[0]);                                                      \
+    STORE_OUTPUT(1, at, out[NUM_OUTPUTS > 1 ? 1 : 0]);                                \
   } while (0)
 
 // Stores 0 to the outputs at at(k): the rows a call skips (ClippedSwiglu's group_index).
-#define ZERO_AT(at)                                                                 \
-  do {                                                                              \
-    for (int k = 0; k < NUM_OUTPUTS; ++k) store_value(OPERAND(k), at(k), 0.0f);    \
+#define ZERO_AT(at)              \
+  do {                           \
+    STORE_OUTPUT(0, at, 0.0f);   \
+    STORE_OUTPUT(1, at, 0.0f);   \
   } while (0)
 
 // Every operand walks the plan with stride 1 in one dim: no index arithmetic.
@@ -93,6 +121,14 @@ inline ulong operand_base(int k, ulong8 index) {
 // One plan dim with any strides (interleaved halves, a transposed or strided row): one multiply.
 #define ROW_AT(k) \
   ((ulong)((long)BASE(k) + (long)(begin + get_global_id(0)) * operand_step((k), step)))
+
+// Two dims, run by whole rows of the inner dim (the common case: a split operand's halves, a
+// batch of strided rows): global id (j, row - begin), element j of a row at `step` apart, rows
+// at `row_step` apart. No division, and nothing that is not a plain expression (a loop inside
+// would be the innermost, all PoCL's vectorizer looks at), so PoCL vectorizes along the row.
+#define ROWS_AT(k)                                                                       \
+  ((ulong)((long)BASE(k) + (long)(begin + get_global_id(1)) * lane((k), row_step) + \
+           (long)get_global_id(0) * operand_step((k), step)))
 
 // Any strides (negative, broadcast inputs, interleaved halves): the element's coordinates, then
 // each operand's offset.
@@ -123,6 +159,14 @@ __kernel void elementwise_row(KERNEL_PARAMS) {
 
 __kernel void zero_row(KERNEL_PARAMS) {
   ZERO_AT(ROW_AT);
+}
+
+__kernel void elementwise_rows(KERNEL_PARAMS) {
+  APPLY_AT(ROWS_AT);
+}
+
+__kernel void zero_rows(KERNEL_PARAMS) {
+  ZERO_AT(ROWS_AT);
 }
 
 __kernel void elementwise_strided(KERNEL_PARAMS) {

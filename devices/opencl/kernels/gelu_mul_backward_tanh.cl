@@ -1,7 +1,7 @@
 // (grad1, grad2) <- (out_grad, x1, x2): grad1 = out_grad x2 gelu_tanh'(x1), grad2 = out_grad gelu_tanh(x1).
 #define NUM_OUTPUTS 2
 #define NUM_INPUTS 3
-inline void apply(float *out, const float *in, uint16 attributes) {
+INLINE void apply(float *out, const float *in, uint16 attributes) {
   float derivative;
   const float activation = gelu_tanh(in[1], &derivative);
   out[0] = in[0] * in[2] * derivative;

@@ -24,13 +24,13 @@ typedef long4 table_view_t;
 // Element index of (row, 0). Rows a kernel reads are below 2^31 (INT32 index values and
 // positions) or below `block`, so the 64-bit division, the bulk of the cost on a CPU driver, is
 // either skipped (2-D views: block = rows) or done in 32 bits.
-inline long row_base(row_view_t v, ulong row) {
+INLINE long row_base(row_view_t v, ulong row) {
   if (row < (ulong)v.s1) return v.s0 + (long)row * v.s3;
   const uint q = (uint)row / (uint)v.s1, m = (uint)row - q * (uint)v.s1;
   return v.s0 + (long)q * v.s2 + (long)m * v.s3;
 }
 
-inline ulong at(long base, row_view_t v, ulong j) {
+INLINE ulong at(long base, row_view_t v, ulong j) {
 #ifdef UNIT_COLUMNS
   return (ulong)(base + (long)j);
 #else
@@ -38,7 +38,7 @@ inline ulong at(long base, row_view_t v, ulong j) {
 #endif
 }
 
-inline ulong table_element(table_view_t v, ulong r, ulong c) {
+INLINE ulong table_element(table_view_t v, ulong r, ulong c) {
   return (ulong)(v.s0 + (long)r * v.s1 + (long)c * v.s2);
 }
 

@@ -1,7 +1,7 @@
 // out <- (x1, x2): out = silu(x1) x2 (the gated activation; devices/cpu/gated-inl.h).
 #define NUM_OUTPUTS 1
 #define NUM_INPUTS 2
-inline void apply(float *out, const float *in, uint16 attributes) {
+INLINE void apply(float *out, const float *in, uint16 attributes) {
   float unused;
   out[0] = silu(in[0], &unused) * in[1];
 }
