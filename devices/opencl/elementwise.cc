@@ -1,5 +1,6 @@
 #include "opencl/elementwise.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -141,9 +142,17 @@ infiniStatus_t makeElementwiseRunner(const char *op, infiniopHandle_t handle,
     constant_steps = constant_steps && (plan.strides[k][inner] == 1 || plan.strides[k][inner] == 2);
   if (constant_steps) {
     options += " -DCONSTANT_STEPS";
-    for (int k = 0; k < ew::kMaxOperands; ++k)
+    for (int k = 0; k < ew::kMaxOperands; ++k) {
+      const bool operand = k < plan.numOperands();
       options += " -DSTEP_" + std::to_string(k) + "=" +
-                 std::to_string(k < plan.numOperands() ? plan.strides[k][inner] : 1);
+                 std::to_string(operand ? plan.strides[k][inner] : 1);
+      // The odd half of an interleaved pair is addressed through the even half's pointer.
+      const bool second =
+          operand && plan.role[k] == ew::Plan::kPairSecond &&
+          plan.source[k] == plan.source[k - 1] &&
+          std::equal(plan.strides[k], plan.strides[k] + plan.ndim, plan.strides[k - 1]);
+      options += " -DPAIRED_" + std::to_string(k) + "=" + (second ? "1" : "0");
+    }
   }
   cl_program program = nullptr;
   INFINIOP_CHECK(getProgram(op, handle, {sources::common, functor_source, sources::elementwise},

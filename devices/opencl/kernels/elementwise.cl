@@ -89,10 +89,45 @@ INLINE ulong operand_base(int k, ulong8 index) {
 // Loads the inputs at at(k), applies the functor and stores the outputs at at(k). Written out
 // per operand under constant conditions, with no loop: PoCL splits a kernel at loops into
 // regions, keeping what crosses them in per-work-item memory, and then vectorizes nothing.
-#define LOAD_INPUT(k, at) \
-  if ((k) < NUM_INPUTS) in[(k) < NUM_INPUTS ? (k) : 0] = load_value(OPERAND(NUM_OUTPUTS + (k)), at(NUM_OUTPUTS + (k)))
+#define LOAD_INPUT(k, at)                                                       \
+  if ((k) < NUM_INPUTS)                                                         \
+  in[(k) < NUM_INPUTS ? (k) : 0] =                                              \
+      load_value(OPERAND(SOURCE(NUM_OUTPUTS + (k))), PAIRED_AT(at, NUM_OUTPUTS + (k)))
+// Paired stores only for F32: PoCL turns an interleaved group of 16-bit stores into something
+// several times slower than two strided ones (ClippedSwigluBackward BF16: 101 ms against 17).
+#ifdef STORAGE_F32
+#define STORE_OUTPUT(k, at, value) \
+  if ((k) < NUM_OUTPUTS) store_value(OPERAND(SOURCE(k)), PAIRED_AT(at, k), value)
+#else
 #define STORE_OUTPUT(k, at, value) \
   if ((k) < NUM_OUTPUTS) store_value(OPERAND(k), at(k), value)
+#endif
+
+// Interleaved pairs (-DPAIRED_<k>=1: operand k is the odd element after operand k - 1, with the
+// same buffer and steps of 2): addressed as k - 1's pointer plus one, so that the compiler sees
+// one pointer with offsets 2i and 2i + 1 and loads or stores the pair as one interleaved group.
+INLINE int paired(int k) {
+#ifdef CONSTANT_STEPS
+  const int8 baked = (int8)(PAIRED_0, PAIRED_1, PAIRED_2, PAIRED_3, PAIRED_4, PAIRED_5, PAIRED_6,
+                            PAIRED_7);
+  switch (k) {
+    case 0: return baked.s0;
+    case 1: return baked.s1;
+    case 2: return baked.s2;
+    case 3: return baked.s3;
+    case 4: return baked.s4;
+    case 5: return baked.s5;
+    case 6: return baked.s6;
+    default: return baked.s7;
+  }
+#else
+  (void)k;
+  return 0;
+#endif
+}
+#define SOURCE(k) ((k) - paired(k))
+#define PAIRED_AT(at, k) (at(SOURCE(k)) + (ulong)paired(k))
+
 #define APPLY_AT(at)                                                                  \
   do {                                                                                \
     float in[NUM_INPUTS];                                                             \
