@@ -203,17 +203,22 @@ __kernel void moe_grad_scales(__global storage_t *grad_scales, table_view_t grad
   ulong start = 0;
 #ifdef UNIT_COLUMNS
   // The same lanes as vectors over whole groups of LANES columns (same sums, same order).
+  // One loop per case, each a bare stream of loads and fma.
   float8 lanes = 0.0f;
-  for (; start + LANES <= hidden; start += LANES) {
-    float8 v = 0.0f;
-    if (reached && has_bias)
-      v = load8(expanded, expanded_base + start) + load8(bias, bias_base + start);
-    else if (reached)
-      v = load8(expanded, expanded_base + start);
-    else if (has_bias)
-      v = load8(bias, bias_base + start);
-    lanes = fma(v, load8(grad_y, grad_y_base + start), lanes);
+  const ulong whole = hidden / LANES * LANES;
+  if (reached && has_bias) {
+    for (start = 0; start < whole; start += LANES)
+      lanes = fma(load8(expanded, expanded_base + start) + load8(bias, bias_base + start),
+                  load8(grad_y, grad_y_base + start), lanes);
+  } else if (reached) {
+    for (start = 0; start < whole; start += LANES)
+      lanes = fma(load8(expanded, expanded_base + start), load8(grad_y, grad_y_base + start),
+                  lanes);
+  } else if (has_bias) {
+    for (start = 0; start < whole; start += LANES)
+      lanes = fma(load8(bias, bias_base + start), load8(grad_y, grad_y_base + start), lanes);
   }
+  start = whole;
   vstore8(lanes, 0, acc);
 #endif
   for (ulong j0 = start; j0 < hidden; j0 += LANES) {
