@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/handle.h"
+#include "core/tensor.h"
 #include "opencl/program.h"
 #include "opencl/runtime.h"
 #include "opencl/sources.h"
@@ -29,14 +30,24 @@ class OpenclRunner final : public ew::Runner {
   }
 
   infiniStatus_t init(cl_program program) {
-    // The kernels of the plan's layout class: one stride-1 dim, one dim, or several (by rows
-    // when a call's range is whole rows, else element by element).
-    if (plan_.ndim == 1) {
+    // The kernels of the plan's layout class: one stride-1 dim, one dim, or several (two dims
+    // also by rows, when a call's range is whole rows).
+    if (plan_.ndim == 1)
       INFINIOP_CHECK(
           pair_.init(op_, handle_, program, plan_.inner_contiguous ? "contiguous" : "row"));
-    } else {
+    else
       INFINIOP_CHECK(pair_.init(op_, handle_, program, "strided"));
-      INFINIOP_CHECK(rows_.init(op_, handle_, program, "rows"));
+    if (plan_.ndim == 2) INFINIOP_CHECK(rows_.init(op_, handle_, program, "rows"));
+    // What every call passes or checks that depends on the plan only: each operand's steps and
+    // the byte range it reaches from its base.
+    const auto size = static_cast<ptrdiff_t>(plan_.element_size);
+    const std::vector<size_t> shape(plan_.shape, plan_.shape + plan_.ndim);
+    for (int k = 0; k < plan_.numOperands(); ++k) {
+      const ElementSpan span = elementSpan(
+          shape, std::vector<ptrdiff_t>(plan_.strides[k], plan_.strides[k] + plan_.ndim));
+      reach_[k] = {span.lowest * size, (span.highest + 1) * size};
+      step_.s[k] = plan_.strides[k][plan_.ndim - 1];
+      if (plan_.ndim == 2) row_step_.s[k] = plan_.strides[k][0];
     }
     // The plan as the strided kernel reads it: shape, then each operand's strides.
     std::vector<cl_long> words(plan_.ndim * (plan_.numOperands() + 1));
@@ -57,22 +68,13 @@ class OpenclRunner final : public ew::Runner {
     cl_command_queue queue = nullptr;
     INFINIOP_CHECK(queueOf(op_, handle_, stream, &queue));
     cl_ulong8 index{};
-    cl_long8 step{}, row_step{};
     cl_mem buffers[ew::kMaxOperands] = {};
-    const auto size = static_cast<ptrdiff_t>(plan_.element_size);
     for (int k = 0; k < plan_.numOperands(); ++k) {
-      ptrdiff_t lowest = 0, highest = 0;  // element offsets the operand reaches
-      for (int d = 0; d < plan_.ndim; ++d) {
-        const ptrdiff_t reach = plan_.strides[k][d] * static_cast<ptrdiff_t>(plan_.shape[d] - 1);
-        (reach < 0 ? lowest : highest) += reach;
-      }
       BufferArg arg{};
-      INFINIOP_CHECK(resolveView(op_, handle_, operands[k], lowest * size, (highest + 1) * size,
+      INFINIOP_CHECK(resolveView(op_, handle_, operands[k], reach_[k].lowest, reach_[k].end,
                                  plan_.element_size, &arg));
       buffers[k] = arg.mem;
       index.s[k] = arg.index;
-      step.s[k] = plan_.strides[k][plan_.ndim - 1];
-      if (plan_.ndim == 2) row_step.s[k] = plan_.strides[k][0];
     }
     for (int k = plan_.numOperands(); k < ew::kMaxOperands; ++k) buffers[k] = buffers[0];
     const cl_uint ndim = static_cast<cl_uint>(plan_.ndim);
@@ -90,7 +92,7 @@ class OpenclRunner final : public ew::Runner {
     std::lock_guard<std::mutex> lock(mutex_);
     INFINIOP_CHECK(setArgs(op_, kernel, 0, buffers[0], buffers[1], buffers[2], buffers[3],
                            buffers[4], buffers[5], buffers[6], buffers[7], index, first, words,
-                           step, row_step, plan_buffer_, ndim));
+                           step_, row_step_, plan_buffer_, ndim));
     if (by_rows) return launch(op_, queue, kernel, length, group, (end - begin) / length);
     return launch(op_, queue, kernel, end - begin, group);
   }
@@ -113,6 +115,11 @@ class OpenclRunner final : public ew::Runner {
   };
   Pair pair_;  // by element
   Pair rows_;  // two-dim plans, by rows
+  struct Reach {
+    ptrdiff_t lowest, end;  // bytes from the operand's base: [lowest, end)
+  };
+  Reach reach_[ew::kMaxOperands] = {};
+  cl_long8 step_{}, row_step_{};
   cl_mem plan_buffer_ = nullptr;
   mutable std::mutex mutex_;
 };

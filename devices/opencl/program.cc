@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include <unistd.h>
+
 #include "core/error.h"
 #include "core/handle.h"
 #include "opencl/runtime.h"
@@ -75,7 +77,7 @@ cl_program loadBinary(const State &s, const std::string &path, const std::string
 }
 
 // Best effort: a cache that cannot be written only costs the next process a build.
-void storeBinary(const State &s, cl_program program, const std::string &path) {
+void storeBinary(cl_program program, const std::string &path) {
   size_t size = 0;
   if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) !=
           CL_SUCCESS ||
@@ -85,14 +87,17 @@ void storeBinary(const State &s, cl_program program, const std::string &path) {
   unsigned char *data = binary.data();
   if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof data, &data, nullptr) != CL_SUCCESS)
     return;
-  (void)s;
-  const std::string temporary = path + ".tmp" + std::to_string(std::hash<const void *>()(&binary));
+  // A name of this process and program's own: concurrent writers never share a temporary file.
+  const std::string temporary = path + ".tmp" + std::to_string(getpid()) + "." +
+                                std::to_string(reinterpret_cast<uintptr_t>(program));
+  bool written = false;
   {
     std::ofstream out(temporary, std::ios::binary);
-    if (!out.write(reinterpret_cast<const char *>(data), static_cast<std::streamsize>(size)))
-      return;
+    written = static_cast<bool>(
+        out.write(reinterpret_cast<const char *>(data), static_cast<std::streamsize>(size)));
   }
-  std::rename(temporary.c_str(), path.c_str());  // atomic: readers see all of it or nothing
+  // rename is atomic: readers see all of the binary or none of it.
+  if (!written || std::rename(temporary.c_str(), path.c_str()) != 0) std::remove(temporary.c_str());
 }
 
 infiniStatus_t buildFromSource(const char *where, const State &s, const std::string &source,
@@ -135,7 +140,7 @@ infiniStatus_t getProgram(const char *where, infiniopHandle_t handle,
   cl_program built = path.empty() ? nullptr : loadBinary(s, path, options);
   if (!built) {
     INFINIOP_CHECK(buildFromSource(where, s, source, options, &built));
-    if (!path.empty()) storeBinary(s, built, path);
+    if (!path.empty()) storeBinary(built, path);
   }
   try {
     s.programs.emplace(key, built);

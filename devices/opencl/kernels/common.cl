@@ -14,10 +14,18 @@
 
 #if defined(STORAGE_F32)
 typedef float storage_t;
-INLINE float load_value(const __global storage_t *p, ulong i) { return p[i]; }
-INLINE void store_value(__global storage_t *p, ulong i, float v) { p[i] = v; }
-INLINE float8 load8(const __global storage_t *p, ulong i) { return vload8(0, p + i); }
-INLINE void store8(__global storage_t *p, ulong i, float8 v) { vstore8(v, 0, p + i); }
+INLINE float load_value(const __global storage_t *p, ulong i) {
+  return p[i];
+}
+INLINE void store_value(__global storage_t *p, ulong i, float v) {
+  p[i] = v;
+}
+INLINE float8 load8(const __global storage_t *p, ulong i) {
+  return vload8(0, p + i);
+}
+INLINE void store8(__global storage_t *p, ulong i, float8 v) {
+  vstore8(v, 0, p + i);
+}
 #elif defined(STORAGE_BF16)
 typedef ushort storage_t;
 INLINE float load_value(const __global storage_t *p, ulong i) {
@@ -30,7 +38,9 @@ INLINE ushort bf16_from_f32(float f) {
   const uint quiet_nan = (u >> 16) | 0x40u;
   return (ushort)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
-INLINE void store_value(__global storage_t *p, ulong i, float v) { p[i] = bf16_from_f32(v); }
+INLINE void store_value(__global storage_t *p, ulong i, float v) {
+  p[i] = bf16_from_f32(v);
+}
 INLINE float8 load8(const __global storage_t *p, ulong i) {
   float8 v;
   for (int l = 0; l < 8; ++l) ((float *)&v)[l] = load_value(p, i + l);
@@ -66,7 +76,9 @@ INLINE ushort f16_from_f32(float f) {
   bits = a > 0x7f800000u ? 0x7e00u : bits;   // NaN, quiet
   return (ushort)(sign | bits);
 }
-INLINE void store_value(__global storage_t *p, ulong i, float v) { p[i] = f16_from_f32(v); }
+INLINE void store_value(__global storage_t *p, ulong i, float v) {
+  p[i] = f16_from_f32(v);
+}
 INLINE float8 load8(const __global storage_t *p, ulong i) {
   return vload_half8(0, (const __global half *)(p + i));  // exact; core OpenCL 1.2
 }
@@ -167,8 +179,9 @@ INLINE float gelu_erf(float input, float *derivative) {
 }
 
 // ClippedSwiglu's clamped halves, the gate and (with want_slope) its slope, as
-// devices/cpu/clipped_swiglu.cc computes them: selects so that NaN passes the clamps; where alpha a < -87 (sigmoid's exp is
-// clamped there) a moves to where it is -87, keeping g tiny instead of growing with |a|.
+// devices/cpu/clipped_swiglu.cc computes them: selects so that NaN passes the clamps; where alpha a
+// < -87 (sigmoid's exp is clamped there) a moves to where it is -87, keeping g tiny instead of
+// growing with |a|.
 typedef struct {
   float a, b, g, slope;
 } clipped_gate_t;

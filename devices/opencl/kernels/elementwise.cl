@@ -22,42 +22,56 @@
 #error "APPLY_AT handles up to 2 outputs and 6 inputs"
 #endif
 
-#define KERNEL_PARAMS                                                                      \
-  __global storage_t *p0, __global storage_t *p1, __global storage_t *p2,                 \
-      __global storage_t *p3, __global storage_t *p4, __global storage_t *p5,             \
-      __global storage_t *p6, __global storage_t *p7, const ulong8 index, const ulong begin, \
-      const uint16 attribute_words, const long8 step, const long8 row_step,                \
-      __constant const long *plan, const uint ndim
+#define KERNEL_PARAMS                                                                              \
+  __global storage_t *p0, __global storage_t *p1, __global storage_t *p2, __global storage_t *p3,  \
+      __global storage_t *p4, __global storage_t *p5, __global storage_t *p6,                      \
+      __global storage_t *p7, const ulong8 index, const ulong begin, const uint16 attribute_words, \
+      const long8 step, const long8 row_step, __constant const long *plan, const uint ndim
 
-// Operand k's buffer and base index: k is a constant once the operand loops are unrolled, and
-// a switch then folds to one argument (a private array would live in memory, which PoCL cannot
-// prove the stores leave alone, and would not vectorize across work-items).
+// Operand k's buffer, and lane k of a vector argument: k is a constant at every use, so the
+// switch folds to one argument (a private array would live in memory, which PoCL cannot prove
+// the stores leave alone, and would not vectorize across work-items).
 INLINE __global storage_t *operand_buffer(int k, __global storage_t *p0, __global storage_t *p1,
                                           __global storage_t *p2, __global storage_t *p3,
                                           __global storage_t *p4, __global storage_t *p5,
                                           __global storage_t *p6, __global storage_t *p7) {
   switch (k) {
-    case 0: return p0;
-    case 1: return p1;
-    case 2: return p2;
-    case 3: return p3;
-    case 4: return p4;
-    case 5: return p5;
-    case 6: return p6;
-    default: return p7;
+    case 0:
+      return p0;
+    case 1:
+      return p1;
+    case 2:
+      return p2;
+    case 3:
+      return p3;
+    case 4:
+      return p4;
+    case 5:
+      return p5;
+    case 6:
+      return p6;
+    default:
+      return p7;
   }
 }
-// Lane k of a long8 argument.
 INLINE long lane(int k, long8 v) {
   switch (k) {
-    case 0: return v.s0;
-    case 1: return v.s1;
-    case 2: return v.s2;
-    case 3: return v.s3;
-    case 4: return v.s4;
-    case 5: return v.s5;
-    case 6: return v.s6;
-    default: return v.s7;
+    case 0:
+      return v.s0;
+    case 1:
+      return v.s1;
+    case 2:
+      return v.s2;
+    case 3:
+      return v.s3;
+    case 4:
+      return v.s4;
+    case 5:
+      return v.s5;
+    case 6:
+      return v.s6;
+    default:
+      return v.s7;
   }
 }
 // Operand k's inner step. With -DCONSTANT_STEPS the host bakes them in (-DSTEP_<k>, all 1 or 2:
@@ -71,27 +85,15 @@ INLINE long operand_step(int k, long8 step) {
   return lane(k, step);
 #endif
 }
-INLINE ulong operand_base(int k, ulong8 index) {
-  switch (k) {
-    case 0: return index.s0;
-    case 1: return index.s1;
-    case 2: return index.s2;
-    case 3: return index.s3;
-    case 4: return index.s4;
-    case 5: return index.s5;
-    case 6: return index.s6;
-    default: return index.s7;
-  }
-}
 #define OPERAND(k) operand_buffer((k), p0, p1, p2, p3, p4, p5, p6, p7)
-#define BASE(k) operand_base((k), index)
+#define BASE(k) ((ulong)lane((k), as_long8(index)))
 
 // Loads the inputs at at(k), applies the functor and stores the outputs at at(k). Written out
 // per operand under constant conditions, with no loop: PoCL splits a kernel at loops into
 // regions, keeping what crosses them in per-work-item memory, and then vectorizes nothing.
-#define LOAD_INPUT(k, at)                                                       \
-  if ((k) < NUM_INPUTS)                                                         \
-  in[(k) < NUM_INPUTS ? (k) : 0] =                                              \
+#define LOAD_INPUT(k, at)          \
+  if ((k) < NUM_INPUTS)            \
+  in[(k) < NUM_INPUTS ? (k) : 0] = \
       load_value(OPERAND(SOURCE(NUM_OUTPUTS + (k))), PAIRED_AT(at, NUM_OUTPUTS + (k)))
 // Paired stores only for F32: PoCL turns an interleaved group of 16-bit stores into something
 // several times slower than two strided ones (ClippedSwigluBackward BF16: 101 ms against 17).
@@ -108,46 +110,36 @@ INLINE ulong operand_base(int k, ulong8 index) {
 // one pointer with offsets 2i and 2i + 1 and loads or stores the pair as one interleaved group.
 INLINE int paired(int k) {
 #ifdef CONSTANT_STEPS
-  const int8 baked = (int8)(PAIRED_0, PAIRED_1, PAIRED_2, PAIRED_3, PAIRED_4, PAIRED_5, PAIRED_6,
-                            PAIRED_7);
-  switch (k) {
-    case 0: return baked.s0;
-    case 1: return baked.s1;
-    case 2: return baked.s2;
-    case 3: return baked.s3;
-    case 4: return baked.s4;
-    case 5: return baked.s5;
-    case 6: return baked.s6;
-    default: return baked.s7;
-  }
+  return (int)lane(
+      k, (long8)(PAIRED_0, PAIRED_1, PAIRED_2, PAIRED_3, PAIRED_4, PAIRED_5, PAIRED_6, PAIRED_7));
 #else
   (void)k;
   return 0;
 #endif
 }
-#define SOURCE(k) ((k) - paired(k))
+#define SOURCE(k) ((k)-paired(k))
 #define PAIRED_AT(at, k) (at(SOURCE(k)) + (ulong)paired(k))
 
-#define APPLY_AT(at)                                                                  \
-  do {                                                                                \
-    float in[NUM_INPUTS];                                                             \
-    float out[NUM_OUTPUTS];                                                           \
-    LOAD_INPUT(0, at);                                                                \
-    LOAD_INPUT(1, at);                                                                \
-    LOAD_INPUT(2, at);                                                                \
-    LOAD_INPUT(3, at);                                                                \
-    LOAD_INPUT(4, at);                                                                \
-    LOAD_INPUT(5, at);                                                                \
-    apply(out, in, attribute_words);                                                  \
-    STORE_OUTPUT(0, at, out[0]);                                                      \
-    STORE_OUTPUT(1, at, out[NUM_OUTPUTS > 1 ? 1 : 0]);                                \
+#define APPLY_AT(at)                                   \
+  do {                                                 \
+    float in[NUM_INPUTS];                              \
+    float out[NUM_OUTPUTS];                            \
+    LOAD_INPUT(0, at);                                 \
+    LOAD_INPUT(1, at);                                 \
+    LOAD_INPUT(2, at);                                 \
+    LOAD_INPUT(3, at);                                 \
+    LOAD_INPUT(4, at);                                 \
+    LOAD_INPUT(5, at);                                 \
+    apply(out, in, attribute_words);                   \
+    STORE_OUTPUT(0, at, out[0]);                       \
+    STORE_OUTPUT(1, at, out[NUM_OUTPUTS > 1 ? 1 : 0]); \
   } while (0)
 
 // Stores 0 to the outputs at at(k): the rows a call skips (ClippedSwiglu's group_index).
-#define ZERO_AT(at)              \
-  do {                           \
-    STORE_OUTPUT(0, at, 0.0f);   \
-    STORE_OUTPUT(1, at, 0.0f);   \
+#define ZERO_AT(at)            \
+  do {                         \
+    STORE_OUTPUT(0, at, 0.0f); \
+    STORE_OUTPUT(1, at, 0.0f); \
   } while (0)
 
 // Every operand walks the plan with stride 1 in one dim: no index arithmetic.
@@ -161,22 +153,22 @@ INLINE int paired(int k) {
 // batch of strided rows): global id (j, row - begin), element j of a row at `step` apart, rows
 // at `row_step` apart. No division, and nothing that is not a plain expression (a loop inside
 // would be the innermost, all PoCL's vectorizer looks at), so PoCL vectorizes along the row.
-#define ROWS_AT(k)                                                                       \
+#define ROWS_AT(k)                                                                  \
   ((ulong)((long)BASE(k) + (long)(begin + get_global_id(1)) * lane((k), row_step) + \
            (long)get_global_id(0) * operand_step((k), step)))
 
 // Any strides (negative, broadcast inputs, interleaved halves): the element's coordinates, then
 // each operand's offset.
-#define STRIDED_OFFSETS                                                              \
-  long offset[NUM_OPERANDS];                                                         \
-  for (int k = 0; k < NUM_OPERANDS; ++k) offset[k] = (long)BASE(k);                  \
-  ulong rest = begin + get_global_id(0);                                             \
-  for (int d = (int)ndim - 1; d >= 0; --d) {                                         \
-    const ulong size = (ulong)plan[d];                                               \
-    const long coordinate = (long)(rest % size);                                     \
-    rest /= size;                                                                    \
-    for (int k = 0; k < NUM_OPERANDS; ++k)                                           \
-      offset[k] += coordinate * plan[(int)ndim * (k + 1) + d];                       \
+#define STRIDED_OFFSETS                                             \
+  long offset[NUM_OPERANDS];                                        \
+  for (int k = 0; k < NUM_OPERANDS; ++k) offset[k] = (long)BASE(k); \
+  ulong rest = begin + get_global_id(0);                            \
+  for (int d = (int)ndim - 1; d >= 0; --d) {                        \
+    const ulong size = (ulong)plan[d];                              \
+    const long coordinate = (long)(rest % size);                    \
+    rest /= size;                                                   \
+    for (int k = 0; k < NUM_OPERANDS; ++k)                          \
+      offset[k] += coordinate * plan[(int)ndim * (k + 1) + d];      \
   }
 #define STRIDED_AT(k) ((ulong)offset[k])
 

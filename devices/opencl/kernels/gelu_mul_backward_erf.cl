@@ -1,4 +1,5 @@
-// (grad1, grad2) <- (out_grad, x1, x2): grad1 = out_grad x2 gelu_erf'(x1), grad2 = out_grad gelu_erf(x1).
+// (grad1, grad2) <- (out_grad, x1, x2): grad1 = out_grad x2 gelu_erf'(x1), grad2 = out_grad
+// gelu_erf(x1).
 #define NUM_OUTPUTS 2
 #define NUM_INPUTS 3
 INLINE void apply(float *out, const float *in, uint16 attributes) {

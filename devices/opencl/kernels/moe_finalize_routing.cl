@@ -42,20 +42,27 @@ INLINE ulong table_element(table_view_t v, ulong r, ulong c) {
   return (ulong)(v.s0 + (long)r * v.s1 + (long)c * v.s2);
 }
 
+// The arguments of moe_forward and moe_forward_columns, and of moe_grad_expanded and
+// moe_grad_expanded_columns (the host sets them alike; first_column is the scalar kernels').
+#define FORWARD_PARAMS                                                                             \
+  __global storage_t *out, row_view_t out_v, const __global storage_t *expanded,                   \
+      row_view_t expanded_v, const __global storage_t *x1, row_view_t x1_v,                        \
+      const __global storage_t *x2, row_view_t x2_v, const __global storage_t *bias,               \
+      row_view_t bias_v, const __global storage_t *scales, table_view_t scales_v,                  \
+      const __global int *row_index, table_view_t row_index_v, const __global int *expert_index,   \
+      table_view_t expert_index_v, ulong tokens, ulong topk, ulong hidden, ulong rows, uint flags, \
+      ulong first_column
+#define GRAD_EXPANDED_PARAMS                                                                  \
+  __global storage_t *grad_x, row_view_t grad_x_v, const __global storage_t *grad_y,          \
+      row_view_t grad_y_v, const __global storage_t *scales, table_view_t scales_v,           \
+      const __global int *inverse, ulong inverse_index, ulong rows, ulong topk, ulong hidden, \
+      uint flags, ulong first_column
+
 // out[r][j] = x1 + x2 + sum over k = 0..K-1 of scale * (expanded_x[index] + bias[expert]): one
 // work-item per output element, (j, r) = global id (0, 1), each launched once (no bounds
 // check). `rows` is expanded_x's row count; indices outside [0, rows) (the dropped -1) bring a
 // zero row, the bias still counts.
-__kernel void moe_forward(__global storage_t *out, row_view_t out_v,
-                          const __global storage_t *expanded, row_view_t expanded_v,
-                          const __global storage_t *x1, row_view_t x1_v,
-                          const __global storage_t *x2, row_view_t x2_v,
-                          const __global storage_t *bias, row_view_t bias_v,
-                          const __global storage_t *scales, table_view_t scales_v,
-                          const __global int *row_index, table_view_t row_index_v,
-                          const __global int *expert_index, table_view_t expert_index_v,
-                          ulong tokens, ulong topk, ulong hidden, ulong rows, uint flags,
-                          ulong first_column) {
+__kernel void moe_forward(FORWARD_PARAMS) {
   const ulong j = first_column + get_global_id(0), r = get_global_id(1);
   // As cpu's LoadRow: x1 + x2, or the one present, or 0.
   float acc = 0.0f;
@@ -79,13 +86,10 @@ __kernel void moe_forward(__global storage_t *out, row_view_t out_v,
 
 // grad_expanded_x[d][j] = sum over the positions i reaching d, in increasing order, of
 // scale(i) * grad_y[i / K][j]; one work-item per element, (j, d) = global id (0, 1), each
-// launched once. `inverse` is gather::Inverse laid out as first[rows + 1] then sources. A row reached once is the product rounded once (cpu's sole
-// row), others an fma chain from +0 (cpu's destination pass; unreached rows are +0).
-__kernel void moe_grad_expanded(__global storage_t *grad_x, row_view_t grad_x_v,
-                                const __global storage_t *grad_y, row_view_t grad_y_v,
-                                const __global storage_t *scales, table_view_t scales_v,
-                                const __global int *inverse, ulong inverse_index, ulong rows,
-                                ulong topk, ulong hidden, uint flags, ulong first_column) {
+// launched once. `inverse` is gather::Inverse laid out as first[rows + 1] then sources. A row
+// reached once is the product rounded once (cpu's sole row), others an fma chain from +0 (cpu's
+// destination pass; unreached rows are +0).
+__kernel void moe_grad_expanded(GRAD_EXPANDED_PARAMS) {
   const ulong j = first_column + get_global_id(0), d = get_global_id(1);
   const __global int *first = inverse + inverse_index;
   const __global int *sources = first + rows + 1;
@@ -110,16 +114,7 @@ __kernel void moe_grad_expanded(__global storage_t *grad_x, row_view_t grad_x_v,
 // the index and scale loads. The host runs the scalar kernels on the last hidden % COLUMNS.
 #define VECTORS 4
 #define COLUMNS (8 * VECTORS)
-__kernel void moe_forward_columns(__global storage_t *out, row_view_t out_v,
-                                  const __global storage_t *expanded, row_view_t expanded_v,
-                                  const __global storage_t *x1, row_view_t x1_v,
-                                  const __global storage_t *x2, row_view_t x2_v,
-                                  const __global storage_t *bias, row_view_t bias_v,
-                                  const __global storage_t *scales, table_view_t scales_v,
-                                  const __global int *row_index, table_view_t row_index_v,
-                                  const __global int *expert_index, table_view_t expert_index_v,
-                                  ulong tokens, ulong topk, ulong hidden, ulong rows, uint flags,
-                                  ulong first_column) {
+__kernel void moe_forward_columns(FORWARD_PARAMS) {
   const ulong j = COLUMNS * get_global_id(0), r = get_global_id(1);
   float8 acc[VECTORS];
   for (int v = 0; v < VECTORS; ++v) {
@@ -147,12 +142,7 @@ __kernel void moe_forward_columns(__global storage_t *out, row_view_t out_v,
   for (int v = 0; v < VECTORS; ++v) store8(out, out_base + 8 * v, acc[v]);
 }
 
-__kernel void moe_grad_expanded_columns(__global storage_t *grad_x, row_view_t grad_x_v,
-                                        const __global storage_t *grad_y, row_view_t grad_y_v,
-                                        const __global storage_t *scales, table_view_t scales_v,
-                                        const __global int *inverse, ulong inverse_index,
-                                        ulong rows, ulong topk, ulong hidden, uint flags,
-                                        ulong first_column) {
+__kernel void moe_grad_expanded_columns(GRAD_EXPANDED_PARAMS) {
   const ulong j = COLUMNS * get_global_id(0), d = get_global_id(1);
   const __global int *first = inverse + inverse_index;
   const __global int *sources = first + rows + 1;
@@ -212,8 +202,8 @@ __kernel void moe_grad_scales(__global storage_t *grad_scales, table_view_t grad
                   load8(grad_y, grad_y_base + start), lanes);
   } else if (reached) {
     for (start = 0; start < whole; start += LANES)
-      lanes = fma(load8(expanded, expanded_base + start), load8(grad_y, grad_y_base + start),
-                  lanes);
+      lanes =
+          fma(load8(expanded, expanded_base + start), load8(grad_y, grad_y_base + start), lanes);
   } else if (has_bias) {
     for (start = 0; start < whole; start += LANES)
       lanes = fma(load8(bias, bias_base + start), load8(grad_y, grad_y_base + start), lanes);
