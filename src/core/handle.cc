@@ -5,6 +5,9 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#if INFINIOP_WITH_CPU
+#include "cpu/isa.h"
+#endif
 #if INFINIOP_WITH_OPENCL
 #include "opencl/runtime.h"
 #endif
@@ -55,6 +58,9 @@ extern "C" infiniStatus_t infiniopCreateHandle(infiniopHandle_t *handle, infiniD
       return fail(INFINI_STATUS_DEVICE_NOT_FOUND,
                   std::string("infiniopCreateHandle: ") + infiniop::deviceName(device) +
                       " has only device 0, not " + std::to_string(device_id));
+#if INFINIOP_WITH_CPU
+    if (raw == INFINI_DEVICE_CPU) INFINIOP_CHECK(infiniop::cpu::checkIsaCap("infiniopCreateHandle"));
+#endif
     *handle = new InfiniopHandle{device, device_id, {}, {}, {}, nullptr};
     return infiniop::succeed();
   });
