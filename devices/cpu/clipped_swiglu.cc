@@ -32,11 +32,11 @@ struct ClippedGate {
     const V a_clamped =
         hn::IfThenElse(far_left, hn::Set(d, at.alpha == 0.0f ? 0.0f : -87.0f / at.alpha), a);
     const V z_clamped = hn::IfThenElse(far_left, hn::Set(d, -87.0f), z);
-    V s;
-    const V slope_of_sigmoid = SigmoidAndSlope(d, z_clamped, &s);
+    V s, slope_of_sigmoid;
+    const V gate = TimesSigmoid(d, a_clamped, z_clamped, &s, &slope_of_sigmoid);
     // Only an infinite a: a finite one whose alpha a overflows keeps its tiny non-zero gate.
     const auto minus_inf = hn::And(hn::IsInf(a), hn::Lt(z, hn::Zero(d)));
-    g = hn::IfThenZeroElse(minus_inf, hn::Mul(a_clamped, s));
+    g = hn::IfThenZeroElse(minus_inf, gate);
     if (want_slope) {  // g'(a) = s + z s (1 - s); z s (1 - s) vanishes beyond z = 40
       const V capped = hn::Min(z_clamped, hn::Set(d, 40.0f));
       slope = hn::IfThenZeroElse(minus_inf, hn::MulAdd(capped, slope_of_sigmoid, s));

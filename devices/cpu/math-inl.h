@@ -12,7 +12,7 @@ HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// exp(max(a, -87)) for a <= 0 (NaN not expected): a normal F32 in [1.6e-38, 1], within 2 ulp.
+// exp(max(a, -87)) for a <= 0 (NaN not expected): a normal F32 in [1.6e-38, 1], within 1 ulp.
 // Cheaper than hn::Exp because it needs neither the overflow nor the subnormal range: one
 // range reduction a = n ln2 + r, |r| <= ln2/2, a degree-6 polynomial, one exponent scale.
 template <class D, class V>
@@ -27,35 +27,88 @@ HWY_INLINE V ExpNonPositive(D d, V a) {
   // ln2 split in two so that n * ln2_hi is exact for |n| <= 126.
   V r = hn::MulAdd(n, hn::Set(d, -0.693145751953125f), a);
   r = hn::MulAdd(n, hn::Set(d, -1.428606765330187e-6f), r);
-  // e^r = 1 + r + r^2 q(r), q fitted on Chebyshev nodes of [-ln2/2, ln2/2].
+  // e^r = 1 + r (1 + r q(r)), q fitted on Chebyshev nodes of [-ln2/2, ln2/2]. Horner down to
+  // the final 1 leaves one rounding at full weight: r (1 + r q) is below 0.35 ulp-weighted.
   V q = hn::Set(d, 0.0013933645095676184f);
   q = hn::MulAdd(q, r, hn::Set(d, 0.008363175205886364f));
   q = hn::MulAdd(q, r, hn::Set(d, 0.04166646674275398f));
   q = hn::MulAdd(q, r, hn::Set(d, 0.16666576266288757f));
   q = hn::MulAdd(q, r, hn::Set(d, 0.5f));
-  const V p = hn::MulAdd(hn::Mul(r, r), q, hn::Add(r, hn::Set(d, 1.0f)));
+  const V one = hn::Set(d, 1.0f);
+  const V p = hn::MulAdd(r, hn::MulAdd(r, q, one), one);
   const auto exponent = hn::ShiftLeft<23>(hn::BitCast(di, n_plus_shifter));      // n << 23
   return hn::Mul(p, hn::BitCast(d, hn::Add(exponent, hn::Set(di, 127 << 23))));  // n >= -126
 }
 
-// 1 / y for a positive normal y: the hardware estimate refined by one Newton step (<= 1 ulp),
-// far cheaper than a division.
+// 1 / y for a positive normal y within about 1 ulp (the hardware estimate, 12 bits on SSE4 and
+// AVX2, 14 on AVX-512, plus one Newton step): only ever the multiplier of a correction below,
+// where that is plenty, so no division is needed.
 template <class D, class V>
 HWY_INLINE V Reciprocal(D d, V y) {
   const V estimate = hn::ApproximateReciprocal(y);
-  return hn::Mul(estimate, hn::NegMulAdd(y, estimate, hn::Set(d, 2.0f)));
+  return hn::MulAdd(estimate, hn::NegMulAdd(y, estimate, hn::Set(d, 1.0f)), estimate);
 }
 
-// Returns s (1 - s) and sets *s = sigmoid(x), both without cancellation: with e = exp(-|x|) and
-// r = 1 / (1 + e), s = (x < 0 ? e r : r) and s (1 - s) = e r^2. exp is clamped at exp(-87), so
-// for x < -87 both are tiny (about 1.6e-38) instead of 0 or subnormal.
+// a b - round(a b), exactly: an fma where there is one, else Dekker's product of split halves
+// (SSE4, SSSE3 and SCALAR have no fused multiply-add; Highway emulates it with two roundings).
 template <class D, class V>
-HWY_INLINE V SigmoidAndSlope(D d, V x, V *s) {
-  const V e = ExpNonPositive(d, hn::Neg(hn::Abs(x)));
-  const V r = Reciprocal(d, hn::Add(hn::Set(d, 1.0f), e));
-  const V er = hn::Mul(e, r);
-  *s = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), er, r);
-  return hn::Mul(er, r);
+HWY_INLINE V ProductError(D d, V a, V b, V product) {
+#if HWY_NATIVE_FMA
+  (void)d;
+  return hn::MulSub(a, b, product);
+#else
+  const V split = hn::Set(d, 4097.0f);  // 2^12 + 1: halves of 12 and 12 bits
+  const V ca = hn::Mul(a, split), cb = hn::Mul(b, split);
+  const V a_hi = hn::Sub(ca, hn::Sub(ca, a)), b_hi = hn::Sub(cb, hn::Sub(cb, b));
+  const V a_lo = hn::Sub(a, a_hi), b_lo = hn::Sub(b, b_hi);
+  V error = hn::Sub(hn::Mul(a_hi, b_hi), product);
+  error = hn::Add(error, hn::Mul(a_hi, b_lo));
+  error = hn::Add(error, hn::Mul(a_lo, b_hi));
+  return hn::Add(error, hn::Mul(a_lo, b_lo));
+#endif
+}
+
+// (n + n_lo) / (den + den_lo) for |n_lo| <= ulp(n), |den_lo| <= ulp(den), r ~ 1 / den within a
+// few ulp, to about 0.5 ulp: q = n r, corrected by the exact remainder n - q den (q den is within
+// a few ulp of n, so the subtraction is exact), so that r's last bits (rcpps, rcp14) never show
+// and no division is needed.
+template <class D, class V>
+HWY_INLINE V Quotient(D d, V n, V n_lo, V den, V den_lo, V r) {
+  const V q = hn::Mul(n, r);
+#if HWY_NATIVE_FMA
+  (void)d;
+  V remainder = hn::NegMulAdd(q, den, n);
+#else
+  const V q_den = hn::Mul(q, den);
+  V remainder = hn::Sub(hn::Sub(n, q_den), ProductError(d, q, den, q_den));
+#endif
+  remainder = hn::NegMulAdd(q, den_lo, hn::Add(remainder, n_lo));
+  return hn::MulAdd(remainder, r, q);
+}
+
+// x sigmoid(v), and *s = sigmoid(v), *slope = s (1 - s), none with cancellation: with
+// e = exp(-|v|) and D = 1 + e (kept exactly as D + D_lo), sigmoid(|v|) = 1 / D and
+// sigmoid(-|v|) = e / D, each a corrected quotient, so sigmoid(0) = 1/2 exactly and sigmoid is
+// exactly 1 wherever that is the rounded value; x e enters as an exact product (x e + an fma's
+// remainder). The error is then e's (<= 1 ulp) plus one rounding. exp is clamped at exp(-87),
+// so for v < -87 s and slope are tiny (about 1.6e-38) instead of 0 or subnormal. x = +inf gives
+// +inf s. Unused results cost nothing once inlined.
+template <class D, class V>
+HWY_INLINE V TimesSigmoid(D d, V x, V v, V *s, V *slope) {
+  const V zero = hn::Zero(d), one = hn::Set(d, 1.0f);
+  const V e = ExpNonPositive(d, hn::Neg(hn::Abs(v)));
+  const V den = hn::Add(one, e);
+  const V den_lo = hn::Sub(e, hn::Sub(den, one));  // exact (Fast2Sum: 1 >= e)
+  const V r = Reciprocal(d, den);
+  const V big = Quotient(d, one, zero, den, den_lo, r);  // sigmoid(|v|), in [1/2, 1]
+  const V small = Quotient(d, e, zero, den, den_lo, r);  // sigmoid(-|v|) = 1 - big
+  const auto negative = hn::Lt(v, zero);
+  *s = hn::IfThenElse(negative, small, big);
+  *slope = hn::Mul(big, small);
+  const V xe = hn::Mul(x, e);
+  const V n = hn::IfThenElse(negative, xe, x);
+  const V n_lo = hn::IfThenElseZero(negative, ProductError(d, x, e, xe));
+  return hn::IfThenElse(hn::IsInf(x), hn::Mul(x, *s), Quotient(d, n, n_lo, den, den_lo, r));
 }
 
 // `value` computed from a clamped x, with x's non-finite cases restored: 0 where x is -inf (the
@@ -73,11 +126,11 @@ HWY_INLINE V ZeroAtMinusInfNaNAtNaN(D d, V x, V value) {
 template <class D, class V>
 HWY_INLINE V Silu(D d, V input, V *derivative) {
   const V x = hn::Max(input, hn::Set(d, -87.0f));
-  V s;
-  const V slope = SigmoidAndSlope(d, x, &s);
+  V s, slope;
+  const V value = TimesSigmoid(d, x, x, &s, &slope);
   const V capped = hn::Min(x, hn::Set(d, 40.0f));
   *derivative = ZeroAtMinusInfNaNAtNaN(d, input, hn::MulAdd(capped, slope, s));
-  return ZeroAtMinusInfNaNAtNaN(d, input, hn::Mul(x, s));
+  return ZeroAtMinusInfNaNAtNaN(d, input, value);
 }
 
 // gelu_tanh(x) = x sigmoid(v), v = 2u = 2a (x + b x^3); returns it and sets *derivative to
@@ -93,12 +146,12 @@ HWY_INLINE V GeluTanh(D d, V input, V *derivative) {
   const V x_low = hn::Max(input, hn::Set(d, -20.0f));
   const V v =
       hn::Mul(x_low, hn::MulAdd(hn::Mul(x_low, x_low), hn::Set(d, kTwoAB), hn::Set(d, kTwoA)));
-  V s;
-  const V slope = SigmoidAndSlope(d, v, &s);
+  V s, slope;
+  const V value = TimesSigmoid(d, x_low, v, &s, &slope);
   const V x = hn::Min(x_low, hn::Set(d, 20.0f));
   const V dv = hn::MulAdd(hn::Mul(x, x), hn::Set(d, kSixAB), hn::Set(d, kTwoA));
   *derivative = ZeroAtMinusInfNaNAtNaN(d, input, hn::MulAdd(hn::Mul(x, dv), slope, s));
-  return ZeroAtMinusInfNaNAtNaN(d, input, hn::Mul(x_low, s));
+  return ZeroAtMinusInfNaNAtNaN(d, input, value);
 }
 
 // gelu_erf(x) = x Phi(x); returns it and sets *derivative to Phi(x) + x phi(x). Phi comes from
@@ -111,7 +164,8 @@ HWY_INLINE V GeluErf(D d, V input, V *derivative) {
   const V x = hn::Min(x_low, hn::Set(d, 20.0f));
   const V z = hn::Mul(hn::Abs(x), hn::Set(d, 0.70710678118654752f));
   const V z2 = hn::Mul(z, z);
-  const V t = Reciprocal(d, hn::MulAdd(z, hn::Set(d, 0.5f), hn::Set(d, 1.0f)));
+  // A division: t feeds a degree-9 polynomial, where an estimate's last bits would show.
+  const V t = hn::Div(hn::Set(d, 1.0f), hn::MulAdd(z, hn::Set(d, 0.5f), hn::Set(d, 1.0f)));
   V p = hn::Set(d, 0.17087277f);
   p = hn::MulAdd(p, t, hn::Set(d, -0.82215223f));
   p = hn::MulAdd(p, t, hn::Set(d, 1.48851587f));

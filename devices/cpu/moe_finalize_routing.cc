@@ -56,6 +56,13 @@ HWY_INLINE T *RowOf(const RowView &view, const void *data, size_t row) {
                       : nullptr;
 }
 
+// scales[r, k], or 1 where the plan has no scales: presence is the plan's (the descriptor given
+// at creation), never the data pointer's, which is ignored (never read) for an absent tensor.
+template <class T>
+HWY_INLINE float ScaleOf(const gather::TableView &scales, const void *data, size_t r, size_t k) {
+  return scales.present ? ScalarF32(static_cast<const T *>(data) + scales.offset(r, k)) : 1.0f;
+}
+
 // Whether a row view's rows can be read in place (and so prefetched).
 HWY_INLINE bool Contiguous(const RowView &view) {
   return view.col_stride == 1;
@@ -73,7 +80,6 @@ void ForwardTokens(const moe::ForwardPlan &p, const moe::ForwardData &data, size
   HWY_ALIGN T expanded_buffer[kGroupRows][kForwardTile], bias_buffer[kGroupRows][kForwardTile];
   HWY_ALIGN T zeros[kForwardTile];  // the expanded_x row of a dropped token
   std::memset(static_cast<void *>(zeros), 0, sizeof(zeros));
-  const auto *scales = static_cast<const T *>(data.scales);
   // expanded_x row of position (r, k); nullptr for a dropped token.
   const auto expanded_row = [&](size_t r, size_t k) -> const T * {
     const int32_t index = p.row_index.at(data.row_index, r, k);
@@ -106,7 +112,7 @@ void ForwardTokens(const moe::ForwardPlan &p, const moe::ForwardData &data, size
                                                  p.expert_index.at(data.expert_index, r, k)),
                                         p.bias.col_stride, t, bias_buffer[g])
                             : nullptr;
-              scale[g] = scales ? ScalarF32(scales + p.scales.offset(r, k)) : 1.0f;
+              scale[g] = ScaleOf<T>(p.scales, data.scales, r, k);
               // What this row slot reads next: the same row's next tile, or after the last tile
               // the next token's row k (a whole pass over the K rows ahead).
               next[g] = !prefetch      ? nullptr
@@ -129,8 +135,7 @@ template <class T>
 void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather::Inverse &inverse,
                 size_t first, size_t last) {
   HWY_ALIGN T grad_y_buffer[kTile], expanded_buffer[kTile], bias_buffer[kTile], out_buffer[kTile];
-  const auto *scales = static_cast<const T *>(data.scales);
-  auto *grad_scales = static_cast<T *>(data.grad_scales);
+  T *grad_scales = p.grad_scales.present ? static_cast<T *>(data.grad_scales) : nullptr;
   const RowView &out_view = p.grad_expanded_x;
   // The rows position (r, k) touches: its grad_expanded_x row if it alone reaches it, its
   // expanded_x row if it reaches one.
@@ -158,7 +163,7 @@ void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather:
       const T *bias = p.bias.present
                           ? RowOf<T>(p.bias, data.bias, p.expert_index.at(data.expert_index, r, k))
                           : nullptr;
-      const float scale = scales ? ScalarF32(scales + p.scales.offset(r, k)) : 1.0f;
+      const float scale = ScaleOf<T>(p.scales, data.scales, r, k);
       RowV dot = hn::Zero(RowD());
       ForEachTile(p.hidden, [&](TileSpan t) {
         const T *g = InputTile(grad_y, p.grad_y.col_stride, t, grad_y_buffer);
@@ -187,7 +192,6 @@ void GradDestinations(const moe::GradPlan &p, const moe::GradData &data,
                       const gather::Inverse &inverse, size_t first, size_t last) {
   HWY_ALIGN float acc[kTile];
   HWY_ALIGN T grad_y_buffer[kTile], out_buffer[kTile];
-  const auto *scales = static_cast<const T *>(data.scales);
   const RowView &out_view = p.grad_expanded_x;
   for (size_t d = first; d < last; ++d) {
     const size_t count = inverse.count(d);
@@ -199,7 +203,7 @@ void GradDestinations(const moe::GradPlan &p, const moe::GradData &data,
       for (size_t s = 0; s < count; ++s) {
         const size_t position = static_cast<size_t>(sources[s]);
         const size_t r = position / p.topk, k = position % p.topk;
-        const float scale = scales ? ScalarF32(scales + p.scales.offset(r, k)) : 1.0f;
+        const float scale = ScaleOf<T>(p.scales, data.scales, r, k);
         AxpyRow(
             scale,
             InputTile(RowOf<T>(p.grad_y, data.grad_y, r), p.grad_y.col_stride, t, grad_y_buffer),

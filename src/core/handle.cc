@@ -59,7 +59,8 @@ extern "C" infiniStatus_t infiniopCreateHandle(infiniopHandle_t *handle, infiniD
                   std::string("infiniopCreateHandle: ") + infiniop::deviceName(device) +
                       " has only device 0, not " + std::to_string(device_id));
 #if INFINIOP_WITH_CPU
-    if (raw == INFINI_DEVICE_CPU) INFINIOP_CHECK(infiniop::cpu::checkIsaCap("infiniopCreateHandle"));
+    if (raw == INFINI_DEVICE_CPU)
+      INFINIOP_CHECK(infiniop::cpu::checkIsaCap("infiniopCreateHandle"));
 #endif
     *handle = new InfiniopHandle{device, device_id, {}, {}, {}, nullptr};
     return infiniop::succeed();

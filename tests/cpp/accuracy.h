@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "accuracy_bounds.h"
 #include "tensor_buffer.h"
 
 namespace infiniop_test {
@@ -16,14 +17,16 @@ inline long double timesTail(long double a, long double factor, float x) {
   return a * factor;
 }
 
-// 8 ulp of the summed terms, widened by `condition` (the |argument| of an exp that the kernel
-// rounds to F32 first); 2^-125 * floor_factor where the kernels clamp exp at exp(-87) (far left
+// The operator's F32 bound, bound_u u (u = 2^-24; tests/accuracy_bounds.json) times the summed
+// terms, widened by `condition` (the |argument| of an exp that the kernel rounds to F32 first);
+// 2^-125 * floor_factor where the kernels clamp exp at exp(-87) (far left
 // the activations are tiny negative numbers; floor_factor bounds what multiplies that exp, e.g.
 // 1 + |x|); one F32 subnormal quantum; and for F16/BF16 one rounding of the output.
-inline double allowedError(infiniDtype_t dtype, double scale, double terms, double condition,
-                           double floor_factor, double truth) {
-  double e = std::fabs(scale) * (8 * 0x1p-23 * terms * (1 + condition) + 0x1p-125 * floor_factor) +
-             0x1p-149;
+inline double allowedError(double bound_u, infiniDtype_t dtype, double scale, double terms,
+                           double condition, double floor_factor, double truth) {
+  double e =
+      std::fabs(scale) * (bound_u * 0x1p-24 * terms * (1 + condition) + 0x1p-125 * floor_factor) +
+      0x1p-149;
   if (dtype != INFINI_DTYPE_F32) e += ulpOf(dtype, std::fabs(truth));
   return e;
 }

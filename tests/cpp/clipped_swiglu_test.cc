@@ -222,11 +222,12 @@ Truth oracle(infiniDtype_t dtype, float Af, float Bf, float dyf, const Attrs &at
                : static_cast<double>(slope);
   const double gate_floor = onePlusAbs(static_cast<double>(a));
   const double slope_floor = finite_z ? 1 + zd : 1.0;
-  t.tol_y = allowedError(dtype, static_cast<double>(v), gate_terms, 0, gate_floor,
-                         static_cast<double>(t.y));
-  t.tol_dA = allowedError(dtype, static_cast<double>(scale), slope_terms, 0, slope_floor,
-                          static_cast<double>(t.dA));
-  t.tol_dB = allowedError(dtype, dyf, gate_terms, 0, gate_floor, static_cast<double>(t.dB));
+  t.tol_y = allowedError(f32_bound_u::clipped_swiglu, dtype, static_cast<double>(v), gate_terms, 0,
+                         gate_floor, static_cast<double>(t.y));
+  t.tol_dA = allowedError(f32_bound_u::clipped_swiglu_backward, dtype, static_cast<double>(scale),
+                          slope_terms, 0, slope_floor, static_cast<double>(t.dA));
+  t.tol_dB = allowedError(f32_bound_u::clipped_swiglu_backward, dtype, dyf, gate_terms, 0,
+                          gate_floor, static_cast<double>(t.dB));
   return t;
 }
 
@@ -830,6 +831,127 @@ INSTANTIATE_TEST_SUITE_P(All, ClippedSwigluCases,
                                   infiniop::dtypeName(std::get<1>(info.param)) + "_" +
                                   layoutName(std::get<2>(info.param));
                          });
+
+// ---------------------------------------------------------------- absent group_index
+// API.md: a nullable descriptor given as NULL means its pointer is ignored, on every device.
+// Without a group_index descriptor every row is computed whatever the group_index pointer is:
+// NULL; device memory of the handle holding INT64 counts that, if read, would compute no row
+// (zeros) or fail the call (-1: every byte 0xFF); a host buffer of -1 counts that is not device
+// memory (on the CPU devices like the device junk; on opencl a pointer the library could not even
+// resolve). The outputs must match the oracle and be bit-identical to the NULL run's, and the
+// junk must be left as it was.
+enum class GroupJunk { kNull, kZeroCounts, kNegativeCounts, kHostNegativeCounts };
+const char *groupJunkName(GroupJunk j) {
+  static const char *names[] = {"NULL", "device zero counts", "device -1 counts", "host -1 counts"};
+  return names[static_cast<int>(j)];
+}
+
+// The dtypes of this test: all three on the CPU devices; F32 on opencl, where presence is decided
+// by dtype-independent host code and each further dtype would only add program builds.
+std::vector<infiniDtype_t> absentTestDtypes(DeviceParam p) {
+  if (isOpencl(p)) return {INFINI_DTYPE_F32};
+  return {std::begin(kFloatDtypes), std::end(kFloatDtypes)};
+}
+
+// ClippedSwiglu into `out` (dy NULL) or ClippedSwigluBackward into `out` (dy given), created
+// without group_index and called with `junk` as its pointer.
+infiniStatus_t runWithoutGroupIndex(infiniopHandle_t h, TensorBuffer &out, TensorBuffer *dy,
+                                    TensorBuffer &x, const Attrs &at, GroupJunk junk) {
+  std::vector<int64_t> staged(64, junk == GroupJunk::kZeroCounts ? 0 : -1), host(64, -1);
+  const std::vector<int64_t> staged_before = staged, host_before = host;
+  auto od = out.descriptor(), xd = x.descriptor();
+  auto dd = dy ? dy->descriptor() : nullptr;
+  infiniopClippedSwigluDescriptor_t forward = nullptr;
+  infiniopClippedSwigluBackwardDescriptor_t backward = nullptr;
+  infiniStatus_t s =
+      dy ? infiniopCreateClippedSwigluBackwardDescriptor(h, &backward, od, dd, xd, nullptr, at.dim,
+                                                         at.alpha, at.limit, at.bias,
+                                                         at.interleaved)
+         : infiniopCreateClippedSwigluDescriptor(h, &forward, od, xd, nullptr, at.dim, at.alpha,
+                                                 at.limit, at.bias, at.interleaved);
+  last_error = infiniopGetLastError();
+  infiniopDestroyTensorDescriptor(od);
+  infiniopDestroyTensorDescriptor(xd);
+  if (dd) infiniopDestroyTensorDescriptor(dd);
+  if (s != INFINI_STATUS_SUCCESS) return s;
+  size_t workspace_size = 0;
+  EXPECT_EQ(dy ? infiniopGetClippedSwigluBackwardWorkspaceSize(backward, &workspace_size)
+               : infiniopGetClippedSwigluWorkspaceSize(forward, &workspace_size),
+            INFINI_STATUS_SUCCESS);
+  DeviceMirror device(h);
+  device.add(out);
+  if (dy) device.add(*dy);
+  device.add(x);
+  device.add(staged.data(), staged.size() * sizeof(int64_t));  // written back: must not change
+  void *workspace = device.scratch(workspace_size);
+  const void *group_index = junk == GroupJunk::kNull                 ? nullptr
+                            : junk == GroupJunk::kHostNegativeCounts ? host.data()
+                                                                     : device(staged.data());
+  s = dy ? infiniopClippedSwigluBackward(backward, workspace, workspace_size, device(out),
+                                         device(*dy), device(x), group_index, nullptr)
+         : infiniopClippedSwiglu(forward, workspace, workspace_size, device(out), device(x),
+                                 group_index, nullptr);
+  last_error = infiniopGetLastError();
+  device.download();
+  EXPECT_TRUE(staged == staged_before && host == host_before)
+      << "the junk behind the absent group_index was written";
+  if (dy)
+    infiniopDestroyClippedSwigluBackwardDescriptor(backward);
+  else
+    infiniopDestroyClippedSwigluDescriptor(forward);
+  return s;
+}
+
+TEST_P(DeviceTest, ClippedSwigluIgnoresAbsentGroupIndexPointer) {
+  const size_t pre = 5, P = 37, L = 2 * P;  // P: opencl's vector width and a tail
+  uint64_t seed = 9001;
+  for (infiniDtype_t dtype : absentTestDtypes(GetParam()))
+    for (bool interleaved : {true, false}) {
+      Attrs at;
+      at.interleaved = interleaved;
+      SCOPED_TRACE(std::string(infiniop::dtypeName(dtype)) + " " + attrsName(at));
+      TensorBuffer x({pre, L}, dtype), y({pre, P}, dtype), dy({pre, P}, dtype), dx({pre, L}, dtype);
+      x.fill([&](size_t i) { return signedValue(seed, i, 2 * at.limit); });  // some clipped
+      dy.fill([&](size_t i) { return signedValue(seed + 1, i, 4.0f); });
+      seed += 2;
+      std::vector<uint8_t> first_y, first_dx;
+      for (GroupJunk junk : {GroupJunk::kNull, GroupJunk::kZeroCounts, GroupJunk::kNegativeCounts,
+                             GroupJunk::kHostNegativeCounts}) {
+        SCOPED_TRACE(groupJunkName(junk));
+        y.poison();
+        dx.poison();
+        ASSERT_EQ(runWithoutGroupIndex(handle(), y, nullptr, x, at, junk), INFINI_STATUS_SUCCESS)
+            << last_error;
+        ASSERT_EQ(runWithoutGroupIndex(handle(), dx, &dy, x, at, junk), INFINI_STATUS_SUCCESS)
+            << last_error;
+        int failures = 0;
+        const auto check = [&](const char *what, size_t p, size_t j, float got, long double truth,
+                               double tol, bool masked) {
+          const std::string problem =
+              masked ? (got == 0 ? "" : "not exactly 0") : compareToTruth(dtype, got, truth, tol);
+          if (!problem.empty() && failures++ < 5)
+            ADD_FAILURE() << what << " row " << p << " pair " << j << " got " << got << ": "
+                          << problem;
+        };
+        for (size_t p = 0; p < pre; ++p)
+          for (size_t j = 0; j < P; ++j) {
+            const size_t ia = p * L + (interleaved ? 2 * j : j);
+            const size_t ib = p * L + (interleaved ? 2 * j + 1 : P + j);
+            const Truth t = oracle(dtype, x.get(ia), x.get(ib), dy.get(p * P + j), at);
+            check("y", p, j, y.get(p * P + j), t.y, t.tol_y, false);
+            check("dA", p, j, dx.get(ia), t.dA, t.tol_dA, t.dA_masked);
+            check("dB", p, j, dx.get(ib), t.dB, t.tol_dB, t.dB_masked);
+          }
+        if (junk == GroupJunk::kNull) {
+          first_y = y.storage();
+          first_dx = dx.storage();
+        } else {
+          EXPECT_TRUE(y.storage() == first_y) << "y differs from the run with NULL";
+          EXPECT_TRUE(dx.storage() == first_dx) << "x_grad differs from the run with NULL";
+        }
+      }
+    }
+}
 
 // ---------------------------------------------------------------- zero-size tensors
 TEST_P(DeviceTest, ClippedSwigluZeroSize) {

@@ -918,6 +918,276 @@ TEST_P(DeviceTest, MoeFinalizeRoutingV2GradHandWorked) {
   expectValues(gs, {27, 3, 18, 47}, "mode 1 grad_scales");
 }
 
+// ---------------------------------------------------------------- absent tensors' pointers
+// API.md: a nullable descriptor given as NULL means its pointer is ignored, on every device.
+// Every allowed combination of absent optional tensors (each alone, all together and everything
+// between) runs with NULL in the absent slots, then with junk there: (a) device memory of the
+// handle whose every byte is 0xFF (NaN in F32, F16 and BF16, -1 in INT32), and (b) a host buffer
+// of the same bytes that is not device memory (on the CPU devices the same as (a); on opencl a
+// pointer the library could not even resolve, so a device touching it would fail the call). Each
+// output must be bit-identical to the NULL run's and equal the exact values (small integers and
+// halves: exact in every dtype), and the junk, which also stands for the grad's absent output
+// grad_scales, must be left as it was.
+enum class Junk { kNull, kDevice, kHost };
+const char *junkName(Junk j) {
+  return j == Junk::kNull ? "NULL" : j == Junk::kDevice ? "device junk" : "host junk";
+}
+constexpr Junk kJunks[] = {Junk::kNull, Junk::kDevice, Junk::kHost};
+
+// The dtypes of these tests: all three on the CPU devices; F32 on opencl, where presence is decided
+// by dtype-independent host code and each further dtype would only add program builds.
+std::vector<infiniDtype_t> absentTestDtypes(DeviceParam p) {
+  if (isOpencl(p)) return {INFINI_DTYPE_F32};
+  return {std::begin(kFloatDtypes), std::end(kFloatDtypes)};
+}
+
+// The two junk buffers of a call: `device` staged in the call's DeviceMirror, `host` not.
+struct JunkBuffers {
+  static constexpr size_t kBytes = 4096;  // more than any tensor of these tests
+  std::vector<uint8_t> device = std::vector<uint8_t>(kBytes, 0xFF),
+                       host = std::vector<uint8_t>(kBytes, 0xFF);
+  bool untouched() const {
+    const auto junk = [](uint8_t b) { return b == 0xFF; };
+    return std::all_of(device.begin(), device.end(), junk) &&
+           std::all_of(host.begin(), host.end(), junk);
+  }
+};
+
+// The call's pointers on `device`: its tensors', and `junk` in every absent slot.
+std::array<void *, 8> pointersWithJunk(const Args &c, DeviceMirror &device, JunkBuffers &buffers,
+                                       Junk junk) {
+  std::array<void *, 8> p{};
+  for (size_t s = 0; s < p.size(); ++s)
+    p[s] = c.tensors[s]            ? device(c.tensors[s]->data())
+           : junk == Junk::kDevice ? device(buffers.device.data())
+           : junk == Junk::kHost   ? buffers.host.data()
+                                   : nullptr;
+  return p;
+}
+
+// v rounded to `dtype` (v is exact in F32 here).
+float roundedTo(infiniDtype_t dtype, double v) {
+  TensorBuffer t({1}, dtype);
+  t.set(0, static_cast<float>(v));
+  return t.get(0);
+}
+
+// Exact inputs: integers in [-4, 4] (expanded_x), [-3, 3] (x1, grad_y), [-2, 2] (x2, bias) and
+// scales from {0.5, -1, 2, 1.5}.
+float exactValue(size_t i, int span) {
+  return static_cast<float>(static_cast<int>(i % (2 * span + 1)) - span);
+}
+float exactScale(size_t i) {
+  const float s[] = {0.5f, -1.0f, 2.0f, 1.5f};
+  return s[i % 4];
+}
+
+// Slot of position i (of n): modes without drop/pad a permutation of [0, n) but for the last
+// position, which repeats the first's (a duplicate; row 0 unreached); drop/pad modes (rows 2n)
+// 2 i, with position 1 dropped (-1) and the last position repeating the first's row 0.
+int32_t junkTestSlot(bool drop_pad, size_t i, size_t n) {
+  if (drop_pad) return i == 1 ? -1 : i + 1 == n && n > 2 ? 0 : static_cast<int32_t>(2 * i);
+  return static_cast<int32_t>(i + 1 == n ? n - 1 : n - 1 - i);
+}
+
+// Calls `call` (the operator on the call's pointers and a workspace of workspace_size bytes) with
+// NULL, then each junk, in the absent slots of `c`: every run succeeds with the exact values
+// (`check`, after each run; the outputs are re-poisoned before each), bit-identical to the NULL
+// run's, and leaves the junk as it was.
+void expectJunkIgnored(
+    infiniopHandle_t h, const Args &c, const std::vector<TensorBuffer *> &outputs,
+    size_t workspace_size,
+    const std::function<infiniStatus_t(const std::array<void *, 8> &, void *)> &call,
+    const std::function<void()> &check) {
+  JunkBuffers buffers;
+  DeviceMirror device(h);
+  c.stage(device);
+  device.add(buffers.device.data(), buffers.device.size());
+  void *workspace = device.scratch(workspace_size);
+  std::vector<std::vector<uint8_t>> first;
+  for (Junk junk : kJunks) {
+    SCOPED_TRACE(junkName(junk));
+    for (TensorBuffer *t : outputs) t->poison();
+    device.upload();
+    const infiniStatus_t status = call(pointersWithJunk(c, device, buffers, junk), workspace);
+    const std::string error = infiniopGetLastError();
+    device.download();
+    EXPECT_TRUE(buffers.untouched()) << "the junk behind an absent tensor was written";
+    ASSERT_EQ(status, INFINI_STATUS_SUCCESS) << error;
+    check();
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      if (junk == Junk::kNull)
+        first.push_back(outputs[o]->storage());
+      else
+        EXPECT_TRUE(outputs[o]->storage() == first[o])
+            << "output " << o << " differs from the run with NULL pointers";
+    }
+  }
+}
+
+TEST_P(DeviceTest, MoeFinalizeRoutingV2IgnoresAbsentPointers) {
+  const size_t R = 3, H = 37, E = 2;  // H: opencl's 32-column kernel and its scalar tail
+  for (infiniDtype_t dtype : absentTestDtypes(GetParam()))
+    for (int64_t mode = 0; mode < 4; ++mode)
+      for (int x = 0; x < 3; ++x)    // none, x1, x1 + x2
+        for (int b = 0; b < 3; ++b)  // none, expert_idx alone, bias + expert_idx
+          for (bool has_scales : {false, true}) {
+            const size_t K = has_scales ? 2 : 1, n = R * K;
+            const bool drop_pad = mode % 2 == 1, column = mode < 2;
+            SCOPED_TRACE(std::string(infiniop::dtypeName(dtype)) + " mode " + std::to_string(mode) +
+                         " present:" + (x > 0 ? " x1" : "") + (x > 1 ? " x2" : "") +
+                         (b == 2 ? " bias" : "") + (b > 0 ? " expert_idx" : "") +
+                         (has_scales ? " scales" : ""));
+            const std::vector<size_t> ex_shape =
+                drop_pad ? std::vector<size_t>{E, n, H} : std::vector<size_t>{n, H};
+            TensorBuffer out({R, H}, dtype), ex(ex_shape, dtype), idx({n}, kI32);
+            std::optional<TensorBuffer> x1, x2, bias, scales, expert;
+            if (x > 0) x1.emplace(std::vector<size_t>{R, H}, dtype);
+            if (x > 1) x2.emplace(std::vector<size_t>{R, H}, dtype);
+            if (b == 2) bias.emplace(std::vector<size_t>{E, H}, dtype);
+            if (b > 0) expert.emplace(std::vector<size_t>{R, K}, kI32);
+            if (has_scales) scales.emplace(std::vector<size_t>{R, K}, dtype);
+            ex.fill([](size_t i) { return exactValue(i, 4); });
+            if (x1) x1->fill([](size_t i) { return exactValue(i, 3); });
+            if (x2) x2->fill([](size_t i) { return exactValue(i, 2); });
+            if (bias) bias->fill([](size_t i) { return exactValue(i + 1, 2); });
+            if (scales) scales->fill(exactScale);
+            for (size_t r = 0; r < R; ++r)
+              for (size_t k = 0; k < K; ++k) {
+                const size_t i = r * K + k;
+                setIndex(idx, column ? k * R + r : i, junkTestSlot(drop_pad, i, n));
+                if (expert) setIndex(*expert, i, static_cast<int32_t>(i % E));
+              }
+            ForwardCall call;
+            call.mode = mode;
+            call.tensors = {&out, &ex, &idx, ptr(x1), ptr(x2), ptr(bias), ptr(scales), ptr(expert)};
+            const auto check = [&] {
+              for (size_t r = 0; r < R; ++r)
+                for (size_t j = 0; j < H; ++j) {
+                  double sum = (x1 ? x1->get(r * H + j) : 0.0) + (x2 ? x2->get(r * H + j) : 0.0);
+                  for (size_t k = 0; k < K; ++k) {
+                    const size_t i = r * K + k;
+                    const int32_t d = junkTestSlot(drop_pad, i, n);
+                    const double term = (d < 0 ? 0.0 : ex.get(static_cast<size_t>(d) * H + j)) +
+                                        (bias ? bias->get((i % E) * H + j) : 0.0);
+                    sum += (scales ? scales->get(i) : 1.0) * term;
+                  }
+                  ASSERT_EQ(out.get(r * H + j), roundedTo(dtype, sum))
+                      << "out[" << r << "," << j << "]";
+                }
+            };
+            infiniopMoeFinalizeRoutingV2Descriptor_t op = nullptr;
+            {
+              const Descriptors d(call);
+              ASSERT_EQ(infiniopCreateMoeFinalizeRoutingV2Descriptor(
+                            handle(), &op, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], mode),
+                        INFINI_STATUS_SUCCESS)
+                  << infiniopGetLastError();
+            }
+            expectJunkIgnored(
+                handle(), call, {&out}, 0,
+                [&](const std::array<void *, 8> &p, void *) {
+                  return infiniopMoeFinalizeRoutingV2(op, nullptr, 0, p[0], p[1], p[2], p[3], p[4],
+                                                      p[5], p[6], p[7], nullptr);
+                },
+                check);
+            EXPECT_EQ(infiniopDestroyMoeFinalizeRoutingV2Descriptor(op), INFINI_STATUS_SUCCESS);
+          }
+}
+
+TEST_P(DeviceTest, MoeFinalizeRoutingV2GradIgnoresAbsentPointers) {
+  const size_t R = 3, H = 37, E = 2;
+  for (infiniDtype_t dtype : absentTestDtypes(GetParam()))
+    for (int64_t mode : {0, 1})
+      for (bool has_scales : {false, true})
+        for (bool has_ex : {false, true})
+          for (int b = 0; b < 3; ++b)  // none, expert_idx alone, bias + expert_idx
+            for (bool has_gs : {false, true}) {
+              if (has_scales && !has_ex) continue;  // scales need expanded_x
+              const size_t K = has_scales ? 2 : 1, n = R * K;
+              const bool mode1 = mode == 1;
+              SCOPED_TRACE(std::string(infiniop::dtypeName(dtype)) + " mode " +
+                           std::to_string(mode) + " present:" + (has_gs ? " grad_scales" : "") +
+                           (has_ex ? " expanded_x" : "") + (has_scales ? " scales" : "") +
+                           (b > 0 ? " expert_idx" : "") + (b == 2 ? " bias" : ""));
+              const std::vector<size_t> gx_shape =
+                  mode1 ? std::vector<size_t>{E, n, H} : std::vector<size_t>{n, H};
+              const size_t rows = mode1 ? E * n : n;
+              TensorBuffer gx(gx_shape, dtype), gy({R, H}, dtype), idx({n}, kI32);
+              std::optional<TensorBuffer> gs, ex, scales, expert, bias;
+              if (has_gs) gs.emplace(std::vector<size_t>{R, K}, dtype);
+              if (has_ex) ex.emplace(gx_shape, dtype);
+              if (has_scales) scales.emplace(std::vector<size_t>{R, K}, dtype);
+              if (b > 0) expert.emplace(std::vector<size_t>{R, K}, kI32);
+              if (b == 2) bias.emplace(std::vector<size_t>{E, H}, dtype);
+              gy.fill([](size_t i) { return exactValue(i, 3); });
+              if (ex) ex->fill([](size_t i) { return exactValue(i, 4); });
+              if (scales) scales->fill(exactScale);
+              if (bias) bias->fill([](size_t i) { return exactValue(i + 1, 2); });
+              for (size_t i = 0; i < n; ++i) {
+                setIndex(idx, i, junkTestSlot(mode1, i, n));
+                if (expert) setIndex(*expert, i, static_cast<int32_t>(i % E));
+              }
+              GradCall call;
+              call.mode = mode;
+              call.expert_num = mode1 ? static_cast<int64_t>(E) : 0;
+              call.expert_capacity = mode1 ? static_cast<int64_t>(n) : 0;
+              call.tensors = {&gx,     ptr(gs),     &gy,         &idx,
+                              ptr(ex), ptr(scales), ptr(expert), ptr(bias)};
+              // grad_scales is written only with scales: otherwise (given) it must keep its 7s.
+              std::vector<TensorBuffer *> outputs = {&gx};
+              if (gs && has_scales) outputs.push_back(&*gs);
+              if (gs && !has_scales) gs->fill([](size_t) { return 7.0f; });
+              const auto check = [&] {
+                for (size_t d = 0; d < rows; ++d)
+                  for (size_t j = 0; j < H; ++j) {
+                    double sum = 0.0;
+                    for (size_t i = 0; i < n; ++i)
+                      if (junkTestSlot(mode1, i, n) == static_cast<int32_t>(d))
+                        sum += gy.get((i / K) * H + j) * (scales ? scales->get(i) : 1.0);
+                    ASSERT_EQ(gx.get(d * H + j), roundedTo(dtype, sum))
+                        << "grad_expanded_x[" << d << "," << j << "]";
+                  }
+                if (!gs) return;
+                for (size_t i = 0; i < n; ++i) {
+                  if (!scales) {
+                    ASSERT_EQ(gs->get(i), 7.0f) << "grad_scales written without scales";
+                    continue;
+                  }
+                  const int32_t d = junkTestSlot(mode1, i, n);
+                  double sum = 0.0;
+                  for (size_t j = 0; j < H; ++j)
+                    sum += ((d < 0 ? 0.0 : ex->get(static_cast<size_t>(d) * H + j)) +
+                            (bias ? bias->get((i % E) * H + j) : 0.0)) *
+                           gy.get((i / K) * H + j);
+                  ASSERT_EQ(gs->get(i), roundedTo(dtype, sum)) << "grad_scales[" << i << "]";
+                }
+              };
+              infiniopMoeFinalizeRoutingV2GradDescriptor_t op = nullptr;
+              {
+                const Descriptors d(call);
+                ASSERT_EQ(infiniopCreateMoeFinalizeRoutingV2GradDescriptor(
+                              handle(), &op, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], mode,
+                              0, call.expert_num, call.expert_capacity),
+                          INFINI_STATUS_SUCCESS)
+                    << infiniopGetLastError();
+              }
+              size_t workspace_size = 0;
+              EXPECT_EQ(infiniopGetMoeFinalizeRoutingV2GradWorkspaceSize(op, &workspace_size),
+                        INFINI_STATUS_SUCCESS);
+              expectJunkIgnored(
+                  handle(), call, outputs, workspace_size,
+                  [&](const std::array<void *, 8> &p, void *workspace) {
+                    return infiniopMoeFinalizeRoutingV2Grad(op, workspace, workspace_size, p[0],
+                                                            p[1], p[2], p[3], p[4], p[5], p[6],
+                                                            p[7], nullptr);
+                  },
+                  check);
+              EXPECT_EQ(infiniopDestroyMoeFinalizeRoutingV2GradDescriptor(op),
+                        INFINI_STATUS_SUCCESS);
+            }
+}
+
 // ---------------------------------------------------------------- bad arguments
 // Every buffer of a bad-argument test, so that "nothing written" covers all of them. Float
 // buffers hold values, INT32 ones the given indices, other dtypes filler bytes.

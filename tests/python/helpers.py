@@ -9,7 +9,10 @@ here is only the machinery those error models are applied with. The tests direct
 sys.path when pytest imports the test modules (rootdir-based import), so they `import helpers`.
 """
 
+import contextlib
+import json
 import math
+import pathlib
 import zlib
 
 import numpy as np
@@ -110,6 +113,17 @@ NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16}
 SENTINEL = 42.0  # fills bytes an output view does not cover, and outputs of failing calls
 
 F32_SUBNORMAL_ULP = 2.0 ** -149
+
+# Each operator's F32 bound as a multiple of the terms it sums, from the file the C++ tests read
+# too (tests/accuracy_bounds.json): K u with u = 2^-24.
+with open(pathlib.Path(__file__).resolve().parent.parent / "accuracy_bounds.json") as _bounds:
+    _F32_BOUND_U = json.load(_bounds)["f32_bound_u"]
+
+
+def f32_bound(operator):
+    """The operator's F32 relative bound K u (tests/accuracy_bounds.json)."""
+    return _F32_BOUND_U[operator] * 2.0 ** -24
+
 # (mantissa bits, exponent of the smallest subnormal, smallest |value| that rounds to inf)
 FORMATS = {
     "float32": (23, -149, (2.0 - 2.0 ** -24) * 2.0 ** 127),
@@ -354,3 +368,79 @@ def assert_staging_matches_direct(case, forward, backward):
             np.testing.assert_array_equal(storage[:, ::2], SENTINEL)
     np.testing.assert_array_equal(results[0][0], results[1][0])
     np.testing.assert_array_equal(results[0][1], results[1][1])
+
+
+# ----------------------------------------------------------------------------------------------
+# Absent tensors' pointers: API.md says a nullable descriptor given as NULL means its pointer is
+# ignored, whatever it is
+
+@contextlib.contextmanager
+def device_handle(device):
+    """A Handle for `device`: the session's for opencl (skipping the test without one), a new
+    one for the CPU devices."""
+    shared = shared_handle(device)
+    if shared is not None:
+        yield shared
+        return
+    with infiniop.Handle(device) as handle:
+        yield handle
+
+
+class JunkPointers:
+    """What a test passes behind an absent tensor on `handle`, in `pointers` (named in
+    `names`): NULL; a host buffer whose every byte is 0xFF (NaN in F32, F16 and BF16, -1 as
+    INT32 and INT64); device memory of the handle holding the same bytes; device memory of
+    zeros (zero scales, indices and counts). On the CPU devices device memory is host memory;
+    on opencl the host buffer is a pointer the device could not even resolve.
+    assert_untouched() checks that none of them was written."""
+
+    SIZE = 1 << 14  # bytes, more than any tensor of the tests
+
+    def __init__(self, handle):
+        self._handle = handle
+        self._host = np.full(self.SIZE, 0xFF, np.uint8)
+        self._device = []
+        self.pointers = [None, self._host.ctypes.data]
+        self.names = ["NULL", "host 0xFF bytes", "device 0xFF bytes", "device zeros"]
+        for byte in (0xFF, 0x00):
+            pointer = handle.malloc(self.SIZE)
+            self._device.append((pointer, byte))
+            fill = np.full(self.SIZE, byte, np.uint8)
+            handle.memcpy_host_to_device(pointer, fill.ctypes.data, self.SIZE)
+            self.pointers.append(pointer)
+
+    def assert_untouched(self):
+        assert (self._host == 0xFF).all(), "the host junk behind an absent tensor was written"
+        for pointer, byte in self._device:
+            back = np.empty(self.SIZE, np.uint8)
+            self._handle.memcpy_device_to_host(back.ctypes.data, pointer, self.SIZE)
+            assert (back == byte).all(), "the device junk behind an absent tensor was written"
+
+    def close(self):
+        for pointer, _ in self._device:
+            self._handle.free(pointer)
+        self._device = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def run_with_junk(handle, op, arrays, num_outputs, junk):
+    """run_op(handle, op, arrays, num_outputs) with the pointer `junk` (an int, or None for
+    NULL) in every absent slot (None in arrays) instead of NULL."""
+    if handle.host_memory:
+        return op(*(junk if a is None else a for a in arrays))
+    present = [i for i, a in enumerate(arrays) if a is not None]
+    views = [infiniop.array_view(arrays[i]) for i in present]
+
+    def run(pointers):
+        data = [junk] * len(arrays)
+        for i, pointer in zip(present, pointers):
+            data[i] = pointer
+        op(*data)
+
+    run_staged(handle, views, sum(1 for i in present if i < num_outputs), run)
+    return None

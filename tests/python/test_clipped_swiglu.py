@@ -37,12 +37,13 @@ import torch
 import infiniop
 from infiniop import DType, InfiniopError, Status
 
-from helpers import (DEVICES, LAYOUT_CASES, LAYOUT_SHAPE, NUMPY_CASES, NUMPY_DTYPES, SENTINEL,
+from helpers import (f32_bound, DEVICES, LAYOUT_CASES, LAYOUT_SHAPE, NUMPY_CASES, NUMPY_DTYPES, SENTINEL,
                      TORCH_DTYPES, assert_infiniop_error, assert_matches, assert_untouched_outside,
                      expect_failure, halved, make_input, make_output, numpy_case, on,
                      random_tensor, rng_for, sentinel)
+from helpers import JunkPointers, device_handle, run_with_junk
 
-REL = 8 * 2.0 ** -23
+REL, REL_BACKWARD = f32_bound("clipped_swiglu"), f32_bound("clipped_swiglu_backward")
 EXP_FLOOR = 2.0 ** -125
 
 DEFAULTS = dict(alpha=1.702, limit=7.0, bias=1.0)
@@ -135,8 +136,8 @@ def error_model(x64, g64, dim, alpha, limit, bias, interleaved, n=None):
         return y_bound, None, y_zero, None
     g = g64.reshape(pre, L // 2).abs()
     slope = s * (1 + k * s_neg) + (z * s * s_neg).abs() * (1 + k)
-    dA = g * beta * (REL * slope + floor)
-    dB = g * (REL * gate + floor)
+    dA = g * beta * (REL_BACKWARD * slope + floor)
+    dB = g * (REL_BACKWARD * gate + floor)
     grad_bound = merge(dA, dB, interleaved).reshape(shape)
     A_masked = ~(A <= limit)
     B_masked = ~((B >= -limit) & (B <= limit))
@@ -370,6 +371,45 @@ def test_group_index(device, dtype_name, dim, case):
         y, x_grad = run_both(x, g, dim, SMALL_LIMIT, interleaved, device, dtype_name, group_index)
         check(y, x_grad, x64, g64, dim, SMALL_LIMIT, interleaved, dtype_name,
               f"{device} group_index={counts} ({form})", counts)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_absent_group_index_pointer_ignored(device):
+    """API.md: a nullable descriptor given as NULL means its pointer is ignored. Created without
+    group_index, both operators compute every row whatever the group_index pointer is: NULL or
+    junk (helpers.JunkPointers: -1 counts in host and device memory, which would fail the call if
+    read; device zeros, which would zero every row). Results: the oracle's, bit-identical to the
+    NULL call's; the junk unwritten."""
+    shape, dim = (8, 6, 4), 1
+    half = halved(shape, dim)
+    with device_handle(device) as handle, JunkPointers(handle) as junk:
+        for dtype_name in TORCH_DTYPES:
+            for interleaved in (True, False):
+                rng = rng_for("absent-group-index", dtype_name, interleaved)
+                x = random_tensor(rng, shape, dtype_name, SMALL_LIMIT["limit"])
+                g = random_tensor(rng, half, dtype_name)
+                attrs = dict(dim=dim, interleaved=interleaved, **SMALL_LIMIT)
+                like_x = torch.empty(shape, dtype=TORCH_DTYPES[dtype_name])
+                like_y = torch.empty(half, dtype=TORCH_DTYPES[dtype_name])
+                what = f"{device} {dtype_name} interleaved={interleaved}"
+                with infiniop.ClippedSwiglu.for_arrays(handle, like_y, like_x, None,
+                                                       **attrs) as forward, \
+                        infiniop.ClippedSwigluBackward.for_arrays(handle, like_x, like_y, like_x,
+                                                                  None, **attrs) as backward:
+                    results = []
+                    for pointer, name in zip(junk.pointers, junk.names):
+                        y = nan_tensor(half, dtype_name)
+                        x_grad = nan_tensor(shape, dtype_name)
+                        run_with_junk(handle, forward, [y, x, None], 1, pointer)
+                        run_with_junk(handle, backward, [x_grad, g, x, None], 1, pointer)
+                        check(y, x_grad, x.double(), g.double(), dim, SMALL_LIMIT, interleaved,
+                              dtype_name, f"{what}, group_index pointer: {name}")
+                        results.append((y, x_grad))
+                for (y, x_grad), name in zip(results[1:], junk.names[1:]):
+                    assert torch.equal(y.view(torch.uint8), results[0][0].view(torch.uint8)) \
+                        and torch.equal(x_grad.view(torch.uint8),
+                                        results[0][1].view(torch.uint8)), f"{what}: {name}"
+        junk.assert_untouched()
 
 
 @pytest.mark.parametrize("device", DEVICES)

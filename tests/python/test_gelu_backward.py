@@ -28,7 +28,7 @@ import torch
 import infiniop
 from infiniop import InfiniopError, Status
 
-from helpers import (DEVICES, NUMPY_DTYPES, SENTINEL, TORCH_DTYPES, assert_infiniop_error, on,
+from helpers import (f32_bound, DEVICES, NUMPY_DTYPES, SENTINEL, TORCH_DTYPES, assert_infiniop_error, on,
                      rng_for, ulp_of)
 
 ALPHA = math.sqrt(2.0 / math.pi)
@@ -36,7 +36,7 @@ BETA = 0.044715
 
 # The error model's constants (see the module docstring): F32 relative error per unit of `terms`,
 # and the absolute floor, relative to |grad_output| (1 + |x (1-s) v'|), left by exp's underflow.
-F32_RELATIVE = 4 * 2.0 ** -24
+F32_RELATIVE = f32_bound("gelu_backward")
 EXP_FLOOR = 2.0 ** -125  # the cpu kernel clamps exp at exp(-87): see docs/gelu_backward.md
 
 

@@ -48,7 +48,7 @@ import torch.nn.functional as F
 import infiniop
 from infiniop import DType, GeluApproximate, InfiniopError, Status
 
-from helpers import (DEVICES, LAYOUT_CASES, LAYOUT_SHAPE, NUMPY_CASES, NUMPY_DTYPES, SENTINEL,
+from helpers import (f32_bound, DEVICES, LAYOUT_CASES, LAYOUT_SHAPE, NUMPY_CASES, NUMPY_DTYPES, SENTINEL,
                      STAGING_CASES, TORCH_DTYPES, assert_infiniop_error, assert_matches,
                      assert_staging_matches_direct, assert_untouched_outside, expect_failure,
                      make_input, make_output, numpy_case, on, random_tensor, rng_for, sentinel)
@@ -58,7 +58,7 @@ APPROXIMATIONS = ["none", "tanh"]
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 TANH_BETA = 0.044715
-REL = 8 * 2.0 ** -23
+REL, REL_BACKWARD = f32_bound("gelu_mul"), f32_bound("gelu_mul_backward")
 EXP_FLOOR = 2.0 ** -125
 
 
@@ -114,8 +114,8 @@ def error_bounds(x64, g64, approximate):
     out_bound = x2.abs() * gelu_error
     if g64 is None:
         return out_bound, None
-    grad1 = (g64 * x2).abs() * (REL * (1 + c) * slope_terms + slope_floor)
-    grad2 = g64.abs() * gelu_error
+    grad1 = (g64 * x2).abs() * (REL_BACKWARD * (1 + c) * slope_terms + slope_floor)
+    grad2 = g64.abs() * (REL_BACKWARD * (1 + c) * gelu_terms + gelu_floor)
     return out_bound, torch.cat([grad1, grad2], -1)
 
 

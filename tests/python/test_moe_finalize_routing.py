@@ -41,6 +41,7 @@ from infiniop import InfiniopError, Status
 
 from helpers import (DEVICES, SENTINEL, TORCH_DTYPES, assert_infiniop_error, assert_matches,
                      assert_untouched_outside, make_output, on, open_handle, rng_for, run_op)
+from helpers import JunkPointers, device_handle, run_with_junk
 
 U = 2.0 ** -24
 HIDDEN_SIZES = [1, 3, 17, 67]
@@ -886,6 +887,71 @@ def test_binding_argument_errors():
         infiniop.moe_finalize_routing_v2(ex, idx.numpy(), scales=s)
     with pytest.raises(TypeError, match="one kind"):
         infiniop.moe_finalize_routing_v2_grad(torch.ones(5, 4).numpy(), idx, ex, s)
+
+
+# ----------------------------------------------------------------------------------------------
+# Absent tensors' pointers are ignored (API.md: a nullable descriptor given as NULL means its
+# pointer is ignored): every allowed combination of absent optional tensors, called with NULL
+# and with junk (helpers.JunkPointers: NaN bytes in host and device memory, device zeros) in the
+# absent slots, gives the oracle's values, bit-identical to the NULL call's, and leaves the junk
+# unwritten (the grad's absent grad_scales is an output slot)
+
+FORWARD_NAMES = ("expanded_x", "expanded_row_idx", "x1", "x2", "bias", "scales", "expert_idx")
+GRAD_NAMES = ("grad_y", "expanded_row_idx", "expanded_x", "scales", "expert_idx", "bias")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_forward_ignores_absent_pointers(device):
+    rng = rng_for("forward-absent-pointers", device)
+    with device_handle(device) as handle, JunkPointers(handle) as junk:
+        for mode in FORWARD_MODES:
+            for x_opt, bias_opt, scales in FORWARD_COMBOS:
+                inputs = forward_inputs(rng, mode, 37, "float32", x_opt, bias_opt, scales,
+                                        duplicates=True)
+                order = [inputs.get(n) for n in FORWARD_NAMES]
+                shape = expected_forward_shape(inputs)
+                what = f"{device} mode {mode} x={x_opt} bias={bias_opt} scales={scales}"
+                with infiniop.MoeFinalizeRoutingV2.for_arrays(
+                        handle, torch.empty(shape), *order, drop_pad_mode=mode) as op:
+                    results = []
+                    for pointer, name in zip(junk.pointers, junk.names):
+                        out = torch.full(shape, float("nan"))
+                        run_with_junk(handle, op, [out, *order], 1, pointer)
+                        check_forward(out, inputs, mode, "float32", f"{what}, absent: {name}")
+                        results.append(out)
+                for out, name in zip(results[1:], junk.names[1:]):
+                    assert same_bits(out, results[0]), f"{what}: {name} differs from NULL"
+        junk.assert_untouched()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grad_ignores_absent_pointers(device):
+    rng = rng_for("grad-absent-pointers", device)
+    with device_handle(device) as handle, JunkPointers(handle) as junk:
+        for config in (("mode0", "all"), ("mode0", "half"), ("mode1", (4, 5, 3))):
+            for name, scales, with_x, bias_opt in GRAD_COMBOS:
+                for with_gs in (True, False) if scales else (False,):
+                    inputs, attrs, gx_shape = grad_inputs(rng, config, 37, "float32", scales,
+                                                          with_x, bias_opt, duplicates=True)
+                    order = [inputs.get(n) for n in GRAD_NAMES]
+                    gs_shape = tuple(inputs["scales"].shape) if with_gs else None
+                    what = f"{device} {config} {name} grad_scales={with_gs}"
+                    like_gs = torch.empty(gs_shape) if with_gs else None
+                    with infiniop.MoeFinalizeRoutingV2Grad.for_arrays(
+                            handle, torch.empty(gx_shape), like_gs, *order, **attrs) as op:
+                        results = []
+                        for pointer, junk_name in zip(junk.pointers, junk.names):
+                            gx = torch.full(gx_shape, float("nan"))
+                            gs = torch.full(gs_shape, float("nan")) if with_gs else None
+                            run_with_junk(handle, op, [gx, gs, *order], 2, pointer)
+                            check_grad(gx, gs, inputs, gx_shape, "float32",
+                                       f"{what}, absent: {junk_name}")
+                            results.append((gx, gs))
+                    for (gx, gs), junk_name in zip(results[1:], junk.names[1:]):
+                        assert same_bits(gx, results[0][0]), f"{what}: {junk_name} differs"
+                        if with_gs:
+                            assert same_bits(gs, results[0][1]), f"{what}: {junk_name} differs"
+        junk.assert_untouched()
 
 
 # ----------------------------------------------------------------------------------------------

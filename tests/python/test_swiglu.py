@@ -27,12 +27,12 @@ import infiniop
 from infiniop import DType, InfiniopError, Status
 
 from helpers import (DEVICES, LAYOUT_CASES, LAYOUT_SHAPE, NUMPY_CASES, NUMPY_DTYPES, SENTINEL,
-                     STAGING_CASES, TORCH_DTYPES, assert_infiniop_error, assert_matches,
+                     STAGING_CASES, TORCH_DTYPES, assert_infiniop_error, assert_matches, f32_bound,
                      assert_staging_matches_direct, assert_untouched_outside, expect_failure,
                      halved, make_input, make_output, numpy_case, on, random_tensor, rng_for,
                      sentinel)
 
-REL = 8 * 2.0 ** -23
+REL, REL_BACKWARD = f32_bound("swiglu"), f32_bound("swiglu_backward")
 EXP_FLOOR = 2.0 ** -125
 
 
@@ -61,8 +61,8 @@ def error_bounds(x64, g64, dim, dtype_name):
     y_bound = x2.abs() * (REL * silu_terms + floor)
     if g64 is None:
         return y_bound, None
-    grad1 = (g64 * x2).abs() * (REL * (s + (xc * s * s_neg).abs()) + floor)
-    grad2 = g64.abs() * (REL * silu_terms + floor)
+    grad1 = (g64 * x2).abs() * (REL_BACKWARD * (s + (xc * s * s_neg).abs()) + floor)
+    grad2 = g64.abs() * (REL_BACKWARD * silu_terms + floor)
     return y_bound, torch.cat([grad1, grad2], dim)
 
 

@@ -89,7 +89,7 @@ INLINE void store8(__global storage_t *p, ulong i, float8 v) {
 #error "build with -DSTORAGE_F32, -DSTORAGE_F16 or -DSTORAGE_BF16"
 #endif
 
-// exp(max(a, -87)) for a <= 0: a normal F32 in [1.6e-38, 1], within 2 ulp (see math-inl.h).
+// exp(max(a, -87)) for a <= 0: a normal F32 in [1.6e-38, 1], within 1 ulp (see math-inl.h).
 INLINE float exp_non_positive(float a) {
   a = fmax(a, -87.0f);
   const float shifter = 12582912.0f;  // 1.5 * 2^23: the sum's low bits are round(a / ln2)
@@ -102,24 +102,42 @@ INLINE float exp_non_positive(float a) {
   q = fma(q, r, 0.04166646674275398f);
   q = fma(q, r, 0.16666576266288757f);
   q = fma(q, r, 0.5f);
-  const float p = fma(r * r, q, r + 1.0f);
+  const float p = fma(r, fma(r, q, 1.0f), 1.0f);
   return p * as_float((as_int(n_plus_shifter) << 23) + (127 << 23));
 }
 
-// 1 / y for a positive normal y, correctly rounded or within 1 ulp whatever the driver's
-// division accuracy (OpenCL 1.2 allows 2.5 ulp): one Newton step after the division.
+// 1 / y for a positive normal y within about 1 ulp whatever the driver's division accuracy
+// (OpenCL 1.2 allows 2.5 ulp): one Newton step after the division.
 INLINE float reciprocal(float y) {
   const float estimate = 1.0f / y;
   return fma(estimate, fma(-y, estimate, 1.0f), estimate);
 }
 
-// Returns s (1 - s) and sets *s = sigmoid(x), without cancellation (see math-inl.h).
-INLINE float sigmoid_and_slope(float x, float *s) {
-  const float e = exp_non_positive(-fabs(x));
-  const float r = reciprocal(1.0f + e);
-  const float er = e * r;
-  *s = x < 0.0f ? er : r;
-  return er * r;
+// (n + n_lo) / (den + den_lo) to about 0.5 ulp, r ~ 1 / den: n r corrected by the exact
+// remainder (see math-inl.h's Quotient).
+INLINE float quotient(float n, float n_lo, float den, float den_lo, float r) {
+  const float q = n * r;
+  const float remainder = fma(-q, den_lo, fma(-q, den, n) + n_lo);
+  return fma(remainder, r, q);
+}
+
+// x sigmoid(v), *s = sigmoid(v) and *slope = s (1 - s), none with cancellation; sigmoid(0) is
+// exactly 1/2 and sigmoid is exactly 1 where that is the rounded value (see math-inl.h's
+// TimesSigmoid).
+INLINE float times_sigmoid(float x, float v, float *s, float *slope) {
+  const float e = exp_non_positive(-fabs(v));
+  const float den = 1.0f + e;
+  const float den_lo = e - (den - 1.0f);  // exact: 1 >= e
+  const float r = reciprocal(den);
+  const float big = quotient(1.0f, 0.0f, den, den_lo, r);
+  const float small = quotient(e, 0.0f, den, den_lo, r);
+  const bool negative = v < 0.0f;
+  *s = negative ? small : big;
+  *slope = big * small;
+  const float xe = x * e;
+  const float n = negative ? xe : x;
+  const float n_lo = negative ? fma(x, e, -xe) : 0.0f;
+  return isinf(x) ? x * *s : quotient(n, n_lo, den, den_lo, r);
 }
 
 // `value` computed from a clamped x, with x's non-finite cases restored.
@@ -131,11 +149,11 @@ INLINE float zero_at_minus_inf_nan_at_nan(float x, float value) {
 // silu(x) = x sigmoid(x) and its derivative s + x s (1 - s), clamped as in math-inl.h.
 INLINE float silu(float input, float *derivative) {
   const float x = fmax(input, -87.0f);
-  float s;
-  const float slope = sigmoid_and_slope(x, &s);
+  float s, slope;
+  const float value = times_sigmoid(x, x, &s, &slope);
   const float capped = fmin(x, 40.0f);
   *derivative = zero_at_minus_inf_nan_at_nan(input, fma(capped, slope, s));
-  return zero_at_minus_inf_nan_at_nan(input, x * s);
+  return zero_at_minus_inf_nan_at_nan(input, value);
 }
 
 // gelu_tanh(x) = x sigmoid(v), v = 2a (x + b x^3), and its derivative s + x v' s (1 - s).
@@ -145,12 +163,12 @@ INLINE float gelu_tanh(float input, float *derivative) {
   const float six_ab = 3.0f * two_ab;
   const float x_low = fmax(input, -20.0f);
   const float v = x_low * fma(x_low * x_low, two_ab, two_a);
-  float s;
-  const float slope = sigmoid_and_slope(v, &s);
+  float s, slope;
+  const float value = times_sigmoid(x_low, v, &s, &slope);
   const float x = fmin(x_low, 20.0f);
   const float dv = fma(x * x, six_ab, two_a);
   *derivative = zero_at_minus_inf_nan_at_nan(input, fma(x * dv, slope, s));
-  return zero_at_minus_inf_nan_at_nan(input, x_low * s);
+  return zero_at_minus_inf_nan_at_nan(input, value);
 }
 
 // gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x); Phi from Numerical Recipes'
@@ -194,10 +212,10 @@ INLINE clipped_gate_t clipped_gate(float alpha, float limit, float A, float B, b
   const bool far_left = z < -87.0f;
   const float a_clamped = far_left ? (alpha == 0.0f ? 0.0f : -87.0f / alpha) : c.a;
   const float z_clamped = far_left ? -87.0f : z;
-  float s;
-  const float slope_of_sigmoid = sigmoid_and_slope(z_clamped, &s);
+  float s, slope_of_sigmoid;
+  const float gate = times_sigmoid(a_clamped, z_clamped, &s, &slope_of_sigmoid);
   const bool minus_inf = isinf(c.a) && z < 0.0f;  // only an infinite a has g = 0
-  c.g = minus_inf ? 0.0f : a_clamped * s;
+  c.g = minus_inf ? 0.0f : gate;
   c.slope = 0.0f;
   if (want_slope) c.slope = minus_inf ? 0.0f : fma(fmin(z_clamped, 40.0f), slope_of_sigmoid, s);
   return c;
