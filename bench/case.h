@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One operator at one shape and dtype on one device: its tensors allocated and filled, its
 // descriptor created; run() times well, check() compares with cpu_reference. On a device with
 // its own memory (opencl) the tensors also live in infiniopMalloc memory, uploaded once, and

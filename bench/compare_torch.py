@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch's figures for infiniop-bench's operators on the same machine, measured the same way:
 best and median of repeated calls (about 1 s each, after a warm-up), GB/s counting every input
 read once and every output written once, and the ratio to a copy of the same byte count

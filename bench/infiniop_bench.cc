@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // infiniop-bench: correctness and speed of infiniop's operators, in the spirit of oneDNN's
 // benchdnn. Each case runs on the chosen device, is checked against cpu_reference on a sample,
 // then timed, next to a parallel memcpy of the same byte count timed in the same run.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host-side view of the floating dtypes the bench uses: decode to float, encode from float,
 // the spacing (ulp) at a value, and names.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The operator table. Every float input is filled with signed values over [-10, 10]; split
 // activations split the last dim (dim = -1). The MoE operators route every token to K distinct
 // rows (a permutation) with scales, bias and expanded_x, as in training. ClippedSwiglu runs with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The operator table of infiniop-bench. Adding an operator is one entry in allOps() (ops.cc):
 // its name, how each tensor's shape follows the bench's --shape, and its four API functions.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Wall-clock timing of an operator next to the memcpy baseline it is compared with.
 #pragma once
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # infiniop_configure_pkgconfig(<template> <output>): configures infiniop.pc for the install layout
 # in CMAKE_INSTALL_PREFIX, CMAKE_INSTALL_LIBDIR and CMAKE_INSTALL_INCLUDEDIR. The file is meant to
 # be installed to ${CMAKE_INSTALL_LIBDIR}/pkgconfig. Used by the top-level CMakeLists.txt and, in

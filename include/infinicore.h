@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* infinicore.h: status, dtype and device enums shared by every infiniop header.
  * The numeric values are part of the ABI (see shared/specs/API.md): never renumber. */
 #ifndef INFINICORE_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* infiniop.h: the whole public C API of libinfiniop. */
 #ifndef INFINIOP_H
 #define INFINIOP_H

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds infiniop and runs infiniop-bench; arguments are passed through (none: every operator).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian 12 packages infiniop builds and tests with, when run as root and any is
 # missing. Without root it only reports what is missing.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds infiniop and runs the whole conformance suite (C++ GoogleTest and Python pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Fails if libinfiniop exports any symbol outside the C API (every API name starts with "infini").
 set -eu
 lib="$1"

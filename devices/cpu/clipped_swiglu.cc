@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ClippedSwiglu and ClippedSwigluBackward on the cpu device, one Highway body for every target.
 // The interleaved split reaches the functor as two operands like any other; the framework
 // deinterleaves them (PairedRow).

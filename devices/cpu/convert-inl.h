@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-target loads of F32/F16/BF16 storage into F32 vectors and stores back, rounding to
 // nearest even. Highway 1.0.3's own BF16 DemoteTo truncates, and its F16 conversions on
 // targets without F16C (SSE4 and below) truncate and mishandle Inf/NaN, so those paths are done

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-target half of the cpu elementwise framework. A cpu functor is
 //   template <class D, class V> void operator()(D d, V &out..., V in...) const
 // on F32 vectors; this file runs it over a range of a Plan for each storage type.

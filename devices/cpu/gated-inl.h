@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-target functors of the gated activations: out = act(x1) * x2 and its gradient,
 // grad1 = dy * x2 * act'(x1), grad2 = dy * act(x1). SwiGlu (act = silu) and GeluMul (act = gelu,
 // erf or tanh) are instances; an Activation is `V operator()(D, V x, V *derivative) const`.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GeluBackward on the cpu device, one Highway body for every target.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/gelu_backward.cc"

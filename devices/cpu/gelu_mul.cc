@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GeluMul and GeluMulBackward on the cpu device: the gated activation with gelu. The
 // approximation is a type, chosen at descriptor creation, so the loop never branches on it.
 #undef HWY_TARGET_INCLUDE

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // infiniopCpuIsaName (which Highway target the cpu device dispatches to right now) and the
 // INFINIOP_CPU_ISA cap on it.
 #undef HWY_TARGET_INCLUDE

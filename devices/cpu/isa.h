@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cpu device's dispatch cap, INFINIOP_CPU_ISA (docs/devices.md).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-target vector maths shared by the cpu kernels, beyond what hwy/contrib/math offers.
 #if defined(INFINIOP_CPU_MATH_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef INFINIOP_CPU_MATH_INL_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MoeFinalizeRoutingV2 and its grad on the cpu device, on the gather framework's row primitives.
 // Forward: each token's output row is built tile by tile in an F32 accumulator from its x1, x2
 // and K (expanded_x + bias) rows. Grad: a token-major pass writes every destination row that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Thread split for the cpu device: OpenMP over flat element ranges, only when the work is
 // large enough to repay waking the threads.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-target row primitives of the cpu gather framework: whole rows of F32/F16/BF16 storage
 // scaled, accumulated into F32 and dotted with F32 accumulation. Rows are walked in tiles of
 // kTile elements; a tile that is strided, or shorter than whole vectors, is first copied into a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ClippedSwiglu and ClippedSwigluBackward in double, straight from SEMANTICS.md:
 //   a = min(A, limit), b = clamp(B, -limit, limit), z = alpha a, g = a sigmoid(z),
 //   y = g (b + bias);  dA = dy (b + bias) g'(a) [A <= limit],  dB = dy g [-limit <= B <= limit],

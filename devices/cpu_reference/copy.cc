@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The framework's copy (staging buffers): each element widened to F32 and stored back, which is
 // exact for every F32, F16 and BF16 value.
 #include "cpu_reference/elementwise.h"

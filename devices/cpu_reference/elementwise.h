@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // cpu_reference: the elementwise framework as a plain scalar loop, single thread.
 // A reference functor is `void operator()(float &out..., float in...) const`; it may compute in
 // double internally. Each output is rounded once, to nearest even, when stored.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reference functors of the gated activations, out = act(x1) * x2 and its gradient, in double.
 // SwiGlu (silu) and GeluMul (gelu) are instances.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GeLU and its derivative in double, tanh and erf forms, with their limits at +-inf.
 #pragma once
 

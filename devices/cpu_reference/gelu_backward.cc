@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GeluBackward, from the formula of SEMANTICS.md, in double.
 #include "cpu_reference/elementwise.h"
 #include "cpu_reference/gelu.h"

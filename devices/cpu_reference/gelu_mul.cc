@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GeluMul and GeluMulBackward (erf and tanh): the gated activation with gelu.
 #include "cpu_reference/elementwise.h"
 #include "cpu_reference/gated.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Limits the reference formulas must respect (SEMANTICS.md: an infinity times a finite non-zero
 // factor is an infinity of the product's sign).
 #pragma once

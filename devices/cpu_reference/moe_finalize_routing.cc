@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MoeFinalizeRoutingV2 and its grad, as the formulas read: plain loops in double, each result
 // rounded once when stored. The oracle of the cpu device, so nothing here is clever.
 #include <vector>

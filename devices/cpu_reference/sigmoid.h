@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sigmoid and the slope of x sigmoid(x), in double, shared by the SiLU-gated reference functors.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SwiGlu and SwiGluBackward: the gated activation with silu, in double.
 #include <cmath>
 

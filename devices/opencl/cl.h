@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one place that includes the OpenCL header: every file of the device targets the 1.2 API,
 // so nothing newer (SVM, clCreateCommandQueueWithProperties) can slip in.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device choice and the lifetime of an OpenCL handle's context and default queue.
 #include <cerrno>
 #include <cstdlib>

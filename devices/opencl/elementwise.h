@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The elementwise framework on OpenCL: the host half (src/elementwise/) plans, this runs the plan
 // with devices/opencl/kernels/elementwise.cl compiled around the operator's functor source.
 #pragma once

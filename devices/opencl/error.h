@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // OpenCL error codes as statuses: every failed OpenCL call becomes a status and a message naming
 // the call and the error ("clCreateBuffer: CL_MEM_OBJECT_ALLOCATION_FAILURE (-4)").
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MoeFinalizeRoutingV2 and its grad on OpenCL (kernels/moe_finalize_routing.cl). The views of
 // the plan travel as kernel arguments (base index in the buffer and strides); the grad's
 // scatter becomes a gather over the inversion of expanded_row_idx, built on the host from the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MoeFinalizeRoutingV2 and its grad on OpenCL: runners holding the kernels of
 // devices/opencl/kernels/moe_finalize_routing.cl, made at descriptor creation.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // OpenCL programs and launches: each program is built once per handle (context) and variant and
 // kept until the handle is destroyed; kernels are created from it per descriptor.
 #pragma once

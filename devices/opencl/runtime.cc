@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device memory, copies and streams of an OpenCL handle.
 //
 // OpenCL 1.2 buffers have no addresses, yet API.md's device pointers must support arithmetic

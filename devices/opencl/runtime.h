@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The OpenCL device's runtime: device choice, the context and queues of a handle, and the
 // allocation table that gives OpenCL 1.2 buffers (no SVM) addresses that support arithmetic.
 #pragma once

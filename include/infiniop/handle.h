@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef INFINIOP_HANDLE_H
 #define INFINIOP_HANDLE_H
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef INFINIOP_TENSOR_DESCRIPTOR_H
 #define INFINIOP_TENSOR_DESCRIPTOR_H
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Python ctypes binding of libinfiniop (include/infiniop.h).
 
 The shared library is found through $INFINIOP_LIBRARY, else in build/ or build-*/ at the

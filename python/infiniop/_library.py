@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Finding and loading libinfiniop.so, the C prototypes, and status checking."""
 
 import ctypes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ClippedSwiglu and ClippedSwigluBackward: the clipped SwiGLU of GPT-OSS, with MoE row groups.
 
 x is viewed as [pre, L] around `dim`: pre = prod(shape[:dim]), L = shape[dim] * prod(shape[dim+1:])

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Handle, TensorDescriptor, and the adaptation of NumPy arrays and torch tensors to the C API."""
 
 import ctypes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The C enums of include/infinicore.h as IntEnum classes.
 
 The numeric values are part of the library's ABI (shared/specs/API.md); tests/python checks them

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GeluBackward: grad_input = grad_output * d/dx gelu_tanh(input)."""
 
 import ctypes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GeluMul and GeluMulBackward: the gated GeLU, split on the LAST dimension.
 
 input [..., 2d] is split into x1 = input[..., :d] and x2 = input[..., d:]:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """MoeFinalizeRoutingV2 and MoeFinalizeRoutingV2Grad: the MoE combine and its gradient.
 
 R tokens, top-K experts per token, hidden size H; K = scales.shape[1] (K = 1 without scales).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SwiGlu and SwiGluBackward: the gated SiLU split along one dimension.
 
 x is split along `dim` into halves x1 (first) and x2 (second); s = sigmoid(x1):

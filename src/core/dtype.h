@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Storage dtypes: sizes, names, and the scalar F16/BF16 <-> F32 conversions (round to nearest
 // even, NaN kept quiet) that the reference device uses and the SIMD paths are tested against.
 #pragma once

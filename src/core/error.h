@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Status plus thread-local message: every public entry point reports failures through fail().
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runtime functions for the CPU devices: device memory is host memory, every call is synchronous.
 // An OpenCL handle's calls go to devices/opencl/runtime.cc once the shared checks have passed.
 #include <cstdlib>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tensor descriptors: validated once at creation, then read by operator descriptors.
 #pragma once
 

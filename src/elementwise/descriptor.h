@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Elementwise operator descriptors: validated once at creation, immutable afterwards.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The device-independent half of the elementwise framework.
 //
 // An elementwise operator sees "operands": outputs first, then inputs, each a strided view over

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How an elementwise descriptor runs one plan on its device: made once at creation (an OpenCL
 // runner builds or fetches its program and uploads the plan then), and run by each calculate.
 #pragma once

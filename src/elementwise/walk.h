@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Walks a flat element range [begin, end) of a plan as rows along the inner dim. Row bases are
 // advanced with an odometer; the only division is the one that locates `begin`, once per call.
 #pragma once

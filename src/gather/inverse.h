@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The grad's scatter grad_expanded_x[index[i]] += ... turned into a gather: a counting sort of
 // the positions i by destination row. Each destination row then has one owner (one thread) that
 // sums its sources in increasing i, so the result is the same for any thread count, duplicates

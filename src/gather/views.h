@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The device-independent half of the gather framework: row-indexed operators (the MoE ones) see
 // their float tensors as matrices of rows, their INT32 index tensors as (rows, cols) tables, and
 // check index values on the host before anything is written.

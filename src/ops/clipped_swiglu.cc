@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ClippedSwiglu and ClippedSwigluBackward: wiring. The attributes become the functor (see
 // ops/clipped_swiglu.h); the split is the framework's (halves or interleaved); group_index only
 // decides, per call, how many leading rows are computed and how many zero-filled.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GeluBackward: grad_input = grad_output * gelu_tanh'(input). All wiring; the maths lives in
 // devices/*/gelu_backward.cc.
 #include "elementwise/descriptor.h"

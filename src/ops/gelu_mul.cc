@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GeluMul and GeluMulBackward: wiring only. The approximation picks the kernel at creation, so
 // the inner loops never branch on it.
 #include "core/dtype.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every device's kernel entry points, declared from one list: adding an elementwise operator
 // adds one line here, and the device folders define `void <name>(Plan, attributes, operands)`.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MoeFinalizeRoutingV2 and MoeFinalizeRoutingV2Grad: the C ABI, every check of the contract
 // (at creation: NULLs, device, modes, dtypes, shapes; per call: pointers, overlap, workspace,
 // index values, all before the kernel writes anything), and the device tables.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MoeFinalizeRoutingV2 and its grad as the devices see them: validated plans (fixed at
 // descriptor creation) and the data pointers of one call, whose index values have been
 // range-checked on the host before a kernel runs.

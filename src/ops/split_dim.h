@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `dim` attribute of the split operators: validated against the split tensor's rank.
 #pragma once
 

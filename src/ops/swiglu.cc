@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SwiGlu and SwiGluBackward: wiring only; the maths lives in devices/*/swiglu.cc.
 #include "elementwise/descriptor.h"
 #include "infiniop/ops/swiglu.h"

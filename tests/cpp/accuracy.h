@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The accuracy contract shared by the split-activation tests: a float64-or-better truth, an
 // allowed error built from the terms the kernel sums, and the limits at infinities.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ClippedSwiglu and ClippedSwigluBackward conformance (SEMANTICS.md "ClippedSwiglu"): hand-worked
 // values, the interleaved split of the MERGED row, and every device (cpu_reference, cpu on every
 // Highway target, opencl) against a long-double oracle written here from the formulas, over dtypes,

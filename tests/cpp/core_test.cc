@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Core ABI: status strings, last error, tensor descriptors, handles, runtime functions.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Staging of test buffers through device memory, the same way on every device: each host region
 // (a TensorBuffer's whole storage, guard elements included, or any other buffer) gets its own
 // infiniopMalloc allocation holding a copy of its bytes, and a host address inside a region maps

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Devices under test: cpu_reference, the cpu device once per Highway target this machine can
 // run (forced with hwy::SetSupportedTargetsForTest, so SSE4 and AVX2 paths are covered on an
 // AVX-512 machine), and opencl in builds with it (skipped, with the reason, where the machine has

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scalar F16/BF16 conversions are the oracle for every vector path: check them against
 // the processor's F16C instructions and against round-to-nearest-even worked in double.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GeluBackward bad arguments: every status it can return, with a message, and the output
 // buffer untouched afterwards (read back from device memory), on cpu, cpu_reference and opencl.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GeluBackward conformance: cpu_reference against hand-worked values, and every device (cpu on
 // every Highway target this machine runs, opencl) against a long-double formula over dtypes, sizes
 // and layouts, with the accuracy contract of docs/gelu_backward.md.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GeluMul and GeluMulBackward conformance, erf and tanh: every device (cpu on every Highway
 // target, opencl) against long-double formulas over dtypes, ranks, layouts and sizes; bad
 // arguments.

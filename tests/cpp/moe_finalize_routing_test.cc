@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MoeFinalizeRoutingV2 and MoeFinalizeRoutingV2Grad conformance (SEMANTICS.md
 // "MoeFinalizeRoutingV2Grad ... and MoeFinalizeRoutingV2 (its forward)"): hand-worked values, then
 // every device (cpu_reference, cpu on every Highway target, opencl) against a long-double oracle

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The OpenCL runtime: device choice, the allocation table (views at offsets), copies, streams,
 // and operators on device memory: views inside one allocation, pointers that are not device
 // memory of the handle, streams. (The operators' results are the conformance suite's business,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SwiGlu and SwiGluBackward conformance: the worked example of swiglu_backward.md, and every
 // device (cpu on every Highway target, opencl) against a long-double formula over dtypes, every
 // split dim, layouts and sizes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test-side tensors: a strided view over owned storage of any floating dtype, with element
 // access by logical index, so every layout can be filled and read the same way.
 #pragma once

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs the build into temporary directories and builds a C consumer (main.c) against each
 # install; every consumer must run. Nothing is written outside one mktemp directory.
 #  1. Relocatable: `cmake --install --prefix <dir>`; find_package(infiniop) and pkg-config.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A C program that only sees the installed headers and library. */
 #include <infiniop.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DCMAKE_INSTALL_PREFIX=... -DCMAKE_INSTALL_LIBDIR=... -DCMAKE_INSTALL_INCLUDEDIR=...
 #       -DPROJECT_VERSION=... -DPROJECT_DESCRIPTION=... -DOUTPUT=<file> -P write_pc.cmake
 # Writes infiniop.pc for that layout with the code the top-level CMakeLists.txt uses

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs a command with the cpu device capped at target $2 (INFINIOP_CPU_ISA), or exits 77 (ctest's
 # skip) when the processor's best target is already that one or lower: the uncapped run covers it.
 # $1: tests/isa/probe.c's program; the rest: the command.

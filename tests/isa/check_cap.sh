@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # INFINIOP_CPU_ISA: every valid name caps the cpu device there (or at the processor's best, when
 # that is lower), names are case-insensitive, empty means no cap, and an unknown name makes cpu
 # handle creation fail with a message listing the valid names. $1: tests/isa/probe.c's program.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Prints the target the cpu device dispatches to (after INFINIOP_CPU_ISA), or why no cpu handle
  * can be made (status and message on stderr, exit 1). */
 #include <infiniop.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Makes `import infiniop` work from a source checkout: the package lives in <repo>/python.
 
 The library itself is found by the package ($INFINIOP_LIBRARY, else <repo>/build*/).

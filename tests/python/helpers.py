@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers shared by the operator test modules (test_gelu_backward, test_swiglu, test_gelu_mul,
 test_clipped_swiglu, test_moe_finalize_routing, test_opencl): devices (and the session's opencl
 handle) and dtypes, output-type rounding (ulp, overflow), the elementwise

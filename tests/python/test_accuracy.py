@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """F32 silu / SwiGlu at least as accurate as PyTorch's own F32 path (docs/accuracy.md).
 
 On token x hidden grids of the kind vLLM's activation tests use (normal inputs), the largest

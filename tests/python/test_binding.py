@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The binding itself: library loading, prototypes, enums, Handle, TensorDescriptor, the
 GeluBackward descriptor class, argument checking, and staging through device memory."""
 

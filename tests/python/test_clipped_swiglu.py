@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ClippedSwiglu and ClippedSwigluBackward through the Python binding, on every device.
 
 Oracle: PyTorch autograd in float64 of exactly the formula of SEMANTICS.md, from the already

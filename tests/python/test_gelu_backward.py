@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GeluBackward through the Python binding, on every device, against a float64 truth.
 
 Truth: grad_output * gelu_tanh'(input) in float64 from the already rounded inputs, written in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GeluMul and GeluMulBackward through the Python binding, on every device, both approximations.
 
 Oracle: PyTorch autograd in float64 from the already rounded inputs:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """MoeFinalizeRoutingV2 and MoeFinalizeRoutingV2Grad through the Python binding, on every device
 (helpers.DEVICES: cpu, cpu_reference, opencl).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The opencl device through the binding with device memory the test manages itself: every
 operator descriptor class called with device pointers (not through the convenience functions'
 staging), on the NULL stream, on a stream of its own, and with every tensor a view at an offset

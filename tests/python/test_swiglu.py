@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SwiGlu and SwiGluBackward through the Python binding, on every device.
 
 Oracle: PyTorch autograd in float64 of the plain formula, from the already rounded inputs:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ClippedSwiglu: y <- (A, B), y = g (clamp(B) + bias), g = a sigmoid(alpha a), a = min(A, limit)
 // (common.cl's clipped_gate); the interleaved or halved split reaches the functor as two
 // operands. The attributes are ClippedSwigluAttributes (src/ops/clipped_swiglu.h): alpha, limit,

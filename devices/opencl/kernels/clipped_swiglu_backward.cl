@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ClippedSwigluBackward: (dA, dB) <- (dy, A, B); dA is 0 where A > limit, dB where B is outside
 // [-limit, limit] (the clamps' zero slopes). Attributes as clipped_swiglu.cl.
 #define NUM_OUTPUTS 2

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by every OpenCL program: the storage dtype chosen by the build options (-DSTORAGE_F32,
 // -DSTORAGE_F16 or -DSTORAGE_BF16), its loads and stores (one element, or 8 consecutive ones as
 // a float8), and the F32 maths of the activations, ported from devices/cpu/math-inl.h so that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The elementwise framework's kernels, appended after common.cl and one functor source, which
 // defines NUM_OUTPUTS, NUM_INPUTS and
 //   inline void apply(float *out, const float *in, uint16 attribute_words);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GeluBackward: grad_input <- (input, grad_output), grad_input = grad_output gelu_tanh'(input).
 #define NUM_OUTPUTS 1
 #define NUM_INPUTS 2

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // (grad1, grad2) <- (out_grad, x1, x2): grad1 = out_grad x2 gelu_erf'(x1), grad2 = out_grad
 // gelu_erf(x1).
 #define NUM_OUTPUTS 2

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MoeFinalizeRoutingV2 and its grad (src/ops/moe_finalize_routing.h has the formulas), built
 // after common.cl. Each result is summed in F32 by one work-item in a fixed order, so runs are
 // bit-identical. The forward and grad_expanded_x use the fma() steps and operand order of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // (grad1, grad2) <- (out_grad, x1, x2): grad1 = out_grad x2 silu'(x1), grad2 = out_grad silu(x1).
 #define NUM_OUTPUTS 2
 #define NUM_INPUTS 3

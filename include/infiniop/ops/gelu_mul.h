@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef INFINIOP_OPS_GELU_MUL_H
 #define INFINIOP_OPS_GELU_MUL_H
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef INFINIOP_OPS_MOE_FINALIZE_ROUTING_V2_H
 #define INFINIOP_OPS_MOE_FINALIZE_ROUTING_V2_H
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef INFINIOP_OPS_SWIGLU_BACKWARD_H
 #define INFINIOP_OPS_SWIGLU_BACKWARD_H
 

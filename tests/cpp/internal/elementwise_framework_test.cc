@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The elementwise framework below the C API: plan folding, and operands that are the two halves
 // of one tensor along a dim (what SwiGLU-style operators need), run through the reference loop.
 #include <gtest/gtest.h>
