@@ -82,18 +82,19 @@ def open_handle(device):
     return infiniop.Handle(device)
 
 
-def run_op(handle, op, arrays, num_outputs, **kwargs):
+def run_op(handle, op, arrays, num_outputs, absent=None, **kwargs):
     """op(*arrays, **kwargs) for an operator descriptor object on `handle`, with host arrays
-    (outputs first, None for absent tensors): directly on the CPU devices, whose device pointers
-    are host pointers; otherwise staged through device memory as the convenience functions do
+    (outputs first, None for absent tensors, which get the pointer `absent`: NULL, or junk an
+    operator must ignore): directly on the CPU devices, whose device pointers are host pointers;
+    otherwise staged through device memory as the convenience functions do
     (infiniop.core.run_staged), the outputs copied back only if the call succeeds."""
     if handle.host_memory:
-        return op(*arrays, **kwargs)
+        return op(*(absent if a is None else a for a in arrays), **kwargs)
     present = [i for i, a in enumerate(arrays) if a is not None]
     views = [infiniop.array_view(arrays[i]) for i in present]
 
     def run(pointers):
-        data = [None] * len(arrays)
+        data = [absent] * len(arrays)
         for i, pointer in zip(present, pointers):
             data[i] = pointer
         op(*data, **kwargs)
@@ -427,21 +428,3 @@ class JunkPointers:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def run_with_junk(handle, op, arrays, num_outputs, junk):
-    """run_op(handle, op, arrays, num_outputs) with the pointer `junk` (an int, or None for
-    NULL) in every absent slot (None in arrays) instead of NULL."""
-    if handle.host_memory:
-        return op(*(junk if a is None else a for a in arrays))
-    present = [i for i, a in enumerate(arrays) if a is not None]
-    views = [infiniop.array_view(arrays[i]) for i in present]
-
-    def run(pointers):
-        data = [junk] * len(arrays)
-        for i, pointer in zip(present, pointers):
-            data[i] = pointer
-        op(*data)
-
-    run_staged(handle, views, sum(1 for i in present if i < num_outputs), run)
-    return None

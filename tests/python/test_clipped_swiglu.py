@@ -42,7 +42,7 @@ from helpers import (f32_bound, DEVICES, LAYOUT_CASES, LAYOUT_SHAPE, NUMPY_CASES
                      TORCH_DTYPES, assert_infiniop_error, assert_matches, assert_untouched_outside,
                      expect_failure, halved, make_input, make_output, numpy_case, on,
                      random_tensor, rng_for, sentinel)
-from helpers import JunkPointers, device_handle, run_with_junk
+from helpers import JunkPointers, device_handle, run_op
 
 REL, REL_BACKWARD = f32_bound("clipped_swiglu"), f32_bound("clipped_swiglu_backward")
 EXP_FLOOR = 2.0 ** -125
@@ -401,8 +401,8 @@ def test_absent_group_index_pointer_ignored(device):
                     for pointer, name in zip(junk.pointers, junk.names):
                         y = nan_tensor(half, dtype_name)
                         x_grad = nan_tensor(shape, dtype_name)
-                        run_with_junk(handle, forward, [y, x, None], 1, pointer)
-                        run_with_junk(handle, backward, [x_grad, g, x, None], 1, pointer)
+                        run_op(handle, forward, [y, x, None], 1, absent=pointer)
+                        run_op(handle, backward, [x_grad, g, x, None], 1, absent=pointer)
                         check(y, x_grad, x.double(), g.double(), dim, SMALL_LIMIT, interleaved,
                               dtype_name, f"{what}, group_index pointer: {name}")
                         results.append((y, x_grad))

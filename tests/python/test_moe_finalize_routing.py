@@ -42,7 +42,7 @@ from infiniop import InfiniopError, Status
 
 from helpers import (DEVICES, SENTINEL, TORCH_DTYPES, assert_infiniop_error, assert_matches,
                      assert_untouched_outside, make_output, on, open_handle, rng_for, run_op)
-from helpers import JunkPointers, device_handle, run_with_junk
+from helpers import JunkPointers, device_handle
 
 U = 2.0 ** -24
 HIDDEN_SIZES = [1, 3, 17, 67]
@@ -917,7 +917,7 @@ def test_forward_ignores_absent_pointers(device):
                     results = []
                     for pointer, name in zip(junk.pointers, junk.names):
                         out = torch.full(shape, float("nan"))
-                        run_with_junk(handle, op, [out, *order], 1, pointer)
+                        run_op(handle, op, [out, *order], 1, absent=pointer)
                         check_forward(out, inputs, mode, "float32", f"{what}, absent: {name}")
                         results.append(out)
                 for out, name in zip(results[1:], junk.names[1:]):
@@ -944,7 +944,7 @@ def test_grad_ignores_absent_pointers(device):
                         for pointer, junk_name in zip(junk.pointers, junk.names):
                             gx = torch.full(gx_shape, float("nan"))
                             gs = torch.full(gs_shape, float("nan")) if with_gs else None
-                            run_with_junk(handle, op, [gx, gs, *order], 2, pointer)
+                            run_op(handle, op, [gx, gs, *order], 2, absent=pointer)
                             check_grad(gx, gs, inputs, gx_shape, "float32",
                                        f"{what}, absent: {junk_name}")
                             results.append((gx, gs))
