@@ -33,14 +33,17 @@ struct ClippedGate {
     const V a_clamped =
         hn::IfThenElse(far_left, hn::Set(d, at.alpha == 0.0f ? 0.0f : -87.0f / at.alpha), a);
     const V z_clamped = hn::IfThenElse(far_left, hn::Set(d, -87.0f), z);
-    V s, slope_of_sigmoid;
-    const V gate = TimesSigmoid(d, a_clamped, z_clamped, &s, &slope_of_sigmoid);
-    // Only an infinite a: a finite one whose alpha a overflows keeps its tiny non-zero gate.
-    const auto minus_inf = hn::And(hn::IsInf(a), hn::Lt(z, hn::Zero(d)));
-    g = hn::IfThenZeroElse(minus_inf, gate);
+    const Sigmoid<V> sigmoid(d, z_clamped);
+    // An infinite a: 0 where z < 0 (a finite one whose alpha a overflows keeps its tiny
+    // non-zero gate), else a itself (sigmoid > 0).
+    const auto infinite = hn::IsInf(a);
+    const auto minus_inf = hn::And(infinite, hn::Lt(z, hn::Zero(d)));
+    // Beside the slope's work, a s: one rounding more than the corrected quotient (math-inl.h).
+    const V gate = want_slope ? hn::Mul(a_clamped, sigmoid.s) : sigmoid.Times(d, a_clamped);
+    g = hn::IfThenElse(infinite, hn::IfThenZeroElse(minus_inf, a), gate);
     if (want_slope) {  // g'(a) = s + z s (1 - s); z s (1 - s) vanishes beyond z = 40
       const V capped = hn::Min(z_clamped, hn::Set(d, 40.0f));
-      slope = hn::IfThenZeroElse(minus_inf, hn::MulAdd(capped, slope_of_sigmoid, s));
+      slope = hn::IfThenZeroElse(minus_inf, hn::MulAdd(capped, sigmoid.Slope(), sigmoid.s));
     }
   }
   V a, b, g, slope;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Per-target functors of the gated activations: out = act(x1) * x2 and its gradient,
 // grad1 = dy * x2 * act'(x1), grad2 = dy * act(x1). SwiGlu (act = silu) and GeluMul (act = gelu,
-// erf or tanh) are instances; an Activation is `V operator()(D, V x, V *derivative) const`.
+// erf or tanh) are instances; an Activation is `V operator()(D, V x, V *derivative) const`,
+// derivative null when unwanted (math-inl.h).
 #if defined(INFINIOP_CPU_GATED_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef INFINIOP_CPU_GATED_INL_H_
 #undef INFINIOP_CPU_GATED_INL_H_
@@ -21,8 +22,7 @@ struct Gated {
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &out, V x1, V x2) const {
-    V unused;  // the derivative is dead code once inlined
-    out = hn::Mul(Activation()(d, x1, &unused), x2);
+    out = hn::Mul(Activation()(d, x1, static_cast<V *>(nullptr)), x2);
   }
 };
 

@@ -13,41 +13,61 @@ HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// exp(max(a, -87)) for a <= 0 (NaN not expected): a normal F32 in [1.6e-38, 1], within 1 ulp.
-// Cheaper than hn::Exp because it needs neither the overflow nor the subnormal range: one
-// range reduction a = n ln2 + r, |r| <= ln2/2, a degree-6 polynomial, one exponent scale.
+// exp(-a) for a in [-87, 87] (callers clamp; NaN not expected): a normal F32 in [1.6e-38,
+// 6.1e37], within 1 ulp. Cheaper than hn::Exp because it needs neither the overflow nor the
+// subnormal range: one range reduction -a = n ln2 - t, |t| <= ln2/2, a degree-6 polynomial, one
+// exponent scale. Taking -a saves the callers a negation (sigmoid's exp(-v), erf's exp(-z^2)).
 template <class D, class V>
-HWY_INLINE V ExpNonPositive(D d, V a) {
+HWY_INLINE V ExpOfMinus(D d, V a) {
   const hn::RebindToSigned<D> di;
-  a = hn::Max(a, hn::Set(d, -87.0f));
-  // n = round(a / ln2) by adding 1.5 * 2^23, whose ulp is 1: the sum's low bits are then n in
-  // two's complement, ready to shift into the exponent field.
-  const V shifter = hn::Set(d, 12582912.0f);
-  const V n_plus_shifter = hn::MulAdd(a, hn::Set(d, 1.44269504088896341f), shifter);
+  // n = round(-a / ln2) by adding 1.5 * 2^23 + 127, whose ulp is 1: the sum's low bits are then
+  // n + 127, the biased exponent of 2^n, ready to shift into the exponent field.
+  const V shifter = hn::Set(d, 12583039.0f);
+  const V n_plus_shifter = hn::NegMulAdd(a, hn::Set(d, 1.44269504088896341f), shifter);
   const V n = hn::Sub(n_plus_shifter, shifter);
-  // ln2 split in two so that n * ln2_hi is exact for |n| <= 126.
-  V r = hn::MulAdd(n, hn::Set(d, -0.693145751953125f), a);
-  r = hn::MulAdd(n, hn::Set(d, -1.428606765330187e-6f), r);
-  // e^r = 1 + r (1 + r q(r)), q fitted on Chebyshev nodes of [-ln2/2, ln2/2]. Horner down to
-  // the final 1 leaves one rounding at full weight: r (1 + r q) is below 0.35 ulp-weighted.
+  // t = a + n ln2, ln2 split in two so that n * ln2_hi is exact for |n| <= 126.
+  V t = hn::MulAdd(n, hn::Set(d, 0.693145751953125f), a);
+  t = hn::MulAdd(n, hn::Set(d, 1.428606765330187e-6f), t);
+  // e^-t = 1 - t (1 - t q(-t)), q fitted on Chebyshev nodes of [-ln2/2, ln2/2]. Horner down to
+  // the final 1 leaves one rounding at full weight: t (1 - t q) is below 0.35 ulp-weighted.
   V q = hn::Set(d, 0.0013933645095676184f);
-  q = hn::MulAdd(q, r, hn::Set(d, 0.008363175205886364f));
-  q = hn::MulAdd(q, r, hn::Set(d, 0.04166646674275398f));
-  q = hn::MulAdd(q, r, hn::Set(d, 0.16666576266288757f));
-  q = hn::MulAdd(q, r, hn::Set(d, 0.5f));
+  q = hn::MulAdd(q, t, hn::Set(d, -0.008363175205886364f));
+  q = hn::MulAdd(q, t, hn::Set(d, 0.04166646674275398f));
+  q = hn::MulAdd(q, t, hn::Set(d, -0.16666576266288757f));
+  q = hn::MulAdd(q, t, hn::Set(d, 0.5f));
   const V one = hn::Set(d, 1.0f);
-  const V p = hn::MulAdd(r, hn::MulAdd(r, q, one), one);
-  const auto exponent = hn::ShiftLeft<23>(hn::BitCast(di, n_plus_shifter));      // n << 23
-  return hn::Mul(p, hn::BitCast(d, hn::Add(exponent, hn::Set(di, 127 << 23))));  // n >= -126
+  const V p = hn::NegMulAdd(t, hn::NegMulAdd(t, q, one), one);
+  return hn::Mul(p, hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, n_plus_shifter))));
 }
 
-// 1 / y for a positive normal y within about 1 ulp (the hardware estimate, 12 bits on SSE4 and
-// AVX2, 14 on AVX-512, plus one Newton step): only ever the multiplier of a correction below,
-// where that is plenty, so no division is needed.
+// 1 / y for a positive normal y within 2^-14 (relative): enough for a multiplier whose result is
+// corrected once more (the error is then squared). AVX-512's estimate has 14 bits; AVX2's (12)
+// and NEON's (8) get a Newton step. Without an fma (SSE4, SSSE3, SCALAR) that step would round
+// its residual twice: a correctly rounded division there instead.
 template <class D, class V>
-HWY_INLINE V Reciprocal(D d, V y) {
-  const V estimate = hn::ApproximateReciprocal(y);
-  return hn::MulAdd(estimate, hn::NegMulAdd(y, estimate, hn::Set(d, 1.0f)), estimate);
+HWY_INLINE V ReciprocalEstimate(D d, V y) {
+#if HWY_NATIVE_FMA
+  V r = hn::ApproximateReciprocal(y);
+#if !(HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3)
+  r = hn::MulAdd(r, hn::NegMulAdd(y, r, hn::Set(d, 1.0f)), r);
+#endif
+  return r;
+#else
+  return hn::Div(hn::Set(d, 1.0f), y);
+#endif
+}
+
+// 1 / y from its estimate r within 0.5 ulp + 2^-27 (a Newton step whose residual 1 - y r is an
+// fma, so 1 / 1 = 1 and 1 / 2 = 1/2 come out exact); r itself where it is a division.
+template <class D, class V>
+HWY_INLINE V Reciprocal(D d, V y, V r) {
+#if HWY_NATIVE_FMA
+  return hn::MulAdd(r, hn::NegMulAdd(y, r, hn::Set(d, 1.0f)), r);
+#else
+  (void)d;
+  (void)y;
+  return r;
+#endif
 }
 
 // a b - round(a b), exactly: an fma where there is one, else Dekker's product of split halves
@@ -69,48 +89,50 @@ HWY_INLINE V ProductError(D d, V a, V b, V product) {
 #endif
 }
 
-// (n + n_lo) / (den + den_lo) for |n_lo| <= ulp(n), |den_lo| <= ulp(den), r ~ 1 / den within a
-// few ulp, to about 0.5 ulp: q = n r, corrected by the exact remainder n - q den (q den is within
-// a few ulp of n, so the subtraction is exact), so that r's last bits (rcpps, rcp14) never show
-// and no division is needed.
-template <class D, class V>
-HWY_INLINE V Quotient(D d, V n, V n_lo, V den, V den_lo, V r) {
-  const V q = hn::Mul(n, r);
-#if HWY_NATIVE_FMA
-  (void)d;
-  V remainder = hn::NegMulAdd(q, den, n);
-#else
-  const V q_den = hn::Mul(q, den);
-  V remainder = hn::Sub(hn::Sub(n, q_den), ProductError(d, q, den, q_den));
-#endif
-  remainder = hn::NegMulAdd(q, den_lo, hn::Add(remainder, n_lo));
-  return hn::MulAdd(remainder, r, q);
-}
+// sigmoid(v) = 1 / (1 + e), e = exp(-v), for v >= -87 (callers clamp there, where they also
+// clamp what multiplies sigmoid) and clamped here at 87: beyond, sigmoid is 1 or a tiny
+// 1.6e-38 rather than 0 or subnormal. `s` is within about 0.5 ulp of 1 / round(1 + e) (plus
+// e's error, damped by e / (1 + e)), so s(0) = 1/2 exactly and s = 1 wherever e < 2^-25, i.e.
+// wherever 1 is the rounded value.
+template <class V>
+struct Sigmoid {
+  template <class D>
+  HWY_INLINE Sigmoid(D d, V v)
+      : e(ExpOfMinus(d, hn::Min(v, hn::Set(d, 87.0f)))),
+        den(hn::Add(hn::Set(d, 1.0f), e)),
+        estimate(ReciprocalEstimate(d, den)),
+        s(Reciprocal(d, den, estimate)) {}
 
-// x sigmoid(v), and *s = sigmoid(v), *slope = s (1 - s), none with cancellation: with
-// e = exp(-|v|) and D = 1 + e (kept exactly as D + D_lo), sigmoid(|v|) = 1 / D and
-// sigmoid(-|v|) = e / D, each a corrected quotient, so sigmoid(0) = 1/2 exactly and sigmoid is
-// exactly 1 wherever that is the rounded value; x e enters as an exact product (x e + an fma's
-// remainder). The error is then e's (<= 1 ulp) plus one rounding. exp is clamped at exp(-87),
-// so for v < -87 s and slope are tiny (about 1.6e-38) instead of 0 or subnormal. x = +inf gives
-// +inf s. Unused results cost nothing once inlined.
-template <class D, class V>
-HWY_INLINE V TimesSigmoid(D d, V x, V v, V *s, V *slope) {
-  const V zero = hn::Zero(d), one = hn::Set(d, 1.0f);
-  const V e = ExpNonPositive(d, hn::Neg(hn::Abs(v)));
-  const V den = hn::Add(one, e);
-  const V den_lo = hn::Sub(e, hn::Sub(den, one));  // exact (Fast2Sum: 1 >= e)
-  const V r = Reciprocal(d, den);
-  const V big = Quotient(d, one, zero, den, den_lo, r);  // sigmoid(|v|), in [1/2, 1]
-  const V small = Quotient(d, e, zero, den, den_lo, r);  // sigmoid(-|v|) = 1 - big
-  const auto negative = hn::Lt(v, zero);
-  *s = hn::IfThenElse(negative, small, big);
-  *slope = hn::Mul(big, small);
-  const V xe = hn::Mul(x, e);
-  const V n = hn::IfThenElse(negative, xe, x);
-  const V n_lo = hn::IfThenElseZero(negative, ProductError(d, x, e, xe));
-  return hn::IfThenElse(hn::IsInf(x), hn::Mul(x, *s), Quotient(d, n, n_lo, den, den_lo, r));
-}
+  // s (1 - s) without cancellation, as (e s) s: e s = 1 - s is in (0, 1] for every e.
+  HWY_INLINE V Slope() const { return hn::Mul(hn::Mul(e, s), s); }
+
+  // x sigmoid(v) = x / (1 + e) within about 0.5 ulp plus e's error: 1 + e kept as den + den_lo,
+  // q = x r (r the estimate) corrected once by the exact remainder x - q (den + den_lo), so
+  // neither the rounding of 1 + e nor the estimate's shows. den - 1 is exact up to den = 2^24, and
+  // so is den_lo; beyond (v < -16.6, |silu| < 1e-6) den_lo is off by at most half an ulp of den,
+  // 2^-24 of the quotient. x = +-inf gives NaN (inf - inf in the remainder): callers restore the
+  // limits.
+  template <class D>
+  HWY_INLINE V Times(D d, V x) const {
+    const V den_lo = hn::Sub(e, hn::Sub(den, hn::Set(d, 1.0f)));
+    const V q = hn::Mul(x, estimate);
+#if HWY_NATIVE_FMA
+    V remainder = hn::NegMulAdd(q, den, x);
+    remainder = hn::NegMulAdd(q, den_lo, remainder);
+    return hn::MulAdd(remainder, estimate, q);
+#else
+    const V q_den = hn::Mul(q, den);
+    V remainder = hn::Sub(hn::Sub(x, q_den), ProductError(d, q, den, q_den));
+    // Dekker's split overflows beyond 2^100 (x or den; q is then x or tiny), where q's one
+    // rounding is all that is left to correct anyway.
+    const auto keep_product = hn::Gt(hn::Max(hn::Abs(x), den), hn::Set(d, 0x1p100f));
+    remainder = hn::NegMulAdd(q, den_lo, remainder);
+    return hn::IfThenElse(keep_product, q, hn::MulAdd(remainder, estimate, q));
+#endif
+  }
+
+  V e, den, estimate, s;
+};
 
 // `value` computed from a clamped x, with x's non-finite cases restored: 0 where x is -inf (the
 // limit of silu, gelu and their derivatives there), NaN where x is NaN.
@@ -120,21 +142,33 @@ HWY_INLINE V ZeroAtMinusInfNaNAtNaN(D d, V x, V value) {
   return hn::IfThenElse(hn::IsNaN(x), x, value);
 }
 
-// silu(x) = x sigmoid(x); returns it and sets *derivative to s + x s (1 - s) (whose zero near
+// `value` = x f(x) computed from a clamped x, with x's non-finite cases restored: 0 at -inf (the
+// limit of silu and gelu there), x itself at +inf and NaN.
+template <class D, class V>
+HWY_INLINE V ProductAtNonFinite(D d, V x, V value) {
+  return hn::IfThenElse(hn::IsFinite(x), value, hn::IfThenZeroElse(hn::Lt(x, hn::Zero(d)), x));
+}
+
+// The activations below return f(x) and, where `derivative` is not null, set *derivative to
+// f'(x). Without it the value is x sigmoid(v)'s corrected quotient (Sigmoid::Times); beside the
+// derivative's own work, which a backward operator needs, it is x s instead: one rounding more,
+// within the backward operators' bounds, and much cheaper. Constant after inlining.
+
+// silu(x) = x sigmoid(x); its derivative is s + x s (1 - s) (whose zero near
 // x = -1.2785 is where the two terms cancel). x is clamped at -87, where sigmoid's exp is clamped
 // too: below it both are tiny negative numbers (|value| < 1.5e-36) rather than x * 1.6e-38, which
 // grows with |x|; the derivative's x is capped at 40, beyond which x s (1 - s) vanishes.
 template <class D, class V>
 HWY_INLINE V Silu(D d, V input, V *derivative) {
   const V x = hn::Max(input, hn::Set(d, -87.0f));
-  V s, slope;
-  const V value = TimesSigmoid(d, x, x, &s, &slope);
+  const Sigmoid<V> sigmoid(d, x);
+  if (derivative == nullptr) return ProductAtNonFinite(d, input, sigmoid.Times(d, x));
   const V capped = hn::Min(x, hn::Set(d, 40.0f));
-  *derivative = ZeroAtMinusInfNaNAtNaN(d, input, hn::MulAdd(capped, slope, s));
-  return ZeroAtMinusInfNaNAtNaN(d, input, value);
+  *derivative = ZeroAtMinusInfNaNAtNaN(d, input, hn::MulAdd(capped, sigmoid.Slope(), sigmoid.s));
+  return ProductAtNonFinite(d, input, hn::Mul(x, sigmoid.s));
 }
 
-// gelu_tanh(x) = x sigmoid(v), v = 2u = 2a (x + b x^3); returns it and sets *derivative to
+// gelu_tanh(x) = x sigmoid(v), v = 2u = 2a (x + b x^3), and its derivative
 //   s + x v' s (1 - s),  v' = 2a (1 + 3 b x^2),
 // which never cancels for negative x (unlike 0.5 (1 + tanh u)). x is clamped at -20, where both
 // are tiny negative numbers (|error| < 2^-125 (1 + |x v'|)), and the derivative's x at +20,
@@ -147,15 +181,16 @@ HWY_INLINE V GeluTanh(D d, V input, V *derivative) {
   const V x_low = hn::Max(input, hn::Set(d, -20.0f));
   const V v =
       hn::Mul(x_low, hn::MulAdd(hn::Mul(x_low, x_low), hn::Set(d, kTwoAB), hn::Set(d, kTwoA)));
-  V s, slope;
-  const V value = TimesSigmoid(d, x_low, v, &s, &slope);
+  const Sigmoid<V> sigmoid(d, hn::Max(v, hn::Set(d, -87.0f)));
+  if (derivative == nullptr) return ProductAtNonFinite(d, input, sigmoid.Times(d, x_low));
   const V x = hn::Min(x_low, hn::Set(d, 20.0f));
   const V dv = hn::MulAdd(hn::Mul(x, x), hn::Set(d, kSixAB), hn::Set(d, kTwoA));
-  *derivative = ZeroAtMinusInfNaNAtNaN(d, input, hn::MulAdd(hn::Mul(x, dv), slope, s));
-  return ZeroAtMinusInfNaNAtNaN(d, input, value);
+  *derivative =
+      ZeroAtMinusInfNaNAtNaN(d, input, hn::MulAdd(hn::Mul(x, dv), sigmoid.Slope(), sigmoid.s));
+  return ProductAtNonFinite(d, input, hn::Mul(x_low, sigmoid.s));
 }
 
-// gelu_erf(x) = x Phi(x); returns it and sets *derivative to Phi(x) + x phi(x). Phi comes from
+// gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x). Phi comes from
 // erfc(|x| / sqrt 2) = t exp(-z^2 - 1.26551223 + t P(t)), t = 1 / (1 + z / 2) (Numerical
 // Recipes' Chebyshev fit, relative error < 1.2e-7 for every z >= 0), so the left tail keeps its
 // relative accuracy. Clamps as in GeluTanh.
@@ -177,11 +212,14 @@ HWY_INLINE V GeluErf(D d, V input, V *derivative) {
   p = hn::MulAdd(p, t, hn::Set(d, 0.37409196f));
   p = hn::MulAdd(p, t, hn::Set(d, 1.00002368f));
   p = hn::MulAdd(p, t, hn::Set(d, -1.26551223f));
-  const V half_erfc = hn::Mul(hn::Mul(t, hn::Set(d, 0.5f)), ExpNonPositive(d, hn::Sub(p, z2)));
+  const V exponent = hn::Min(hn::Sub(z2, p), hn::Set(d, 87.0f));  // z2 - p >= -2e-7
+  const V half_erfc = hn::Mul(hn::Mul(t, hn::Set(d, 0.5f)), ExpOfMinus(d, exponent));
   const V cdf =
       hn::IfThenElse(hn::Lt(x, hn::Zero(d)), half_erfc, hn::Sub(hn::Set(d, 1.0f), half_erfc));
-  const V pdf = hn::Mul(ExpNonPositive(d, hn::Neg(z2)), hn::Set(d, 0.3989422804014327f));
-  *derivative = ZeroAtMinusInfNaNAtNaN(d, input, hn::MulAdd(x, pdf, cdf));
+  const V pdf =
+      hn::Mul(ExpOfMinus(d, hn::Min(z2, hn::Set(d, 87.0f))), hn::Set(d, 0.3989422804014327f));
+  if (derivative != nullptr)
+    *derivative = ZeroAtMinusInfNaNAtNaN(d, input, hn::MulAdd(x, pdf, cdf));
   return ZeroAtMinusInfNaNAtNaN(d, input, hn::Mul(x_low, cdf));
 }
 

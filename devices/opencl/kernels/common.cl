@@ -90,55 +90,52 @@ INLINE void store8(__global storage_t *p, ulong i, float8 v) {
 #error "build with -DSTORAGE_F32, -DSTORAGE_F16 or -DSTORAGE_BF16"
 #endif
 
-// exp(max(a, -87)) for a <= 0: a normal F32 in [1.6e-38, 1], within 1 ulp (see math-inl.h).
-INLINE float exp_non_positive(float a) {
-  a = fmax(a, -87.0f);
-  const float shifter = 12582912.0f;  // 1.5 * 2^23: the sum's low bits are round(a / ln2)
-  const float n_plus_shifter = fma(a, 1.44269504088896341f, shifter);
+// exp(-a) for a in [-87, 87] (callers clamp): a normal F32 within 1 ulp (math-inl.h's
+// ExpOfMinus).
+INLINE float exp_of_minus(float a) {
+  const float shifter = 12583039.0f;  // 1.5 * 2^23 + 127: the sum's low bits are n + 127
+  const float n_plus_shifter = fma(-a, 1.44269504088896341f, shifter);
   const float n = n_plus_shifter - shifter;
-  float r = fma(n, -0.693145751953125f, a);
-  r = fma(n, -1.428606765330187e-6f, r);
+  float t = fma(n, 0.693145751953125f, a);
+  t = fma(n, 1.428606765330187e-6f, t);
   float q = 0.0013933645095676184f;
-  q = fma(q, r, 0.008363175205886364f);
-  q = fma(q, r, 0.04166646674275398f);
-  q = fma(q, r, 0.16666576266288757f);
-  q = fma(q, r, 0.5f);
-  const float p = fma(r, fma(r, q, 1.0f), 1.0f);
-  return p * as_float((as_int(n_plus_shifter) << 23) + (127 << 23));
+  q = fma(q, t, -0.008363175205886364f);
+  q = fma(q, t, 0.04166646674275398f);
+  q = fma(q, t, -0.16666576266288757f);
+  q = fma(q, t, 0.5f);
+  const float p = fma(-t, fma(-t, q, 1.0f), 1.0f);
+  return p * as_float(as_uint(n_plus_shifter) << 23);
 }
 
-// 1 / y for a positive normal y within about 1 ulp whatever the driver's division accuracy
-// (OpenCL 1.2 allows 2.5 ulp): one Newton step after the division.
-INLINE float reciprocal(float y) {
-  const float estimate = 1.0f / y;
-  return fma(estimate, fma(-y, estimate, 1.0f), estimate);
+// sigmoid(v) = 1 / (1 + e), e = exp(-v), for v >= -87 (callers clamp), clamped at 87 here
+// (math-inl.h's Sigmoid). The driver's division (OpenCL 1.2 allows 2.5 ulp) is the estimate;
+// s is one Newton step on it, so s(0) = 1/2 and s = 1 wherever 1 is the rounded value.
+typedef struct {
+  float e, den, estimate, s;
+} sigmoid_t;
+
+INLINE sigmoid_t sigmoid_of(float v) {
+  sigmoid_t g;
+  g.e = exp_of_minus(fmin(v, 87.0f));
+  g.den = 1.0f + g.e;
+  g.estimate = 1.0f / g.den;
+  g.s = fma(g.estimate, fma(-g.den, g.estimate, 1.0f), g.estimate);
+  return g;
 }
 
-// (n + n_lo) / (den + den_lo) to about 0.5 ulp, r ~ 1 / den: n r corrected by the exact
-// remainder (see math-inl.h's Quotient).
-INLINE float quotient(float n, float n_lo, float den, float den_lo, float r) {
-  const float q = n * r;
-  const float remainder = fma(-q, den_lo, fma(-q, den, n) + n_lo);
-  return fma(remainder, r, q);
+// s (1 - s) as (e s) s, without cancellation.
+INLINE float sigmoid_slope(sigmoid_t g) {
+  return (g.e * g.s) * g.s;
 }
 
-// x sigmoid(v), *s = sigmoid(v) and *slope = s (1 - s), none with cancellation; sigmoid(0) is
-// exactly 1/2 and sigmoid is exactly 1 where that is the rounded value (see math-inl.h's
-// TimesSigmoid).
-INLINE float times_sigmoid(float x, float v, float *s, float *slope) {
-  const float e = exp_non_positive(-fabs(v));
-  const float den = 1.0f + e;
-  const float den_lo = e - (den - 1.0f);  // exact: 1 >= e
-  const float r = reciprocal(den);
-  const float big = quotient(1.0f, 0.0f, den, den_lo, r);
-  const float small = quotient(e, 0.0f, den, den_lo, r);
-  const bool negative = v < 0.0f;
-  *s = negative ? small : big;
-  *slope = big * small;
-  const float xe = x * e;
-  const float n = negative ? xe : x;
-  const float n_lo = negative ? fma(x, e, -xe) : 0.0f;
-  return isinf(x) ? x * *s : quotient(n, n_lo, den, den_lo, r);
+// x sigmoid(v) = x / (1 + e) to about 0.5 ulp plus e's error: 1 + e as den + den_lo, x times
+// the estimate corrected once by the exact remainder (math-inl.h's Sigmoid::Times). NaN for
+// x = +-inf: the callers restore the limits.
+INLINE float sigmoid_times(sigmoid_t g, float x) {
+  const float den_lo = g.e - (g.den - 1.0f);
+  const float q = x * g.estimate;
+  const float remainder = fma(-q, den_lo, fma(-q, g.den, x));
+  return fma(remainder, g.estimate, q);
 }
 
 // `value` computed from a clamped x, with x's non-finite cases restored.
@@ -147,14 +144,21 @@ INLINE float zero_at_minus_inf_nan_at_nan(float x, float value) {
   return isnan(x) ? x : value;
 }
 
+// `value` = x f(x) computed from a clamped x: 0 at x = -inf, x at +inf and NaN.
+INLINE float product_at_non_finite(float x, float value) {
+  return isfinite(x) ? value : (x < 0.0f ? 0.0f : x);
+}
+
+// The activations return f(x) and, where `derivative` is not null, set *derivative to f'(x);
+// with it the value is x s, one rounding more than sigmoid_times (as in math-inl.h).
+
 // silu(x) = x sigmoid(x) and its derivative s + x s (1 - s), clamped as in math-inl.h.
 INLINE float silu(float input, float *derivative) {
   const float x = fmax(input, -87.0f);
-  float s, slope;
-  const float value = times_sigmoid(x, x, &s, &slope);
-  const float capped = fmin(x, 40.0f);
-  *derivative = zero_at_minus_inf_nan_at_nan(input, fma(capped, slope, s));
-  return zero_at_minus_inf_nan_at_nan(input, value);
+  const sigmoid_t g = sigmoid_of(x);
+  if (!derivative) return product_at_non_finite(input, sigmoid_times(g, x));
+  *derivative = zero_at_minus_inf_nan_at_nan(input, fma(fmin(x, 40.0f), sigmoid_slope(g), g.s));
+  return product_at_non_finite(input, x * g.s);
 }
 
 // gelu_tanh(x) = x sigmoid(v), v = 2a (x + b x^3), and its derivative s + x v' s (1 - s).
@@ -164,12 +168,12 @@ INLINE float gelu_tanh(float input, float *derivative) {
   const float six_ab = 3.0f * two_ab;
   const float x_low = fmax(input, -20.0f);
   const float v = x_low * fma(x_low * x_low, two_ab, two_a);
-  float s, slope;
-  const float value = times_sigmoid(x_low, v, &s, &slope);
+  const sigmoid_t g = sigmoid_of(fmax(v, -87.0f));
+  if (!derivative) return product_at_non_finite(input, sigmoid_times(g, x_low));
   const float x = fmin(x_low, 20.0f);
   const float dv = fma(x * x, six_ab, two_a);
-  *derivative = zero_at_minus_inf_nan_at_nan(input, fma(x * dv, slope, s));
-  return zero_at_minus_inf_nan_at_nan(input, value);
+  *derivative = zero_at_minus_inf_nan_at_nan(input, fma(x * dv, sigmoid_slope(g), g.s));
+  return product_at_non_finite(input, x_low * g.s);
 }
 
 // gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x); Phi from Numerical Recipes'
@@ -179,7 +183,9 @@ INLINE float gelu_erf(float input, float *derivative) {
   const float x = fmin(x_low, 20.0f);
   const float z = fabs(x) * 0.70710678118654752f;
   const float z2 = z * z;
-  const float t = reciprocal(fma(z, 0.5f, 1.0f));
+  const float y = fma(z, 0.5f, 1.0f);
+  const float t_estimate = 1.0f / y;  // the driver's (2.5 ulp), then a Newton step
+  const float t = fma(t_estimate, fma(-y, t_estimate, 1.0f), t_estimate);
   float p = 0.17087277f;
   p = fma(p, t, -0.82215223f);
   p = fma(p, t, 1.48851587f);
@@ -190,10 +196,10 @@ INLINE float gelu_erf(float input, float *derivative) {
   p = fma(p, t, 0.37409196f);
   p = fma(p, t, 1.00002368f);
   p = fma(p, t, -1.26551223f);
-  const float half_erfc = t * 0.5f * exp_non_positive(p - z2);
+  const float half_erfc = t * 0.5f * exp_of_minus(fmin(z2 - p, 87.0f));
   const float cdf = x < 0.0f ? half_erfc : 1.0f - half_erfc;
-  const float pdf = exp_non_positive(-z2) * 0.3989422804014327f;
-  *derivative = zero_at_minus_inf_nan_at_nan(input, fma(x, pdf, cdf));
+  const float pdf = exp_of_minus(fmin(z2, 87.0f)) * 0.3989422804014327f;
+  if (derivative) *derivative = zero_at_minus_inf_nan_at_nan(input, fma(x, pdf, cdf));
   return zero_at_minus_inf_nan_at_nan(input, x_low * cdf);
 }
 
@@ -213,11 +219,12 @@ INLINE clipped_gate_t clipped_gate(float alpha, float limit, float A, float B, b
   const bool far_left = z < -87.0f;
   const float a_clamped = far_left ? (alpha == 0.0f ? 0.0f : -87.0f / alpha) : c.a;
   const float z_clamped = far_left ? -87.0f : z;
-  float s, slope_of_sigmoid;
-  const float gate = times_sigmoid(a_clamped, z_clamped, &s, &slope_of_sigmoid);
-  const bool minus_inf = isinf(c.a) && z < 0.0f;  // only an infinite a has g = 0
-  c.g = minus_inf ? 0.0f : gate;
+  const sigmoid_t g = sigmoid_of(z_clamped);
+  // beside the slope's work a s, one rounding more than sigmoid_times (as in math-inl.h)
+  const float gate = want_slope ? a_clamped * g.s : sigmoid_times(g, a_clamped);
+  const bool minus_inf = isinf(c.a) && z < 0.0f;  // an infinite a: 0 where z < 0, else a
+  c.g = isinf(c.a) ? (minus_inf ? 0.0f : c.a) : gate;
   c.slope = 0.0f;
-  if (want_slope) c.slope = minus_inf ? 0.0f : fma(fmin(z_clamped, 40.0f), slope_of_sigmoid, s);
+  if (want_slope) c.slope = minus_inf ? 0.0f : fma(fmin(z_clamped, 40.0f), sigmoid_slope(g), g.s);
   return c;
 }
