@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/error.h"
 
+#include <cstdio>
+
 #include "core/dtype.h"
 
 namespace infiniop {
@@ -16,6 +18,14 @@ infiniStatus_t fail(infiniStatus_t status, std::string message) {
 infiniStatus_t succeed() {
   last_error.clear();
   return INFINI_STATUS_SUCCESS;
+}
+
+std::string misalignedMessage(const char *name, const void *p, size_t element_size) {
+  char address[2 + 2 * sizeof(uintptr_t) + 1];
+  std::snprintf(address, sizeof address, "%#jx",
+                static_cast<uintmax_t>(reinterpret_cast<uintptr_t>(p)));
+  return std::string(name) + " pointer " + address + " is not aligned to its " +
+         std::to_string(element_size) + "-byte elements";
 }
 
 }  // namespace infiniop

@@ -27,6 +27,15 @@ const char *deviceName(infiniDevice_t device) {
   return "unknown";
 }
 
+infiniStatus_t checkHandle(const char *where, infiniopHandle_t handle) {
+  if (!handle) return fail(INFINI_STATUS_NULL_POINTER, std::string(where) + ": handle is NULL");
+  std::string actual;
+  if (!isKind(handle, ObjectHeader::handleKind(), &actual))
+    return fail(INFINI_STATUS_BAD_PARAM,
+                std::string(where) + ": handle is " + actual + ", not a handle");
+  return INFINI_STATUS_SUCCESS;
+}
+
 }  // namespace infiniop
 
 using infiniop::fail;
@@ -42,7 +51,7 @@ extern "C" infiniStatus_t infiniopCreateHandle(infiniopHandle_t *handle, infiniD
       infiniop::opencl::State *state = nullptr;
       INFINIOP_CHECK(infiniop::opencl::createState(device_id, &state));
       try {
-        *handle = new InfiniopHandle{device, device_id, {}, {}, {}, state};
+        *handle = new InfiniopHandle(device, device_id, state);
       } catch (...) {
         infiniop::opencl::destroyState(state);
         throw;
@@ -63,14 +72,14 @@ extern "C" infiniStatus_t infiniopCreateHandle(infiniopHandle_t *handle, infiniD
     if (raw == INFINI_DEVICE_CPU)
       INFINIOP_CHECK(infiniop::cpu::checkIsaCap("infiniopCreateHandle"));
 #endif
-    *handle = new InfiniopHandle{device, device_id, {}, {}, {}, nullptr};
+    *handle = new InfiniopHandle(device, device_id, nullptr);
     return infiniop::succeed();
   });
 }
 
 extern "C" infiniStatus_t infiniopDestroyHandle(infiniopHandle_t handle) {
-  if (!handle) return fail(INFINI_STATUS_NULL_POINTER, "infiniopDestroyHandle: handle is NULL");
-    // Memory and streams belong to the handle, as buffers belong to an OpenCL context.
+  INFINIOP_CHECK(infiniop::checkHandle("infiniopDestroyHandle", handle));
+  // Memory and streams belong to the handle, as buffers belong to an OpenCL context.
 #if INFINIOP_WITH_OPENCL
   infiniop::opencl::destroyState(handle->opencl);
 #endif

@@ -28,10 +28,7 @@ namespace {
 
 constexpr size_t kAlignment = 64;  // a cache line: every SIMD width up to AVX-512
 
-infiniStatus_t checkHandle(const char *where, infiniopHandle_t handle) {
-  if (!handle) return fail(INFINI_STATUS_NULL_POINTER, std::string(where) + ": handle is NULL");
-  return INFINI_STATUS_SUCCESS;
-}
+using infiniop::checkHandle;
 
 infiniStatus_t checkStream(const char *where, infiniopHandle_t handle, void *stream) {
   if (!stream) return INFINI_STATUS_SUCCESS;

@@ -30,6 +30,7 @@ std::string stridesString(const std::vector<ptrdiff_t> &strides) {
 
 std::vector<ptrdiff_t> contiguousStrides(const std::vector<size_t> &shape) {
   std::vector<ptrdiff_t> strides(shape.size());
+  if (std::find(shape.begin(), shape.end(), size_t{0}) != shape.end()) return strides;  // zeros
   ptrdiff_t step = 1;
   for (size_t d = shape.size(); d-- > 0;) {
     strides[d] = step;
@@ -83,26 +84,28 @@ static infiniStatus_t createTensor(infiniopTensorDescriptor_t *desc, size_t ndim
 
   std::vector<size_t> dims(shape, shape + ndim);
   std::vector<ptrdiff_t> steps(ndim);
-  // Every element count and byte offset must fit in ptrdiff_t so that kernels can index freely.
-  const size_t limit = static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max()) / element_size;
+  // Every element count, stride and byte offset of a tensor with elements fits in ptrdiff_t
+  // with a factor 2 to spare, so that the frameworks' own arithmetic on them (an interleaved
+  // split doubles a stride; an extent ends one past its last element) cannot overflow. An empty
+  // tensor addresses nothing: its strides are not checked, and the frameworks never use them.
+  const size_t limit =
+      static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max()) / element_size / 2;
   size_t count = 1;
   const bool empty = std::find(dims.begin(), dims.end(), size_t{0}) != dims.end();
   for (size_t d = 0; d < ndim && !empty; ++d) {
-    if (count > limit / dims[d]) {
+    if (count > limit / dims[d])
       return fail(INFINI_STATUS_BAD_TENSOR_SHAPE, where + std::string("element count of shape ") +
                                                       shapeString(dims) + " overflows");
-    } else {
-      count *= dims[d];
-    }
+    count *= dims[d];
   }
   if (strides) {
     steps.assign(strides, strides + ndim);
-    // Sum of |stride| * (size - 1) bounds every offset; check it without overflowing.
-    size_t reach = 0;
+    // |stride| each, and 1 + sum of |stride| * (size - 1), bound every offset and extent.
+    size_t reach = 1;
     for (size_t d = 0; d < ndim && !empty; ++d) {
       const size_t step = steps[d] < 0 ? 0 - static_cast<size_t>(steps[d]) : steps[d];
       const size_t span = dims[d] - 1;
-      if ((span != 0 && step > limit / span) || reach > limit - step * span)
+      if (step > limit || (span != 0 && step > limit / span) || reach > limit - step * span)
         return fail(INFINI_STATUS_BAD_TENSOR_STRIDES,
                     where + std::string("strides ") + stridesString(steps) + " over shape " +
                         shapeString(dims) + " overflow byte offsets");
@@ -111,11 +114,22 @@ static infiniStatus_t createTensor(infiniopTensorDescriptor_t *desc, size_t ndim
   } else {
     steps = contiguousStrides(dims);
   }
-  *desc = new InfiniopTensorDescriptor{dtype, std::move(dims), std::move(steps)};
+  if (empty) steps.assign(ndim, 0);  // addresses nothing: no stride is ever used
+  *desc = new InfiniopTensorDescriptor(dtype, std::move(dims), std::move(steps));
   return succeed();
 }
 
 }  // namespace infiniop
+
+infiniStatus_t infiniop::checkTensor(const char *where, const char *name, const Tensor *tensor) {
+  if (!tensor)
+    return fail(INFINI_STATUS_NULL_POINTER, std::string(where) + ": " + name + " is NULL");
+  std::string actual;
+  if (!isKind(tensor, ObjectHeader::tensorKind(), &actual))
+    return fail(INFINI_STATUS_BAD_PARAM,
+                std::string(where) + ": " + name + " is " + actual + ", not a tensor descriptor");
+  return INFINI_STATUS_SUCCESS;
+}
 
 extern "C" infiniStatus_t infiniopCreateTensorDescriptor(infiniopTensorDescriptor_t *desc,
                                                          size_t ndim, const size_t *shape,
@@ -127,9 +141,7 @@ extern "C" infiniStatus_t infiniopCreateTensorDescriptor(infiniopTensorDescripto
 }
 
 extern "C" infiniStatus_t infiniopDestroyTensorDescriptor(infiniopTensorDescriptor_t desc) {
-  if (!desc)
-    return infiniop::fail(INFINI_STATUS_NULL_POINTER,
-                          "infiniopDestroyTensorDescriptor: desc is NULL");
+  INFINIOP_CHECK(infiniop::checkTensor("infiniopDestroyTensorDescriptor", "desc", desc));
   delete desc;
   return infiniop::succeed();
 }

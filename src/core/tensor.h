@@ -5,12 +5,19 @@
 #include <string>
 #include <vector>
 
+#include "core/object.h"
 #include "infiniop/tensor_descriptor.h"
 
 struct InfiniopTensorDescriptor {
+  InfiniopTensorDescriptor(infiniDtype_t t, std::vector<size_t> dims, std::vector<ptrdiff_t> steps)
+      : dtype(t), shape(std::move(dims)), strides(std::move(steps)) {}
+  ~InfiniopTensorDescriptor() { header.magic = 0; }
+
+  infiniop::ObjectHeader header{infiniop::ObjectHeader::kLive,
+                                infiniop::ObjectHeader::tensorKind()};
   infiniDtype_t dtype;
   std::vector<size_t> shape;
-  std::vector<ptrdiff_t> strides;  // in elements, never empty-sized mismatch with shape
+  std::vector<ptrdiff_t> strides;  // in elements, one per dim; zeros when there is no element
 
   size_t ndim() const { return shape.size(); }
   size_t numel() const;
@@ -20,10 +27,14 @@ namespace infiniop {
 
 using Tensor = InfiniopTensorDescriptor;
 
+// NULL_POINTER for NULL, BAD_PARAM for anything that is not a live tensor descriptor; the
+// message reads "<where>: <name> is ...".
+infiniStatus_t checkTensor(const char *where, const char *name, const Tensor *tensor);
+
 std::string shapeString(const std::vector<size_t> &shape);  // "[4,5]"
 std::string stridesString(const std::vector<ptrdiff_t> &strides);
 
-// Row-major strides of a contiguous tensor of this shape (a size-0 dim counts as 1).
+// Row-major strides of a contiguous tensor of this shape; zeros for an empty one.
 std::vector<ptrdiff_t> contiguousStrides(const std::vector<size_t> &shape);
 
 // Element offsets of the lowest and highest element relative to element [0,...,0]; {0, 0} for an

@@ -256,11 +256,11 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
                                   std::initializer_list<UserTensor> inputs, Descriptor **result,
                                   const Options &options) {
   const std::string prefix = std::string(op) + ": ";
-  if (!handle) return fail(INFINI_STATUS_NULL_POINTER, prefix + "handle is NULL");
+  INFINIOP_CHECK(checkHandle(op, handle));
   std::vector<UserTensor> users(outputs);
   users.insert(users.end(), inputs.begin(), inputs.end());
   for (const UserTensor &u : users)
-    if (!u.tensor) return fail(INFINI_STATUS_NULL_POINTER, prefix + u.name + " descriptor is NULL");
+    INFINIOP_CHECK(checkTensor(op, (std::string(u.name) + " descriptor").c_str(), u.tensor));
   if (!hasKernel(kernels, handle->device))
     return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,
                 prefix + "not available on device " + deviceName(handle->device));
@@ -304,9 +304,8 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
   if (options.attributes_size > kMaxAttributeBytes)
     return fail(INFINI_STATUS_INTERNAL_ERROR, prefix + "attributes too large");
 
-  auto desc = std::make_unique<Descriptor>();
-  desc->op_name_ = op;
-  desc->handle_ = handle;
+  auto desc = std::make_unique<Descriptor>(op);
+  desc->handle = handle;
   if (options.attributes_size)
     std::memcpy(desc->attributes_, options.attributes, options.attributes_size);
   for (int d = 0; d < options.row_dim; ++d) desc->rows_ *= iteration_shape[static_cast<size_t>(d)];
@@ -336,11 +335,11 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
     Plan plan = buildPlan(dtype, copy, 1, t.shape, false);
     std::unique_ptr<Runner> runner;
     INFINIOP_CHECK(makeRunner(op, handle, kCopyKernels, plan, &runner));
-    desc->staging_.push_back({user, desc->workspace_size_, output, plan.numel, std::move(runner)});
+    desc->staging_.push_back({user, desc->workspace_size, output, plan.numel, std::move(runner)});
     // 64-byte aligned buffers, one per staged tensor.
-    desc->workspace_size_ += (t.numel() * element_size + 63) / 64 * 64;
+    desc->workspace_size += (t.numel() * element_size + 63) / 64 * 64;
   }
-  if (desc->workspace_size_ > 0) desc->workspace_size_ += kWorkspaceAlignment - 1;  // any pointer
+  if (desc->workspace_size > 0) desc->workspace_size += kWorkspaceAlignment - 1;  // any pointer
   *result = desc.release();
   return succeed();
 }
@@ -356,12 +355,22 @@ infiniStatus_t Descriptor::calculate(void *workspace, size_t workspace_size,
   for (void *p : outputs) pointers[n++] = static_cast<char *>(p);
   for (const void *p : inputs) pointers[n++] = const_cast<char *>(static_cast<const char *>(p));
   const auto failWith = [&](infiniStatus_t status, const std::string &why) {
-    return fail(status, std::string(op_name_) + ": " + why);
+    return fail(status, std::string(name()) + ": " + why);
   };
-  for (size_t i = 0; i < n; ++i)
-    if (!pointers[i] && !layouts_[i].empty)
+  for (size_t i = 0; i < n; ++i) {
+    if (layouts_[i].empty) continue;
+    if (!pointers[i])
       return failWith(INFINI_STATUS_NULL_POINTER, layouts_[i].name + " pointer is NULL");
-  if (plan_.numel == 0) return succeed();
+    if (!isAligned(pointers[i], plan_.element_size))
+      return failWith(INFINI_STATUS_BAD_PARAM,
+                      misalignedMessage(layouts_[i].name.c_str(), pointers[i], plan_.element_size));
+  }
+  if (plan_.numel == 0) {
+    // Nothing to compute, but data that exists is still checked (group_index's counts).
+    size_t active = 0;
+    if (active_rows) INFINIOP_CHECK(active_rows(rows_, &active));
+    return succeed();
+  }
 
   // Whether user tensor i shares a byte with [lo, hi).
   const auto touches = [&](size_t i, const char *lo, const char *hi) {
@@ -386,15 +395,16 @@ infiniStatus_t Descriptor::calculate(void *workspace, size_t workspace_size,
     }
   }
 
-  if (workspace_size < workspace_size_)
+  const size_t needed = OperatorDescriptor::workspace_size;
+  if (workspace_size < needed)
     return failWith(INFINI_STATUS_INSUFFICIENT_WORKSPACE,
                     "workspace of " + std::to_string(workspace_size) + " bytes; " +
-                        std::to_string(workspace_size_) + " are needed");
+                        std::to_string(needed) + " are needed");
   char *scratch = static_cast<char *>(workspace);
-  if (workspace_size_ > 0) {
+  if (needed > 0) {
     if (!scratch) return failWith(INFINI_STATUS_NULL_POINTER, "workspace pointer is NULL");
     for (size_t i = 0; i < n; ++i)
-      if (touches(i, scratch, scratch + workspace_size_))
+      if (touches(i, scratch, scratch + needed))
         return failWith(INFINI_STATUS_BAD_TENSOR_STRIDES,
                         "the workspace overlaps " + layouts_[i].name);
   }
@@ -428,24 +438,12 @@ infiniStatus_t Descriptor::calculate(void *workspace, size_t workspace_size,
   return succeed();
 }
 
-infiniStatus_t workspaceSize(const char *op_name, const Descriptor *desc, size_t *size) {
-  if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(op_name) + ": desc is NULL");
-  if (!size) return fail(INFINI_STATUS_NULL_POINTER, std::string(op_name) + ": size is NULL");
-  *size = desc->workspaceSize();  // staging buffers only; usually 0
-  return succeed();
-}
-
-infiniStatus_t destroy(const char *op_name, Descriptor *desc) {
-  if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(op_name) + ": desc is NULL");
-  delete desc;
-  return succeed();
-}
-
-infiniStatus_t calculate(const char *op_name, const Descriptor *desc, void *workspace,
+infiniStatus_t calculate(const char *op_name, const void *public_desc, void *workspace,
                          size_t workspace_size, std::initializer_list<void *> outputs,
                          std::initializer_list<const void *> inputs, void *stream,
                          const ActiveRows &active_rows) {
-  if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(op_name) + ": desc is NULL");
+  Descriptor *desc = nullptr;
+  INFINIOP_CHECK(unwrapDescriptor(op_name, public_desc, &desc));
   return guarded(op_name, [&] {
     return desc->calculate(workspace, workspace_size, outputs, inputs, stream, active_rows);
   });

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/handle.h"
+#include "core/object.h"
 #include "core/tensor.h"
 #include "elementwise/plan.h"
 #include "elementwise/runner.h"
@@ -42,8 +43,12 @@ struct Options {
 // any write); may fail (e.g. a bad count in the data).
 using ActiveRows = std::function<infiniStatus_t(size_t rows, size_t *active)>;
 
-class Descriptor {
+class Descriptor : public OperatorDescriptor {
  public:
+  explicit Descriptor(const char *op) : OperatorDescriptor(op) {
+    destroy = [](OperatorDescriptor *base) { delete static_cast<Descriptor *>(base); };
+  }
+
   // Validates everything the C API promises (NULLs, device, dtypes, shapes, output overlap) and
   // builds the plan. `attributes` is copied; it must be trivially copyable.
   static infiniStatus_t create(infiniopHandle_t handle, const char *op_name,
@@ -60,10 +65,7 @@ class Descriptor {
                            std::initializer_list<const void *> inputs, void *stream,
                            const ActiveRows &active_rows = nullptr) const;
 
-  const char *name() const { return op_name_; }
-  infiniopHandle_t handle() const { return handle_; }
   const Plan &plan() const { return plan_; }
-  size_t workspaceSize() const { return workspace_size_; }
 
  private:
   struct Layout {  // a user tensor as the aliasing checks need it
@@ -74,8 +76,6 @@ class Descriptor {
     bool empty = false;
   };
 
-  const char *op_name_ = "";
-  infiniopHandle_t handle_ = nullptr;
   std::unique_ptr<Runner> runner_;
   Plan plan_;
   size_t rows_ = 1;  // with Options::row_dim: rows of the iteration shape
@@ -89,30 +89,28 @@ class Descriptor {
     std::unique_ptr<Runner> copy;  // operands: destination, source
   };
   std::vector<Staging> staging_;
-  size_t workspace_size_ = 0;
   std::vector<Layout> layouts_;  // outputs, then inputs
   int num_user_outputs_ = 0;
   alignas(16) unsigned char attributes_[kMaxAttributeBytes] = {};
 };
 
-// The public descriptor types are opaque handles to Descriptor.
-template <class Public>
-Descriptor *unwrap(Public desc) {
-  return reinterpret_cast<Descriptor *>(desc);
-}
-
-// The C ABI functions shared by every elementwise operator (typed wrappers are one line each).
-infiniStatus_t workspaceSize(const char *op_name, const Descriptor *desc, size_t *size);
-infiniStatus_t destroy(const char *op_name, Descriptor *desc);
+// The C ABI functions shared by every elementwise operator (typed wrappers are one line each);
+// `desc` is the public pointer, checked to be an `op_name` descriptor.
 // Creates and stores into *desc_ptr (checked for NULL) the public handle type.
 template <class Public>
 infiniStatus_t createInto(Public *desc_ptr, infiniopHandle_t handle, const char *op_name,
                           const KernelTable &kernels, std::initializer_list<UserTensor> outputs,
                           std::initializer_list<UserTensor> inputs, const Options &options = {});
-infiniStatus_t calculate(const char *op_name, const Descriptor *desc, void *workspace,
+infiniStatus_t calculate(const char *op_name, const void *desc, void *workspace,
                          size_t workspace_size, std::initializer_list<void *> outputs,
                          std::initializer_list<const void *> inputs, void *stream,
                          const ActiveRows &active_rows = nullptr);
+inline infiniStatus_t workspaceSize(const char *op_name, const void *desc, size_t *size) {
+  return descriptorWorkspaceSize(op_name, desc, size);
+}
+inline infiniStatus_t destroy(const char *op_name, void *desc) {
+  return destroyDescriptor(op_name, desc);
+}
 
 infiniStatus_t failNullDescriptorPointer(const char *op_name);
 
@@ -124,7 +122,7 @@ infiniStatus_t createInto(Public *desc_ptr, infiniopHandle_t handle, const char 
   Descriptor *desc = nullptr;
   const infiniStatus_t status =
       Descriptor::create(handle, op_name, kernels, outputs, inputs, &desc, options);
-  if (status == INFINI_STATUS_SUCCESS) *desc_ptr = reinterpret_cast<Public>(desc);
+  if (status == INFINI_STATUS_SUCCESS) publishDescriptor(desc_ptr, desc);
   return status;
 }
 

@@ -27,19 +27,25 @@ constexpr const char *kBackward = "ClippedSwigluBackward";
 constexpr ew::KernelTable kForwardKernels = INFINIOP_KERNEL_TABLE(clipped_swiglu);
 constexpr ew::KernelTable kBackwardKernels = INFINIOP_KERNEL_TABLE(clipped_swiglu_backward);
 
-// The elementwise descriptor, and where group_index's counts are when there is one.
-struct ClippedDescriptor {
-  std::unique_ptr<ew::Descriptor> elementwise;
+// Where group_index's counts are, when there is one.
+struct Groups {
   bool has_groups = false;
   size_t group_count = 0;
   ptrdiff_t group_stride = 1;  // in elements
+};
+
+// The elementwise descriptor (of the same kind, so calls pass its check too) and the groups.
+struct ClippedDescriptor : infiniop::OperatorDescriptor {
+  using OperatorDescriptor::OperatorDescriptor;
+  std::unique_ptr<ew::Descriptor> elementwise;
+  Groups groups;
 };
 
 // Everything validated from the attributes and group_index before the tensors are looked at.
 struct Setup {
   int split = 0;
   infiniop::ClippedSwigluAttributes attributes{};
-  ClippedDescriptor groups;
+  Groups groups;
 };
 
 infiniStatus_t prepare(const char *op, infiniopTensorDescriptor_t x,
@@ -58,6 +64,7 @@ infiniStatus_t prepare(const char *op, infiniopTensorDescriptor_t x,
                 prefix + "bias " + std::to_string(bias) + " is not finite");
   setup->attributes = {alpha, limit, bias};
   if (!group_index) return INFINI_STATUS_SUCCESS;
+  INFINIOP_CHECK(infiniop::checkTensor(op, "group_index descriptor", group_index));
   if (group_index->dtype != INFINI_DTYPE_I64)
     return fail(INFINI_STATUS_BAD_TENSOR_DTYPE, prefix + "group_index has dtype " +
                                                     infiniop::dtypeName(group_index->dtype) +
@@ -84,39 +91,33 @@ infiniStatus_t finish(Public *desc_ptr, infiniopHandle_t handle, const char *op,
   ew::Descriptor *elementwise = nullptr;
   INFINIOP_CHECK(
       ew::Descriptor::create(handle, op, kernels, outputs, inputs, &elementwise, options));
-  auto desc = std::make_unique<ClippedDescriptor>(std::move(setup.groups));
-  desc->elementwise.reset(elementwise);
-  *desc_ptr = reinterpret_cast<Public>(desc.release());
-  return infiniop::succeed();
-}
-
-template <class Public>
-ClippedDescriptor *unwrap(Public desc) {
-  return reinterpret_cast<ClippedDescriptor *>(desc);
-}
-
-infiniStatus_t workspaceSize(const char *op, const ClippedDescriptor *desc, size_t *size) {
-  return ew::workspaceSize(op, desc ? desc->elementwise.get() : nullptr, size);
-}
-
-infiniStatus_t destroy(const char *op, ClippedDescriptor *desc) {
-  if (!desc) return ew::destroy(op, nullptr);
-  delete desc;
+  std::unique_ptr<ew::Descriptor> inner(elementwise);
+  auto desc = std::make_unique<ClippedDescriptor>(op);
+  desc->handle = handle;
+  desc->workspace_size = inner->workspace_size;
+  desc->elementwise = std::move(inner);
+  desc->groups = setup.groups;
+  infiniop::publishDescriptor(desc_ptr, desc.release());
   return infiniop::succeed();
 }
 
 // Rows to compute: min(sum of the counts, rows), read before anything is written.
-infiniStatus_t activeRows(const char *op, const ClippedDescriptor &desc, const void *group_index,
+infiniStatus_t activeRows(const char *op, const ClippedDescriptor &clipped, const void *group_index,
                           void *stream, size_t rows, size_t *active) {
+  const Groups &desc = clipped.groups;
   if (!group_index && desc.group_count > 0)
     return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": group_index pointer is NULL");
+  if (desc.group_count > 0 && !infiniop::isAligned(group_index, sizeof(int64_t)))
+    return fail(INFINI_STATUS_BAD_PARAM,
+                std::string(op) + ": " +
+                    infiniop::misalignedMessage("group_index", group_index, sizeof(int64_t)));
   // The counts' span, read to the host (a copy on the CPU devices, a blocking read on OpenCL).
   const ptrdiff_t reach =
       desc.group_count ? desc.group_stride * static_cast<ptrdiff_t>(desc.group_count - 1) : 0;
   const ptrdiff_t lowest = std::min<ptrdiff_t>(0, reach);
   std::vector<int64_t> span(static_cast<size_t>(std::abs(reach)) + 1);
   if (desc.group_count > 0)
-    INFINIOP_CHECK(infiniop::readForCheck(op, desc.elementwise->handle(), stream,
+    INFINIOP_CHECK(infiniop::readForCheck(op, clipped.handle, stream,
                                           static_cast<const int64_t *>(group_index) + lowest,
                                           span.size() * sizeof(int64_t), span.data()));
   size_t sum = 0;
@@ -132,13 +133,14 @@ infiniStatus_t activeRows(const char *op, const ClippedDescriptor &desc, const v
   return INFINI_STATUS_SUCCESS;
 }
 
-infiniStatus_t calculate(const char *op, const ClippedDescriptor *desc, void *workspace,
+infiniStatus_t calculate(const char *op, const void *public_desc, void *workspace,
                          size_t workspace_size, std::initializer_list<void *> outputs,
                          std::initializer_list<const void *> inputs, const void *group_index,
                          void *stream) {
-  if (!desc) return ew::calculate(op, nullptr, workspace, workspace_size, outputs, inputs, stream);
+  ClippedDescriptor *desc = nullptr;
+  INFINIOP_CHECK(infiniop::unwrapDescriptor(op, public_desc, &desc));
   ew::ActiveRows rows = nullptr;
-  if (desc->has_groups)
+  if (desc->groups.has_groups)
     rows = [&](size_t total, size_t *active) {
       return activeRows(op, *desc, group_index, stream, total, active);
     };
@@ -162,20 +164,19 @@ extern "C" infiniStatus_t infiniopCreateClippedSwigluDescriptor(
 
 extern "C" infiniStatus_t infiniopGetClippedSwigluWorkspaceSize(
     infiniopClippedSwigluDescriptor_t desc, size_t *size) {
-  return workspaceSize(kForward, unwrap(desc), size);
+  return infiniop::descriptorWorkspaceSize(kForward, desc, size);
 }
 
 extern "C" infiniStatus_t infiniopClippedSwiglu(infiniopClippedSwigluDescriptor_t desc,
                                                 void *workspace, size_t workspace_size, void *y,
                                                 const void *x, const void *group_index,
                                                 void *stream) {
-  return calculate(kForward, unwrap(desc), workspace, workspace_size, {y}, {x}, group_index,
-                   stream);
+  return calculate(kForward, desc, workspace, workspace_size, {y}, {x}, group_index, stream);
 }
 
 extern "C" infiniStatus_t infiniopDestroyClippedSwigluDescriptor(
     infiniopClippedSwigluDescriptor_t desc) {
-  return destroy(kForward, unwrap(desc));
+  return infiniop::destroyDescriptor(kForward, desc);
 }
 
 extern "C" infiniStatus_t infiniopCreateClippedSwigluBackwardDescriptor(
@@ -195,17 +196,17 @@ extern "C" infiniStatus_t infiniopCreateClippedSwigluBackwardDescriptor(
 
 extern "C" infiniStatus_t infiniopGetClippedSwigluBackwardWorkspaceSize(
     infiniopClippedSwigluBackwardDescriptor_t desc, size_t *size) {
-  return workspaceSize(kBackward, unwrap(desc), size);
+  return infiniop::descriptorWorkspaceSize(kBackward, desc, size);
 }
 
 extern "C" infiniStatus_t infiniopClippedSwigluBackward(
     infiniopClippedSwigluBackwardDescriptor_t desc, void *workspace, size_t workspace_size,
     void *x_grad, const void *y_grad, const void *x, const void *group_index, void *stream) {
-  return calculate(kBackward, unwrap(desc), workspace, workspace_size, {x_grad}, {y_grad, x},
-                   group_index, stream);
+  return calculate(kBackward, desc, workspace, workspace_size, {x_grad}, {y_grad, x}, group_index,
+                   stream);
 }
 
 extern "C" infiniStatus_t infiniopDestroyClippedSwigluBackwardDescriptor(
     infiniopClippedSwigluBackwardDescriptor_t desc) {
-  return destroy(kBackward, unwrap(desc));
+  return infiniop::destroyDescriptor(kBackward, desc);
 }

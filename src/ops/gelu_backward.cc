@@ -24,18 +24,18 @@ extern "C" infiniStatus_t infiniopCreateGeluBackwardDescriptor(
 
 extern "C" infiniStatus_t infiniopGetGeluBackwardWorkspaceSize(
     infiniopGeluBackwardDescriptor_t desc, size_t *size) {
-  return ew::workspaceSize(kName, ew::unwrap(desc), size);
+  return ew::workspaceSize(kName, desc, size);
 }
 
 extern "C" infiniStatus_t infiniopGeluBackward(infiniopGeluBackwardDescriptor_t desc,
                                                void *workspace, size_t workspace_size,
                                                void *grad_input, const void *input,
                                                const void *grad_output, void *stream) {
-  return ew::calculate(kName, ew::unwrap(desc), workspace, workspace_size, {grad_input},
-                       {input, grad_output}, stream);
+  return ew::calculate(kName, desc, workspace, workspace_size, {grad_input}, {input, grad_output},
+                       stream);
 }
 
 extern "C" infiniStatus_t infiniopDestroyGeluBackwardDescriptor(
     infiniopGeluBackwardDescriptor_t desc) {
-  return ew::destroy(kName, ew::unwrap(desc));
+  return ew::destroy(kName, desc);
 }

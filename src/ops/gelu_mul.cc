@@ -55,18 +55,17 @@ extern "C" infiniStatus_t infiniopCreateGeluMulDescriptor(infiniopHandle_t handl
 
 extern "C" infiniStatus_t infiniopGetGeluMulWorkspaceSize(infiniopGeluMulDescriptor_t desc,
                                                           size_t *size) {
-  return ew::workspaceSize(kForward, ew::unwrap(desc), size);
+  return ew::workspaceSize(kForward, desc, size);
 }
 
 extern "C" infiniStatus_t infiniopGeluMul(infiniopGeluMulDescriptor_t desc, void *workspace,
                                           size_t workspace_size, void *out, const void *input,
                                           void *stream) {
-  return ew::calculate(kForward, ew::unwrap(desc), workspace, workspace_size, {out}, {input},
-                       stream);
+  return ew::calculate(kForward, desc, workspace, workspace_size, {out}, {input}, stream);
 }
 
 extern "C" infiniStatus_t infiniopDestroyGeluMulDescriptor(infiniopGeluMulDescriptor_t desc) {
-  return ew::destroy(kForward, ew::unwrap(desc));
+  return ew::destroy(kForward, desc);
 }
 
 extern "C" infiniStatus_t infiniopCreateGeluMulBackwardDescriptor(
@@ -87,18 +86,18 @@ extern "C" infiniStatus_t infiniopCreateGeluMulBackwardDescriptor(
 
 extern "C" infiniStatus_t infiniopGetGeluMulBackwardWorkspaceSize(
     infiniopGeluMulBackwardDescriptor_t desc, size_t *size) {
-  return ew::workspaceSize(kBackward, ew::unwrap(desc), size);
+  return ew::workspaceSize(kBackward, desc, size);
 }
 
 extern "C" infiniStatus_t infiniopGeluMulBackward(infiniopGeluMulBackwardDescriptor_t desc,
                                                   void *workspace, size_t workspace_size,
                                                   void *input_grad, const void *out_grad,
                                                   const void *input, void *stream) {
-  return ew::calculate(kBackward, ew::unwrap(desc), workspace, workspace_size, {input_grad},
-                       {out_grad, input}, stream);
+  return ew::calculate(kBackward, desc, workspace, workspace_size, {input_grad}, {out_grad, input},
+                       stream);
 }
 
 extern "C" infiniStatus_t infiniopDestroyGeluMulBackwardDescriptor(
     infiniopGeluMulBackwardDescriptor_t desc) {
-  return ew::destroy(kBackward, ew::unwrap(desc));
+  return ew::destroy(kBackward, desc);
 }

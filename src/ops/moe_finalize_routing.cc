@@ -123,6 +123,7 @@ class Checker {
   // A float tensor (if present) of the call's dtype, which the first one sets.
   infiniStatus_t floating(const char *name, const Tensor *t) {
     if (!t) return INFINI_STATUS_SUCCESS;
+    INFINIOP_CHECK(infiniop::checkTensor(op_.c_str(), name, t));
     if (!infiniop::isFloatStorage(t->dtype))
       return fail(INFINI_STATUS_BAD_TENSOR_DTYPE, std::string(name) + " has dtype " +
                                                       infiniop::dtypeName(t->dtype) +
@@ -138,7 +139,9 @@ class Checker {
     return INFINI_STATUS_SUCCESS;
   }
   infiniStatus_t index(const char *name, const Tensor *t) const {
-    if (!t || t->dtype == INFINI_DTYPE_I32) return INFINI_STATUS_SUCCESS;
+    if (!t) return INFINI_STATUS_SUCCESS;
+    INFINIOP_CHECK(infiniop::checkTensor(op_.c_str(), name, t));
+    if (t->dtype == INFINI_DTYPE_I32) return INFINI_STATUS_SUCCESS;
     return fail(
         INFINI_STATUS_BAD_TENSOR_DTYPE,
         std::string(name) + " has dtype " + infiniop::dtypeName(t->dtype) + "; I32 is required");
@@ -200,6 +203,10 @@ infiniStatus_t checkOperands(const char *op, const std::vector<Operand> &operand
     }
     if (!o.data && o.numel > 0)
       return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": " + o.name + " pointer is NULL");
+    if (o.numel > 0 && !infiniop::isAligned(o.data, o.element_size))
+      return fail(
+          INFINI_STATUS_BAD_PARAM,
+          std::string(op) + ": " + infiniop::misalignedMessage(o.name, o.data, o.element_size));
     extents.push_back({o.name, o.data, o.span, o.element_size, o.numel});
   }
   return gather::checkNoOverlap(op, extents.data(), extents.size(), num_outputs);
@@ -213,8 +220,8 @@ Operand floatOperand(const char *name, const void *data, const View &view, size_
 
 // ---- forward ----
 
-struct ForwardDescriptor {
-  infiniopHandle_t handle;
+struct ForwardDescriptor : infiniop::OperatorDescriptor {
+  ForwardDescriptor() : OperatorDescriptor(kForward) {}
   std::unique_ptr<moe::ForwardRunner> runner;
   moe::ForwardPlan plan;
   bool drop_pad;  // modes 1 and 3: -1 is a dropped token
@@ -227,7 +234,7 @@ infiniStatus_t createForward(infiniopHandle_t handle,
                              const Tensor *expert_index, int64_t mode) {
   Checker check(kForward);
   INFINIOP_CHECK(check.required("desc_ptr", desc_ptr));
-  INFINIOP_CHECK(check.required("handle", handle));
+  INFINIOP_CHECK(infiniop::checkHandle(kForward, handle));
   INFINIOP_CHECK(check.required("out descriptor", out));
   INFINIOP_CHECK(check.required("expanded_x descriptor", expanded_x));
   INFINIOP_CHECK(check.required("expanded_row_idx descriptor", row_index));
@@ -293,7 +300,7 @@ infiniStatus_t createForward(infiniopHandle_t handle,
   plan.row_index = gather::flatIndexView(row_index, R, K, /*column_major=*/mode <= 1);
   plan.expert_index = gather::tableIndexView(bias ? expert_index : nullptr);
   INFINIOP_CHECK(kForwardKernels[handle->device](handle, plan, &desc->runner));
-  *desc_ptr = reinterpret_cast<infiniopMoeFinalizeRoutingV2Descriptor_t>(desc.release());
+  infiniop::publishDescriptor(desc_ptr, desc.release());
   return infiniop::succeed();
 }
 
@@ -314,7 +321,7 @@ infiniStatus_t runForward(const ForwardDescriptor *desc, size_t workspace_size,
       {"expert_idx", data.expert_index, p.expert_index.present, p.expert_index.span, 4, RK},
   };
   INFINIOP_CHECK(checkOperands(kForward, operands, 1));
-  if (p.tokens * H == 0) return infiniop::succeed();
+  // The index data is checked whenever it exists, even where there is nothing to compute.
   HostIndex row_index, expert_index;
   INFINIOP_CHECK(row_index.read(kForward, desc->handle, stream, p.row_index, data.row_index));
   INFINIOP_CHECK(gather::checkIndexRange(kForward, "expanded_row_idx", p.row_index,
@@ -326,14 +333,15 @@ infiniStatus_t runForward(const ForwardDescriptor *desc, size_t workspace_size,
     INFINIOP_CHECK(gather::checkIndexRange(kForward, "expert_idx", p.expert_index,
                                            expert_index.data(), 0,
                                            static_cast<int64_t>(p.bias.rows)));
+  if (p.tokens * H == 0) return infiniop::succeed();
   INFINIOP_CHECK(desc->runner->run(data, row_index.data(), stream));
   return infiniop::succeed();
 }
 
 // ---- grad ----
 
-struct GradDescriptor {
-  infiniopHandle_t handle;
+struct GradDescriptor : infiniop::OperatorDescriptor {
+  GradDescriptor() : OperatorDescriptor(kGrad) {}
   std::unique_ptr<moe::GradRunner> runner;
   moe::GradPlan plan;
   bool drop_pad;
@@ -348,7 +356,7 @@ infiniStatus_t createGrad(infiniopHandle_t handle,
                           int64_t expert_capacity) {
   Checker check(kGrad);
   INFINIOP_CHECK(check.required("desc_ptr", desc_ptr));
-  INFINIOP_CHECK(check.required("handle", handle));
+  INFINIOP_CHECK(infiniop::checkHandle(kGrad, handle));
   INFINIOP_CHECK(check.required("grad_expanded_x descriptor", grad_expanded_x));
   INFINIOP_CHECK(check.required("grad_y descriptor", grad_y));
   INFINIOP_CHECK(check.required("expanded_row_idx descriptor", row_index));
@@ -434,7 +442,8 @@ infiniStatus_t createGrad(infiniopHandle_t handle,
   if (handle->device == INFINI_DEVICE_CPU || handle->device == INFINI_DEVICE_OPENCL)
     plan.workspace_size = gather::inverseWorkspaceBytes(plan.grad_expanded_x.rows, R * K);
   INFINIOP_CHECK(kGradKernels[handle->device](handle, plan, &desc->runner));
-  *desc_ptr = reinterpret_cast<infiniopMoeFinalizeRoutingV2GradDescriptor_t>(desc.release());
+  desc->workspace_size = plan.workspace_size;
+  infiniop::publishDescriptor(desc_ptr, desc.release());
   return infiniop::succeed();
 }
 
@@ -466,7 +475,7 @@ infiniStatus_t runGrad(const GradDescriptor *desc, size_t workspace_size, const 
                 std::string(kGrad) + ": workspace of " + std::to_string(workspace_size) +
                     " bytes; " + std::to_string(p.workspace_size) + " are needed");
   INFINIOP_CHECK(checkOperands(kGrad, operands, 2));
-  if (expanded_numel == 0 && (!p.grad_scales.present || RK == 0)) return infiniop::succeed();
+  // The index data is checked whenever it exists, even where there is nothing to compute.
   HostIndex row_index, expert_index;
   INFINIOP_CHECK(row_index.read(kGrad, desc->handle, stream, p.row_index, data.row_index));
   INFINIOP_CHECK(gather::checkIndexRange(
@@ -476,24 +485,11 @@ infiniStatus_t runGrad(const GradDescriptor *desc, size_t workspace_size, const 
   if (p.expert_index.present)
     INFINIOP_CHECK(gather::checkIndexRange(kGrad, "expert_idx", p.expert_index, expert_index.data(),
                                            0, static_cast<int64_t>(p.bias.rows)));
+  if (expanded_numel == 0 && (!p.grad_scales.present || RK == 0)) return infiniop::succeed();
   INFINIOP_CHECK(desc->runner->run(data, row_index.data(), stream));
   return infiniop::succeed();
 }
 
-template <class Descriptor, class Public>
-infiniStatus_t destroy(const char *op, Public desc) {
-  if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": desc is NULL");
-  delete reinterpret_cast<Descriptor *>(desc);
-  return infiniop::succeed();
-}
-
-template <class Public>
-infiniStatus_t workspaceSize(const char *op, Public desc, size_t *size, size_t bytes) {
-  if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": desc is NULL");
-  if (!size) return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": size is NULL");
-  *size = bytes;
-  return infiniop::succeed();
-}
 }  // namespace
 
 extern "C" infiniStatus_t infiniopCreateMoeFinalizeRoutingV2Descriptor(
@@ -511,7 +507,7 @@ extern "C" infiniStatus_t infiniopCreateMoeFinalizeRoutingV2Descriptor(
 
 extern "C" infiniStatus_t infiniopGetMoeFinalizeRoutingV2WorkspaceSize(
     infiniopMoeFinalizeRoutingV2Descriptor_t desc, size_t *size) {
-  return workspaceSize(kForward, desc, size, 0);
+  return infiniop::descriptorWorkspaceSize(kForward, desc, size);
 }
 
 extern "C" infiniStatus_t infiniopMoeFinalizeRoutingV2(
@@ -519,10 +515,11 @@ extern "C" infiniStatus_t infiniopMoeFinalizeRoutingV2(
     void *out, const void *expanded_x, const void *expanded_row_idx, const void *x1, const void *x2,
     const void *bias, const void *scales, const void *expert_idx, void *stream) {
   (void)workspace;
-  if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(kForward) + ": desc is NULL");
+  ForwardDescriptor *d = nullptr;
+  INFINIOP_CHECK(infiniop::unwrapDescriptor(kForward, desc, &d));
   return infiniop::guarded(kForward, [&] {
     return runForward(
-        reinterpret_cast<const ForwardDescriptor *>(desc), workspace_size,
+        d, workspace_size,
         {out, expanded_x, x1, x2, bias, scales, static_cast<const int32_t *>(expanded_row_idx),
          static_cast<const int32_t *>(expert_idx)},
         stream);
@@ -531,7 +528,7 @@ extern "C" infiniStatus_t infiniopMoeFinalizeRoutingV2(
 
 extern "C" infiniStatus_t infiniopDestroyMoeFinalizeRoutingV2Descriptor(
     infiniopMoeFinalizeRoutingV2Descriptor_t desc) {
-  return destroy<ForwardDescriptor>(kForward, desc);
+  return infiniop::destroyDescriptor(kForward, desc);
 }
 
 extern "C" infiniStatus_t infiniopCreateMoeFinalizeRoutingV2GradDescriptor(
@@ -550,9 +547,7 @@ extern "C" infiniStatus_t infiniopCreateMoeFinalizeRoutingV2GradDescriptor(
 
 extern "C" infiniStatus_t infiniopGetMoeFinalizeRoutingV2GradWorkspaceSize(
     infiniopMoeFinalizeRoutingV2GradDescriptor_t desc, size_t *size) {
-  return workspaceSize(
-      kGrad, desc, size,
-      desc ? reinterpret_cast<const GradDescriptor *>(desc)->plan.workspace_size : 0);
+  return infiniop::descriptorWorkspaceSize(kGrad, desc, size);
 }
 
 extern "C" infiniStatus_t infiniopMoeFinalizeRoutingV2Grad(
@@ -560,9 +555,9 @@ extern "C" infiniStatus_t infiniopMoeFinalizeRoutingV2Grad(
     void *grad_expanded_x, void *grad_scales, const void *grad_y, const void *expanded_row_idx,
     const void *expanded_x, const void *scales, const void *expert_idx, const void *bias,
     void *stream) {
-  if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(kGrad) + ": desc is NULL");
+  GradDescriptor *d = nullptr;
+  INFINIOP_CHECK(infiniop::unwrapDescriptor(kGrad, desc, &d));
   return infiniop::guarded(kGrad, [&] {
-    const auto *d = reinterpret_cast<const GradDescriptor *>(desc);
     return runGrad(d, workspace_size,
                    {grad_expanded_x, d->plan.grad_scales.present ? grad_scales : nullptr, grad_y,
                     expanded_x, scales, bias, static_cast<const int32_t *>(expanded_row_idx),
@@ -573,5 +568,5 @@ extern "C" infiniStatus_t infiniopMoeFinalizeRoutingV2Grad(
 
 extern "C" infiniStatus_t infiniopDestroyMoeFinalizeRoutingV2GradDescriptor(
     infiniopMoeFinalizeRoutingV2GradDescriptor_t desc) {
-  return destroy<GradDescriptor>(kGrad, desc);
+  return infiniop::destroyDescriptor(kGrad, desc);
 }

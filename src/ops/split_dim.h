@@ -13,9 +13,7 @@ namespace infiniop {
 inline infiniStatus_t normalizeSplitDim(const char *op, const char *tensor_name,
                                         infiniopTensorDescriptor_t tensor, int64_t dim,
                                         int *normalized) {
-  if (!tensor)
-    return fail(INFINI_STATUS_NULL_POINTER,
-                std::string(op) + ": " + tensor_name + " descriptor is NULL");
+  INFINIOP_CHECK(checkTensor(op, (std::string(tensor_name) + " descriptor").c_str(), tensor));
   const auto ndim = static_cast<int64_t>(tensor->ndim());
   if (dim < -ndim || dim >= ndim)
     return fail(INFINI_STATUS_BAD_PARAM, std::string(op) + ": dim " + std::to_string(dim) +

@@ -30,17 +30,17 @@ extern "C" infiniStatus_t infiniopCreateSwiGluDescriptor(infiniopHandle_t handle
 
 extern "C" infiniStatus_t infiniopGetSwiGluWorkspaceSize(infiniopSwiGluDescriptor_t desc,
                                                          size_t *size) {
-  return ew::workspaceSize(kForward, ew::unwrap(desc), size);
+  return ew::workspaceSize(kForward, desc, size);
 }
 
 extern "C" infiniStatus_t infiniopSwiGlu(infiniopSwiGluDescriptor_t desc, void *workspace,
                                          size_t workspace_size, void *y, const void *x,
                                          void *stream) {
-  return ew::calculate(kForward, ew::unwrap(desc), workspace, workspace_size, {y}, {x}, stream);
+  return ew::calculate(kForward, desc, workspace, workspace_size, {y}, {x}, stream);
 }
 
 extern "C" infiniStatus_t infiniopDestroySwiGluDescriptor(infiniopSwiGluDescriptor_t desc) {
-  return ew::destroy(kForward, ew::unwrap(desc));
+  return ew::destroy(kForward, desc);
 }
 
 extern "C" infiniStatus_t infiniopCreateSwiGluBackwardDescriptor(
@@ -59,18 +59,17 @@ extern "C" infiniStatus_t infiniopCreateSwiGluBackwardDescriptor(
 
 extern "C" infiniStatus_t infiniopGetSwiGluBackwardWorkspaceSize(
     infiniopSwiGluBackwardDescriptor_t desc, size_t *size) {
-  return ew::workspaceSize(kBackward, ew::unwrap(desc), size);
+  return ew::workspaceSize(kBackward, desc, size);
 }
 
 extern "C" infiniStatus_t infiniopSwiGluBackward(infiniopSwiGluBackwardDescriptor_t desc,
                                                  void *workspace, size_t workspace_size,
                                                  void *x_grad, const void *y_grad, const void *x,
                                                  void *stream) {
-  return ew::calculate(kBackward, ew::unwrap(desc), workspace, workspace_size, {x_grad},
-                       {y_grad, x}, stream);
+  return ew::calculate(kBackward, desc, workspace, workspace_size, {x_grad}, {y_grad, x}, stream);
 }
 
 extern "C" infiniStatus_t infiniopDestroySwiGluBackwardDescriptor(
     infiniopSwiGluBackwardDescriptor_t desc) {
-  return ew::destroy(kBackward, ew::unwrap(desc));
+  return ew::destroy(kBackward, desc);
 }

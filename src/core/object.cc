@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/object.h"
+
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+
+namespace infiniop {
+
+namespace {
+constexpr const char *kHandleKind = "handle";
+constexpr const char *kTensorKind = "tensor descriptor";
+}  // namespace
+
+const char *ObjectHeader::handleKind() {
+  return kHandleKind;
+}
+const char *ObjectHeader::tensorKind() {
+  return kTensorKind;
+}
+
+bool isKind(const void *object, const char *kind, std::string *actual) {
+  ObjectHeader header;
+  std::memcpy(&header, object, sizeof header);
+  if (header.magic != ObjectHeader::kLive || !header.kind) {
+    *actual = "not a live infiniop object (never created, or destroyed)";
+    return false;
+  }
+  if (std::strcmp(header.kind, kind) == 0) return true;
+  const bool op = std::strcmp(header.kind, kHandleKind) && std::strcmp(header.kind, kTensorKind);
+  *actual = std::string("a ") + header.kind + (op ? " descriptor" : "");
+  return false;
+}
+
+infiniStatus_t checkedDescriptor(const char *op, const void *desc, OperatorDescriptor **result) {
+  if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": desc is NULL");
+  std::string actual;
+  if (!isKind(desc, op, &actual))
+    return fail(INFINI_STATUS_BAD_PARAM,
+                std::string(op) + ": desc is " + actual + ", not a " + op + " descriptor");
+  *result = static_cast<OperatorDescriptor *>(const_cast<void *>(desc));
+  return INFINI_STATUS_SUCCESS;
+}
+
+infiniStatus_t descriptorWorkspaceSize(const char *op, const void *desc, size_t *size) {
+  OperatorDescriptor *base = nullptr;
+  INFINIOP_CHECK(checkedDescriptor(op, desc, &base));
+  if (!size) return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": size is NULL");
+  *size = base->workspace_size;
+  return succeed();
+}
+
+infiniStatus_t destroyDescriptor(const char *op, void *desc) {
+  OperatorDescriptor *base = nullptr;
+  INFINIOP_CHECK(checkedDescriptor(op, desc, &base));
+  base->destroy(base);
+  return succeed();
+}
+
+}  // namespace infiniop
