@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: Apache-2.0
+// What MoeFinalizeRoutingV2 and its grad share: the device tables, and the checks of the
+// contract (at creation: NULLs, device, dtypes, shapes; per call: pointers, alignment, overlap,
+// index values read to the host), with messages prefixed by the operator's name.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/handle.h"
+#include "core/tensor.h"
+#include "ops/moe_finalize_routing.h"
+#if INFINIOP_WITH_OPENCL
+#include "opencl/moe_finalize_routing.h"
+#endif
+
+namespace infiniop::moe_checks {
+using infiniop::fail;
+using infiniop::Tensor;
+namespace gather = infiniop::gather;
+namespace moe = infiniop::moe;
+
+inline constexpr const char *kForward = "MoeFinalizeRoutingV2";
+inline constexpr const char *kGrad = "MoeFinalizeRoutingV2Grad";
+
+// The CPU devices' runners: their kernel function on the plan, synchronously (no streams).
+template <class Runner, class Plan, class Data, void (*kernel)(const Plan &, const Data &)>
+class HostRunner final : public Runner {
+ public:
+  explicit HostRunner(const Plan &plan) : plan_(plan) {}
+  infiniStatus_t run(const Data &data, const int32_t *, void *) const override {
+    kernel(plan_, data);
+    return INFINI_STATUS_SUCCESS;
+  }
+
+ private:
+  Plan plan_;
+};
+template <moe::ForwardKernel kernel>
+infiniStatus_t hostForward(infiniopHandle_t, const moe::ForwardPlan &plan,
+                           std::unique_ptr<moe::ForwardRunner> *runner) {
+  *runner =
+      std::make_unique<HostRunner<moe::ForwardRunner, moe::ForwardPlan, moe::ForwardData, kernel>>(
+          plan);
+  return INFINI_STATUS_SUCCESS;
+}
+template <moe::GradKernel kernel>
+infiniStatus_t hostGrad(infiniopHandle_t, const moe::GradPlan &plan,
+                        std::unique_ptr<moe::GradRunner> *runner) {
+  *runner =
+      std::make_unique<HostRunner<moe::GradRunner, moe::GradPlan, moe::GradData, kernel>>(plan);
+  return INFINI_STATUS_SUCCESS;
+}
+
+#if INFINIOP_WITH_CPU
+#define INFINIOP_MOE_CPU(host, name) host<::infiniop::cpu::name>
+#else
+#define INFINIOP_MOE_CPU(host, name) nullptr
+#endif
+#if INFINIOP_WITH_OPENCL
+#define INFINIOP_MOE_OPENCL(name) ::infiniop::opencl::name
+#else
+#define INFINIOP_MOE_OPENCL(name) nullptr
+#endif
+// Indexed by infiniDevice_t: CPU, OPENCL, CPU_REFERENCE.
+inline constexpr moe::ForwardFactory kForwardKernels[] = {
+    INFINIOP_MOE_CPU(hostForward, moeFinalizeRouting), INFINIOP_MOE_OPENCL(makeMoeForwardRunner),
+    hostForward<infiniop::cpu_reference::moeFinalizeRouting>};
+inline constexpr moe::GradFactory kGradKernels[] = {
+    INFINIOP_MOE_CPU(hostGrad, moeFinalizeRoutingGrad), INFINIOP_MOE_OPENCL(makeMoeGradRunner),
+    hostGrad<infiniop::cpu_reference::moeFinalizeRoutingGrad>};
+
+// An index tensor as the host checks (and the OpenCL grad inverts) it: on the CPU devices the
+// data itself; on OpenCL a copy of its span, read once the work queued before on the stream is
+// done (API.md lets a call wait for such a check before it writes anything).
+class HostIndex {
+ public:
+  infiniStatus_t read(const char *op, infiniopHandle_t handle, void *stream,
+                      const gather::IndexView &view, const int32_t *data) {
+    base_ = data;
+    if (handle->device != INFINI_DEVICE_OPENCL || !view.present || view.rows * view.cols == 0)
+      return INFINI_STATUS_SUCCESS;
+    // span.lowest <= 0 <= span.highest: element 0 lies at copy_[-lowest].
+    copy_.resize(static_cast<size_t>(view.span.highest - view.span.lowest + 1));
+    INFINIOP_CHECK(infiniop::readForCheck(op, handle, stream, data + view.span.lowest,
+                                          copy_.size() * sizeof(int32_t), copy_.data()));
+    base_ = copy_.data() - view.span.lowest;
+    return INFINI_STATUS_SUCCESS;
+  }
+  // Read through the view: view.at(data(), r, c).
+  const int32_t *data() const { return base_; }
+
+ private:
+  std::vector<int32_t> copy_;
+  const int32_t *base_ = nullptr;
+};
+
+// The checks every descriptor makes, with messages prefixed by the operator's name.
+class Checker {
+ public:
+  explicit Checker(const char *op) : op_(op) {}
+
+  infiniStatus_t fail(infiniStatus_t status, const std::string &what) const {
+    return infiniop::fail(status, op_ + ": " + what);
+  }
+  infiniStatus_t required(const char *name, const void *p) const {
+    return p ? INFINI_STATUS_SUCCESS
+             : fail(INFINI_STATUS_NULL_POINTER, std::string(name) + " is NULL");
+  }
+  template <class Kernel>
+  infiniStatus_t device(infiniopHandle_t handle, const Kernel (&kernels)[3]) const {
+    const int device = static_cast<int>(handle->device);
+    if (device < 0 || device >= 3 || !kernels[device])
+      return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,
+                  std::string("not available on device ") + infiniop::deviceName(handle->device));
+    return INFINI_STATUS_SUCCESS;
+  }
+  // A float tensor (if present) of the call's dtype, which the first one sets.
+  infiniStatus_t floating(const char *name, const Tensor *t) {
+    if (!t) return INFINI_STATUS_SUCCESS;
+    INFINIOP_CHECK(infiniop::checkTensor(op_.c_str(), name, t));
+    if (!infiniop::isFloatStorage(t->dtype))
+      return fail(INFINI_STATUS_BAD_TENSOR_DTYPE, std::string(name) + " has dtype " +
+                                                      infiniop::dtypeName(t->dtype) +
+                                                      "; F32, F16 or BF16 is required");
+    if (dtype_ == INFINI_DTYPE_INVALID) {
+      dtype_ = t->dtype;
+      dtype_source_ = name;
+    } else if (t->dtype != dtype_) {
+      return fail(INFINI_STATUS_BAD_TENSOR_DTYPE,
+                  std::string(name) + " has dtype " + infiniop::dtypeName(t->dtype) + " but " +
+                      dtype_source_ + " has " + infiniop::dtypeName(dtype_));
+    }
+    return INFINI_STATUS_SUCCESS;
+  }
+  infiniStatus_t index(const char *name, const Tensor *t) const {
+    if (!t) return INFINI_STATUS_SUCCESS;
+    INFINIOP_CHECK(infiniop::checkTensor(op_.c_str(), name, t));
+    if (t->dtype == INFINI_DTYPE_I32) return INFINI_STATUS_SUCCESS;
+    return fail(
+        INFINI_STATUS_BAD_TENSOR_DTYPE,
+        std::string(name) + " has dtype " + infiniop::dtypeName(t->dtype) + "; I32 is required");
+  }
+  infiniStatus_t rank(const char *name, const Tensor *t, size_t ndim, const char *layout) const {
+    if (!t || t->ndim() == ndim) return INFINI_STATUS_SUCCESS;
+    return fail(
+        INFINI_STATUS_BAD_TENSOR_SHAPE,
+        std::string(name) + " shape " + infiniop::shapeString(t->shape) + " must be " + layout);
+  }
+  infiniStatus_t shape(const char *name, const Tensor *t, const std::vector<size_t> &expected,
+                       const char *why) const {
+    if (!t || t->shape == expected) return INFINI_STATUS_SUCCESS;
+    return fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
+                std::string(name) + " shape " + infiniop::shapeString(t->shape) + " should be " +
+                    infiniop::shapeString(expected) + " " + why);
+  }
+  infiniStatus_t output(const char *name, const Tensor *t) const {
+    if (!t || !infiniop::hasSelfOverlap(t->shape, t->strides)) return INFINI_STATUS_SUCCESS;
+    return fail(INFINI_STATUS_BAD_TENSOR_STRIDES,
+                std::string("output ") + name + " (shape " + infiniop::shapeString(t->shape) +
+                    ", strides " + infiniop::stridesString(t->strides) +
+                    ") has overlapping elements");
+  }
+  // Positions of expanded_row_idx are int32 values and workspace entries.
+  infiniStatus_t positions(size_t tokens, size_t topk) const {
+    if (topk == 0 || tokens <= static_cast<size_t>(std::numeric_limits<int32_t>::max()) / topk)
+      return INFINI_STATUS_SUCCESS;
+    return fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
+                std::to_string(tokens) + " x " + std::to_string(topk) +
+                    " routed tokens exceed what INT32 indices can address");
+  }
+  infiniDtype_t dtype() const { return dtype_; }
+
+ private:
+  std::string op_;
+  infiniDtype_t dtype_ = INFINI_DTYPE_INVALID;
+  const char *dtype_source_ = "";
+};
+
+// One tensor of a call for the per-call checks: pointer and overlap.
+struct Operand {
+  const char *name;
+  const void *data;
+  bool present;  // its descriptor was given and the kernel uses it
+  infiniop::ElementSpan span;
+  size_t element_size;
+  size_t numel;
+};
+
+// NULL data pointers, then outputs (the first `num_outputs`) overlapping anything else.
+inline infiniStatus_t checkOperands(const char *op, const std::vector<Operand> &operands,
+                                    size_t num_outputs) {
+  std::vector<gather::Extent> extents;
+  for (const Operand &o : operands) {
+    if (!o.present) {
+      extents.push_back({o.name, nullptr, {}, 0, 0});
+      continue;
+    }
+    if (!o.data && o.numel > 0)
+      return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": " + o.name + " pointer is NULL");
+    if (o.numel > 0 && !infiniop::isAligned(o.data, o.element_size))
+      return fail(
+          INFINI_STATUS_BAD_PARAM,
+          std::string(op) + ": " + infiniop::misalignedMessage(o.name, o.data, o.element_size));
+    extents.push_back({o.name, o.data, o.span, o.element_size, o.numel});
+  }
+  return gather::checkNoOverlap(op, extents.data(), extents.size(), num_outputs);
+}
+
+template <class View>
+Operand floatOperand(const char *name, const void *data, const View &view, size_t element_size,
+                     size_t numel) {
+  return {name, data, view.present, view.span, element_size, numel};
+}
+
+}  // namespace infiniop::moe_checks

@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: Apache-2.0
+// MoeFinalizeRoutingV2Grad: the C ABI, the descriptor and its checks (shared ones in
+// ops/moe_checks.h), all made before the kernel writes anything.
+#include "infiniop/ops/moe_finalize_routing_v2_grad.h"
+#include "ops/moe_checks.h"
+
+namespace {
+using namespace infiniop::moe_checks;  // NOLINT: this file's own helpers
+using infiniop::fail;
+using infiniop::Tensor;
+namespace gather = infiniop::gather;
+namespace moe = infiniop::moe;
+
+// ---- grad ----
+
+struct GradDescriptor : infiniop::OperatorDescriptor {
+  GradDescriptor() : OperatorDescriptor(kGrad) {}
+  std::unique_ptr<moe::GradRunner> runner;
+  moe::GradPlan plan;
+  bool drop_pad;
+};
+
+infiniStatus_t createGrad(infiniopHandle_t handle,
+                          infiniopMoeFinalizeRoutingV2GradDescriptor_t *desc_ptr,
+                          const Tensor *grad_expanded_x, const Tensor *grad_scales,
+                          const Tensor *grad_y, const Tensor *row_index, const Tensor *expanded_x,
+                          const Tensor *scales, const Tensor *expert_index, const Tensor *bias,
+                          int64_t mode, int64_t active_num, int64_t expert_num,
+                          int64_t expert_capacity) {
+  Checker check(kGrad);
+  INFINIOP_CHECK(check.required("desc_ptr", desc_ptr));
+  INFINIOP_CHECK(infiniop::checkHandle(kGrad, handle));
+  INFINIOP_CHECK(check.required("grad_expanded_x descriptor", grad_expanded_x));
+  INFINIOP_CHECK(check.required("grad_y descriptor", grad_y));
+  INFINIOP_CHECK(check.required("expanded_row_idx descriptor", row_index));
+  INFINIOP_CHECK(check.device(handle, kGradKernels));
+  if (mode != 0 && mode != 1)
+    return check.fail(INFINI_STATUS_BAD_PARAM,
+                      "drop_pad_mode " + std::to_string(mode) + " is not 0 or 1");
+  const bool drop_pad = mode == 1;
+  if (!drop_pad && active_num < 0)
+    return check.fail(INFINI_STATUS_BAD_PARAM,
+                      "active_num " + std::to_string(active_num) + " is negative");
+  if (drop_pad && (expert_num <= 0 || expert_capacity <= 0))
+    return check.fail(INFINI_STATUS_BAD_PARAM,
+                      "expert_num " + std::to_string(expert_num) + " and expert_capacity " +
+                          std::to_string(expert_capacity) + " must be > 0 in drop_pad_mode 1");
+  if (drop_pad && expert_num > std::numeric_limits<int32_t>::max() / expert_capacity + 1)
+    return check.fail(INFINI_STATUS_BAD_PARAM,
+                      "expert_num x expert_capacity exceeds what INT32 indices can address");
+  if (scales && !expanded_x)
+    return check.fail(INFINI_STATUS_BAD_PARAM, "scales are given without expanded_x");
+  if (bias && !expert_index)
+    return check.fail(INFINI_STATUS_BAD_PARAM, "bias is given without expert_idx");
+  // grad_scales is written only with scales; without them it is ignored, whatever it is.
+  if (!scales) grad_scales = nullptr;
+  for (auto [name, t] : {std::pair{"grad_y", grad_y},
+                         {"grad_expanded_x", grad_expanded_x},
+                         {"grad_scales", grad_scales},
+                         {"expanded_x", expanded_x},
+                         {"scales", scales},
+                         {"bias", bias}})
+    INFINIOP_CHECK(check.floating(name, t));
+  INFINIOP_CHECK(check.index("expanded_row_idx", row_index));
+  INFINIOP_CHECK(check.index("expert_idx", expert_index));
+
+  INFINIOP_CHECK(check.rank("grad_y", grad_y, 2, "(R, H)"));
+  INFINIOP_CHECK(check.rank("scales", scales, 2, "(R, K)"));
+  INFINIOP_CHECK(check.rank("expanded_row_idx", row_index, 1, "(R*K)"));
+  const size_t R = grad_y->shape[0], H = grad_y->shape[1];
+  const size_t K = scales ? scales->shape[1] : 1;
+  INFINIOP_CHECK(check.positions(R, K));
+  INFINIOP_CHECK(check.shape("scales", scales, {R, K}, "(R, K), R from grad_y"));
+  INFINIOP_CHECK(check.shape("grad_scales", grad_scales, {R, K}, "(scales' shape)"));
+  INFINIOP_CHECK(check.shape("expanded_row_idx", row_index, {R * K},
+                             scales ? "(R*K, K from scales)" : "(R: without scales K = 1)"));
+  INFINIOP_CHECK(check.shape("expert_idx", expert_index, {R, K}, "(R, K)"));
+  std::vector<size_t> expanded_shape;
+  if (drop_pad) {
+    expanded_shape = {static_cast<size_t>(expert_num), static_cast<size_t>(expert_capacity), H};
+  } else {
+    const size_t RK = R * K;
+    const auto active = static_cast<size_t>(active_num);
+    expanded_shape = {active > 0 && active < RK ? active : RK, H};
+  }
+  const char *why = drop_pad ? "(expert_num, expert_capacity, H)"
+                             : "(rows, H), rows = active_num if 0 < active_num < R*K, else R*K";
+  INFINIOP_CHECK(check.shape("grad_expanded_x", grad_expanded_x, expanded_shape, why));
+  INFINIOP_CHECK(check.shape("expanded_x", expanded_x, expanded_shape, why));
+  INFINIOP_CHECK(check.rank("bias", bias, 2, "(E, H)"));
+  if (bias) {
+    const size_t experts = drop_pad ? expanded_shape[0] : bias->shape[0];
+    INFINIOP_CHECK(check.shape("bias", bias, {experts, H},
+                               drop_pad ? "(expert_num, H)" : "(E, H), H from grad_y"));
+  }
+  INFINIOP_CHECK(check.output("grad_expanded_x", grad_expanded_x));
+  INFINIOP_CHECK(check.output("grad_scales", grad_scales));
+
+  auto desc = std::make_unique<GradDescriptor>();
+  desc->handle = handle;
+  desc->drop_pad = drop_pad;
+  moe::GradPlan &plan = desc->plan;
+  plan.dtype = check.dtype();
+  plan.tokens = R;
+  plan.topk = K;
+  plan.hidden = H;
+  plan.grad_expanded_x = gather::rowView(grad_expanded_x);
+  plan.grad_y = gather::rowView(grad_y);
+  plan.expanded_x = gather::rowView(scales ? expanded_x : nullptr);
+  plan.bias = gather::rowView(bias);
+  plan.scales = gather::tableView(scales);
+  plan.grad_scales = gather::tableView(grad_scales);
+  plan.row_index = gather::flatIndexView(row_index, R, K, /*column_major=*/false);
+  plan.expert_index = gather::tableIndexView(bias ? expert_index : nullptr);
+  if (handle->device == INFINI_DEVICE_CPU || handle->device == INFINI_DEVICE_OPENCL)
+    plan.workspace_size = gather::inverseWorkspaceBytes(plan.grad_expanded_x.rows, R * K);
+  INFINIOP_CHECK(kGradKernels[handle->device](handle, plan, &desc->runner));
+  desc->workspace_size = plan.workspace_size;
+  infiniop::publishDescriptor(desc_ptr, desc.release());
+  return infiniop::succeed();
+}
+
+infiniStatus_t runGrad(const GradDescriptor *desc, size_t workspace_size, const moe::GradData &data,
+                       void *stream) {
+  const moe::GradPlan &p = desc->plan;
+  const size_t bytes = infiniop::dtypeSize(p.dtype);
+  const size_t RK = p.tokens * p.topk, H = p.hidden;
+  const size_t expanded_numel = p.grad_expanded_x.rows * H;
+  const std::vector<Operand> operands = {
+      floatOperand("grad_expanded_x", data.grad_expanded_x, p.grad_expanded_x, bytes,
+                   expanded_numel),
+      floatOperand("grad_scales", data.grad_scales, p.grad_scales, bytes, RK),
+      floatOperand("grad_y", data.grad_y, p.grad_y, bytes, p.tokens * H),
+      {"expanded_row_idx", data.row_index, true, p.row_index.span, 4, RK},
+      floatOperand("expanded_x", data.expanded_x, p.expanded_x, bytes, expanded_numel),
+      floatOperand("scales", data.scales, p.scales, bytes, RK),
+      {"expert_idx", data.expert_index, p.expert_index.present, p.expert_index.span, 4, RK},
+      floatOperand("bias", data.bias, p.bias, bytes, p.bias.rows * H),
+      {"the workspace",
+       data.workspace,
+       p.workspace_size > 0,
+       {0, static_cast<ptrdiff_t>(p.workspace_size) - 1},
+       1,
+       p.workspace_size},
+  };
+  if (workspace_size < p.workspace_size)
+    return fail(INFINI_STATUS_INSUFFICIENT_WORKSPACE,
+                std::string(kGrad) + ": workspace of " + std::to_string(workspace_size) +
+                    " bytes; " + std::to_string(p.workspace_size) + " are needed");
+  INFINIOP_CHECK(checkOperands(kGrad, operands, 2));
+  // The index data is checked whenever it exists, even where there is nothing to compute.
+  HostIndex row_index, expert_index;
+  INFINIOP_CHECK(row_index.read(kGrad, desc->handle, stream, p.row_index, data.row_index));
+  INFINIOP_CHECK(gather::checkIndexRange(
+      kGrad, "expanded_row_idx", p.row_index, row_index.data(), desc->drop_pad ? -1 : 0,
+      static_cast<int64_t>(desc->drop_pad ? p.grad_expanded_x.rows : RK)));
+  INFINIOP_CHECK(expert_index.read(kGrad, desc->handle, stream, p.expert_index, data.expert_index));
+  if (p.expert_index.present)
+    INFINIOP_CHECK(gather::checkIndexRange(kGrad, "expert_idx", p.expert_index, expert_index.data(),
+                                           0, static_cast<int64_t>(p.bias.rows)));
+  if (expanded_numel == 0 && (!p.grad_scales.present || RK == 0)) return infiniop::succeed();
+  INFINIOP_CHECK(desc->runner->run(data, row_index.data(), stream));
+  return infiniop::succeed();
+}
+
+}  // namespace
+
+extern "C" infiniStatus_t infiniopCreateMoeFinalizeRoutingV2GradDescriptor(
+    infiniopHandle_t handle, infiniopMoeFinalizeRoutingV2GradDescriptor_t *desc_ptr,
+    infiniopTensorDescriptor_t grad_expanded_x_desc, infiniopTensorDescriptor_t grad_scales_desc,
+    infiniopTensorDescriptor_t grad_y_desc, infiniopTensorDescriptor_t expanded_row_idx_desc,
+    infiniopTensorDescriptor_t expanded_x_desc, infiniopTensorDescriptor_t scales_desc,
+    infiniopTensorDescriptor_t expert_idx_desc, infiniopTensorDescriptor_t bias_desc,
+    int64_t drop_pad_mode, int64_t active_num, int64_t expert_num, int64_t expert_capacity) {
+  return infiniop::guarded(kGrad, [&] {
+    return createGrad(handle, desc_ptr, grad_expanded_x_desc, grad_scales_desc, grad_y_desc,
+                      expanded_row_idx_desc, expanded_x_desc, scales_desc, expert_idx_desc,
+                      bias_desc, drop_pad_mode, active_num, expert_num, expert_capacity);
+  });
+}
+
+extern "C" infiniStatus_t infiniopGetMoeFinalizeRoutingV2GradWorkspaceSize(
+    infiniopMoeFinalizeRoutingV2GradDescriptor_t desc, size_t *size) {
+  return infiniop::descriptorWorkspaceSize(kGrad, desc, size);
+}
+
+extern "C" infiniStatus_t infiniopMoeFinalizeRoutingV2Grad(
+    infiniopMoeFinalizeRoutingV2GradDescriptor_t desc, void *workspace, size_t workspace_size,
+    void *grad_expanded_x, void *grad_scales, const void *grad_y, const void *expanded_row_idx,
+    const void *expanded_x, const void *scales, const void *expert_idx, const void *bias,
+    void *stream) {
+  GradDescriptor *d = nullptr;
+  INFINIOP_CHECK(infiniop::unwrapDescriptor(kGrad, desc, &d));
+  return infiniop::guarded(kGrad, [&] {
+    return runGrad(d, workspace_size,
+                   {grad_expanded_x, d->plan.grad_scales.present ? grad_scales : nullptr, grad_y,
+                    expanded_x, scales, bias, static_cast<const int32_t *>(expanded_row_idx),
+                    static_cast<const int32_t *>(expert_idx), workspace},
+                   stream);
+  });
+}
+
+extern "C" infiniStatus_t infiniopDestroyMoeFinalizeRoutingV2GradDescriptor(
+    infiniopMoeFinalizeRoutingV2GradDescriptor_t desc) {
+  return infiniop::destroyDescriptor(kGrad, desc);
+}
