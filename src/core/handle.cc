@@ -71,6 +71,11 @@ extern "C" infiniStatus_t infiniopCreateHandle(infiniopHandle_t *handle, infiniD
 #if INFINIOP_WITH_CPU
     if (raw == INFINI_DEVICE_CPU)
       INFINIOP_CHECK(infiniop::cpu::checkIsaCap("infiniopCreateHandle"));
+#else
+    if (raw == INFINI_DEVICE_CPU)
+      return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,
+                  "infiniopCreateHandle: device type cpu is not supported by this build "
+                  "(-DINFINIOP_WITH_CPU=OFF)");
 #endif
     *handle = new InfiniopHandle(device, device_id, nullptr);
     return infiniop::succeed();

@@ -98,9 +98,21 @@ TEST(TensorDescriptor, RejectsUnknownDtypeAndNulls) {
   EXPECT_EQ(infiniopDestroyTensorDescriptor(nullptr), INFINI_STATUS_NULL_POINTER);
 }
 
+// The host device every build has: cpu, or cpu_reference in a build without it.
+#if INFINIOP_WITH_CPU
+constexpr infiniDevice_t kHostDevice = INFINI_DEVICE_CPU;
+#else
+constexpr infiniDevice_t kHostDevice = INFINI_DEVICE_CPU_REFERENCE;
+#endif
+
 TEST(Handle, CpuDevicesAndErrors) {
   infiniopHandle_t handle = nullptr;
-  for (infiniDevice_t device : {INFINI_DEVICE_CPU, INFINI_DEVICE_CPU_REFERENCE}) {
+#if !INFINIOP_WITH_CPU
+  EXPECT_EQ(infiniopCreateHandle(&handle, INFINI_DEVICE_CPU, 0),
+            INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED);
+  EXPECT_NE(std::string(infiniopGetLastError()).find("INFINIOP_WITH_CPU"), std::string::npos);
+#endif
+  for (infiniDevice_t device : {kHostDevice, INFINI_DEVICE_CPU_REFERENCE}) {
     ASSERT_EQ(infiniopCreateHandle(&handle, device, 0), INFINI_STATUS_SUCCESS);
     EXPECT_EQ(infiniopDestroyHandle(handle), INFINI_STATUS_SUCCESS);
     EXPECT_EQ(infiniopCreateHandle(&handle, device, 1), INFINI_STATUS_DEVICE_NOT_FOUND);
@@ -112,13 +124,13 @@ TEST(Handle, CpuDevicesAndErrors) {
 #endif
   EXPECT_EQ(infiniopCreateHandle(&handle, static_cast<infiniDevice_t>(7), 0),
             INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED);
-  EXPECT_EQ(infiniopCreateHandle(nullptr, INFINI_DEVICE_CPU, 0), INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(infiniopCreateHandle(nullptr, kHostDevice, 0), INFINI_STATUS_NULL_POINTER);
   EXPECT_EQ(infiniopDestroyHandle(nullptr), INFINI_STATUS_NULL_POINTER);
 }
 
 TEST(Runtime, MallocCopyFreeStreams) {
   infiniopHandle_t handle = nullptr;
-  ASSERT_EQ(infiniopCreateHandle(&handle, INFINI_DEVICE_CPU, 0), INFINI_STATUS_SUCCESS);
+  ASSERT_EQ(infiniopCreateHandle(&handle, kHostDevice, 0), INFINI_STATUS_SUCCESS);
   void *device = nullptr;
   ASSERT_EQ(infiniopMalloc(handle, &device, 100), INFINI_STATUS_SUCCESS);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(device) % 64, 0u);
