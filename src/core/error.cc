@@ -20,12 +20,16 @@ infiniStatus_t succeed() {
   return INFINI_STATUS_SUCCESS;
 }
 
-std::string misalignedMessage(const char *name, const void *p, size_t element_size) {
+infiniStatus_t checkAligned(const char *where, const char *name, const void *p,
+                            size_t element_size) {
+  if (element_size == 0 || reinterpret_cast<uintptr_t>(p) % element_size == 0)
+    return INFINI_STATUS_SUCCESS;
   char address[2 + 2 * sizeof(uintptr_t) + 1];
   std::snprintf(address, sizeof address, "%#jx",
                 static_cast<uintmax_t>(reinterpret_cast<uintptr_t>(p)));
-  return std::string(name) + " pointer " + address + " is not aligned to its " +
-         std::to_string(element_size) + "-byte elements";
+  return fail(INFINI_STATUS_BAD_PARAM, std::string(where) + ": " + name + " pointer " + address +
+                                           " is not aligned to its " +
+                                           std::to_string(element_size) + "-byte elements");
 }
 
 }  // namespace infiniop

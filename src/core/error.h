@@ -15,12 +15,10 @@ infiniStatus_t fail(infiniStatus_t status, std::string message);
 // Clears the last error and returns SUCCESS: the tail of every successful public call.
 infiniStatus_t succeed();
 
-// Whether a data pointer is aligned to its element size, as API.md requires of every pointer
-// to tensor data; and the message for one that is not ("x pointer 0x... is not aligned ...").
-inline bool isAligned(const void *p, size_t element_size) {
-  return element_size == 0 || reinterpret_cast<uintptr_t>(p) % element_size == 0;
-}
-std::string misalignedMessage(const char *name, const void *p, size_t element_size);
+// BAD_PARAM ("<where>: x pointer 0x... is not aligned to its 4-byte elements") unless a data
+// pointer is aligned to its element size, as every pointer to tensor data must be.
+infiniStatus_t checkAligned(const char *where, const char *name, const void *p,
+                            size_t element_size);
 
 // Runs a public entry point body: converts escaping C++ exceptions into statuses, because none
 // may cross the C ABI.

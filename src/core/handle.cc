@@ -28,12 +28,7 @@ const char *deviceName(infiniDevice_t device) {
 }
 
 infiniStatus_t checkHandle(const char *where, infiniopHandle_t handle) {
-  if (!handle) return fail(INFINI_STATUS_NULL_POINTER, std::string(where) + ": handle is NULL");
-  std::string actual;
-  if (!isKind(handle, ObjectHeader::handleKind(), &actual))
-    return fail(INFINI_STATUS_BAD_PARAM,
-                std::string(where) + ": handle is " + actual + ", not a handle");
-  return INFINI_STATUS_SUCCESS;
+  return checkObject(where, "handle", handle, ObjectHeader::handleKind(), "a handle");
 }
 
 }  // namespace infiniop

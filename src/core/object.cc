@@ -33,12 +33,19 @@ bool isKind(const void *object, const char *kind, std::string *actual) {
   return false;
 }
 
-infiniStatus_t checkedDescriptor(const char *op, const void *desc, OperatorDescriptor **result) {
-  if (!desc) return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": desc is NULL");
+infiniStatus_t checkObject(const char *where, const char *name, const void *object,
+                           const char *kind, const std::string &what) {
+  if (!object)
+    return fail(INFINI_STATUS_NULL_POINTER, std::string(where) + ": " + name + " is NULL");
   std::string actual;
-  if (!isKind(desc, op, &actual))
+  if (!isKind(object, kind, &actual))
     return fail(INFINI_STATUS_BAD_PARAM,
-                std::string(op) + ": desc is " + actual + ", not a " + op + " descriptor");
+                std::string(where) + ": " + name + " is " + actual + ", not " + what);
+  return INFINI_STATUS_SUCCESS;
+}
+
+infiniStatus_t checkedDescriptor(const char *op, const void *desc, OperatorDescriptor **result) {
+  INFINIOP_CHECK(checkObject(op, "desc", desc, op, std::string("a ") + op + " descriptor"));
   *result = static_cast<OperatorDescriptor *>(const_cast<void *>(desc));
   return INFINI_STATUS_SUCCESS;
 }

@@ -45,6 +45,11 @@ struct OperatorDescriptor {
 // a message ("a tensor descriptor", "a SwiGlu descriptor", "not a live infiniop object ...").
 bool isKind(const void *object, const char *kind, std::string *actual);
 
+// NULL_POINTER for a NULL `object`, BAD_PARAM for anything but a live object of `kind`, each
+// with a message "<where>: <name> is ..."; `what` names the expected kind in it.
+infiniStatus_t checkObject(const char *where, const char *name, const void *object,
+                           const char *kind, const std::string &what);
+
 // The operator descriptor behind `desc` when it is one of operator `op`'s: NULL is
 // NULL_POINTER, anything else BAD_PARAM, each with a message.
 infiniStatus_t checkedDescriptor(const char *op, const void *desc, OperatorDescriptor **result);

@@ -122,13 +122,7 @@ static infiniStatus_t createTensor(infiniopTensorDescriptor_t *desc, size_t ndim
 }  // namespace infiniop
 
 infiniStatus_t infiniop::checkTensor(const char *where, const char *name, const Tensor *tensor) {
-  if (!tensor)
-    return fail(INFINI_STATUS_NULL_POINTER, std::string(where) + ": " + name + " is NULL");
-  std::string actual;
-  if (!isKind(tensor, ObjectHeader::tensorKind(), &actual))
-    return fail(INFINI_STATUS_BAD_PARAM,
-                std::string(where) + ": " + name + " is " + actual + ", not a tensor descriptor");
-  return INFINI_STATUS_SUCCESS;
+  return checkObject(where, name, tensor, ObjectHeader::tensorKind(), "a tensor descriptor");
 }
 
 extern "C" infiniStatus_t infiniopCreateTensorDescriptor(infiniopTensorDescriptor_t *desc,

@@ -146,9 +146,7 @@ infiniStatus_t Descriptor::calculate(void *workspace, size_t workspace_size,
     if (layouts_[i].empty) continue;
     if (!pointers[i])
       return failWith(INFINI_STATUS_NULL_POINTER, layouts_[i].name + " pointer is NULL");
-    if (!isAligned(pointers[i], plan_.element_size))
-      return failWith(INFINI_STATUS_BAD_PARAM,
-                      misalignedMessage(layouts_[i].name.c_str(), pointers[i], plan_.element_size));
+    INFINIOP_CHECK(checkAligned(name(), layouts_[i].name.c_str(), pointers[i], plan_.element_size));
   }
   if (plan_.numel == 0) {
     // Nothing to compute, but data that exists is still checked (group_index's counts).

@@ -94,9 +94,10 @@ class Descriptor : public OperatorDescriptor {
   alignas(16) unsigned char attributes_[kMaxAttributeBytes] = {};
 };
 
-// The C ABI functions shared by every elementwise operator (typed wrappers are one line each);
-// `desc` is the public pointer, checked to be an `op_name` descriptor.
-// Creates and stores into *desc_ptr (checked for NULL) the public handle type.
+// The C ABI functions shared by every elementwise operator (typed wrappers are one line each;
+// get-workspace-size and destroy are core/object.h's, as for every operator). `desc` is the
+// public pointer, checked to be an `op_name` descriptor. createInto creates and stores into
+// *desc_ptr (checked for NULL) the public handle type.
 template <class Public>
 infiniStatus_t createInto(Public *desc_ptr, infiniopHandle_t handle, const char *op_name,
                           const KernelTable &kernels, std::initializer_list<UserTensor> outputs,
@@ -105,12 +106,6 @@ infiniStatus_t calculate(const char *op_name, const void *desc, void *workspace,
                          size_t workspace_size, std::initializer_list<void *> outputs,
                          std::initializer_list<const void *> inputs, void *stream,
                          const ActiveRows &active_rows = nullptr);
-inline infiniStatus_t workspaceSize(const char *op_name, const void *desc, size_t *size) {
-  return descriptorWorkspaceSize(op_name, desc, size);
-}
-inline infiniStatus_t destroy(const char *op_name, void *desc) {
-  return destroyDescriptor(op_name, desc);
-}
 
 infiniStatus_t failNullDescriptorPointer(const char *op_name);
 

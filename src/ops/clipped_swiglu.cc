@@ -107,10 +107,8 @@ infiniStatus_t activeRows(const char *op, const ClippedDescriptor &clipped, cons
   const Groups &desc = clipped.groups;
   if (!group_index && desc.group_count > 0)
     return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": group_index pointer is NULL");
-  if (desc.group_count > 0 && !infiniop::isAligned(group_index, sizeof(int64_t)))
-    return fail(INFINI_STATUS_BAD_PARAM,
-                std::string(op) + ": " +
-                    infiniop::misalignedMessage("group_index", group_index, sizeof(int64_t)));
+  if (desc.group_count > 0)
+    INFINIOP_CHECK(infiniop::checkAligned(op, "group_index", group_index, sizeof(int64_t)));
   // The counts' span, read to the host (a copy on the CPU devices, a blocking read on OpenCL).
   const ptrdiff_t reach =
       desc.group_count ? desc.group_stride * static_cast<ptrdiff_t>(desc.group_count - 1) : 0;

@@ -24,7 +24,7 @@ extern "C" infiniStatus_t infiniopCreateGeluBackwardDescriptor(
 
 extern "C" infiniStatus_t infiniopGetGeluBackwardWorkspaceSize(
     infiniopGeluBackwardDescriptor_t desc, size_t *size) {
-  return ew::workspaceSize(kName, desc, size);
+  return infiniop::descriptorWorkspaceSize(kName, desc, size);
 }
 
 extern "C" infiniStatus_t infiniopGeluBackward(infiniopGeluBackwardDescriptor_t desc,
@@ -37,5 +37,5 @@ extern "C" infiniStatus_t infiniopGeluBackward(infiniopGeluBackwardDescriptor_t 
 
 extern "C" infiniStatus_t infiniopDestroyGeluBackwardDescriptor(
     infiniopGeluBackwardDescriptor_t desc) {
-  return ew::destroy(kName, desc);
+  return infiniop::destroyDescriptor(kName, desc);
 }

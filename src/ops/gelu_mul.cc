@@ -55,7 +55,7 @@ extern "C" infiniStatus_t infiniopCreateGeluMulDescriptor(infiniopHandle_t handl
 
 extern "C" infiniStatus_t infiniopGetGeluMulWorkspaceSize(infiniopGeluMulDescriptor_t desc,
                                                           size_t *size) {
-  return ew::workspaceSize(kForward, desc, size);
+  return infiniop::descriptorWorkspaceSize(kForward, desc, size);
 }
 
 extern "C" infiniStatus_t infiniopGeluMul(infiniopGeluMulDescriptor_t desc, void *workspace,
@@ -65,7 +65,7 @@ extern "C" infiniStatus_t infiniopGeluMul(infiniopGeluMulDescriptor_t desc, void
 }
 
 extern "C" infiniStatus_t infiniopDestroyGeluMulDescriptor(infiniopGeluMulDescriptor_t desc) {
-  return ew::destroy(kForward, desc);
+  return infiniop::destroyDescriptor(kForward, desc);
 }
 
 extern "C" infiniStatus_t infiniopCreateGeluMulBackwardDescriptor(
@@ -86,7 +86,7 @@ extern "C" infiniStatus_t infiniopCreateGeluMulBackwardDescriptor(
 
 extern "C" infiniStatus_t infiniopGetGeluMulBackwardWorkspaceSize(
     infiniopGeluMulBackwardDescriptor_t desc, size_t *size) {
-  return ew::workspaceSize(kBackward, desc, size);
+  return infiniop::descriptorWorkspaceSize(kBackward, desc, size);
 }
 
 extern "C" infiniStatus_t infiniopGeluMulBackward(infiniopGeluMulBackwardDescriptor_t desc,
@@ -99,5 +99,5 @@ extern "C" infiniStatus_t infiniopGeluMulBackward(infiniopGeluMulBackwardDescrip
 
 extern "C" infiniStatus_t infiniopDestroyGeluMulBackwardDescriptor(
     infiniopGeluMulBackwardDescriptor_t desc) {
-  return ew::destroy(kBackward, desc);
+  return infiniop::destroyDescriptor(kBackward, desc);
 }

@@ -203,10 +203,7 @@ inline infiniStatus_t checkOperands(const char *op, const std::vector<Operand> &
     }
     if (!o.data && o.numel > 0)
       return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": " + o.name + " pointer is NULL");
-    if (o.numel > 0 && !infiniop::isAligned(o.data, o.element_size))
-      return fail(
-          INFINI_STATUS_BAD_PARAM,
-          std::string(op) + ": " + infiniop::misalignedMessage(o.name, o.data, o.element_size));
+    if (o.numel > 0) INFINIOP_CHECK(infiniop::checkAligned(op, o.name, o.data, o.element_size));
     extents.push_back({o.name, o.data, o.span, o.element_size, o.numel});
   }
   return gather::checkNoOverlap(op, extents.data(), extents.size(), num_outputs);

@@ -5,11 +5,7 @@
 #include "ops/moe_checks.h"
 
 namespace {
-using namespace infiniop::moe_checks;  // NOLINT: this file's own helpers
-using infiniop::fail;
-using infiniop::Tensor;
-namespace gather = infiniop::gather;
-namespace moe = infiniop::moe;
+using namespace infiniop::moe_checks;  // NOLINT: its helpers, fail, Tensor, gather, moe
 
 // ---- grad ----
 

@@ -30,7 +30,7 @@ extern "C" infiniStatus_t infiniopCreateSwiGluDescriptor(infiniopHandle_t handle
 
 extern "C" infiniStatus_t infiniopGetSwiGluWorkspaceSize(infiniopSwiGluDescriptor_t desc,
                                                          size_t *size) {
-  return ew::workspaceSize(kForward, desc, size);
+  return infiniop::descriptorWorkspaceSize(kForward, desc, size);
 }
 
 extern "C" infiniStatus_t infiniopSwiGlu(infiniopSwiGluDescriptor_t desc, void *workspace,
@@ -40,7 +40,7 @@ extern "C" infiniStatus_t infiniopSwiGlu(infiniopSwiGluDescriptor_t desc, void *
 }
 
 extern "C" infiniStatus_t infiniopDestroySwiGluDescriptor(infiniopSwiGluDescriptor_t desc) {
-  return ew::destroy(kForward, desc);
+  return infiniop::destroyDescriptor(kForward, desc);
 }
 
 extern "C" infiniStatus_t infiniopCreateSwiGluBackwardDescriptor(
@@ -59,7 +59,7 @@ extern "C" infiniStatus_t infiniopCreateSwiGluBackwardDescriptor(
 
 extern "C" infiniStatus_t infiniopGetSwiGluBackwardWorkspaceSize(
     infiniopSwiGluBackwardDescriptor_t desc, size_t *size) {
-  return ew::workspaceSize(kBackward, desc, size);
+  return infiniop::descriptorWorkspaceSize(kBackward, desc, size);
 }
 
 extern "C" infiniStatus_t infiniopSwiGluBackward(infiniopSwiGluBackwardDescriptor_t desc,
@@ -71,5 +71,5 @@ extern "C" infiniStatus_t infiniopSwiGluBackward(infiniopSwiGluBackwardDescripto
 
 extern "C" infiniStatus_t infiniopDestroySwiGluBackwardDescriptor(
     infiniopSwiGluBackwardDescriptor_t desc) {
-  return ew::destroy(kBackward, desc);
+  return infiniop::destroyDescriptor(kBackward, desc);
 }

@@ -114,12 +114,17 @@ typedef struct {
   float e, den, estimate, s;
 } sigmoid_t;
 
+// 1 / y from an estimate r by one Newton step whose residual 1 - y r is an fma.
+INLINE float newton_reciprocal(float y, float r) {
+  return fma(r, fma(-y, r, 1.0f), r);
+}
+
 INLINE sigmoid_t sigmoid_of(float v) {
   sigmoid_t g;
   g.e = exp_of_minus(fmin(v, 87.0f));
   g.den = 1.0f + g.e;
   g.estimate = 1.0f / g.den;
-  g.s = fma(g.estimate, fma(-g.den, g.estimate, 1.0f), g.estimate);
+  g.s = newton_reciprocal(g.den, g.estimate);
   return g;
 }
 
@@ -184,8 +189,7 @@ INLINE float gelu_erf(float input, float *derivative) {
   const float z = fabs(x) * 0.70710678118654752f;
   const float z2 = z * z;
   const float y = fma(z, 0.5f, 1.0f);
-  const float t_estimate = 1.0f / y;  // the driver's (2.5 ulp), then a Newton step
-  const float t = fma(t_estimate, fma(-y, t_estimate, 1.0f), t_estimate);
+  const float t = newton_reciprocal(y, 1.0f / y);  // the driver's division is 2.5 ulp
   float p = 0.17087277f;
   p = fma(p, t, -0.82215223f);
   p = fma(p, t, 1.48851587f);

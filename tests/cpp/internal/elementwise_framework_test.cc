@@ -86,7 +86,7 @@ TEST_F(Framework, InputHalvesAlongEveryDim) {
           const float expected = x[flatIndex(full, first)] - 2.0f * x[flatIndex(full, second)];
           ASSERT_EQ(y[flatIndex(half, {a, b, c})], expected) << "dim " << dim;
         }
-    ew::destroy("Test", desc);
+    infiniop::destroyDescriptor("Test", desc);
   }
 }
 
@@ -105,7 +105,7 @@ TEST_F(Framework, OutputHalvesOfATransposedTensor) {
       EXPECT_EQ(y[r + 6 * c], x[r * 4 + c]);
       EXPECT_EQ(y[r + 3 + 6 * c], -x[r * 4 + c]);
     }
-  ew::destroy("Test", desc);
+  infiniop::destroyDescriptor("Test", desc);
 }
 
 TEST_F(Framework, OddSplitAndMismatchedHalfShapeAreShapeErrors) {
@@ -129,7 +129,7 @@ TEST_F(Framework, PlanFoldsDims) {
       INFINI_STATUS_SUCCESS);
   EXPECT_EQ(desc->plan().ndim, 1);
   EXPECT_TRUE(desc->plan().inner_contiguous);
-  ew::destroy("Test", desc);
+  infiniop::destroyDescriptor("Test", desc);
   // All operands transposed the same way: still one contiguous row.
   auto tt = tensor({5, 4}, {1, 5});
   ASSERT_EQ(ew::Descriptor::create(handle_, "Test", kDifference, {{"y", tt}},
@@ -137,7 +137,7 @@ TEST_F(Framework, PlanFoldsDims) {
             INFINI_STATUS_SUCCESS);
   EXPECT_EQ(desc->plan().ndim, 1);
   EXPECT_EQ(desc->plan().shape[0], 20u);
-  ew::destroy("Test", desc);
+  infiniop::destroyDescriptor("Test", desc);
   // Split along the last dim: rows of half length, contiguous inside.
   ASSERT_EQ(ew::Descriptor::create(handle_, "Test", kDifference, {{"y", tensor({3, 4})}},
                                    {{"x", tensor({3, 8}), 1}}, &desc),
@@ -146,13 +146,13 @@ TEST_F(Framework, PlanFoldsDims) {
   EXPECT_EQ(desc->plan().rowLength(), 4u);
   EXPECT_TRUE(desc->plan().inner_contiguous);
   EXPECT_EQ(desc->plan().offset[2], 4);  // second half starts 4 elements in
-  ew::destroy("Test", desc);
+  infiniop::destroyDescriptor("Test", desc);
   // A broadcast input keeps its dim separate.
   ASSERT_EQ(ew::Descriptor::create(handle_, "Test", kDifference, {{"y", tensor({3, 4})}},
                                    {{"a", tensor({3, 4}, {0, 1})}, {"b", tensor({3, 4})}}, &desc),
             INFINI_STATUS_SUCCESS);
   EXPECT_EQ(desc->plan().ndim, 2);
-  ew::destroy("Test", desc);
+  infiniop::destroyDescriptor("Test", desc);
 }
 
 }  // namespace
