@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -38,7 +37,7 @@ struct Options {
 
 void printUsage(FILE *to) {
   std::fprintf(to,
-               "usage: infiniop-bench [OP...] [--device cpu|cpu_reference|opencl|all]\n"
+               "usage: infiniop-bench [OP...] [--device NAME|all] (NAME: a device of this build)\n"
                "                      [--dtype f32|f16|bf16|all] [--shape AxBxC] [--threads N]\n"
                "                      [--reps N] [--csv] [--no-check]\n"
                "no OP: every operator. Operators:");
@@ -79,17 +78,17 @@ Options parse(int argc, char **argv) {
       else if (v != "all")
         badArgument("unknown dtype '" + v + "'");
     } else if (a == "--device") {
+      // The library's own list (infiniopGetDeviceTypes): "all" is every device of this build;
+      // main() drops those this machine has none of.
       const std::string v = value();
-      if (v == "cpu")
-        o.devices = {INFINI_DEVICE_CPU};
-      else if (v == "cpu_reference")
-        o.devices = {INFINI_DEVICE_CPU_REFERENCE};
-      else if (v == "opencl")
-        o.devices = {INFINI_DEVICE_OPENCL};
-      else if (v == "all")  // opencl is dropped in main() when it has no device
-        o.devices = {INFINI_DEVICE_CPU, INFINI_DEVICE_CPU_REFERENCE, INFINI_DEVICE_OPENCL};
-      else
-        badArgument("unknown device '" + v + "'");
+      o.devices.clear();
+      std::string names;
+      for (infiniDevice_t d : builtDevices()) {
+        if (v == "all" || v == deviceName(d)) o.devices.push_back(d);
+        names += std::string(names.empty() ? "" : ", ") + deviceName(d);
+      }
+      if (o.devices.empty())
+        badArgument("unknown device '" + v + "'; this build has " + names + ", or all");
     } else if (a == "--shape") {
       const std::string v = value();
       o.shape.clear();
@@ -279,26 +278,16 @@ bool runCase(const Options &o, const OpInfo &op, infiniDtype_t dtype, infiniDevi
   return ok;
 }
 
-// Whether an OpenCL handle can be created for device_id 0 (or $INFINIOP_OPENCL_DEVICE); if not,
-// *why is the library's reason. *devices lists the devices there are, taken from the message of
-// DEVICE_NOT_FOUND for an index past the last (empty where $INFINIOP_OPENCL_DEVICE makes that
-// index valid).
-bool probeOpencl(std::string *why, std::string *devices) {
+// Whether a handle of `device` can be created for device_id 0 (or the device's own choice, e.g.
+// $INFINIOP_OPENCL_DEVICE); if not, *why is the library's reason.
+bool probe(infiniDevice_t device, std::string *why) {
   infiniopHandle_t handle = nullptr;
-  if (const infiniStatus_t s = infiniopCreateHandle(&handle, INFINI_DEVICE_OPENCL, 0);
+  if (const infiniStatus_t s = infiniopCreateHandle(&handle, device, 0);
       s != INFINI_STATUS_SUCCESS) {
     *why = std::string(infiniStatusString(s)) + ": " + infiniopGetLastError();
     return false;
   }
   infiniopDestroyHandle(handle);
-  handle = nullptr;
-  if (infiniopCreateHandle(&handle, INFINI_DEVICE_OPENCL, INT_MAX) == INFINI_STATUS_SUCCESS) {
-    infiniopDestroyHandle(handle);
-    return true;
-  }
-  const std::string message = infiniopGetLastError();
-  const size_t at = message.find("there are ");
-  if (at != std::string::npos) *devices = message.substr(at + 10);
   return true;
 }
 
@@ -309,28 +298,32 @@ int main(int argc, char **argv) {
   using namespace bench;
   const Options o = parse(argc, argv);
   if (o.threads > 0) omp_set_num_threads(o.threads);
-  // Drops opencl from --device all when no OpenCL handle can be made; --device opencl exits 3.
-  std::vector<infiniDevice_t> devices = o.devices;
-  std::string opencl_line;
-  if (const auto it = std::find(devices.begin(), devices.end(), INFINI_DEVICE_OPENCL);
-      it != devices.end()) {
-    std::string why, listed;
-    if (!probeOpencl(&why, &listed)) {
-      if (devices.size() == 1) {
-        std::fprintf(stderr, "infiniop-bench: no opencl device: %s\n", why.c_str());
+  // Drops from --device all each device this machine has none of (no OpenCL driver); a run of
+  // that device alone exits 3. Devices whose memory is not the host's are described.
+  std::vector<infiniDevice_t> devices;
+  std::string device_lines;
+  for (infiniDevice_t device : o.devices) {
+    std::string why;
+    if (!probe(device, &why)) {
+      if (o.devices.size() == 1) {
+        std::fprintf(stderr, "infiniop-bench: no %s device: %s\n", deviceName(device), why.c_str());
         return 3;  // not a failure of the library: ctest's SKIP_RETURN_CODE
       }
-      opencl_line = "# opencl skipped: " + why + "\n";
-      devices.erase(it);
-    } else {
-      const char *env = std::getenv("INFINIOP_OPENCL_DEVICE");
-      opencl_line = "# opencl: device " +
-                    (env && *env ? "$INFINIOP_OPENCL_DEVICE=" + std::string(env) : "0") +
-                    " (there are " + (listed.empty() ? "?" : listed) +
-                    ")\n# opencl: calls timed to completion (enqueue + infiniopStreamSynchronize); "
-                    "first_ms = descriptor creation (program build) + first call, on a new "
-                    "handle per case; copy baseline and --threads are the host's\n";
+      device_lines += std::string("# ") + deviceName(device) + " skipped: " + why + "\n";
+      continue;
     }
+    devices.push_back(device);
+    if (isHostMemory(device)) continue;
+    const char *env = std::getenv("INFINIOP_OPENCL_DEVICE");
+    device_lines += std::string("# ") + deviceName(device) + ": device " +
+                    (device == INFINI_DEVICE_OPENCL && env && *env
+                         ? "$INFINIOP_OPENCL_DEVICE=" + std::string(env)
+                         : std::string("0")) +
+                    " of " + std::to_string(deviceCount(device)) +
+                    "; calls timed to completion "
+                    "(enqueue + infiniopStreamSynchronize); first_ms = descriptor creation "
+                    "(program build) + first call, on a new handle per case; copy baseline and "
+                    "--threads are the host's\n";
   }
   std::fprintf(o.csv ? stderr : stdout,
                "# infiniop-bench: cpu ISA %s, %d OpenMP threads\n"
@@ -338,7 +331,7 @@ int main(int argc, char **argv) {
                "1/k = every k-th element, every k-th row for split ops)\n"
                "# PASS: each |err| <= max(64 ulp, floor) (f32) or 1 ulp + floor (f16, bf16), "
                "floor = 1e-6 * max|ref|; max_ulp = max |err| in ulps of max|ref|\n%s",
-               infiniopCpuIsaName(), omp_get_max_threads(), kCheckBudget, opencl_line.c_str());
+               infiniopCpuIsaName(), omp_get_max_threads(), kCheckBudget, device_lines.c_str());
   printHeader(o);
   std::fflush(stdout);
 

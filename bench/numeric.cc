@@ -25,17 +25,30 @@ const char *dtypeName(infiniDtype_t t) {
   }
 }
 
+std::vector<infiniDevice_t> builtDevices() {
+  int count = 0;
+  infiniopGetDeviceTypes(nullptr, 0, &count);
+  std::vector<infiniDevice_t> devices(static_cast<size_t>(count));
+  infiniopGetDeviceTypes(devices.data(), count, &count);
+  return devices;
+}
+
+namespace {
+infiniopDeviceInfo_t info(infiniDevice_t d) {
+  infiniopDeviceInfo_t i{"?", 0, 1};
+  infiniopGetDeviceInfo(d, &i);
+  return i;
+}
+}  // namespace
+
 const char *deviceName(infiniDevice_t d) {
-  switch (d) {
-    case INFINI_DEVICE_CPU:
-      return "cpu";
-    case INFINI_DEVICE_CPU_REFERENCE:
-      return "cpu_reference";
-    case INFINI_DEVICE_OPENCL:
-      return "opencl";
-    default:
-      return "?";
-  }
+  return info(d).name;
+}
+bool isHostMemory(infiniDevice_t d) {
+  return info(d).host_memory != 0;
+}
+int deviceCount(infiniDevice_t d) {
+  return info(d).count;
 }
 
 float decode(infiniDtype_t t, const void *p) {

@@ -5,14 +5,19 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "infiniop.h"
 
 namespace bench {
 
-size_t dtypeSize(infiniDtype_t t);         // bytes per element: 4 for F32, 2 for F16/BF16
-const char *dtypeName(infiniDtype_t t);    // "f32", "f16", "bf16"
+size_t dtypeSize(infiniDtype_t t);       // bytes per element: 4 for F32, 2 for F16/BF16
+const char *dtypeName(infiniDtype_t t);  // "f32", "f16", "bf16"
+// The library's own device list and facts (infiniopGetDeviceTypes, infiniopGetDeviceInfo).
+std::vector<infiniDevice_t> builtDevices();
 const char *deviceName(infiniDevice_t d);  // "cpu", "cpu_reference", ...
+bool isHostMemory(infiniDevice_t d);
+int deviceCount(infiniDevice_t d);
 
 float decode(infiniDtype_t t, const void *p);
 // Rounds to nearest even; the bench's values are finite and far from the F16 overflow.

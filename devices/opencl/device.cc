@@ -1,143 +1,90 @@
 // SPDX-License-Identifier: Apache-2.0
-// Device choice and the lifetime of an OpenCL handle's context and default queue.
-#include <cerrno>
-#include <cstdlib>
-#include <memory>
-#include <string>
-#include <vector>
+// The opencl device (core/device.h): any OpenCL 1.2 driver, found at run time. Its kernels are
+// the OpenCL C sources of kernels/, embedded at build time (opencl/sources.h).
+#include "core/device.h"
 
-#include "core/error.h"
-#include "opencl/error.h"
+#include "gather/inverse.h"
+#include "opencl/elementwise.h"
+#include "opencl/moe_finalize_routing.h"
+#include "opencl/program.h"
 #include "opencl/runtime.h"
+#include "opencl/sources.h"
+#include "ops/kernels.h"
 
 namespace infiniop::opencl {
 namespace {
 
-constexpr const char *kWhere = "infiniopCreateHandle";
+// The functor source of each elementwise kernel, by KernelId: kernels/<name>.cl.
+#define INFINIOP_OPENCL_FUNCTOR(name) sources::name,
+constexpr const char *kFunctors[] = {INFINIOP_ELEMENTWISE_OPS(INFINIOP_OPENCL_FUNCTOR)};
+#undef INFINIOP_OPENCL_FUNCTOR
 
-struct DeviceEntry {
-  cl_platform_id platform;
-  cl_device_id device;
-};
+class OpenclDevice final : public Device {
+ public:
+  OpenclDevice() : Device(INFINI_DEVICE_OPENCL, "opencl", /*host_memory=*/false) {}
 
-template <class Object, class Info, class Getter>
-std::string infoString(Getter getter, Object object, Info param) {
-  size_t size = 0;
-  if (getter(object, param, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "?";
-  std::string text(size, '\0');
-  if (getter(object, param, size, text.data(), nullptr) != CL_SUCCESS) return "?";
-  text.resize(text.find('\0') == std::string::npos ? size : text.find('\0'));
-  return text;
-}
-
-std::string typeName(cl_device_id device) {
-  cl_device_type type = 0;
-  clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, nullptr);
-  if (type & CL_DEVICE_TYPE_GPU) return "gpu";
-  if (type & CL_DEVICE_TYPE_CPU) return "cpu";
-  if (type & CL_DEVICE_TYPE_ACCELERATOR) return "accelerator";
-  return "other";
-}
-
-// "0: pthread-cpu cpu (Portable Computing Language)": one line per device, for error messages.
-std::string describe(const std::vector<DeviceEntry> &devices) {
-  std::string text;
-  for (size_t i = 0; i < devices.size(); ++i) {
-    text += (i ? "; " : "") + std::to_string(i) + ": " +
-            infoString(clGetDeviceInfo, devices[i].device, CL_DEVICE_NAME) + " " +
-            typeName(devices[i].device) + " (" +
-            infoString(clGetPlatformInfo, devices[i].platform, CL_PLATFORM_NAME) + ")";
+  int count() const override { return deviceCount(); }
+  infiniStatus_t open(const char *, int device_id,
+                      std::unique_ptr<DeviceState> *state) const override {
+    return createState(device_id, state);
   }
-  return text;
-}
 
-// Every device of every platform, in the order that device_id indexes.
-infiniStatus_t listDevices(std::vector<DeviceEntry> *devices) {
-  cl_uint num_platforms = 0;
-  const cl_int code = clGetPlatformIDs(0, nullptr, &num_platforms);
-  // The ICD loader answers CL_PLATFORM_NOT_FOUND_KHR (-1001) when no driver is installed.
-  if (code == -1001 || (code == CL_SUCCESS && num_platforms == 0))
-    return fail(INFINI_STATUS_DEVICE_NOT_FOUND, std::string(kWhere) + ": no OpenCL platform");
-  INFINIOP_CL_CHECK(kWhere, "clGetPlatformIDs", code);
-  std::vector<cl_platform_id> platforms(num_platforms);
-  INFINIOP_CL_CHECK(kWhere, "clGetPlatformIDs",
-                    clGetPlatformIDs(num_platforms, platforms.data(), nullptr));
-  for (cl_platform_id platform : platforms) {
-    cl_uint count = 0;
-    const cl_int found = clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &count);
-    if (found == CL_DEVICE_NOT_FOUND) continue;  // a platform without devices adds none
-    INFINIOP_CL_CHECK(kWhere, "clGetDeviceIDs", found);
-    std::vector<cl_device_id> ids(count);
-    INFINIOP_CL_CHECK(kWhere, "clGetDeviceIDs",
-                      clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, count, ids.data(), nullptr));
-    for (cl_device_id id : ids) devices->push_back({platform, id});
+  infiniStatus_t malloc(infiniopHandle_t handle, void **ptr, size_t size) const override {
+    return allocate(handle, ptr, size);
   }
-  return INFINI_STATUS_SUCCESS;
-}
+  infiniStatus_t free(infiniopHandle_t handle, void *ptr) const override {
+    return deallocate(handle, ptr);
+  }
+  infiniStatus_t memcpyHostToDevice(infiniopHandle_t handle, void *dst, const void *src,
+                                    size_t size, void *stream) const override {
+    return opencl::memcpyHostToDevice(handle, dst, src, size, stream);
+  }
+  infiniStatus_t memcpyDeviceToHost(infiniopHandle_t handle, void *dst, const void *src,
+                                    size_t size, void *stream) const override {
+    return opencl::memcpyDeviceToHost(handle, dst, src, size, stream);
+  }
+  infiniStatus_t streamCreate(infiniopHandle_t handle, void **stream) const override {
+    return opencl::streamCreate(handle, stream);
+  }
+  infiniStatus_t streamDestroy(infiniopHandle_t handle, void *stream) const override {
+    return opencl::streamDestroy(handle, stream);
+  }
+  infiniStatus_t streamSynchronize(infiniopHandle_t handle, void *stream) const override {
+    return opencl::streamSynchronize(handle, stream);
+  }
+  infiniStatus_t readForCheck(const char *where, infiniopHandle_t handle, void *stream,
+                              const void *src, size_t bytes, void *host) const override {
+    cl_command_queue queue = nullptr;
+    INFINIOP_CHECK(queueOf(where, handle, stream, &queue));
+    return opencl::readForCheck(where, handle, queue, src, bytes, host);
+  }
 
-// $INFINIOP_OPENCL_DEVICE, when set and not empty, replaces the caller's device_id.
-infiniStatus_t chooseIndex(int device_id, long *index) {
-  *index = device_id;
-  const char *env = std::getenv("INFINIOP_OPENCL_DEVICE");
-  if (!env || !*env) return INFINI_STATUS_SUCCESS;
-  char *end = nullptr;
-  errno = 0;
-  *index = std::strtol(env, &end, 10);
-  if (errno || *end || *index < 0)
-    return fail(INFINI_STATUS_DEVICE_NOT_FOUND, std::string(kWhere) + ": INFINIOP_OPENCL_DEVICE='" +
-                                                    env + "' is not a device index");
-  return INFINI_STATUS_SUCCESS;
-}
-
-struct StateDeleter {
-  void operator()(State *state) const { destroyState(state); }
+  bool supports(KernelId) const override { return true; }  // every operator
+  infiniStatus_t elementwiseRunner(const char *op, infiniopHandle_t handle, KernelId id,
+                                   const elementwise::Plan &plan,
+                                   std::unique_ptr<elementwise::Runner> *runner) const override {
+    return makeElementwiseRunner(op, handle, kFunctors[static_cast<int>(id)], plan, runner);
+  }
+  infiniStatus_t moeForwardRunner(const char *, infiniopHandle_t handle,
+                                  const moe::ForwardPlan &plan,
+                                  std::unique_ptr<moe::ForwardRunner> *runner) const override {
+    return makeMoeForwardRunner(handle, plan, runner);
+  }
+  infiniStatus_t moeGradRunner(const char *, infiniopHandle_t handle, const moe::GradPlan &plan,
+                               size_t *workspace_size,
+                               std::unique_ptr<moe::GradRunner> *runner) const override {
+    // The host inverts expanded_row_idx and uploads the inversion to the workspace.
+    *workspace_size =
+        gather::inverseWorkspaceBytes(plan.grad_expanded_x.rows, plan.tokens * plan.topk);
+    return makeMoeGradRunner(handle, plan, runner);
+  }
 };
 
 }  // namespace
 
-infiniStatus_t createState(int device_id, State **result) {
-  long index = 0;
-  INFINIOP_CHECK(chooseIndex(device_id, &index));
-  std::vector<DeviceEntry> devices;
-  INFINIOP_CHECK(listDevices(&devices));
-  if (index < 0 || static_cast<size_t>(index) >= devices.size())
-    return fail(INFINI_STATUS_DEVICE_NOT_FOUND,
-                std::string(kWhere) + ": no OpenCL device " + std::to_string(index) +
-                    "; there are " + std::to_string(devices.size()) + ": " + describe(devices));
-
-  // Owned from here on: any failure below releases what was created so far.
-  std::unique_ptr<State, StateDeleter> state(new State);
-  state->platform = devices[index].platform;
-  state->device = devices[index].device;
-  INFINIOP_CL_CHECK(kWhere, "clGetDeviceInfo(CL_DEVICE_MAX_MEM_ALLOC_SIZE)",
-                    clGetDeviceInfo(state->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE,
-                                    sizeof state->max_alloc, &state->max_alloc, nullptr));
-  const cl_context_properties properties[] = {
-      CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(state->platform), 0};
-  cl_int code = CL_SUCCESS;
-  state->context = clCreateContext(properties, 1, &state->device, nullptr, nullptr, &code);
-  INFINIOP_CL_CHECK(kWhere, "clCreateContext", code);
-  // In order, no profiling: work on one stream runs in the order it was enqueued, as on CUDA.
-  state->queue = clCreateCommandQueue(state->context, state->device, 0, &code);
-  INFINIOP_CL_CHECK(kWhere, "clCreateCommandQueue", code);
-  *result = state.release();
-  return INFINI_STATUS_SUCCESS;
-}
-
-void destroyState(State *state) {
-  if (!state) return;
-  // Finish before releasing: a buffer must outlive the copies and kernels still queued on it.
-  for (cl_command_queue stream : state->streams) {
-    clFinish(stream);
-    clReleaseCommandQueue(stream);
-  }
-  if (state->queue) clFinish(state->queue);
-  for (const auto &entry : state->allocations)
-    if (entry.second.mem) clReleaseMemObject(entry.second.mem);
-  if (state->queue) clReleaseCommandQueue(state->queue);
-  for (const auto &entry : state->programs) clReleaseProgram(entry.second);
-  if (state->context) clReleaseContext(state->context);
-  delete state;
+const Device &device() {
+  static const OpenclDevice instance;
+  return instance;
 }
 
 }  // namespace infiniop::opencl

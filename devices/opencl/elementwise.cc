@@ -58,8 +58,9 @@ class OpenclRunner final : public ew::Runner {
         words[plan_.ndim * (k + 1) + d] = plan_.strides[k][d];
     }
     cl_int code = CL_SUCCESS;
-    plan_buffer_ = clCreateBuffer(handle_->opencl->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                                  words.size() * sizeof(cl_long), words.data(), &code);
+    plan_buffer_ =
+        clCreateBuffer(stateOf<State>(handle_).context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                       words.size() * sizeof(cl_long), words.data(), &code);
     INFINIOP_CL_CHECK(op_, "clCreateBuffer", code);
     return INFINI_STATUS_SUCCESS;
   }

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "elementwise/runner.h"
+#include "infiniop/handle.h"
 
 namespace infiniop::opencl {
 

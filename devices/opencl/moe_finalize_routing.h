@@ -9,8 +9,8 @@ namespace infiniop::opencl {
 
 infiniStatus_t makeMoeForwardRunner(infiniopHandle_t handle, const moe::ForwardPlan &plan,
                                     std::unique_ptr<moe::ForwardRunner> *runner);
-// The grad needs plan.workspace_size = gather::inverseWorkspaceBytes(rows, R*K) bytes of device
-// workspace, where it uploads the inversion of expanded_row_idx.
+// The grad needs gather::inverseWorkspaceBytes(rows, R*K) bytes of device workspace, where it
+// uploads the inversion of expanded_row_idx.
 infiniStatus_t makeMoeGradRunner(infiniopHandle_t handle, const moe::GradPlan &plan,
                                  std::unique_ptr<moe::GradRunner> *runner);
 

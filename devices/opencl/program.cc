@@ -125,7 +125,7 @@ infiniStatus_t buildFromSource(const char *where, const State &s, const std::str
 infiniStatus_t getProgram(const char *where, infiniopHandle_t handle,
                           std::initializer_list<const char *> sources, const std::string &options,
                           cl_program *program) {
-  State &s = *handle->opencl;
+  State &s = stateOf<State>(handle);
   // The sources are static strings: their addresses identify them.
   std::string key = options;
   for (const char *source : sources)
@@ -164,7 +164,7 @@ infiniStatus_t createKernel(const char *where, cl_program program, const char *n
 
 infiniStatus_t workGroupSize(const char *where, infiniopHandle_t handle, cl_kernel kernel,
                              size_t *size) {
-  const cl_device_id device = handle->opencl->device;
+  const cl_device_id device = stateOf<State>(handle).device;
   size_t limit = 0, multiple = 0;
   INFINIOP_CL_CHECK(where, "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)",
                     clGetKernelWorkGroupInfo(kernel, device, CL_KERNEL_WORK_GROUP_SIZE,

@@ -37,23 +37,12 @@ bool reserve(size_t size, uintptr_t *base) {
   return true;
 }
 
-State &state(infiniopHandle_t handle) {
-  return *handle->opencl;
-}
-
-infiniStatus_t copyChecks(const char *where, infiniopHandle_t handle, const void *dst,
-                          const void *src, size_t size, void *stream, cl_command_queue *queue) {
-  if (size && (!dst || !src))
-    return fail(INFINI_STATUS_NULL_POINTER, std::string(where) + ": NULL source or destination");
-  return queueOf(where, handle, stream, queue);
-}
-
 }  // namespace
 
 infiniStatus_t resolve(const char *where, infiniopHandle_t handle, const void *ptr, size_t bytes,
                        Resolved *resolved) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
-  State &s = state(handle);
+  State &s = stateOf<State>(handle);
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = s.allocations.upper_bound(address);  // the first base above `address`
   if (it == s.allocations.begin() || address - std::prev(it)->first > std::prev(it)->second.size)
@@ -74,7 +63,7 @@ infiniStatus_t resolve(const char *where, infiniopHandle_t handle, const void *p
 
 infiniStatus_t queueOf(const char *where, infiniopHandle_t handle, void *stream,
                        cl_command_queue *queue) {
-  State &s = state(handle);
+  State &s = stateOf<State>(handle);
   if (!stream) {
     *queue = s.queue;
     return INFINI_STATUS_SUCCESS;
@@ -91,7 +80,7 @@ infiniStatus_t queueOf(const char *where, infiniopHandle_t handle, void *stream,
 
 infiniStatus_t allocate(infiniopHandle_t handle, void **ptr, size_t size) {
   constexpr const char *kWhere = "infiniopMalloc";
-  State &s = state(handle);
+  State &s = stateOf<State>(handle);
   if (size > s.max_alloc)
     return fail(INFINI_STATUS_BAD_PARAM, std::string(kWhere) + ": " + std::to_string(size) +
                                              " bytes exceed the device's largest allocation (" +
@@ -118,7 +107,7 @@ infiniStatus_t allocate(infiniopHandle_t handle, void **ptr, size_t size) {
 }
 
 infiniStatus_t deallocate(infiniopHandle_t handle, void *ptr) {
-  State &s = state(handle);
+  State &s = stateOf<State>(handle);
   std::lock_guard<std::mutex> lock(s.mutex);
   const auto it = s.allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == s.allocations.end())
@@ -137,7 +126,7 @@ infiniStatus_t memcpyHostToDevice(infiniopHandle_t handle, void *dst, const void
                                   void *stream) {
   constexpr const char *kWhere = "infiniopMemcpyHostToDevice";
   cl_command_queue queue = nullptr;
-  INFINIOP_CHECK(copyChecks(kWhere, handle, dst, src, size, stream, &queue));
+  INFINIOP_CHECK(queueOf(kWhere, handle, stream, &queue));
   if (!size) return succeed();
   Resolved to{};
   INFINIOP_CHECK(resolve(kWhere, handle, dst, size, &to));
@@ -151,7 +140,7 @@ infiniStatus_t memcpyDeviceToHost(infiniopHandle_t handle, void *dst, const void
                                   void *stream) {
   constexpr const char *kWhere = "infiniopMemcpyDeviceToHost";
   cl_command_queue queue = nullptr;
-  INFINIOP_CHECK(copyChecks(kWhere, handle, dst, src, size, stream, &queue));
+  INFINIOP_CHECK(queueOf(kWhere, handle, stream, &queue));
   if (!size) return succeed();
   Resolved from{};
   INFINIOP_CHECK(resolve(kWhere, handle, src, size, &from));
@@ -162,7 +151,7 @@ infiniStatus_t memcpyDeviceToHost(infiniopHandle_t handle, void *dst, const void
 }
 
 infiniStatus_t streamCreate(infiniopHandle_t handle, void **stream) {
-  State &s = state(handle);
+  State &s = stateOf<State>(handle);
   cl_int code = CL_SUCCESS;
   cl_command_queue queue = clCreateCommandQueue(s.context, s.device, 0, &code);
   INFINIOP_CL_CHECK("infiniopStreamCreate", "clCreateCommandQueue", code);
@@ -178,7 +167,7 @@ infiniStatus_t streamCreate(infiniopHandle_t handle, void **stream) {
 }
 
 infiniStatus_t streamDestroy(infiniopHandle_t handle, void *stream) {
-  State &s = state(handle);
+  State &s = stateOf<State>(handle);
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.streams.erase(static_cast<cl_command_queue>(stream)))
     return fail(

@@ -6,10 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_set>
 
+#include "core/device.h"
 #include "infiniop/handle.h"
 #include "opencl/cl.h"
 
@@ -22,8 +24,10 @@ struct Allocation {
   size_t size;
 };
 
-// What an OpenCL handle owns. Released by destroyState, in reverse order of creation.
-struct State {
+// What an OpenCL handle owns. Released in reverse order of creation, after every queue is done.
+struct State final : DeviceState {
+  ~State() override;
+
   cl_platform_id platform = nullptr;
   cl_device_id device = nullptr;
   cl_context context = nullptr;
@@ -40,9 +44,9 @@ struct State {
 
 // Picks device `device_id` (or $INFINIOP_OPENCL_DEVICE) among all platforms' devices and
 // creates its context and default queue.
-infiniStatus_t createState(int device_id, State **state);
-// Waits for every queue, then releases buffers, streams, the queue and the context.
-void destroyState(State *state);
+infiniStatus_t createState(int device_id, std::unique_ptr<DeviceState> *state);
+// How many devices all platforms have; 0 without a driver.
+int deviceCount();
 
 // A device address resolved to its buffer: `bytes` from `offset` lie inside `mem`.
 struct Resolved {

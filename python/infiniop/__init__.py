@@ -28,7 +28,16 @@ from .clipped_swiglu import (
     clipped_swiglu,
     clipped_swiglu_backward,
 )
-from .core import ArrayView, Handle, TensorDescriptor, array_view, cpu_isa_name
+from .core import (
+    ArrayView,
+    DeviceInfo,
+    Handle,
+    TensorDescriptor,
+    array_view,
+    cpu_isa_name,
+    device_info,
+    devices,
+)
 from .enums import Device, DType, Status
 from .gelu_backward import GeluBackward, gelu_backward
 from .gelu_mul import GeluApproximate, GeluMul, GeluMulBackward, gelu_mul, gelu_mul_backward
@@ -45,6 +54,7 @@ __all__ = [
     "ClippedSwiglu",
     "ClippedSwigluBackward",
     "Device",
+    "DeviceInfo",
     "DType",
     "GeluApproximate",
     "GeluBackward",
@@ -63,6 +73,8 @@ __all__ = [
     "clipped_swiglu",
     "clipped_swiglu_backward",
     "cpu_isa_name",
+    "device_info",
+    "devices",
     "gelu_backward",
     "gelu_mul",
     "gelu_mul_backward",

@@ -136,6 +136,12 @@ _int32 = ctypes.c_int32
 _CLIPPED_SWIGLU_ATTRIBUTES = [ctypes.c_int64, ctypes.c_float, ctypes.c_float, ctypes.c_float,
                               ctypes.c_bool]
 
+class DeviceInfoStruct(ctypes.Structure):
+    """infiniopDeviceInfo_t (handle.h)."""
+
+    _fields_ = [("name", ctypes.c_char_p), ("count", ctypes.c_int), ("host_memory", ctypes.c_int)]
+
+
 _PROTOTYPES = {
     # infinicore.h
     "infiniStatusString": (ctypes.c_char_p, [_enum]),
@@ -143,6 +149,9 @@ _PROTOTYPES = {
     # handle.h
     "infiniopCreateHandle": (_status, [_pptr, _enum, ctypes.c_int]),
     "infiniopDestroyHandle": (_status, [_ptr]),
+    "infiniopGetDeviceTypes": (_status, [ctypes.POINTER(_enum), ctypes.c_int,
+                                         ctypes.POINTER(ctypes.c_int)]),
+    "infiniopGetDeviceInfo": (_status, [_enum, ctypes.POINTER(DeviceInfoStruct)]),
     # tensor_descriptor.h
     "infiniopCreateTensorDescriptor": (_status, [_pptr, _size, _psize, _pdiff, _enum]),
     "infiniopDestroyTensorDescriptor": (_status, [_ptr]),

@@ -8,14 +8,67 @@ from dataclasses import dataclass
 from . import _library
 from .enums import Device, DType
 
-__all__ = ["Handle", "TensorDescriptor", "ArrayView", "array_view", "cpu_isa_name"]
-
-HOST_DEVICES = (Device.CPU, Device.CPU_REFERENCE)
+__all__ = ["Handle", "TensorDescriptor", "ArrayView", "array_view", "cpu_isa_name", "DeviceInfo",
+           "devices", "device_info"]
 
 
 def cpu_isa_name():
     """The SIMD target the cpu device dispatches to ('AVX3', 'AVX2', ...): for diagnostics."""
     return _library._decode(_library.get_library().infiniopCpuIsaName())
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """A device type of this build, as the library describes it (infiniopGetDeviceInfo)."""
+
+    device: object  # a Device, or a plain int for a type newer than this binding
+    name: str  # 'cpu', 'opencl', 'cpu_reference', ...
+    count: int  # device ids [0, count) can be opened here; 0 when none (no driver)
+    host_memory: bool  # device pointers are host pointers: no staging needed
+
+
+def _as_device(value):
+    try:
+        return Device(value)
+    except ValueError:
+        return int(value)
+
+
+def _query_info(lib, device):
+    info = _library.DeviceInfoStruct()
+    _library.check(lib.infiniopGetDeviceInfo(int(device), ctypes.byref(info)),
+                   "infiniopGetDeviceInfo")
+    return DeviceInfo(_as_device(int(device)), _library._decode(info.name), info.count,
+                      bool(info.host_memory))
+
+
+_DEVICES = {}  # id(library) -> [DeviceInfo]: a build's devices do not change while it is loaded
+
+
+def devices():
+    """The device types built into the library, in infiniDevice_t order, as DeviceInfo: the
+    library's own list (infiniopGetDeviceTypes), never a copy kept here. Asked once per loaded
+    library (counting OpenCL devices walks the driver's platforms)."""
+    lib = _library.get_library()
+    if id(lib) not in _DEVICES:
+        count = ctypes.c_int()
+        _library.check(lib.infiniopGetDeviceTypes(None, 0, ctypes.byref(count)),
+                       "infiniopGetDeviceTypes")
+        types = (ctypes.c_int * count.value)()
+        _library.check(lib.infiniopGetDeviceTypes(types, count.value, ctypes.byref(count)),
+                       "infiniopGetDeviceTypes")
+        _DEVICES[id(lib)] = [_query_info(lib, t) for t in types]
+    return list(_DEVICES[id(lib)])
+
+
+def device_info(device):
+    """DeviceInfo of one device type (a Device, its name or int); InfiniopError
+    DEVICE_TYPE_NOT_SUPPORTED, with the library's reason, for one this build lacks."""
+    device = Device.parse(device)
+    for info in devices():
+        if int(info.device) == int(device):
+            return info
+    return _query_info(_library.get_library(), device)  # raises with the library's reason
 
 
 # --------------------------------------------------------------------------------------------
@@ -175,7 +228,9 @@ class Handle:
     @property
     def host_memory(self):
         """True when device pointers are host pointers (the CPU devices): no staging needed."""
-        return self.device in HOST_DEVICES
+        if getattr(self, "_host_memory", None) is None:
+            self._host_memory = device_info(self.device).host_memory
+        return self._host_memory
 
     def close(self):
         """Destroy the handle (idempotent). Memory from malloc() is released with it."""
@@ -196,7 +251,7 @@ class Handle:
             pass
 
     def __repr__(self):
-        name = self.device.name.lower() if isinstance(self.device, Device) else self.device
+        name = device_info(self.device).name if self.is_open else self.device
         state = "" if self.is_open else ", closed"
         return f"Handle({name!r}, device_id={self.device_id}{state})"
 

@@ -62,19 +62,33 @@ class Device(IntEnum):
 
     @classmethod
     def parse(cls, device):
-        """'cpu' | 'cpu_reference' | 'opencl' (any case), a Device, or a plain int.
+        """A device's name as the library spells it ('cpu', 'cpu_reference', 'opencl', any case,
+        '-' for '_'), a Device, or a plain int.
 
-        A plain int outside the enum is returned unchanged, so that the library (not the binding)
-        decides that it is unsupported and says so with its own status and message.
+        Names come from the library (infiniopGetDeviceTypes) first, so a device newer than this
+        enum is found by its name (as a plain int); then from this enum, so that a device this
+        build lacks reaches the library, which says why with its own status and message. A plain
+        int outside the enum is likewise returned unchanged.
         """
         if isinstance(device, cls):
             return device
         if isinstance(device, str):
             key = device.strip().lower().replace("-", "_")
+            built = []
+            try:
+                from .core import devices  # the library's list; a cycle at import time otherwise
+
+                built = devices()
+            except OSError:  # no library yet: the enum's names still parse
+                pass
+            for info in built:
+                if info.name == key:
+                    return info.device
             try:
                 return cls[key.upper()]
             except KeyError:
-                names = ", ".join(repr(d.name.lower()) for d in cls)
+                names = ", ".join(repr(n) for n in dict.fromkeys(
+                    [info.name for info in built] + [d.name.lower() for d in cls]))
                 raise ValueError(f"unknown device {device!r}; expected one of {names}") from None
         if isinstance(device, int) and not isinstance(device, bool):
             try:

@@ -22,8 +22,6 @@ char *alignUp(char *p) {
   return p + ((kWorkspaceAlignment - address % kWorkspaceAlignment) % kWorkspaceAlignment);
 }
 
-constexpr KernelTable kCopyKernels = INFINIOP_KERNEL_TABLE(copy);
-
 bool sameLayout(const std::vector<size_t> &shape_a, const std::vector<ptrdiff_t> &strides_a,
                 const std::vector<size_t> &shape_b, const std::vector<ptrdiff_t> &strides_b) {
   return shape_a == shape_b && strides_a == strides_b;
@@ -35,8 +33,7 @@ infiniStatus_t failNullDescriptorPointer(const char *op_name) {
   return fail(INFINI_STATUS_NULL_POINTER, std::string(op_name) + ": desc_ptr is NULL");
 }
 
-infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
-                                  const KernelTable &kernels,
+infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op, KernelId kernel,
                                   std::initializer_list<UserTensor> outputs,
                                   std::initializer_list<UserTensor> inputs, Descriptor **result,
                                   const Options &options) {
@@ -46,9 +43,10 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
   users.insert(users.end(), inputs.begin(), inputs.end());
   for (const UserTensor &u : users)
     INFINIOP_CHECK(checkTensor(op, (std::string(u.name) + " descriptor").c_str(), u.tensor));
-  if (!hasKernel(kernels, handle->device))
+  const Device &device = *handle->device;
+  if (!device.supports(kernel))
     return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,
-                prefix + "not available on device " + deviceName(handle->device));
+                prefix + "not available on device " + device.name);
 
   const infiniDtype_t dtype = users[0].tensor->dtype;
   for (const UserTensor &u : users) {
@@ -105,7 +103,7 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
   }
   desc->plan_ = buildPlan(dtype, operands, static_cast<int>(outputs.size()), iteration_shape,
                           options.row_dim >= 0);
-  INFINIOP_CHECK(makeRunner(op, handle, kernels, desc->plan_, &desc->runner_));
+  INFINIOP_CHECK(device.elementwiseRunner(op, handle, kernel, desc->plan_, &desc->runner_));
   // Staged tensors: copied in before the kernel (inputs) or out after it (outputs), by the
   // device's copy kernel, between the user's layout and a contiguous workspace buffer.
   for (size_t i = 0; i < users.size(); ++i) {
@@ -119,7 +117,7 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op,
                                  output ? buffer_side : user_side};
     Plan plan = buildPlan(dtype, copy, 1, t.shape, false);
     std::unique_ptr<Runner> runner;
-    INFINIOP_CHECK(makeRunner(op, handle, kCopyKernels, plan, &runner));
+    INFINIOP_CHECK(device.elementwiseRunner(op, handle, KernelId::copy, plan, &runner));
     desc->staging_.push_back({user, desc->workspace_size, output, plan.numel, std::move(runner)});
     // 64-byte aligned buffers, one per staged tensor.
     desc->workspace_size += (t.numel() * element_size + 63) / 64 * 64;

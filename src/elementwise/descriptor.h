@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "elementwise/plan.h"
 #include "elementwise/runner.h"
+#include "ops/kernels.h"
 
 namespace infiniop::elementwise {
 
@@ -51,15 +52,14 @@ class Descriptor : public OperatorDescriptor {
 
   // Validates everything the C API promises (NULLs, device, dtypes, shapes, output overlap) and
   // builds the plan. `attributes` is copied; it must be trivially copyable.
-  static infiniStatus_t create(infiniopHandle_t handle, const char *op_name,
-                               const KernelTable &kernels,
+  static infiniStatus_t create(infiniopHandle_t handle, const char *op_name, KernelId kernel,
                                std::initializer_list<UserTensor> outputs,
                                std::initializer_list<UserTensor> inputs, Descriptor **result,
                                const Options &options = {});
 
-  // Checks pointers and aliasing, then runs the device kernel on `stream` (OpenCL: enqueues it).
-  // Pointers are in UserTensor order. With `active_rows` (row_dim given at creation) only that
-  // many leading rows are computed and the outputs' other rows are set to zero.
+  // Checks pointers and aliasing, then runs the device kernel on `stream` (where the device has
+  // queues: enqueues it). Pointers are in UserTensor order. With `active_rows` (row_dim given at
+  // creation) only that many leading rows are computed and the outputs' other rows are set to zero.
   infiniStatus_t calculate(void *workspace, size_t workspace_size,
                            std::initializer_list<void *> outputs,
                            std::initializer_list<const void *> inputs, void *stream,
@@ -100,7 +100,7 @@ class Descriptor : public OperatorDescriptor {
 // *desc_ptr (checked for NULL) the public handle type.
 template <class Public>
 infiniStatus_t createInto(Public *desc_ptr, infiniopHandle_t handle, const char *op_name,
-                          const KernelTable &kernels, std::initializer_list<UserTensor> outputs,
+                          KernelId kernel, std::initializer_list<UserTensor> outputs,
                           std::initializer_list<UserTensor> inputs, const Options &options = {});
 infiniStatus_t calculate(const char *op_name, const void *desc, void *workspace,
                          size_t workspace_size, std::initializer_list<void *> outputs,
@@ -111,12 +111,12 @@ infiniStatus_t failNullDescriptorPointer(const char *op_name);
 
 template <class Public>
 infiniStatus_t createInto(Public *desc_ptr, infiniopHandle_t handle, const char *op_name,
-                          const KernelTable &kernels, std::initializer_list<UserTensor> outputs,
+                          KernelId kernel, std::initializer_list<UserTensor> outputs,
                           std::initializer_list<UserTensor> inputs, const Options &options) {
   if (!desc_ptr) return failNullDescriptorPointer(op_name);
   Descriptor *desc = nullptr;
   const infiniStatus_t status =
-      Descriptor::create(handle, op_name, kernels, outputs, inputs, &desc, options);
+      Descriptor::create(handle, op_name, kernel, outputs, inputs, &desc, options);
   if (status == INFINI_STATUS_SUCCESS) publishDescriptor(desc_ptr, desc);
   return status;
 }

@@ -46,19 +46,10 @@ struct Plan {
 // What an operator's attributes look like to a kernel: a small trivially-copyable struct.
 constexpr size_t kMaxAttributeBytes = 64;
 
-// A device kernel runs elements [begin, end) of a plan, in the plan's iteration order:
+// A host device's kernel runs elements [begin, end) of a plan, in the plan's iteration order:
 // `operands` are the operand base pointers (source pointer plus offset already applied),
 // outputs first.
 using Kernel = void (*)(const Plan &plan, const void *attributes, char *const *operands,
                         size_t begin, size_t end);
-
-// One operator on every device (in infiniDevice_t order); nullptr = not built. The host devices
-// give a Kernel; OpenCL gives the OpenCL C source of the functor (devices/opencl/kernels/), which
-// its runner compiles together with the framework's kernels.
-struct KernelTable {
-  Kernel cpu;
-  const char *opencl;
-  Kernel cpu_reference;
-};
 
 }  // namespace infiniop::elementwise

@@ -24,8 +24,8 @@ using infiniop::fail;
 namespace {
 constexpr const char *kForward = "ClippedSwiglu";
 constexpr const char *kBackward = "ClippedSwigluBackward";
-constexpr ew::KernelTable kForwardKernels = INFINIOP_KERNEL_TABLE(clipped_swiglu);
-constexpr ew::KernelTable kBackwardKernels = INFINIOP_KERNEL_TABLE(clipped_swiglu_backward);
+constexpr infiniop::KernelId kForwardKernel = infiniop::KernelId::clipped_swiglu;
+constexpr infiniop::KernelId kBackwardKernel = infiniop::KernelId::clipped_swiglu_backward;
 
 // Where group_index's counts are, when there is one.
 struct Groups {
@@ -81,7 +81,7 @@ infiniStatus_t prepare(const char *op, infiniopTensorDescriptor_t x,
 
 template <class Public>
 infiniStatus_t finish(Public *desc_ptr, infiniopHandle_t handle, const char *op,
-                      const ew::KernelTable &kernels, std::initializer_list<ew::UserTensor> outputs,
+                      infiniop::KernelId kernel, std::initializer_list<ew::UserTensor> outputs,
                       std::initializer_list<ew::UserTensor> inputs, Setup &setup) {
   if (!desc_ptr) return ew::failNullDescriptorPointer(op);
   ew::Options options;
@@ -90,7 +90,7 @@ infiniStatus_t finish(Public *desc_ptr, infiniopHandle_t handle, const char *op,
   options.row_dim = setup.groups.has_groups ? setup.split : -1;
   ew::Descriptor *elementwise = nullptr;
   INFINIOP_CHECK(
-      ew::Descriptor::create(handle, op, kernels, outputs, inputs, &elementwise, options));
+      ew::Descriptor::create(handle, op, kernel, outputs, inputs, &elementwise, options));
   std::unique_ptr<ew::Descriptor> inner(elementwise);
   auto desc = std::make_unique<ClippedDescriptor>(op);
   desc->handle = handle;
@@ -109,7 +109,7 @@ infiniStatus_t activeRows(const char *op, const ClippedDescriptor &clipped, cons
     return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": group_index pointer is NULL");
   if (desc.group_count > 0)
     INFINIOP_CHECK(infiniop::checkAligned(op, "group_index", group_index, sizeof(int64_t)));
-  // The counts' span, read to the host (a copy on the CPU devices, a blocking read on OpenCL).
+  // The counts' span, read to the host (Device::readForCheck: a copy, or a blocking read).
   const ptrdiff_t reach =
       desc.group_count ? desc.group_stride * static_cast<ptrdiff_t>(desc.group_count - 1) : 0;
   const ptrdiff_t lowest = std::min<ptrdiff_t>(0, reach);
@@ -155,7 +155,7 @@ extern "C" infiniStatus_t infiniopCreateClippedSwigluDescriptor(
   return infiniop::guarded(kForward, [&] {
     Setup setup;
     INFINIOP_CHECK(prepare(kForward, x_desc, group_index_desc, dim, alpha, limit, bias, &setup));
-    return finish(desc_ptr, handle, kForward, kForwardKernels, {{"y", y_desc}},
+    return finish(desc_ptr, handle, kForward, kForwardKernel, {{"y", y_desc}},
                   {{"x", x_desc, setup.split, interleaved}}, setup);
   });
 }
@@ -186,7 +186,7 @@ extern "C" infiniStatus_t infiniopCreateClippedSwigluBackwardDescriptor(
     Setup setup;
     INFINIOP_CHECK(prepare(kBackward, x_desc, group_index_desc, dim, alpha, limit, bias, &setup));
     // Operands: dA, dB <- (y_grad, A, B).
-    return finish(desc_ptr, handle, kBackward, kBackwardKernels,
+    return finish(desc_ptr, handle, kBackward, kBackwardKernel,
                   {{"x_grad", x_grad_desc, setup.split, interleaved}},
                   {{"y_grad", y_grad_desc}, {"x", x_desc, setup.split, interleaved}}, setup);
   });

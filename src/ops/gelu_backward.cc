@@ -9,7 +9,7 @@ namespace ew = infiniop::elementwise;
 
 namespace {
 constexpr const char *kName = "GeluBackward";
-constexpr ew::KernelTable kKernels = INFINIOP_KERNEL_TABLE(gelu_backward);
+constexpr infiniop::KernelId kKernel = infiniop::KernelId::gelu_backward;
 }  // namespace
 
 extern "C" infiniStatus_t infiniopCreateGeluBackwardDescriptor(
@@ -17,7 +17,7 @@ extern "C" infiniStatus_t infiniopCreateGeluBackwardDescriptor(
     infiniopTensorDescriptor_t grad_input_desc, infiniopTensorDescriptor_t input_desc,
     infiniopTensorDescriptor_t grad_output_desc) {
   return infiniop::guarded(kName, [&] {
-    return ew::createInto(desc_ptr, handle, kName, kKernels, {{"grad_input", grad_input_desc}},
+    return ew::createInto(desc_ptr, handle, kName, kKernel, {{"grad_input", grad_input_desc}},
                           {{"input", input_desc}, {"grad_output", grad_output_desc}});
   });
 }

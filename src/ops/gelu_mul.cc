@@ -12,16 +12,16 @@ namespace ew = infiniop::elementwise;
 namespace {
 constexpr const char *kForward = "GeluMul";
 constexpr const char *kBackward = "GeluMulBackward";
-constexpr ew::KernelTable kForwardErf = INFINIOP_KERNEL_TABLE(gelu_mul_erf);
-constexpr ew::KernelTable kForwardTanh = INFINIOP_KERNEL_TABLE(gelu_mul_tanh);
-constexpr ew::KernelTable kBackwardErf = INFINIOP_KERNEL_TABLE(gelu_mul_backward_erf);
-constexpr ew::KernelTable kBackwardTanh = INFINIOP_KERNEL_TABLE(gelu_mul_backward_tanh);
+constexpr infiniop::KernelId kForwardErf = infiniop::KernelId::gelu_mul_erf;
+constexpr infiniop::KernelId kForwardTanh = infiniop::KernelId::gelu_mul_tanh;
+constexpr infiniop::KernelId kBackwardErf = infiniop::KernelId::gelu_mul_backward_erf;
+constexpr infiniop::KernelId kBackwardTanh = infiniop::KernelId::gelu_mul_backward_tanh;
 
-// Validates the approximation and the input's rank; gives the kernels and the split dim.
+// Validates the approximation and the input's rank; gives the kernel and the split dim.
 // `raw` is the approximation as an int: C callers may pass any value (see enumValue).
 infiniStatus_t choose(const char *op, infiniopTensorDescriptor_t input, int raw,
-                      const ew::KernelTable &erf, const ew::KernelTable &tanh,
-                      const ew::KernelTable **kernels, int *last_dim) {
+                      infiniop::KernelId erf, infiniop::KernelId tanh, infiniop::KernelId *kernel,
+                      int *last_dim) {
   if (raw != INFINIOP_GELU_APPROXIMATE_NONE && raw != INFINIOP_GELU_APPROXIMATE_TANH)
     return infiniop::fail(INFINI_STATUS_BAD_PARAM, std::string(op) + ": approximate " +
                                                        std::to_string(raw) +
@@ -32,7 +32,7 @@ infiniStatus_t choose(const char *op, infiniopTensorDescriptor_t input, int raw,
   if (input->ndim() == 0)
     return infiniop::fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
                           std::string(op) + ": input must have at least one dim to split");
-  *kernels = raw == INFINIOP_GELU_APPROXIMATE_TANH ? &tanh : &erf;
+  *kernel = raw == INFINIOP_GELU_APPROXIMATE_TANH ? tanh : erf;
   *last_dim = static_cast<int>(input->ndim()) - 1;
   return INFINI_STATUS_SUCCESS;
 }
@@ -44,11 +44,11 @@ extern "C" infiniStatus_t infiniopCreateGeluMulDescriptor(infiniopHandle_t handl
                                                           infiniopTensorDescriptor_t input_desc,
                                                           infiniopGeluApproximate_t approximate) {
   return infiniop::guarded(kForward, [&] {
-    const ew::KernelTable *kernels = nullptr;
+    infiniop::KernelId kernel{};
     int dim = 0;
     INFINIOP_CHECK(choose(kForward, input_desc, infiniop::enumValue(approximate), kForwardErf,
-                          kForwardTanh, &kernels, &dim));
-    return ew::createInto(desc_ptr, handle, kForward, *kernels, {{"out", out_desc}},
+                          kForwardTanh, &kernel, &dim));
+    return ew::createInto(desc_ptr, handle, kForward, kernel, {{"out", out_desc}},
                           {{"input", input_desc, dim}});
   });
 }
@@ -73,12 +73,12 @@ extern "C" infiniStatus_t infiniopCreateGeluMulBackwardDescriptor(
     infiniopTensorDescriptor_t input_grad_desc, infiniopTensorDescriptor_t out_grad_desc,
     infiniopTensorDescriptor_t input_desc, infiniopGeluApproximate_t approximate) {
   return infiniop::guarded(kBackward, [&] {
-    const ew::KernelTable *kernels = nullptr;
+    infiniop::KernelId kernel{};
     int dim = 0;
     INFINIOP_CHECK(choose(kBackward, input_desc, infiniop::enumValue(approximate), kBackwardErf,
-                          kBackwardTanh, &kernels, &dim));
+                          kBackwardTanh, &kernel, &dim));
     // Operands: (grad1, grad2) <- (out_grad, x1, x2).
-    return ew::createInto(desc_ptr, handle, kBackward, *kernels,
+    return ew::createInto(desc_ptr, handle, kBackward, kernel,
                           {{"input_grad", input_grad_desc, dim}},
                           {{"out_grad", out_grad_desc}, {"input", input_desc, dim}});
   });

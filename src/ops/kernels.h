@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Every device's kernel entry points, declared from one list: adding an elementwise operator
-// adds one line here, and the device folders define `void <name>(Plan, attributes, operands)`.
+// The operators' kernels as every device knows them: one list, written once. Adding an
+// elementwise operator adds one line here; each device folder maps the id to its own kernel (a
+// host function, a functor source a driver compiles, ...) in its device table.
 #pragma once
+
+#include <cstddef>
 
 #include "elementwise/plan.h"
 
@@ -17,33 +20,29 @@
   X(gelu_mul_backward_tanh)         \
   X(clipped_swiglu)                 \
   X(clipped_swiglu_backward)
+// The gather framework's operators (src/ops/moe_finalize_routing.h).
+#define INFINIOP_GATHER_OPS(X) \
+  X(moe_finalize_routing)      \
+  X(moe_finalize_routing_grad)
 // clang-format on
 
-#define INFINIOP_DECLARE_KERNEL(name)                                                     \
-  void name(const elementwise::Plan &plan, const void *attributes, char *const *operands, \
-            size_t begin, size_t end);
-
 namespace infiniop {
-namespace cpu_reference {
-INFINIOP_ELEMENTWISE_OPS(INFINIOP_DECLARE_KERNEL)
-}
-#if INFINIOP_WITH_CPU
-namespace cpu {
-INFINIOP_ELEMENTWISE_OPS(INFINIOP_DECLARE_KERNEL)
-}
-#define INFINIOP_CPU_KERNEL(name) ::infiniop::cpu::name
-#else
-#define INFINIOP_CPU_KERNEL(name) nullptr
-#endif
+
+#define INFINIOP_KERNEL_ID(name) name,
+// What a device is asked to run. Elementwise ids come first: [0, kElementwiseCount).
+enum class KernelId : int {
+  INFINIOP_ELEMENTWISE_OPS(INFINIOP_KERNEL_ID) INFINIOP_GATHER_OPS(INFINIOP_KERNEL_ID)
+};
+#undef INFINIOP_KERNEL_ID
+
+#define INFINIOP_COUNT_KERNEL(name) +1
+constexpr int kElementwiseKernelCount = 0 INFINIOP_ELEMENTWISE_OPS(INFINIOP_COUNT_KERNEL);
+#undef INFINIOP_COUNT_KERNEL
+
 }  // namespace infiniop
 
-#if INFINIOP_WITH_OPENCL
-#include "opencl/sources.h"  // generated from devices/opencl/kernels/*.cl
-#define INFINIOP_OPENCL_FUNCTOR(name) ::infiniop::opencl::sources::name
-#else
-#define INFINIOP_OPENCL_FUNCTOR(name) nullptr
-#endif
-
-// The kernel table of one operator (elementwise::KernelTable: cpu, opencl, cpu_reference).
-#define INFINIOP_KERNEL_TABLE(name) \
-  { INFINIOP_CPU_KERNEL(name), INFINIOP_OPENCL_FUNCTOR(name), ::infiniop::cpu_reference::name }
+// Declares a host device's elementwise kernel `name` (in the enclosing namespace):
+// INFINIOP_ELEMENTWISE_OPS(INFINIOP_DECLARE_KERNEL) declares them all.
+#define INFINIOP_DECLARE_KERNEL(name)                                          \
+  void name(const ::infiniop::elementwise::Plan &plan, const void *attributes, \
+            char *const *operands, size_t begin, size_t end);

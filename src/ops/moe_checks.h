@@ -15,9 +15,7 @@
 #include "core/handle.h"
 #include "core/tensor.h"
 #include "ops/moe_finalize_routing.h"
-#if INFINIOP_WITH_OPENCL
-#include "opencl/moe_finalize_routing.h"
-#endif
+#include "ops/kernels.h"
 
 namespace infiniop::moe_checks {
 using infiniop::fail;
@@ -28,62 +26,15 @@ namespace moe = infiniop::moe;
 inline constexpr const char *kForward = "MoeFinalizeRoutingV2";
 inline constexpr const char *kGrad = "MoeFinalizeRoutingV2Grad";
 
-// The CPU devices' runners: their kernel function on the plan, synchronously (no streams).
-template <class Runner, class Plan, class Data, void (*kernel)(const Plan &, const Data &)>
-class HostRunner final : public Runner {
- public:
-  explicit HostRunner(const Plan &plan) : plan_(plan) {}
-  infiniStatus_t run(const Data &data, const int32_t *, void *) const override {
-    kernel(plan_, data);
-    return INFINI_STATUS_SUCCESS;
-  }
-
- private:
-  Plan plan_;
-};
-template <moe::ForwardKernel kernel>
-infiniStatus_t hostForward(infiniopHandle_t, const moe::ForwardPlan &plan,
-                           std::unique_ptr<moe::ForwardRunner> *runner) {
-  *runner =
-      std::make_unique<HostRunner<moe::ForwardRunner, moe::ForwardPlan, moe::ForwardData, kernel>>(
-          plan);
-  return INFINI_STATUS_SUCCESS;
-}
-template <moe::GradKernel kernel>
-infiniStatus_t hostGrad(infiniopHandle_t, const moe::GradPlan &plan,
-                        std::unique_ptr<moe::GradRunner> *runner) {
-  *runner =
-      std::make_unique<HostRunner<moe::GradRunner, moe::GradPlan, moe::GradData, kernel>>(plan);
-  return INFINI_STATUS_SUCCESS;
-}
-
-#if INFINIOP_WITH_CPU
-#define INFINIOP_MOE_CPU(host, name) host<::infiniop::cpu::name>
-#else
-#define INFINIOP_MOE_CPU(host, name) nullptr
-#endif
-#if INFINIOP_WITH_OPENCL
-#define INFINIOP_MOE_OPENCL(name) ::infiniop::opencl::name
-#else
-#define INFINIOP_MOE_OPENCL(name) nullptr
-#endif
-// Indexed by infiniDevice_t: CPU, OPENCL, CPU_REFERENCE.
-inline constexpr moe::ForwardFactory kForwardKernels[] = {
-    INFINIOP_MOE_CPU(hostForward, moeFinalizeRouting), INFINIOP_MOE_OPENCL(makeMoeForwardRunner),
-    hostForward<infiniop::cpu_reference::moeFinalizeRouting>};
-inline constexpr moe::GradFactory kGradKernels[] = {
-    INFINIOP_MOE_CPU(hostGrad, moeFinalizeRoutingGrad), INFINIOP_MOE_OPENCL(makeMoeGradRunner),
-    hostGrad<infiniop::cpu_reference::moeFinalizeRoutingGrad>};
-
-// An index tensor as the host checks (and the OpenCL grad inverts) it: on the CPU devices the
-// data itself; on OpenCL a copy of its span, read once the work queued before on the stream is
-// done (API.md lets a call wait for such a check before it writes anything).
+// An index tensor as the host checks (and a device's grad may invert) it: on host-memory
+// devices the data itself; elsewhere a copy of its span, read once the work queued before on the
+// stream is done (API.md lets a call wait for such a check before it writes anything).
 class HostIndex {
  public:
   infiniStatus_t read(const char *op, infiniopHandle_t handle, void *stream,
                       const gather::IndexView &view, const int32_t *data) {
     base_ = data;
-    if (handle->device != INFINI_DEVICE_OPENCL || !view.present || view.rows * view.cols == 0)
+    if (handle->device->host_memory || !view.present || view.rows * view.cols == 0)
       return INFINI_STATUS_SUCCESS;
     // span.lowest <= 0 <= span.highest: element 0 lies at copy_[-lowest].
     copy_.resize(static_cast<size_t>(view.span.highest - view.span.lowest + 1));
@@ -112,12 +63,10 @@ class Checker {
     return p ? INFINI_STATUS_SUCCESS
              : fail(INFINI_STATUS_NULL_POINTER, std::string(name) + " is NULL");
   }
-  template <class Kernel>
-  infiniStatus_t device(infiniopHandle_t handle, const Kernel (&kernels)[3]) const {
-    const int device = static_cast<int>(handle->device);
-    if (device < 0 || device >= 3 || !kernels[device])
+  infiniStatus_t device(infiniopHandle_t handle, infiniop::KernelId kernel) const {
+    if (!handle->device->supports(kernel))
       return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,
-                  std::string("not available on device ") + infiniop::deviceName(handle->device));
+                  std::string("not available on device ") + handle->device->name);
     return INFINI_STATUS_SUCCESS;
   }
   // A float tensor (if present) of the call's dtype, which the first one sets.

@@ -27,7 +27,7 @@ infiniStatus_t createForward(infiniopHandle_t handle,
   INFINIOP_CHECK(check.required("out descriptor", out));
   INFINIOP_CHECK(check.required("expanded_x descriptor", expanded_x));
   INFINIOP_CHECK(check.required("expanded_row_idx descriptor", row_index));
-  INFINIOP_CHECK(check.device(handle, kForwardKernels));
+  INFINIOP_CHECK(check.device(handle, infiniop::KernelId::moe_finalize_routing));
   if (mode < 0 || mode > 3)
     return check.fail(INFINI_STATUS_BAD_PARAM,
                       "drop_pad_mode " + std::to_string(mode) + " is not 0, 1, 2 or 3");
@@ -88,7 +88,7 @@ infiniStatus_t createForward(infiniopHandle_t handle,
   plan.scales = gather::tableView(scales);
   plan.row_index = gather::flatIndexView(row_index, R, K, /*column_major=*/mode <= 1);
   plan.expert_index = gather::tableIndexView(bias ? expert_index : nullptr);
-  INFINIOP_CHECK(kForwardKernels[handle->device](handle, plan, &desc->runner));
+  INFINIOP_CHECK(handle->device->moeForwardRunner(kForward, handle, plan, &desc->runner));
   infiniop::publishDescriptor(desc_ptr, desc.release());
   return infiniop::succeed();
 }

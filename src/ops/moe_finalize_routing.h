@@ -37,8 +37,6 @@ struct GradPlan {
   gather::RowView grad_expanded_x, grad_y, expanded_x, bias;
   gather::TableView scales, grad_scales;
   gather::IndexView row_index, expert_index;
-  // What the device needs: the index inversion (cpu: built there; opencl: uploaded there).
-  size_t workspace_size = 0;
 };
 struct GradData {
   void *grad_expanded_x, *grad_scales;
@@ -47,17 +45,17 @@ struct GradData {
   void *workspace;
 };
 
-// What the CPU devices run: synchronous functions of host memory.
+// What host devices run: synchronous functions of host memory.
 using ForwardKernel = void (*)(const ForwardPlan &plan, const ForwardData &data);
 using GradKernel = void (*)(const GradPlan &plan, const GradData &data);
 
-// How a descriptor runs its calls on its device, made once at descriptor creation (an OpenCL
-// runner holds its kernels). run() is called after every check of the call has passed, with the
-// call's data pointers (device addresses) and `host_row_index`, expanded_row_idx in host memory
-// (plan.row_index.at(host_row_index, r, k) reads it; the CPU devices: the data itself; OpenCL: a
-// copy). It may still fail
-// (a pointer that is not device memory of the handle) but writes nothing before it has checked
-// everything; the work is queued on `stream` where the device has streams.
+// How a descriptor runs its calls on its device, made once at descriptor creation by the device
+// (Device::moeForwardRunner, moeGradRunner). run() is called after every check of the call has
+// passed, with the call's data pointers (device addresses) and `host_row_index`,
+// expanded_row_idx in host memory (plan.row_index.at(host_row_index, r, k) reads it; on a
+// host-memory device the data itself, elsewhere a copy). It may still fail (a pointer that is
+// not device memory of the handle) but writes nothing before it has checked everything; the
+// work is queued on `stream` where the device has streams.
 class ForwardRunner {
  public:
   virtual ~ForwardRunner() = default;
@@ -70,21 +68,5 @@ class GradRunner {
   virtual infiniStatus_t run(const GradData &data, const int32_t *host_row_index,
                              void *stream) const = 0;
 };
-// One per device, in the operators' device tables.
-using ForwardFactory = infiniStatus_t (*)(infiniopHandle_t handle, const ForwardPlan &plan,
-                                          std::unique_ptr<ForwardRunner> *runner);
-using GradFactory = infiniStatus_t (*)(infiniopHandle_t handle, const GradPlan &plan,
-                                       std::unique_ptr<GradRunner> *runner);
 
 }  // namespace infiniop::moe
-
-namespace infiniop::cpu_reference {
-void moeFinalizeRouting(const moe::ForwardPlan &plan, const moe::ForwardData &data);
-void moeFinalizeRoutingGrad(const moe::GradPlan &plan, const moe::GradData &data);
-}  // namespace infiniop::cpu_reference
-#if INFINIOP_WITH_CPU
-namespace infiniop::cpu {
-void moeFinalizeRouting(const moe::ForwardPlan &plan, const moe::ForwardData &data);
-void moeFinalizeRoutingGrad(const moe::GradPlan &plan, const moe::GradData &data);
-}  // namespace infiniop::cpu
-#endif

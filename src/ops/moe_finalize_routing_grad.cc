@@ -29,7 +29,7 @@ infiniStatus_t createGrad(infiniopHandle_t handle,
   INFINIOP_CHECK(check.required("grad_expanded_x descriptor", grad_expanded_x));
   INFINIOP_CHECK(check.required("grad_y descriptor", grad_y));
   INFINIOP_CHECK(check.required("expanded_row_idx descriptor", row_index));
-  INFINIOP_CHECK(check.device(handle, kGradKernels));
+  INFINIOP_CHECK(check.device(handle, infiniop::KernelId::moe_finalize_routing_grad));
   if (mode != 0 && mode != 1)
     return check.fail(INFINI_STATUS_BAD_PARAM,
                       "drop_pad_mode " + std::to_string(mode) + " is not 0 or 1");
@@ -108,10 +108,8 @@ infiniStatus_t createGrad(infiniopHandle_t handle,
   plan.grad_scales = gather::tableView(grad_scales);
   plan.row_index = gather::flatIndexView(row_index, R, K, /*column_major=*/false);
   plan.expert_index = gather::tableIndexView(bias ? expert_index : nullptr);
-  if (handle->device == INFINI_DEVICE_CPU || handle->device == INFINI_DEVICE_OPENCL)
-    plan.workspace_size = gather::inverseWorkspaceBytes(plan.grad_expanded_x.rows, R * K);
-  INFINIOP_CHECK(kGradKernels[handle->device](handle, plan, &desc->runner));
-  desc->workspace_size = plan.workspace_size;
+  INFINIOP_CHECK(
+      handle->device->moeGradRunner(kGrad, handle, plan, &desc->workspace_size, &desc->runner));
   infiniop::publishDescriptor(desc_ptr, desc.release());
   return infiniop::succeed();
 }
@@ -119,6 +117,7 @@ infiniStatus_t createGrad(infiniopHandle_t handle,
 infiniStatus_t runGrad(const GradDescriptor *desc, size_t workspace_size, const moe::GradData &data,
                        void *stream) {
   const moe::GradPlan &p = desc->plan;
+  const size_t needed = desc->workspace_size;
   const size_t bytes = infiniop::dtypeSize(p.dtype);
   const size_t RK = p.tokens * p.topk, H = p.hidden;
   const size_t expanded_numel = p.grad_expanded_x.rows * H;
@@ -134,15 +133,15 @@ infiniStatus_t runGrad(const GradDescriptor *desc, size_t workspace_size, const 
       floatOperand("bias", data.bias, p.bias, bytes, p.bias.rows * H),
       {"the workspace",
        data.workspace,
-       p.workspace_size > 0,
-       {0, static_cast<ptrdiff_t>(p.workspace_size) - 1},
+       needed > 0,
+       {0, static_cast<ptrdiff_t>(needed) - 1},
        1,
-       p.workspace_size},
+       needed},
   };
-  if (workspace_size < p.workspace_size)
+  if (workspace_size < needed)
     return fail(INFINI_STATUS_INSUFFICIENT_WORKSPACE,
                 std::string(kGrad) + ": workspace of " + std::to_string(workspace_size) +
-                    " bytes; " + std::to_string(p.workspace_size) + " are needed");
+                    " bytes; " + std::to_string(needed) + " are needed");
   INFINIOP_CHECK(checkOperands(kGrad, operands, 2));
   // The index data is checked whenever it exists, even where there is nothing to compute.
   HostIndex row_index, expert_index;

@@ -11,8 +11,8 @@ namespace ew = infiniop::elementwise;
 namespace {
 constexpr const char *kForward = "SwiGlu";
 constexpr const char *kBackward = "SwiGluBackward";
-constexpr ew::KernelTable kForwardKernels = INFINIOP_KERNEL_TABLE(swiglu);
-constexpr ew::KernelTable kBackwardKernels = INFINIOP_KERNEL_TABLE(swiglu_backward);
+constexpr infiniop::KernelId kForwardKernel = infiniop::KernelId::swiglu;
+constexpr infiniop::KernelId kBackwardKernel = infiniop::KernelId::swiglu_backward;
 }  // namespace
 
 extern "C" infiniStatus_t infiniopCreateSwiGluDescriptor(infiniopHandle_t handle,
@@ -23,7 +23,7 @@ extern "C" infiniStatus_t infiniopCreateSwiGluDescriptor(infiniopHandle_t handle
   return infiniop::guarded(kForward, [&] {
     int split = 0;
     INFINIOP_CHECK(infiniop::normalizeSplitDim(kForward, "x", x_desc, dim, &split));
-    return ew::createInto(desc_ptr, handle, kForward, kForwardKernels, {{"y", y_desc}},
+    return ew::createInto(desc_ptr, handle, kForward, kForwardKernel, {{"y", y_desc}},
                           {{"x", x_desc, split}});
   });
 }
@@ -51,7 +51,7 @@ extern "C" infiniStatus_t infiniopCreateSwiGluBackwardDescriptor(
     int split = 0;
     INFINIOP_CHECK(infiniop::normalizeSplitDim(kBackward, "x", x_desc, dim, &split));
     // Operands: x_grad1, x_grad2 <- (y_grad, x1, x2).
-    return ew::createInto(desc_ptr, handle, kBackward, kBackwardKernels,
+    return ew::createInto(desc_ptr, handle, kBackward, kBackwardKernel,
                           {{"x_grad", x_grad_desc, split}},
                           {{"y_grad", y_grad_desc}, {"x", x_desc, split}});
   });

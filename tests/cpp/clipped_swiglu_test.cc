@@ -850,7 +850,7 @@ const char *groupJunkName(GroupJunk j) {
 // The dtypes of this test: all three on the CPU devices; F32 on opencl, where presence is decided
 // by dtype-independent host code and each further dtype would only add program builds.
 std::vector<infiniDtype_t> absentTestDtypes(DeviceParam p) {
-  if (isOpencl(p)) return {INFINI_DTYPE_F32};
+  if (isDeviceMemory(p)) return {INFINI_DTYPE_F32};
   return {std::begin(kFloatDtypes), std::end(kFloatDtypes)};
 }
 

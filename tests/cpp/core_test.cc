@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "device_param.h"
 #include "infiniop.h"
 
 namespace {
@@ -99,29 +100,77 @@ TEST(TensorDescriptor, RejectsUnknownDtypeAndNulls) {
 }
 
 // The host device every build has: cpu, or cpu_reference in a build without it.
-#if INFINIOP_WITH_CPU
-constexpr infiniDevice_t kHostDevice = INFINI_DEVICE_CPU;
-#else
-constexpr infiniDevice_t kHostDevice = INFINI_DEVICE_CPU_REFERENCE;
-#endif
+const infiniDevice_t kHostDevice =
+    infiniop_test::isBuilt(INFINI_DEVICE_CPU) ? INFINI_DEVICE_CPU : INFINI_DEVICE_CPU_REFERENCE;
+
+// The device list comes from the library: every built device once, in infiniDevice_t order,
+// cpu_reference always; each described by infiniopGetDeviceInfo.
+TEST(Devices, ListAndInfo) {
+  int count = -1;
+  ASSERT_EQ(infiniopGetDeviceTypes(nullptr, 0, &count), INFINI_STATUS_SUCCESS);
+  ASSERT_GE(count, 1);
+  ASSERT_LE(count, 3);
+  std::vector<infiniDevice_t> types(static_cast<size_t>(count) + 1,
+                                    static_cast<infiniDevice_t>(99));  // poison
+  int again = -1;
+  ASSERT_EQ(infiniopGetDeviceTypes(types.data(), count, &again), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(again, count);
+  EXPECT_EQ(types[static_cast<size_t>(count)], static_cast<infiniDevice_t>(99));  // untouched
+  EXPECT_EQ(types.back(), static_cast<infiniDevice_t>(99));
+  EXPECT_EQ(types[static_cast<size_t>(count) - 1], INFINI_DEVICE_CPU_REFERENCE);
+  for (int i = 1; i < count; ++i) EXPECT_LT(types[i - 1], types[i]);
+  // A short array gets the first `capacity`, and the whole count.
+  infiniDevice_t first = static_cast<infiniDevice_t>(99);
+  ASSERT_EQ(infiniopGetDeviceTypes(&first, 1, &again), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(first, types[0]);
+  EXPECT_EQ(again, count);
+  EXPECT_EQ(infiniopGetDeviceTypes(nullptr, 0, nullptr), INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(infiniopGetDeviceTypes(nullptr, 2, &again), INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(infiniopGetDeviceTypes(types.data(), -1, &again), INFINI_STATUS_BAD_PARAM);
+  EXPECT_NE(std::string(infiniopGetLastError()), "");
+
+  for (int i = 0; i < count; ++i) {
+    infiniopDeviceInfo_t info{nullptr, -1, -1};
+    ASSERT_EQ(infiniopGetDeviceInfo(types[i], &info), INFINI_STATUS_SUCCESS);
+    ASSERT_NE(info.name, nullptr);
+    EXPECT_GE(info.count, 0);
+    const std::string name = info.name;
+    if (types[i] == INFINI_DEVICE_CPU_REFERENCE || types[i] == INFINI_DEVICE_CPU) {
+      EXPECT_EQ(name, types[i] == INFINI_DEVICE_CPU ? "cpu" : "cpu_reference");
+      EXPECT_EQ(info.count, 1);
+      EXPECT_EQ(info.host_memory, 1);
+    } else {
+      EXPECT_EQ(name, "opencl");
+      EXPECT_EQ(info.host_memory, 0);
+    }
+  }
+  infiniopDeviceInfo_t info{};
+  EXPECT_EQ(infiniopGetDeviceInfo(static_cast<infiniDevice_t>(7), &info),
+            INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED);
+  EXPECT_NE(std::string(infiniopGetLastError()).find("device type 7"), std::string::npos);
+  EXPECT_EQ(infiniopGetDeviceInfo(INFINI_DEVICE_CPU_REFERENCE, nullptr),
+            INFINI_STATUS_NULL_POINTER);
+}
 
 TEST(Handle, CpuDevicesAndErrors) {
   infiniopHandle_t handle = nullptr;
-#if !INFINIOP_WITH_CPU
-  EXPECT_EQ(infiniopCreateHandle(&handle, INFINI_DEVICE_CPU, 0),
-            INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED);
-  EXPECT_NE(std::string(infiniopGetLastError()).find("INFINIOP_WITH_CPU"), std::string::npos);
-#endif
+  if (!infiniop_test::isBuilt(INFINI_DEVICE_CPU)) {
+    EXPECT_EQ(infiniopCreateHandle(&handle, INFINI_DEVICE_CPU, 0),
+              INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED);
+    EXPECT_NE(std::string(infiniopGetLastError()).find("INFINIOP_WITH_CPU"), std::string::npos);
+  }
   for (infiniDevice_t device : {kHostDevice, INFINI_DEVICE_CPU_REFERENCE}) {
     ASSERT_EQ(infiniopCreateHandle(&handle, device, 0), INFINI_STATUS_SUCCESS);
     EXPECT_EQ(infiniopDestroyHandle(handle), INFINI_STATUS_SUCCESS);
     EXPECT_EQ(infiniopCreateHandle(&handle, device, 1), INFINI_STATUS_DEVICE_NOT_FOUND);
     EXPECT_NE(std::string(infiniopGetLastError()), "");
   }
-#if !INFINIOP_WITH_OPENCL  // built with it, opencl_runtime_test.cc covers OpenCL handles
-  EXPECT_EQ(infiniopCreateHandle(&handle, INFINI_DEVICE_OPENCL, 0),
-            INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED);
-#endif
+  if (!infiniop_test::isBuilt(
+          INFINI_DEVICE_OPENCL)) {  // built with it, opencl_runtime_test.cc covers it
+    EXPECT_EQ(infiniopCreateHandle(&handle, INFINI_DEVICE_OPENCL, 0),
+              INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED);
+    EXPECT_NE(std::string(infiniopGetLastError()).find("INFINIOP_WITH_OPENCL"), std::string::npos);
+  }
   EXPECT_EQ(infiniopCreateHandle(&handle, static_cast<infiniDevice_t>(7), 0),
             INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED);
   EXPECT_EQ(infiniopCreateHandle(nullptr, kHostDevice, 0), INFINI_STATUS_NULL_POINTER);

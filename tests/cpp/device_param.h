@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Devices under test: cpu_reference, the cpu device once per Highway target this machine can
-// run (forced with hwy::SetSupportedTargetsForTest, so SSE4 and AVX2 paths are covered on an
-// AVX-512 machine), and opencl in builds with it (skipped, with the reason, where the machine has
-// no OpenCL device).
+// Devices under test: every device the library was built with (it says which), the cpu device
+// once per Highway target this machine can run (forced with hwy::SetSupportedTargetsForTest, so
+// SSE4 and AVX2 paths are covered on an AVX-512 machine); a device the machine lacks (no OpenCL
+// driver) is skipped with the reason.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#if INFINIOP_WITH_CPU
+#if INFINIOP_TEST_FORCES_TARGETS  // tests/CMakeLists.txt: linked with the library's Highway
 #include "hwy/targets.h"
 #endif
 #include "infiniop.h"
@@ -37,84 +37,92 @@ class Handle {
   infiniopHandle_t handle_ = nullptr;
 };
 
-// The process's one OpenCL handle, created on first use and destroyed after the last test (a
-// gtest environment, device_param.cc): the library builds each kernel program once per handle,
-// so sharing it saves a PoCL build per test. NULL when creation failed; *why says why and
-// *skip whether that means "no OpenCL device here" (DEVICE_NOT_FOUND) rather than a failure.
-infiniopHandle_t sharedOpenclHandle(std::string *why, bool *skip);
+// The devices this library was built with, from the library itself (infiniopGetDeviceTypes and
+// infiniopGetDeviceInfo): the suite keeps no list of its own.
+std::vector<infiniDevice_t> builtDeviceTypes();
+bool isBuilt(infiniDevice_t device);
+infiniopDeviceInfo_t deviceInfo(infiniDevice_t device);  // of a built device
 
-// 0 = cpu_reference; kOpencl = opencl; otherwise the cpu device restricted to this Highway target
-// (Highway's target bits are positive).
+// The process's one handle of a device whose pointers are not host memory (opencl), created on
+// first use and destroyed after the last test (a gtest environment, device_param.cc): such a
+// device builds each kernel program once per handle, so sharing it saves a build per test. NULL
+// when creation failed; *why says why and *skip whether that means "no such device here"
+// (DEVICE_NOT_FOUND) rather than a failure.
+infiniopHandle_t sharedHandle(infiniDevice_t device, std::string *why, bool *skip);
+
+// p > 0: the cpu device restricted to Highway target p (Highway's target bits are positive);
+// p <= 0: device type -p at its best (cpu_reference -2, opencl -1).
 using DeviceParam = int64_t;
-constexpr DeviceParam kOpencl = -1;
-
-inline bool isOpencl(DeviceParam p) {
-  return p == kOpencl;
+inline DeviceParam deviceParam(infiniDevice_t device) {
+  return -static_cast<DeviceParam>(device);
+}
+inline infiniDevice_t deviceOf(DeviceParam p) {
+  return p > 0 ? INFINI_DEVICE_CPU : static_cast<infiniDevice_t>(-p);
 }
 inline bool isCpu(DeviceParam p) {
-  return p > 0;
+  return deviceOf(p) == INFINI_DEVICE_CPU;
+}
+// A device whose memory is not the host's: the tests that stage every buffer through copies
+// keep to fewer dtypes there.
+inline bool isDeviceMemory(DeviceParam p) {
+  return !deviceInfo(deviceOf(p)).host_memory;
 }
 
 // Under INFINIOP_CPU_ISA (the suite's capped runs, tests/CMakeLists.txt) only the cpu device at
-// the capped target: the uncapped run forces every lower target already, and cpu_reference and
-// opencl do not depend on the cap.
+// the capped target: the uncapped run forces every lower target already, and the other devices
+// do not depend on the cap.
 inline bool cappedRun() {
   const char *cap = std::getenv("INFINIOP_CPU_ISA");
   return cap && *cap;
 }
 
-// cpu_reference and every cpu target (best first).
-inline std::vector<DeviceParam> cpuDeviceParams() {
-#if INFINIOP_WITH_CPU
-  if (cappedRun()) return {hwy::SupportedAndGeneratedTargets().front()};
-  std::vector<DeviceParam> params = {0};
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) params.push_back(target);
-  return params;
-#else
-  return {0};  // built without the cpu device
-#endif
-}
-
-// cpu_reference, every cpu target, and opencl where the library is built with it.
+// Every built device; the cpu device once per Highway target this machine runs (best first).
 inline std::vector<DeviceParam> allDeviceParams() {
-  std::vector<DeviceParam> params = cpuDeviceParams();
-#if INFINIOP_WITH_OPENCL
-  if (!cappedRun()) params.push_back(kOpencl);
+  std::vector<DeviceParam> params;
+  for (infiniDevice_t device : builtDeviceTypes()) {
+    if (device != INFINI_DEVICE_CPU) {
+      if (!cappedRun()) params.push_back(deviceParam(device));
+      continue;
+    }
+#if INFINIOP_TEST_FORCES_TARGETS
+    if (cappedRun()) {
+      params.push_back(hwy::SupportedAndGeneratedTargets().front());
+      continue;
+    }
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) params.push_back(target);
+#else
+    params.push_back(deviceParam(device));
 #endif
+  }
   return params;
 }
 
 inline std::string deviceParamName(DeviceParam p) {
-  if (p == kOpencl) return "opencl";
-#if INFINIOP_WITH_CPU
-  if (p != 0) return std::string("cpu_") + hwy::TargetName(p);
+#if INFINIOP_TEST_FORCES_TARGETS
+  if (p > 0) return std::string("cpu_") + hwy::TargetName(p);
 #endif
-  return "cpu_reference";
+  return deviceInfo(deviceOf(p)).name;
 }
 
 class DeviceTestBase : public ::testing::Test {
  protected:
   void selectDevice(DeviceParam p) {
-    if (p == kOpencl) {
-      selectDeviceType(INFINI_DEVICE_OPENCL);
-      return;
-    }
-#if INFINIOP_WITH_CPU
-    if (p != 0) {
+#if INFINIOP_TEST_FORCES_TARGETS
+    if (p > 0) {
       hwy::SetSupportedTargetsForTest(p);
       ASSERT_STREQ(infiniopCpuIsaName(), hwy::TargetName(p))
           << "target forcing did not reach the library";
     }
 #endif
-    selectDeviceType(p == 0 ? INFINI_DEVICE_CPU_REFERENCE : INFINI_DEVICE_CPU);
+    selectDeviceType(deviceOf(p));
   }
-  // A handle of the device (cpu at its best target): a fresh one for the CPU devices, the shared
-  // one for opencl. Skips the test where no OpenCL device exists.
+  // A handle of the device (cpu at its best target): a fresh one for a host-memory device, the
+  // shared one otherwise. Skips the test where the machine has no such device.
   void selectDeviceType(infiniDevice_t device) {
-    if (device == INFINI_DEVICE_OPENCL) {
+    if (!deviceInfo(device).host_memory) {
       std::string why;
       bool skip = false;
-      shared_ = sharedOpenclHandle(&why, &skip);
+      shared_ = sharedHandle(device, &why, &skip);
       if (!shared_ && skip) GTEST_SKIP() << why;
       ASSERT_NE(shared_, nullptr) << why;
       return;
@@ -122,7 +130,7 @@ class DeviceTestBase : public ::testing::Test {
     owned_ = std::make_unique<Handle>(device);
   }
   void restoreTargets() {
-#if INFINIOP_WITH_CPU
+#if INFINIOP_TEST_FORCES_TARGETS
     hwy::SetSupportedTargetsForTest(0);
 #endif
   }

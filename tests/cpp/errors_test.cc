@@ -166,22 +166,9 @@ TEST_P(GeluBackwardErrors, DescriptorOutlivesTensorDescriptors) {
   infiniopDestroyGeluBackwardDescriptor(op);
 }
 
-std::vector<infiniDevice_t> errorDevices() {
-  std::vector<infiniDevice_t> devices = {INFINI_DEVICE_CPU_REFERENCE};
-#if INFINIOP_WITH_CPU
-  devices.push_back(INFINI_DEVICE_CPU);
-#endif
-#if INFINIOP_WITH_OPENCL
-  devices.push_back(INFINI_DEVICE_OPENCL);
-#endif
-  return devices;
-}
-
-INSTANTIATE_TEST_SUITE_P(Devices, GeluBackwardErrors, ::testing::ValuesIn(errorDevices()),
+INSTANTIATE_TEST_SUITE_P(Devices, GeluBackwardErrors, ::testing::ValuesIn(builtDeviceTypes()),
                          [](const ::testing::TestParamInfo<infiniDevice_t> &info) {
-                           return info.param == INFINI_DEVICE_CPU      ? "cpu"
-                                  : info.param == INFINI_DEVICE_OPENCL ? "opencl"
-                                                                       : "cpu_reference";
+                           return std::string(deviceInfo(info.param).name);
                          });
 
 }  // namespace

@@ -938,7 +938,7 @@ constexpr Junk kJunks[] = {Junk::kNull, Junk::kDevice, Junk::kHost};
 // The dtypes of these tests: all three on the CPU devices; F32 on opencl, where presence is decided
 // by dtype-independent host code and each further dtype would only add program builds.
 std::vector<infiniDtype_t> absentTestDtypes(DeviceParam p) {
-  if (isOpencl(p)) return {INFINI_DTYPE_F32};
+  if (isDeviceMemory(p)) return {INFINI_DTYPE_F32};
   return {std::begin(kFloatDtypes), std::end(kFloatDtypes)};
 }
 
@@ -1823,16 +1823,15 @@ void realisticCase(int64_t mode) {
   // Devices: 0 cpu, 1 cpu_reference, 2 opencl (where it exists).
   const char *names[] = {"cpu", "cpu_reference", "opencl"};
   int devices = 2;
-  std::string opencl_missing;
-#if INFINIOP_WITH_OPENCL
-  bool skip = false;
-  infiniopHandle_t opencl = sharedOpenclHandle(&opencl_missing, &skip);
-  if (opencl) devices = 3;
-  ASSERT_TRUE(opencl || skip) << opencl_missing;
-#else
+  std::string opencl_missing = "built without opencl";
   infiniopHandle_t opencl = nullptr;
-  opencl_missing = "built without opencl";
-#endif
+  if (isBuilt(INFINI_DEVICE_OPENCL)) {
+    bool skip = false;
+    opencl = sharedHandle(INFINI_DEVICE_OPENCL, &opencl_missing, &skip);
+    if (opencl) devices = 3;
+    ASSERT_TRUE(opencl || skip) << opencl_missing;
+  }
+  const bool with_cpu = isBuilt(INFINI_DEVICE_CPU);
   std::vector<TensorBuffer> out, gx, gs;
   out.reserve(3), gx.reserve(3), gs.reserve(3);  // no copies of 256 MiB buffers
   for (int d = 0; d < devices; ++d) {
@@ -1843,7 +1842,7 @@ void realisticCase(int64_t mode) {
   const auto setup = std::chrono::steady_clock::now();
 
   double seconds[3] = {0, 0, 0};
-  for (int d = INFINIOP_WITH_CPU ? 0 : 1; d < devices; ++d) {
+  for (int d = with_cpu ? 0 : 1; d < devices; ++d) {
     SCOPED_TRACE(names[d]);
     const Handle owned(d == 0 ? INFINI_DEVICE_CPU : INFINI_DEVICE_CPU_REFERENCE);
     const infiniopHandle_t h = d == 2 ? opencl : owned.get();
@@ -1871,7 +1870,7 @@ void realisticCase(int64_t mode) {
                  *x1p = bf16Of(x1);
 
   std::vector<int> compared;  // cpu, and opencl where it ran: each against cpu_reference
-  if (INFINIOP_WITH_CPU) compared.push_back(0);
+  if (with_cpu) compared.push_back(0);
   if (devices == 3) compared.push_back(2);
   // One PairCheck per compared device, fed the same (expensive) terms.
   const auto checks = [&](const char *what) {

@@ -27,46 +27,66 @@ from infiniop.core import run_staged
 
 
 # ----------------------------------------------------------------------------------------------
-# Devices: the two CPU devices always; opencl when the library was built with it
+# Devices: every device the library was built with, from the library (infiniop.devices())
 
-def _probe_opencl():
-    """(handle, reason): an open opencl Handle, or None and why there is none. reason None with
-    no handle means the library was built without OpenCL (DEVICE_TYPE_NOT_SUPPORTED)."""
+def _probe(name):
+    """(handle, reason): an open Handle of a device whose memory is not the host's, or None and
+    why there is none (no usable platform: the library's reason)."""
     try:
-        return infiniop.Handle("opencl"), None
+        return infiniop.Handle(name), None
     except InfiniopError as error:
-        if error.status == Status.DEVICE_TYPE_NOT_SUPPORTED:
-            return None, None
-        return None, str(error)  # built with OpenCL, no usable platform: the library's reason
-    except infiniop.LibraryNotFoundError as error:  # every test fails on this anyway
         return None, str(error)
 
 
-# One opencl handle for the whole session: the opencl device builds its programs once per
-# handle and operator/dtype, so a new handle per call would rebuild them every call. The
-# convenience functions take handle= (tests pass it through on()); conftest closes it at the end.
-_OPENCL_HANDLE, OPENCL_SKIP_REASON = _probe_opencl()
-OPENCL_BUILT = _OPENCL_HANDLE is not None or OPENCL_SKIP_REASON is not None
-OPENCL_AVAILABLE = _OPENCL_HANDLE is not None
+try:
+    BUILT = infiniop.devices()
+except infiniop.LibraryNotFoundError:  # every test fails on this anyway
+    BUILT = []
+# One handle per device-memory device (opencl) for the whole session: such a device builds its
+# programs once per handle and operator/dtype, so a new handle per call would rebuild them every
+# call. The convenience functions take handle= (tests pass it through on()); conftest closes
+# them at the end. Host-memory devices get a handle per call, as a user's call would.
+_SHARED = {info.name: _probe(info.name) for info in BUILT if not info.host_memory}
+OPENCL_BUILT = "opencl" in _SHARED
+OPENCL_AVAILABLE = OPENCL_BUILT and _SHARED["opencl"][0] is not None
+OPENCL_SKIP_REASON = _SHARED["opencl"][1] if OPENCL_BUILT else None
+
+
+def _skip_reason(name):
+    if name not in _SHARED:
+        return f"{name}: library built without it"
+    return _SHARED[name][1]
+
 
 # Devices the parametrized tests run on, for @pytest.mark.parametrize("device", DEVICES):
-# opencl appears when the library was built with it, skipped with the library's reason when
-# no OpenCL platform is usable.
-OPENCL_PARAM = pytest.param(
-    "opencl", id="opencl",
-    marks=() if OPENCL_AVAILABLE else pytest.mark.skip(
-        reason=f"opencl: {OPENCL_SKIP_REASON or 'library built without OpenCL'}"))
-DEVICES = ["cpu", "cpu_reference"] + ([OPENCL_PARAM] if OPENCL_BUILT else [])
+# host-memory devices first (cpu, cpu_reference), then the others, each skipped with the
+# library's reason where this machine has none.
+DEVICES = [info.name for info in BUILT if info.host_memory] + [
+    pytest.param(name, id=name,
+                 marks=() if handle is not None else pytest.mark.skip(reason=_skip_reason(name)))
+    for name, (handle, _) in _SHARED.items()]
+# DEVICES without cpu_reference, the oracle the others are compared with.
+FAST_DEVICES = [d for d in DEVICES if d != "cpu_reference"]
+
+
+def _name(device):
+    """The device's name; None for a value no build has (the library then rejects it)."""
+    if isinstance(device, str):
+        return device
+    return next((info.name for info in BUILT if int(info.device) == int(device)), None)
 
 
 def shared_handle(device):
-    """The session's Handle for a non-host device (opencl), None for the CPU devices (the
-    convenience functions then make their own, as a user's call would)."""
-    if device in ("opencl", Device.OPENCL):
-        if _OPENCL_HANDLE is None:
-            pytest.skip(f"opencl: {OPENCL_SKIP_REASON or 'library built without OpenCL'}")
-        return _OPENCL_HANDLE
-    return None
+    """The session's Handle for a device-memory device (opencl), None for host-memory devices
+    (the convenience functions then make their own, as a user's call would). Skips the test
+    with the reason when the device is not built or this machine has none."""
+    name = _name(device)
+    if name is None or any(info.name == name and info.host_memory for info in BUILT):
+        return None
+    handle = _SHARED.get(name, (None, None))[0]
+    if handle is None:
+        pytest.skip(_skip_reason(name))
+    return handle
 
 
 def on(device):
@@ -77,8 +97,7 @@ def on(device):
 
 def open_handle(device):
     """A new Handle for `device`, skipping the test with the reason when it has none."""
-    if device in ("opencl", Device.OPENCL):
-        shared_handle(device)  # skips when opencl is unavailable
+    shared_handle(device)  # skips when the device is unavailable
     return infiniop.Handle(device)
 
 
@@ -104,10 +123,10 @@ def run_op(handle, op, arrays, num_outputs, absent=None, **kwargs):
 
 
 def close_shared_handles():
-    global _OPENCL_HANDLE
-    handle, _OPENCL_HANDLE = _OPENCL_HANDLE, None
-    if handle is not None:
-        handle.close()
+    for name, (handle, reason) in list(_SHARED.items()):
+        _SHARED[name] = (None, reason or f"{name}: the session's handle is closed")
+        if handle is not None:
+            handle.close()
 
 
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

@@ -2,6 +2,7 @@
 """The binding itself: library loading, prototypes, enums, Handle, TensorDescriptor, the
 GeluBackward descriptor class, argument checking, and staging through device memory."""
 
+import contextlib
 import os
 import re
 import threading
@@ -70,6 +71,24 @@ def test_status_strings():
 def test_cpu_isa_name():
     name = infiniop.cpu_isa_name()
     assert isinstance(name, str) and name
+
+
+def test_devices_come_from_the_library():
+    built = infiniop.devices()
+    names = [info.name for info in built]
+    assert names[-1] == "cpu_reference" and len(set(names)) == len(names)
+    assert [int(info.device) for info in built] == sorted(int(info.device) for info in built)
+    reference = infiniop.device_info("cpu_reference")
+    assert reference == infiniop.DeviceInfo(Device.CPU_REFERENCE, "cpu_reference", 1, True)
+    for info in built:
+        assert infiniop.device_info(info.device) == info
+        assert Device.parse(info.name) == info.device  # names parse as the library spells them
+        with infiniop.Handle(info.name) if info.host_memory else contextlib.nullcontext() as h:
+            assert h is None or h.host_memory == info.host_memory
+    assert ("opencl" in names) == helpers.OPENCL_BUILT
+    with pytest.raises(InfiniopError) as error:
+        infiniop.device_info(7)
+    assert error.value.status == Status.DEVICE_TYPE_NOT_SUPPORTED and "7" in error.value.message
 
 
 def test_device_parse():
@@ -265,7 +284,7 @@ def test_descriptor_reused_after_tensor_descriptors_are_gone(device):
         op.close()
 
 
-@pytest.mark.parametrize("device", ["cpu", *DEVICES[2:]])  # cpu, and opencl (staged)
+@pytest.mark.parametrize("device", helpers.FAST_DEVICES)  # cpu, and opencl (staged)
 def test_descriptor_shared_between_threads(device):
     shape = (64, 100)
     with open_handle(device) as handle:

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The elementwise framework below the C API: plan folding, and operands that are the two halves
-// of one tensor along a dim (what SwiGLU-style operators need), run through the reference loop.
+// of one tensor along a dim (what SwiGLU-style operators need), run through the reference loop
+// on a test device (core/device.h) whose kernel table holds this file's functors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "core/handle.h"
 #include "cpu_reference/elementwise.h"
 #include "elementwise/descriptor.h"
+#include "host/host_device.h"
 #include "infiniop.h"
 
 namespace {
@@ -31,14 +34,31 @@ struct SplitOutput {
 };
 INFINIOP_REFERENCE_KERNEL(differenceKernel, HalvesDifference)
 INFINIOP_REFERENCE_KERNEL(splitOutputKernel, SplitOutput)
-constexpr ew::KernelTable kDifference = {nullptr, nullptr, differenceKernel};
-constexpr ew::KernelTable kSplitOutput = {nullptr, nullptr, splitOutputKernel};
+
+// The test device runs the two functors under two ids and has no other kernel.
+constexpr infiniop::KernelId kDifference = infiniop::KernelId::swiglu;
+constexpr infiniop::KernelId kSplitOutput = infiniop::KernelId::swiglu_backward;
+const infiniop::host::Kernels &testKernels() {
+  static const infiniop::host::Kernels kernels = [] {
+    infiniop::host::Kernels k{};
+    k.elementwise[static_cast<int>(kDifference)] = differenceKernel;
+    k.elementwise[static_cast<int>(kSplitOutput)] = splitOutputKernel;
+    return k;
+  }();
+  return kernels;
+}
+const infiniop::Device &testDevice() {
+  static const infiniop::host::HostDevice device(INFINI_DEVICE_CPU_REFERENCE, "test",
+                                                 testKernels());
+  return device;
+}
 
 class Framework : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_EQ(infiniopCreateHandle(&handle_, INFINI_DEVICE_CPU_REFERENCE, 0),
-              INFINI_STATUS_SUCCESS);
+    std::unique_ptr<infiniop::DeviceState> state;
+    ASSERT_EQ(testDevice().open("test", 0, &state), INFINI_STATUS_SUCCESS);
+    handle_ = new InfiniopHandle(&testDevice(), 0, std::move(state));
   }
   void TearDown() override {
     for (auto t : tensors_) infiniopDestroyTensorDescriptor(t);
