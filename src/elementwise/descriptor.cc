@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/overlap.h"
 #include "elementwise/operands.h"
 #include "ops/kernels.h"
 
@@ -20,11 +21,6 @@ constexpr size_t kWorkspaceAlignment = 64;
 char *alignUp(char *p) {
   const auto address = reinterpret_cast<uintptr_t>(p);
   return p + ((kWorkspaceAlignment - address % kWorkspaceAlignment) % kWorkspaceAlignment);
-}
-
-bool sameLayout(const std::vector<size_t> &shape_a, const std::vector<ptrdiff_t> &strides_a,
-                const std::vector<size_t> &shape_b, const std::vector<ptrdiff_t> &strides_b) {
-  return shape_a == shape_b && strides_a == strides_b;
 }
 
 }  // namespace
@@ -153,42 +149,28 @@ infiniStatus_t Descriptor::calculate(void *workspace, size_t workspace_size,
     return succeed();
   }
 
-  // Whether user tensor i shares a byte with [lo, hi).
-  const auto touches = [&](size_t i, const char *lo, const char *hi) {
-    return !layouts_[i].empty && pointers[i] + layouts_[i].lowest_byte < hi &&
-           lo < pointers[i] + layouts_[i].end_byte;
-  };
-  // An output may alias an input only exactly; any other shared byte is an error.
-  const size_t n_out = static_cast<size_t>(num_user_outputs_);
-  for (size_t o = 0; o < n_out; ++o) {
-    for (size_t other = 0; other < n; ++other) {
-      if (other == o || (other < o && other < n_out)) continue;
-      if (!touches(other, pointers[o] + layouts_[o].lowest_byte,
-                   pointers[o] + layouts_[o].end_byte))
-        continue;
-      const bool exact_alias = other >= n_out && pointers[o] == pointers[other] &&
-                               sameLayout(layouts_[o].shape, layouts_[o].strides,
-                                          layouts_[other].shape, layouts_[other].strides);
-      if (!exact_alias)
-        return failWith(INFINI_STATUS_BAD_TENSOR_STRIDES,
-                        "output " + layouts_[o].name + " overlaps " + layouts_[other].name +
-                            " without being exactly the same memory and layout");
-    }
-  }
-
   const size_t needed = OperatorDescriptor::workspace_size;
   if (workspace_size < needed)
     return failWith(INFINI_STATUS_INSUFFICIENT_WORKSPACE,
                     "workspace of " + std::to_string(workspace_size) + " bytes; " +
                         std::to_string(needed) + " are needed");
   char *scratch = static_cast<char *>(workspace);
-  if (needed > 0) {
-    if (!scratch) return failWith(INFINI_STATUS_NULL_POINTER, "workspace pointer is NULL");
-    for (size_t i = 0; i < n; ++i)
-      if (touches(i, scratch, scratch + needed))
-        return failWith(INFINI_STATUS_BAD_TENSOR_STRIDES,
-                        "the workspace overlaps " + layouts_[i].name);
+  if (needed > 0 && !scratch)
+    return failWith(INFINI_STATUS_NULL_POINTER, "workspace pointer is NULL");
+  // Outputs may be exactly an input (in place); nothing else written may share a byte.
+  const size_t n_outputs = static_cast<size_t>(num_user_outputs_);
+  CallExtent extents[kMaxOperands + 1];
+  for (size_t i = 0; i < n; ++i) {
+    const Layout &l = layouts_[i];
+    extents[i] = {l.name.c_str(),
+                  l.empty ? nullptr : pointers[i] + l.lowest_byte,
+                  l.empty ? nullptr : pointers[i] + l.end_byte,
+                  i < n_outputs,
+                  &l.shape,
+                  &l.strides};
   }
+  extents[n] = {"the workspace", scratch, needed > 0 ? scratch + needed : scratch, true};
+  INFINIOP_CHECK(checkNoOverlap(name(), extents, n + 1));
   size_t active = rows_;
   if (active_rows) INFINIOP_CHECK(active_rows(rows_, &active));
   const size_t computed = active >= rows_ ? plan_.numel : plan_.numel / rows_ * active;

@@ -75,26 +75,4 @@ infiniStatus_t checkIndexRange(const std::string &op, const char *name, const In
   return INFINI_STATUS_SUCCESS;
 }
 
-infiniStatus_t checkNoOverlap(const std::string &op, const Extent *extents, size_t count,
-                              size_t num_outputs) {
-  const auto begin = [](const Extent &e) {
-    return static_cast<const char *>(e.data) +
-           e.span.lowest * static_cast<ptrdiff_t>(e.element_size);
-  };
-  const auto end = [](const Extent &e) {
-    return static_cast<const char *>(e.data) +
-           (e.span.highest + 1) * static_cast<ptrdiff_t>(e.element_size);
-  };
-  for (size_t o = 0; o < num_outputs; ++o) {
-    if (extents[o].numel == 0) continue;
-    for (size_t other = o + 1; other < count; ++other) {
-      if (extents[other].numel == 0) continue;
-      if (begin(extents[o]) < end(extents[other]) && begin(extents[other]) < end(extents[o]))
-        return fail(INFINI_STATUS_BAD_TENSOR_STRIDES,
-                    op + ": output " + extents[o].name + " overlaps " + extents[other].name);
-    }
-  }
-  return INFINI_STATUS_SUCCESS;
-}
-
 }  // namespace infiniop::gather

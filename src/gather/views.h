@@ -68,16 +68,4 @@ IndexView tableIndexView(const Tensor *t);  // rank 2
 infiniStatus_t checkIndexRange(const std::string &op, const char *name, const IndexView &view,
                                const int32_t *data, int64_t lo, int64_t hi);
 
-// One tensor of a call as the overlap check sees it.
-struct Extent {
-  const char *name;
-  const void *data;
-  ElementSpan span;
-  size_t element_size;
-  size_t numel;  // 0: absent or empty, never overlaps
-};
-// BAD_TENSOR_STRIDES if output `o` shares a byte with any other extent (outputs never alias).
-infiniStatus_t checkNoOverlap(const std::string &op, const Extent *extents, size_t count,
-                              size_t num_outputs);
-
 }  // namespace infiniop::gather

@@ -13,6 +13,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/handle.h"
+#include "core/overlap.h"
 #include "core/tensor.h"
 #include "ops/moe_finalize_routing.h"
 #include "ops/kernels.h"
@@ -141,21 +142,27 @@ struct Operand {
   size_t numel;
 };
 
-// NULL data pointers, then outputs (the first `num_outputs`) overlapping anything else.
+// NULL data pointers, then what the call writes (the first `num_outputs`, and the workspace
+// when one is last) overlapping anything else: MoE outputs never alias an input.
 inline infiniStatus_t checkOperands(const char *op, const std::vector<Operand> &operands,
-                                    size_t num_outputs) {
-  std::vector<gather::Extent> extents;
-  for (const Operand &o : operands) {
-    if (!o.present) {
-      extents.push_back({o.name, nullptr, {}, 0, 0});
+                                    size_t num_outputs, bool last_is_workspace = false) {
+  std::vector<infiniop::CallExtent> extents;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const Operand &o = operands[i];
+    const bool written = i < num_outputs || (last_is_workspace && i + 1 == operands.size());
+    if (!o.present || o.numel == 0) {
+      extents.push_back({o.name, nullptr, nullptr, written});
       continue;
     }
-    if (!o.data && o.numel > 0)
+    if (!o.data)
       return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": " + o.name + " pointer is NULL");
-    if (o.numel > 0) INFINIOP_CHECK(infiniop::checkAligned(op, o.name, o.data, o.element_size));
-    extents.push_back({o.name, o.data, o.span, o.element_size, o.numel});
+    INFINIOP_CHECK(infiniop::checkAligned(op, o.name, o.data, o.element_size));
+    const auto bytes = static_cast<ptrdiff_t>(o.element_size);
+    const char *data = static_cast<const char *>(o.data);
+    extents.push_back(
+        {o.name, data + o.span.lowest * bytes, data + (o.span.highest + 1) * bytes, written});
   }
-  return gather::checkNoOverlap(op, extents.data(), extents.size(), num_outputs);
+  return infiniop::checkNoOverlap(op, extents.data(), extents.size());
 }
 
 template <class View>

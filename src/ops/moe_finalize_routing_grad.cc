@@ -142,7 +142,7 @@ infiniStatus_t runGrad(const GradDescriptor *desc, size_t workspace_size, const 
     return fail(INFINI_STATUS_INSUFFICIENT_WORKSPACE,
                 std::string(kGrad) + ": workspace of " + std::to_string(workspace_size) +
                     " bytes; " + std::to_string(needed) + " are needed");
-  INFINIOP_CHECK(checkOperands(kGrad, operands, 2));
+  INFINIOP_CHECK(checkOperands(kGrad, operands, 2, /*last_is_workspace=*/true));
   // The index data is checked whenever it exists, even where there is nothing to compute.
   HostIndex row_index, expert_index;
   INFINIOP_CHECK(row_index.read(kGrad, desc->handle, stream, p.row_index, data.row_index));

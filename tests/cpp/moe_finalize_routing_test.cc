@@ -1656,8 +1656,9 @@ TEST_P(DeviceTest, MoeFinalizeRoutingV2GradBadArguments) {
 }
 
 // The workspace: what the descriptor asks for is enough (any alignment, any larger size); one
-// byte less is INSUFFICIENT_WORKSPACE, and NULL with a non-zero size NULL_POINTER, nothing
-// written. The cpu device asks for one (its index inversion).
+// byte less is INSUFFICIENT_WORKSPACE, NULL with a non-zero size NULL_POINTER, and a workspace
+// in an input's memory BAD_TENSOR_STRIDES, nothing written. The cpu device asks for one (its
+// index inversion).
 TEST_P(DeviceTest, MoeFinalizeRoutingV2GradWorkspace) {
   for (int64_t mode : {0, 1}) {
     SCOPED_TRACE("mode " + std::to_string(mode));
@@ -1720,6 +1721,11 @@ TEST_P(DeviceTest, MoeFinalizeRoutingV2GradWorkspace) {
       EXPECT_NE(error.find(kGradName), std::string::npos) << error;
       EXPECT_EQ(calc(nullptr, size), INFINI_STATUS_NULL_POINTER);
       EXPECT_NE(error.find(kGradName), std::string::npos) << error;
+      // The workspace is written (the index inversion): it may not be an input's memory.
+      const std::vector<uint8_t> ex_before = ex.storage();
+      EXPECT_EQ(calc(ex.data(), size), INFINI_STATUS_BAD_TENSOR_STRIDES);
+      EXPECT_NE(error.find("the workspace overlaps expanded_x"), std::string::npos) << error;
+      EXPECT_TRUE(ex.storage() == ex_before) << "expanded_x written";
       EXPECT_TRUE(gx.storage() == gx_before && gs.storage() == gs_before) << "written";
     }
     // A larger, unaligned workspace full of garbage: the same result.
