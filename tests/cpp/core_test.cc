@@ -2,6 +2,7 @@
 // Core ABI: status strings, last error, tensor descriptors, handles, runtime functions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <thread>
 #include <string>
@@ -109,7 +110,6 @@ TEST(Devices, ListAndInfo) {
   int count = -1;
   ASSERT_EQ(infiniopGetDeviceTypes(nullptr, 0, &count), INFINI_STATUS_SUCCESS);
   ASSERT_GE(count, 1);
-  ASSERT_LE(count, 3);
   std::vector<infiniDevice_t> types(static_cast<size_t>(count) + 1,
                                     static_cast<infiniDevice_t>(99));  // poison
   int again = -1;
@@ -117,7 +117,7 @@ TEST(Devices, ListAndInfo) {
   EXPECT_EQ(again, count);
   EXPECT_EQ(types[static_cast<size_t>(count)], static_cast<infiniDevice_t>(99));  // untouched
   EXPECT_EQ(types.back(), static_cast<infiniDevice_t>(99));
-  EXPECT_EQ(types[static_cast<size_t>(count) - 1], INFINI_DEVICE_CPU_REFERENCE);
+  EXPECT_NE(std::find(types.begin(), types.end(), INFINI_DEVICE_CPU_REFERENCE), types.end());
   for (int i = 1; i < count; ++i) EXPECT_LT(types[i - 1], types[i]);
   // A short array gets the first `capacity`, and the whole count.
   infiniDevice_t first = static_cast<infiniDevice_t>(99);
@@ -135,11 +135,14 @@ TEST(Devices, ListAndInfo) {
     ASSERT_NE(info.name, nullptr);
     EXPECT_GE(info.count, 0);
     const std::string name = info.name;
+    EXPECT_FALSE(name.empty());
+    EXPECT_TRUE(info.host_memory == 0 || info.host_memory == 1);
     if (types[i] == INFINI_DEVICE_CPU_REFERENCE || types[i] == INFINI_DEVICE_CPU) {
       EXPECT_EQ(name, types[i] == INFINI_DEVICE_CPU ? "cpu" : "cpu_reference");
       EXPECT_EQ(info.count, 1);
       EXPECT_EQ(info.host_memory, 1);
-    } else {
+    }
+    if (types[i] == INFINI_DEVICE_OPENCL) {
       EXPECT_EQ(name, "opencl");
       EXPECT_EQ(info.host_memory, 0);
     }

@@ -76,7 +76,7 @@ def test_cpu_isa_name():
 def test_devices_come_from_the_library():
     built = infiniop.devices()
     names = [info.name for info in built]
-    assert names[-1] == "cpu_reference" and len(set(names)) == len(names)
+    assert "cpu_reference" in names and len(set(names)) == len(names)
     assert [int(info.device) for info in built] == sorted(int(info.device) for info in built)
     reference = infiniop.device_info("cpu_reference")
     assert reference == infiniop.DeviceInfo(Device.CPU_REFERENCE, "cpu_reference", 1, True)
@@ -174,7 +174,7 @@ def test_handle_errors():
     else:
         assert helpers.OPENCL_AVAILABLE
     # Values of infiniDevice_t that no build supports.
-    for device in (3, 7, 42):
+    for device in (-1, 99, 1000):
         with pytest.raises(InfiniopError) as info:
             infiniop.Handle(device)
         assert info.value.status == Status.DEVICE_TYPE_NOT_SUPPORTED
