@@ -110,17 +110,19 @@ TEST(Devices, ListAndInfo) {
   int count = -1;
   ASSERT_EQ(infiniopGetDeviceTypes(nullptr, 0, &count), INFINI_STATUS_SUCCESS);
   ASSERT_GE(count, 1);
-  std::vector<infiniDevice_t> types(static_cast<size_t>(count) + 1,
-                                    static_cast<infiniDevice_t>(99));  // poison
+  // The poison is no device yet lies inside the enum's value range (0..3): UBSan's enum check
+  // rejects loading any other value.
+  const infiniDevice_t poison = static_cast<infiniDevice_t>(3);
+  std::vector<infiniDevice_t> types(static_cast<size_t>(count) + 1, poison);
   int again = -1;
   ASSERT_EQ(infiniopGetDeviceTypes(types.data(), count, &again), INFINI_STATUS_SUCCESS);
   EXPECT_EQ(again, count);
-  EXPECT_EQ(types[static_cast<size_t>(count)], static_cast<infiniDevice_t>(99));  // untouched
-  EXPECT_EQ(types.back(), static_cast<infiniDevice_t>(99));
+  EXPECT_EQ(types[static_cast<size_t>(count)], poison);  // untouched
+  EXPECT_EQ(types.back(), poison);
   EXPECT_NE(std::find(types.begin(), types.end(), INFINI_DEVICE_CPU_REFERENCE), types.end());
   for (int i = 1; i < count; ++i) EXPECT_LT(types[i - 1], types[i]);
   // A short array gets the first `capacity`, and the whole count.
-  infiniDevice_t first = static_cast<infiniDevice_t>(99);
+  infiniDevice_t first = poison;
   ASSERT_EQ(infiniopGetDeviceTypes(&first, 1, &again), INFINI_STATUS_SUCCESS);
   EXPECT_EQ(first, types[0]);
   EXPECT_EQ(again, count);
