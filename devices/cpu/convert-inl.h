@@ -167,19 +167,37 @@ HWY_INLINE void StorePairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, float *p)
   hn::StoreInterleaved2(even, odd, df, p);
 }
 
+// The 16-bit pair of (even, odd) as one vector of U32 lanes: what StorePairF32 writes.
 template <class DF>
-HWY_INLINE void StorePairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, hwy::bfloat16_t *p) {
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PairBits(DF df, hn::Vec<DF> even, hn::Vec<DF> odd,
+                                                      const hwy::bfloat16_t *) {
   const hn::RebindToUnsigned<DF> du32;
   const auto high = hn::And(RoundToBF16High(df, odd), hn::Set(du32, 0xffff0000u));
-  const auto pairs = hn::Or(high, hn::ShiftRight<16>(RoundToBF16High(df, even)));
-  hn::StoreU(pairs, du32, reinterpret_cast<uint32_t *>(p));
+  return hn::Or(high, hn::ShiftRight<16>(RoundToBF16High(df, even)));
 }
 
 template <class DF>
-HWY_INLINE void StorePairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, hwy::float16_t *p) {
-  const hn::RebindToUnsigned<DF> du32;
-  const auto pairs = hn::Or(F32ToF16Bits(df, even), hn::ShiftLeft<16>(F32ToF16Bits(df, odd)));
-  hn::StoreU(pairs, du32, reinterpret_cast<uint32_t *>(p));
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PairBits(DF df, hn::Vec<DF> even, hn::Vec<DF> odd,
+                                                      const hwy::float16_t *) {
+  return hn::Or(F32ToF16Bits(df, even), hn::ShiftLeft<16>(F32ToF16Bits(df, odd)));
+}
+
+template <class DF, class T>
+HWY_INLINE void StorePairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, T *p) {
+  hn::StoreU(PairBits(df, even, odd, p), hn::RebindToUnsigned<DF>(),
+             reinterpret_cast<uint32_t *>(p));
+}
+
+// Non-temporal stores of whole vectors: `p` aligned to a vector of DF. The writing thread calls
+// hwy::FlushStream() before its results are read by another.
+template <class DF>
+HWY_INLINE void StreamF32(DF df, hn::Vec<DF> v, float *p) {
+  hn::Stream(v, df, p);
+}
+
+template <class DF, class T>
+HWY_INLINE void StreamPairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, T *p) {
+  hn::Stream(hn::BitCast(df, PairBits(df, even, odd, p)), df, reinterpret_cast<float *>(p));
 }
 
 }  // namespace infiniop::cpu::HWY_NAMESPACE

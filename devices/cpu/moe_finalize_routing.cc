@@ -152,6 +152,10 @@ void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather:
                 RowOf<T>(p.expanded_x, data.expanded_x, index)};
   };
   const bool prefetch_out = Contiguous(out_view), prefetch_expanded = Contiguous(p.expanded_x);
+  // The bytes the call moves (devices/cpu/parallel.h): grad_expanded_x written, grad_y read, and
+  // expanded_x read for grad_scales' dot products.
+  const size_t moved_rows = out_view.rows * (grad_scales ? 2 : 1) + p.grad_y.rows;
+  const bool streaming = moved_rows * p.hidden * sizeof(T) >= streamMinBytes();
   Rows next = first < last && p.topk > 0 ? rows_of(first, 0) : Rows{nullptr, nullptr};
   for (size_t r = first; r < last; ++r) {
     const T *grad_y = RowOf<T>(p.grad_y, data.grad_y, r);
@@ -169,7 +173,7 @@ void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather:
       ForEachTile(p.hidden, [&](TileSpan t) {
         const T *g = InputTile(grad_y, p.grad_y.col_stride, t, grad_y_buffer);
         T *tile = rows.out ? OutputTile(rows.out, out_view.col_stride, t, out_buffer) : nullptr;
-        const bool stream = tile && tile != out_buffer && StreamAligned(tile);
+        const bool stream = streaming && tile && tile != out_buffer && StreamAligned(tile);
         dot = ScaleRowAndDot(
             g, scale, tile, stream,
             InputTile(rows.expanded, p.expanded_x.col_stride, t, expanded_buffer),

@@ -4,8 +4,20 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace infiniop::cpu {
+
+size_t streamMinBytes() {
+  static const size_t bytes = [] {
+    const char *text = std::getenv("INFINIOP_STREAM_MIN_BYTES");
+    char *end = nullptr;
+    const unsigned long long value = text ? std::strtoull(text, &end, 10) : 0;
+    if (text && *text && end && !*end) return static_cast<size_t>(value);
+    return kStreamMinBytes;
+  }();
+  return bytes;
+}
 
 void runRanges(const elementwise::Plan &plan, const void *attributes, char *const *operands,
                size_t first, size_t last, RangeFn range) {

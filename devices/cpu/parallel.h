@@ -19,6 +19,19 @@ using RangeFn = void (*)(const elementwise::Plan &plan, const void *attributes,
 // microseconds, about what one core needs for this many elements of a light kernel).
 constexpr size_t kParallelThreshold = size_t{1} << 15;
 
+// A call that moves at least this many bytes (inputs read + outputs written) writes its
+// outputs with non-temporal stores: they would not stay in the cache for the next operator
+// anyway, and ordinary stores first read every output line into the cache (a third of a
+// two-operand operator's traffic) and evict the inputs on the way. $INFINIOP_STREAM_MIN_BYTES
+// overrides it (0: always; the bench's --sweep shows where it pays on a machine).
+size_t streamMinBytes();
+constexpr size_t kStreamMinBytes = size_t{32} << 20;
+
+inline bool streamOutputs(const elementwise::Plan &plan) {
+  return plan.numel * plan.element_size * static_cast<size_t>(plan.numOperands()) >=
+         streamMinBytes();
+}
+
 // Runs elements [begin, end) of the plan, split over threads when there are enough of them.
 void runRanges(const elementwise::Plan &plan, const void *attributes, char *const *operands,
                size_t begin, size_t end, RangeFn range);

@@ -61,13 +61,10 @@ HWY_INLINE void StoreTwo(RowV v0, RowV v1, T *p) {
 template <class T>
 HWY_INLINE void StreamTwo(RowV v0, RowV v1, T *p) {
   if constexpr (std::is_same_v<T, float>) {
-    hn::Stream(v0, RowD(), p);
-    hn::Stream(v1, RowD(), p + hn::Lanes(RowD()));
+    StreamF32(RowD(), v0, p);
+    StreamF32(RowD(), v1, p + hn::Lanes(RowD()));
   } else {
-    const hn::RebindToUnsigned<RowD> du32;
-    HWY_ALIGN uint32_t merged[HWY_MAX_BYTES / sizeof(uint32_t)];
-    StorePairF32(RowD(), v0, v1, reinterpret_cast<T *>(merged));
-    hn::Stream(hn::Load(du32, merged), du32, reinterpret_cast<uint32_t *>(p));
+    StreamPairF32(RowD(), v0, v1, p);
   }
 }
 
