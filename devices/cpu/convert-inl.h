@@ -116,22 +116,25 @@ HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, float *p) {
   hn::StoreU(v, df, p);
 }
 
+// One vector rounded to 16-bit storage: Lanes(df) U16 lanes, what StoreF32 writes.
 template <class DF>
-HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, hwy::bfloat16_t *p) {
-  const hn::Rebind<uint16_t, DF> du16;
-  const auto result = hn::ShiftRight<16>(RoundToBF16High(df, v));
-  hn::StoreU(hn::TruncateTo(du16, result), du16, reinterpret_cast<uint16_t *>(p));
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> Bits16(DF df, hn::Vec<DF> v, const hwy::bfloat16_t *) {
+  return hn::TruncateTo(hn::Rebind<uint16_t, DF>(), hn::ShiftRight<16>(RoundToBF16High(df, v)));
 }
 
 template <class DF>
-HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, hwy::float16_t *p) {
-#if INFINIOP_HWY_NATIVE_F16
-  const hn::Rebind<hwy::float16_t, DF> df16;
-  hn::StoreU(hn::DemoteTo(df16, v), df16, p);
-#else
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> Bits16(DF df, hn::Vec<DF> v, const hwy::float16_t *) {
   const hn::Rebind<uint16_t, DF> du16;
-  hn::StoreU(hn::TruncateTo(du16, F32ToF16Bits(df, v)), du16, reinterpret_cast<uint16_t *>(p));
+#if INFINIOP_HWY_NATIVE_F16
+  return hn::BitCast(du16, hn::DemoteTo(hn::Rebind<hwy::float16_t, DF>(), v));
+#else
+  return hn::TruncateTo(du16, F32ToF16Bits(df, v));
 #endif
+}
+
+template <class DF, class T>
+HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, T *p) {
+  hn::StoreU(Bits16(df, v, p), hn::Rebind<uint16_t, DF>(), reinterpret_cast<uint16_t *>(p));
 }
 
 // Pairs: 2 Lanes(df) consecutive elements as `even` (elements 0, 2, ...) and `odd` (1, 3, ...),
@@ -197,8 +200,36 @@ HWY_INLINE void StreamF32(DF df, hn::Vec<DF> v, float *p) {
 
 template <class DF, class T>
 HWY_INLINE void StreamPairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, T *p) {
-  hn::Stream(hn::BitCast(df, PairBits(df, even, odd, p)), df, reinterpret_cast<float *>(p));
+  hn::Stream(PairBits(df, even, odd, p), hn::RebindToUnsigned<DF>(),
+             reinterpret_cast<uint32_t *>(p));
 }
+
+#if HWY_TARGET != HWY_SCALAR  // a single lane has no twice-as-wide vector
+
+// `lo` then `hi` (2 Lanes(df) consecutive elements) streamed as whole vectors to aligned `p`: two
+// vectors of F32, or one vector of 16-bit storage.
+template <class DF>
+HWY_INLINE void StreamTwoF32(DF df, hn::Vec<DF> lo, hn::Vec<DF> hi, float *p) {
+  hn::Stream(lo, df, p);
+  hn::Stream(hi, df, p + hn::Lanes(df));
+}
+
+template <class DF, class T>
+HWY_INLINE void StreamTwoF32(DF df, hn::Vec<DF> lo, hn::Vec<DF> hi, T *p) {
+  const hn::Twice<hn::Rebind<uint16_t, DF>> du16;
+  hn::Stream(hn::Combine(du16, Bits16(df, hi, p), Bits16(df, lo, p)), du16,
+             reinterpret_cast<uint16_t *>(p));
+}
+
+// StorePairF32 streamed to aligned `p` (whole vectors: 2 Lanes(df) F32 pairs are two).
+template <class DF>
+HWY_INLINE void StreamPairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, float *p) {
+  HWY_ALIGN float pairs[2 * HWY_MAX_BYTES / sizeof(float)];
+  hn::StoreInterleaved2(even, odd, df, pairs);  // same-size reloads: store forwarding holds
+  StreamTwoF32(df, hn::Load(df, pairs), hn::Load(df, pairs + hn::Lanes(df)), p);
+}
+
+#endif
 
 }  // namespace infiniop::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

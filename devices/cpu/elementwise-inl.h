@@ -191,6 +191,70 @@ HWY_NOINLINE void PairedRow(const Functor &f, size_t n, char *const *base, const
       f, n - i, rest, strides, static_cast<int>(kAll), static_cast<int>(kOut));
 }
 
+// Prefetches every cache line of [p + ahead, p + ahead + bytes).
+HWY_INLINE void PrefetchLines(const void *p, size_t ahead, size_t bytes) {
+  constexpr size_t kLine = 64;
+  for (size_t b = 0; b < bytes; b += kLine) hwy::Prefetch(static_cast<const char *>(p) + ahead + b);
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// PairedRow with non-temporal stores (streamOutputs), as StreamingRow does ContiguousRow: two
+// vectors of elements per step, so that every output (alone or a pair) writes whole vectors. The
+// head up to where every output is aligned at once, and the tail, take PairedRow.
+template <class Functor, class T, size_t... Out, size_t... In>
+HWY_INLINE void StreamingPairedRow(const Functor &f, size_t n, char *const *base,
+                                   const Plan::Role *role, std::index_sequence<Out...> out_seq,
+                                   std::index_sequence<In...> in_seq) {
+  constexpr size_t kOut = sizeof...(Out), kAll = kOut + sizeof...(In);
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const size_t vector_bytes = lanes * sizeof(float);
+  // Element stride of operand k: 2 in a pair, 1 alone.
+  const auto width = [&](size_t k) -> size_t { return role[k] == Plan::kAlone ? 1 : 2; };
+  const auto aligned_at = [&](size_t i) {
+    for (size_t k = 0; k < kOut; ++k)  // a pair is stored from its first
+      if (role[k] != Plan::kPairSecond &&
+          (reinterpret_cast<uintptr_t>(base[k]) + i * width(k) * sizeof(T)) % vector_bytes != 0)
+        return false;
+    return true;
+  };
+  size_t head = 0;
+  while (head < vector_bytes && !aligned_at(head)) ++head;
+  if (head == vector_bytes || head + 2 * lanes > n)
+    return PairedRow<Functor, T>(f, n, base, role, out_seq, in_seq);
+  PairedRow<Functor, T>(f, head, base, role, out_seq, in_seq);
+  const size_t body = (n - head) / (2 * lanes) * (2 * lanes);
+  for (size_t i = head; i < head + body; i += 2 * lanes) {
+    hn::Vec<decltype(d)> v[2][kAll];
+    for (size_t k = 0; k < kAll; ++k) v[0][k] = v[1][k] = hn::Zero(d);  // as in PairedRow
+    for (size_t k = kOut; k < kAll; ++k) {
+      const T *p = reinterpret_cast<const T *>(base[k]) + i * width(k);
+      if (role[k] != Plan::kPairSecond)
+        PrefetchLines(p, kPrefetchAhead * width(k) * sizeof(T), 2 * lanes * width(k) * sizeof(T));
+      for (size_t half = 0; half < 2; ++half) {
+        const T *q = p + half * lanes * width(k);
+        if (role[k] == Plan::kAlone) v[half][k] = LoadF32(d, q);
+        if (role[k] == Plan::kPairFirst && k + 1 < kAll)
+          LoadPairF32(d, q, v[half][k], v[half][k + 1]);
+      }
+    }
+    f(d, v[0][Out]..., v[0][kOut + In]...);
+    f(d, v[1][Out]..., v[1][kOut + In]...);
+    for (size_t k = 0; k < kOut; ++k) {
+      T *p = reinterpret_cast<T *>(base[k]) + i * width(k);
+      if (role[k] == Plan::kAlone) StreamTwoF32(d, v[0][k], v[1][k], p);
+      if (role[k] == Plan::kPairFirst && k + 1 < kOut) {
+        StreamPairF32(d, v[0][k], v[0][k + 1], p);
+        StreamPairF32(d, v[1][k], v[1][k + 1], p + 2 * lanes);
+      }
+    }
+  }
+  char *rest[kAll];
+  for (size_t k = 0; k < kAll; ++k) rest[k] = base[k] + (head + body) * width(k) * sizeof(T);
+  PairedRow<Functor, T>(f, n - head - body, rest, role, out_seq, in_seq);
+}
+#endif
+
 template <class Functor, class T>
 HWY_INLINE void RangeTyped(const Plan &plan, const Functor &f, char *const *operands, size_t begin,
                            size_t end) {
@@ -211,6 +275,16 @@ HWY_INLINE void RangeTyped(const Plan &plan, const Functor &f, char *const *oper
                           });
     return;
   }
+#if HWY_TARGET != HWY_SCALAR
+  if (plan.inner_paired && streamOutputs(plan)) {
+    elementwise::walkRows(
+        plan, operands, begin, end, [&](char *const *base, size_t count) HWY_ATTR {
+          StreamingPairedRow<Functor, T>(f, count, base, plan.role, OutSeq(), InSeq());
+        });
+    hwy::FlushStream();
+    return;
+  }
+#endif
   if (plan.inner_paired) {
     elementwise::walkRows(plan, operands, begin, end,
                           [&](char *const *base, size_t count) HWY_ATTR {
