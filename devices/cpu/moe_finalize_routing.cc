@@ -89,6 +89,11 @@ void ForwardTokens(const moe::ForwardPlan &p, const moe::ForwardData &data, size
                : nullptr;
   };
   const bool prefetch = Contiguous(p.expanded_x);
+  // The bytes the call moves (devices/cpu/parallel.h): out written, x1/x2 and K expanded_x rows
+  // read per token.
+  const size_t moved_rows =
+      p.out.rows * (1 + (p.x1.present ? 1 : 0) + (p.x2.present ? 1 : 0)) + p.out.rows * p.topk;
+  const bool stream = moved_rows * p.hidden * sizeof(T) >= streamMinBytes();
   for (size_t r = first; r < last; ++r) {
     T *out = RowOf<T>(p.out, data.out, r);
     const T *x1 = RowOf<T>(p.x1, data.x1, r), *x2 = RowOf<T>(p.x2, data.x2, r);
@@ -123,12 +128,14 @@ void ForwardTokens(const moe::ForwardPlan &p, const moe::ForwardData &data, size
             }
             const bool final_group = k0 + rows >= p.topk;
             AxpyRows(rows, scale, expanded, p.bias.present ? bias : nullptr, next, acc,
-                     final_group ? tile : nullptr, t.padded);
+                     final_group ? tile : nullptr,
+                     stream && tile != out_buffer && StreamAligned(tile), t.padded);
           }
           FlushTile(out, p.out.col_stride, t, tile);
         },
         kForwardTile);
   }
+  hwy::FlushStream();
 }
 
 // Positions of tokens [first, last): grad_scales, and the destination rows they alone reach.

@@ -177,15 +177,15 @@ HWY_INLINE void AxpyRow(float s, const T *a, const T *b, float *acc, size_t n,
 constexpr size_t kGroupRows = 8;
 
 // acc[j] += sum over k < rows of s[k] * (x[k][j] + y[k][j]) (y nullptr: no y rows), written to
-// `out` (rounded once to T) instead of acc when out is not nullptr. Row group k also prefetches
-// next[k] (entries may be nullptr). The axpy of up to kGroupRows rows with one accumulator
-// load and store per step, rather than one per row.
+// `out` (rounded once to T; `stream`: with StreamTwo, out aligned) instead of acc when out is not
+// nullptr. Row group k also prefetches next[k] (entries may be nullptr). The axpy of up to
+// kGroupRows rows with one accumulator load and store per step, rather than one per row.
 template <class T>
 HWY_INLINE void AxpyRows(size_t rows, const float *s, const T *const *x, const T *const *y,
-                         const T *const *next, float *acc, T *out, size_t n) {
+                         const T *const *next, float *acc, T *out, bool stream, size_t n) {
   const RowD d;
   const size_t lanes = hn::Lanes(d);
-  const auto loop = [&](auto has_y) {
+  const auto loop = [&](auto has_y, auto streamed) {
     for (size_t j = 0; j < n; j += 2 * lanes) {
       RowV sum0 = hn::Load(d, acc + j), sum1 = hn::Load(d, acc + j + lanes);
       for (size_t k = 0; k < rows; ++k) {
@@ -197,16 +197,21 @@ HWY_INLINE void AxpyRows(size_t rows, const float *s, const T *const *x, const T
         sum0 = hn::MulAdd(scale, v0, sum0);
         sum1 = hn::MulAdd(scale, v1, sum1);
       }
-      if (out) {
-        StoreTwo(sum0, sum1, out + j);
-      } else {
+      if (!out) {
         hn::Store(sum0, d, acc + j);
         hn::Store(sum1, d, acc + j + lanes);
+      } else if constexpr (streamed()) {
+        StreamTwo(sum0, sum1, out + j);
+      } else {
+        StoreTwo(sum0, sum1, out + j);
       }
     }
   };
-  if (y) return loop(std::true_type());
-  loop(std::false_type());
+  const bool streamed = out && stream;
+  if (y && streamed) return loop(std::true_type(), std::true_type());
+  if (y) return loop(std::true_type(), std::false_type());
+  if (streamed) return loop(std::false_type(), std::true_type());
+  loop(std::false_type(), std::false_type());
 }
 
 // out[j] = acc[j], rounded once to T.
