@@ -69,8 +69,7 @@ HWY_INLINE void ContiguousRow(const Functor &f, size_t n, char *const *base,
 // whole, never read first. Stores must be aligned to a vector, so the row's head up to the
 // first output's alignment and its tail take ContiguousRow; outputs that cannot all be aligned
 // at once (different offsets modulo a vector) take it for the whole row. The loop moves two F32
-// vectors per step: for F16/BF16 that is one whole vector of storage (the pair layout of
-// LoadPairF32 and StreamPairF32).
+// vectors per step: for F16/BF16 that is one whole vector of storage.
 //
 // Inputs are prefetched kPrefetchAhead elements ahead: with the outputs bypassing the cache, the
 // hardware prefetchers alone left the loads waiting on memory (16M BF16 GeluBackward on one
@@ -96,6 +95,11 @@ HWY_INLINE void StreamingRow(const Functor &f, size_t n, char *const *base,
   ContiguousRow<Functor, T>(f, head, base, out_seq, in_seq);
   T *out_ptr[kOut] = {reinterpret_cast<T *>(base[Out]) + head...};
   const T *in_ptr[kIn] = {reinterpret_cast<const T *>(base[kOut + In]) + head...};
+  // BF16 moves as pairs, whose split and merge are cheaper than its conversions in element
+  // order; F16 (F16C converts whole vectors) and F32 in element order. One lane has no pairs to
+  // combine: SCALAR's 16-bit types move as pairs too.
+  constexpr bool kPairs =
+      std::is_same_v<T, hwy::bfloat16_t> || (HWY_TARGET == HWY_SCALAR && !std::is_same_v<T, float>);
   size_t i = 0;
   const size_t body = (n - head) / step * step;
   for (; i < body; i += step) {
@@ -103,11 +107,11 @@ HWY_INLINE void StreamingRow(const Functor &f, size_t n, char *const *base,
     (hwy::Prefetch(in_ptr[In] + i + kPrefetchAhead), ...);
     if constexpr (std::is_same_v<T, float>)
       (hwy::Prefetch(in_ptr[In] + i + lanes + kPrefetchAhead), ...);
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (kPairs) {
+      (LoadPairF32(d, in_ptr[In] + i, even_in[In], odd_in[In]), ...);
+    } else {
       ((even_in[In] = LoadF32(d, in_ptr[In] + i), odd_in[In] = LoadF32(d, in_ptr[In] + i + lanes)),
        ...);
-    } else {
-      (LoadPairF32(d, in_ptr[In] + i, even_in[In], odd_in[In]), ...);
     }
     f(d, even_out[Out]..., even_in[In]...);
     f(d, odd_out[Out]..., odd_in[In]...);
@@ -115,8 +119,10 @@ HWY_INLINE void StreamingRow(const Functor &f, size_t n, char *const *base,
       ((StreamF32(d, even_out[Out], out_ptr[Out] + i),
         StreamF32(d, odd_out[Out], out_ptr[Out] + i + lanes)),
        ...);
-    } else {
+    } else if constexpr (kPairs) {
       (StreamPairF32(d, even_out[Out], odd_out[Out], out_ptr[Out] + i), ...);
+    } else {
+      (StreamTwoF32(d, even_out[Out], odd_out[Out], out_ptr[Out] + i), ...);
     }
   }
   char *rest[kOut + kIn];
