@@ -37,8 +37,9 @@ void NtCopy(char *dst, const char *src, size_t n) {
   n -= head;
   // Four 4 KiB streams at once, a few lines of each in turn (as glibc's memcpy does above its
   // non-temporal threshold): the hardware prefetchers follow each stream only within its page,
-  // and four keep more reads in flight than one. 15-25% faster than a single stream on the
-  // development VM.
+  // and four keep more reads in flight than one. On the development VM (2 threads) as fast as
+  // one stream at 96 MB per copy, about 25% faster at 384 MB, where glibc's memcpy is streaming
+  // too and one stream falls behind it.
   constexpr size_t kPage = 4096, kStep = 128;
   const size_t step = std::max(kStep, lanes);
   size_t i = 0;
