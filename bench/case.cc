@@ -73,7 +73,7 @@ Case::~Case() {
   infiniopDestroyHandle(handle_);
 }
 
-std::vector<size_t> Case::shapeOf(Extent e, std::vector<size_t> base) const {
+std::vector<size_t> Case::shapeOf(Extent e, std::vector<size_t> base) {
   if (e == Extent::kSame) return base;
   if (e == Extent::kDoubleLast) {
     base.back() *= 2;
@@ -219,6 +219,20 @@ size_t Case::bytes() const {
   size_t n = 0;
   for (const Tensor &t : outs_) n += t.count * t.element_size;
   for (const Tensor &t : ins_) n += t.count * t.element_size;
+  return n;
+}
+
+size_t Case::elementsOf(const OpInfo &op, const std::vector<size_t> &shape) {
+  size_t n = 0;
+  for (Extent e : op.outputs) n += product(shapeOf(e, shape));
+  return n;
+}
+
+size_t Case::bytesOf(const OpInfo &op, infiniDtype_t dtype, const std::vector<size_t> &shape) {
+  size_t n = 0;
+  for (const std::vector<Extent> *extents : {&op.outputs, &op.inputs})
+    for (Extent e : *extents)
+      n += product(shapeOf(e, shape)) * (isIndex(e) ? sizeof(int32_t) : dtypeSize(dtype));
   return n;
 }
 

@@ -44,6 +44,10 @@ class Case {
   size_t elements() const;  // output elements written per call
   size_t bytes() const;     // every input read once + every output written once
 
+  // The same two counts for `op` at shape `shape` in `dtype`, before creating it.
+  static size_t elementsOf(const OpInfo &op, const std::vector<size_t> &shape);
+  static size_t bytesOf(const OpInfo &op, infiniDtype_t dtype, const std::vector<size_t> &shape);
+
  private:
   struct Tensor {
     std::vector<size_t> shape;
@@ -59,7 +63,7 @@ class Case {
   // On opencl: copies the outputs back into their host data.
   infiniStatus_t download();
   static void *pointer(Tensor &t) { return t.device ? t.device : t.data.get(); }
-  std::vector<size_t> shapeOf(Extent e, std::vector<size_t> base) const;
+  static std::vector<size_t> shapeOf(Extent e, std::vector<size_t> base);
   Tensor allocate(Extent e, std::vector<size_t> shape) const;
   infiniDtype_t dtypeOf(Extent e) const { return isIndex(e) ? INFINI_DTYPE_I32 : dtype_; }
   // Creates the operator on `handle` for the case's tensors with shape `base`.

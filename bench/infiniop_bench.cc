@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // infiniop-bench: correctness and speed of infiniop's operators, in the spirit of oneDNN's
 // benchdnn. Each case runs on the chosen device, is checked against cpu_reference on a sample,
-// then timed, next to a parallel memcpy of the same byte count timed in the same run.
+// then timed, next to two parallel copies of the same byte count timed in the same run: glibc's
+// memcpy and a streaming-store copy (the memory roofline). --sweep does so at a ladder of sizes.
 #include <omp.h>
 #include <unistd.h>
 
@@ -16,7 +17,10 @@
 #include "case.h"
 #include "infiniop.h"
 #include "numeric.h"
+#include "nt_copy.h"
 #include "ops.h"
+#include "report.h"
+#include "sweep.h"
 #include "timing.h"
 
 namespace bench {
@@ -33,13 +37,15 @@ struct Options {
   int threads = 0;            // 0: OpenMP's default (all)
   int reps = 0;               // 0: adaptive
   bool csv = false, check = true;
+  bool sweep = false;
+  size_t sweep_max = kSweepMax;  // output elements
 };
 
 void printUsage(FILE *to) {
   std::fprintf(to,
                "usage: infiniop-bench [OP...] [--device NAME|all] (NAME: a device of this build)\n"
                "                      [--dtype f32|f16|bf16|all] [--shape AxBxC] [--threads N]\n"
-               "                      [--reps N] [--csv] [--no-check]\n"
+               "                      [--reps N] [--csv] [--no-check] [--sweep] [--sweep-max N]\n"
                "no OP: every operator. Operators:");
   for (const OpInfo &op : allOps()) std::fprintf(to, " %s", op.name);
   std::fprintf(to, "\n");
@@ -103,6 +109,16 @@ Options parse(int argc, char **argv) {
       o.reps = static_cast<int>(std::min(positive(a, value()), 1L << 24));
     } else if (a == "--csv") {
       o.csv = true;
+    } else if (a == "--sweep") {
+      o.sweep = true;
+    } else if (a == "--sweep-max") {  // N, NK or NM (x 2^10, x 2^20) output elements
+      std::string v = value();
+      const char unit = v.empty() ? 0 : v.back();
+      const int shift = unit == 'K' || unit == 'k' ? 10 : unit == 'M' || unit == 'm' ? 20 : 0;
+      if (shift) v.pop_back();
+      o.sweep_max = static_cast<size_t>(positive(a, v)) << shift;
+      if (o.sweep_max < kSweepMin) badArgument("--sweep-max is at least 4K (4096)");
+      o.sweep = true;
     } else if (a == "--no-check") {
       o.check = false;
     } else if (a == "-h" || a == "--help") {
@@ -137,94 +153,6 @@ class Progress {
   bool tty_;
 };
 
-struct Row {
-  std::string op, dtype, device, shape;
-  size_t elements = 0, bytes = 0;
-  Timing op_time, copy_time;
-  double first_s = -1;      // descriptor creation + first call to completion; < 0: not measured
-  double vs_cpu = 0;        // cpu's best time / this best time, in the same run; 0: not known
-  std::string check = "-";  // PASS, FAIL, ERROR, "-" (not checked), "ref" (is the reference)
-  CheckResult result;
-  std::string note;  // why it failed
-};
-
-void printHeader(const Options &o) {
-  if (o.csv) {
-    std::printf(
-        "op,dtype,device,shape,elements,bytes,best_ms,median_ms,gelem_s,gb_s,copy_gb_s,ratio,reps,"
-        "check,checked,sample_stride,bad,max_ulp,isa,threads,note,first_ms,vs_cpu\n");
-    return;
-  }
-  std::printf("%-30s %-4s %-13s %-10s %8s %9s %8s %7s %7s %8s %5s %6s %5s %-5s %-6s %s\n", "op",
-              "type", "device", "shape", "best_ms", "median_ms", "first_ms", "Gelem/s", "GB/s",
-              "copyGB/s", "ratio", "vs_cpu", "reps", "check", "sample", "max_ulp");
-}
-
-// The derived numbers of a row, at its best time.
-struct Rates {
-  double gelem, gbs, copy_gbs;
-};
-Rates ratesOf(const Row &r) {
-  return {r.elements / r.op_time.best / 1e9, r.bytes / r.op_time.best / 1e9,
-          r.bytes / r.copy_time.best / 1e9};
-}
-
-void printRow(const Row &r) {
-  const Rates x = ratesOf(r);
-  const std::string sample = r.result.checked == 0  ? "-"
-                             : r.result.stride == 1 ? "all"
-                                                    : "1/" + std::to_string(r.result.stride);
-  std::printf("%-30s %-4s %-13s %-10s ", r.op.c_str(), r.dtype.c_str(), r.device.c_str(),
-              r.shape.c_str());
-  if (r.op_time.reps > 0)
-    std::printf("%8.3f %9.3f ", r.op_time.best * 1e3, r.op_time.median * 1e3);
-  else
-    std::printf("%8s %9s ", "-", "-");
-  if (r.first_s >= 0)
-    std::printf("%8.2f ", r.first_s * 1e3);
-  else
-    std::printf("%8s ", "-");
-  if (r.op_time.reps > 0)
-    std::printf("%7.3f %7.2f %8.2f %5.2f ", x.gelem, x.gbs, x.copy_gbs, x.gbs / x.copy_gbs);
-  else
-    std::printf("%7s %7s %8s %5s ", "-", "-", "-", "-");
-  if (r.vs_cpu > 0)
-    std::printf("%6.2f ", r.vs_cpu);
-  else
-    std::printf("%6s ", "-");
-  if (r.op_time.reps > 0)
-    std::printf("%5d ", r.op_time.reps);
-  else
-    std::printf("%5s ", "-");
-  std::printf("%-5s %-6s ", r.check.c_str(), sample.c_str());
-  if (r.result.checked)
-    std::printf("%.3g\n", r.result.max_ulp);
-  else
-    std::printf("-\n");
-  if (!r.note.empty()) std::printf("    %s\n", r.note.c_str());
-}
-
-void printCsv(const Row &r) {
-  const Rates x = ratesOf(r);
-  std::printf("%s,%s,%s,%s,%zu,%zu,", r.op.c_str(), r.dtype.c_str(), r.device.c_str(),
-              r.shape.c_str(), r.elements, r.bytes);
-  if (r.op_time.reps > 0)
-    std::printf("%.6f,%.6f,%.4f,%.3f,%.3f,%.4f,%d,", r.op_time.best * 1e3, r.op_time.median * 1e3,
-                x.gelem, x.gbs, x.copy_gbs, x.gbs / x.copy_gbs, r.op_time.reps);
-  else
-    std::printf(",,,,,,,");
-  std::string note = r.note;
-  for (char &c : note)
-    if (c == '"') c = '\'';
-  std::printf("%s,%zu,%zu,%zu,%.4g,%s,%d,\"%s\",", r.check.c_str(), r.result.checked,
-              r.result.stride, r.result.bad, r.result.max_ulp, infiniopCpuIsaName(),
-              omp_get_max_threads(), note.c_str());
-  if (r.first_s >= 0) std::printf("%.3f", r.first_s * 1e3);
-  std::printf(",");
-  if (r.vs_cpu > 0) std::printf("%.4f", r.vs_cpu);
-  std::printf("\n");
-}
-
 // Creates, checks and times one case; returns false if anything failed.
 bool runCase(const Options &o, const OpInfo &op, infiniDtype_t dtype, infiniDevice_t device,
              const std::vector<size_t> &shape, Row *row) {
@@ -250,8 +178,10 @@ bool runCase(const Options &o, const OpInfo &op, infiniDtype_t dtype, infiniDevi
   bool ok = true;
   if (device == INFINI_DEVICE_CPU_REFERENCE) {
     row->check = "ref";
-  } else if (o.check) {
-    row->result = c->check(kCheckBudget);
+  } else if (o.check && (!o.sweep || !op.gathers() || row->elements <= kSweepWholeCheckMax)) {
+    // A sweep checks a smaller sample per size: its many sizes would spend more on the
+    // single-threaded reference than on the timing.
+    row->result = c->check(o.sweep ? kSweepCheckBudget : kCheckBudget);
     ok = row->result.passed;
     row->check = !row->result.error.empty() ? "ERROR" : ok ? "PASS" : "FAIL";
     row->note = !row->result.error.empty() ? row->result.error
@@ -266,9 +196,10 @@ bool runCase(const Options &o, const OpInfo &op, infiniDtype_t dtype, infiniDevi
         const infiniStatus_t s = c->run();
         if (s != INFINI_STATUS_SUCCESS) status = s;
       },
-      row->bytes, o.reps, kTimeBudget);
+      row->bytes, o.reps, o.sweep ? kSweepTimeBudget : kTimeBudget);
   row->op_time = t.op;
   row->copy_time = t.copy;
+  row->nt_time = t.nt;
   if (status != INFINI_STATUS_SUCCESS) {
     row->check = "ERROR";
     row->note =
@@ -322,42 +253,60 @@ int main(int argc, char **argv) {
                     " of " + std::to_string(deviceCount(device)) +
                     "; calls timed to completion "
                     "(enqueue + infiniopStreamSynchronize); first_ms = descriptor creation "
-                    "(program build) + first call, on a new handle per case; copy baseline and "
+                    "(program build) + first call, on a new handle per case; copy baselines and "
                     "--threads are the host's\n";
   }
+  const char *nt_target = ntCopyTarget();
+  const std::string baselines =
+      nt_target ? std::string("glibc memcpy (ratio) and a streaming-store copy at ") + nt_target +
+                      " (ratio_nt: the memory roofline)"
+                : "glibc memcpy (ratio); no streaming-store copy (built without Highway)";
   std::fprintf(o.csv ? stderr : stdout,
-               "# infiniop-bench: cpu ISA %s, %d OpenMP threads\n"
+               "# infiniop-bench: cpu ISA %s, %d OpenMP threads; copy baselines: %s\n"
                "# check: vs cpu_reference on <= %zu output elements per case (sample: 'all', or "
                "1/k = every k-th element, every k-th row for split ops)\n"
                "# PASS: each |err| <= max(64 ulp, floor) (f32) or 1 ulp + floor (f16, bf16), "
                "floor = 1e-6 * max|ref|; max_ulp = max |err| in ulps of max|ref|\n%s",
-               infiniopCpuIsaName(), omp_get_max_threads(), kCheckBudget, device_lines.c_str());
-  printHeader(o);
+               infiniopCpuIsaName(), omp_get_max_threads(), baselines.c_str(),
+               o.sweep ? kSweepCheckBudget : kCheckBudget, device_lines.c_str());
+  const Layout layout = o.csv ? Layout::kCsv : o.sweep ? Layout::kSweep : Layout::kTable;
+  printHeader(layout);
   std::fflush(stdout);
 
-  Progress progress(o.ops.size() * o.dtypes.size() * devices.size());
+  // One size per case, or the sweep's ladder; each case's shape comes from its operator's.
+  const std::vector<size_t> sizes = o.sweep ? sweepSizes(o.sweep_max) : std::vector<size_t>{0};
+  Progress progress(o.ops.size() * o.dtypes.size() * devices.size() * sizes.size());
   bool all_ok = true;
   for (const OpInfo *op : o.ops) {
-    const std::vector<size_t> shape = o.shape.empty() ? op->default_shape : o.shape;
+    const std::vector<size_t> base = o.shape.empty() ? op->default_shape : o.shape;
     for (infiniDtype_t dtype : o.dtypes) {
-      double cpu_best = 0;  // this op and dtype on cpu, for vs_cpu
-      for (infiniDevice_t device : devices) {
-        Row row;
-        row.op = op->name;
-        row.dtype = dtypeName(dtype);
-        row.device = deviceName(device);
-        row.shape = shapeText(shape);
-        progress.show(row.op + " " + row.dtype + " " + row.device + " " + row.shape);
-        all_ok = runCase(o, *op, dtype, device, shape, &row) && all_ok;
-        if (row.op_time.reps > 0 && device == INFINI_DEVICE_CPU) cpu_best = row.op_time.best;
-        if (row.op_time.reps > 0 && device != INFINI_DEVICE_CPU && cpu_best > 0)
-          row.vs_cpu = cpu_best / row.op_time.best;
-        progress.clear();
-        if (o.csv)
-          printCsv(row);
-        else
-          printRow(row);
-        std::fflush(stdout);
+      for (size_t n : sizes) {
+        std::vector<size_t> shape = base;
+        if (o.sweep) {
+          if (const std::string why = sweepShape(*op, dtype, base, n, &shape); !why.empty()) {
+            std::fprintf(o.csv ? stderr : stdout, "# skipped %s %s at %zu elements: %s\n", op->name,
+                         dtypeName(dtype), n, why.c_str());
+            for (size_t i = 0; i < devices.size(); ++i) progress.show("skipped");
+            progress.clear();
+            continue;
+          }
+        }
+        double cpu_best = 0;  // this op, dtype and shape on cpu, for vs_cpu
+        for (infiniDevice_t device : devices) {
+          Row row;
+          row.op = op->name;
+          row.dtype = dtypeName(dtype);
+          row.device = deviceName(device);
+          row.shape = shapeText(shape);
+          progress.show(row.op + " " + row.dtype + " " + row.device + " " + row.shape);
+          all_ok = runCase(o, *op, dtype, device, shape, &row) && all_ok;
+          if (row.op_time.reps > 0 && device == INFINI_DEVICE_CPU) cpu_best = row.op_time.best;
+          if (row.op_time.reps > 0 && device != INFINI_DEVICE_CPU && cpu_best > 0)
+            row.vs_cpu = cpu_best / row.op_time.best;
+          progress.clear();
+          printRow(layout, row);
+          std::fflush(stdout);
+        }
       }
     }
   }
