@@ -158,11 +158,13 @@ void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather:
     return Rows{sole ? RowOf<T>(out_view, data.grad_expanded_x, index) : nullptr,
                 RowOf<T>(p.expanded_x, data.expanded_x, index)};
   };
-  const bool prefetch_out = Contiguous(out_view), prefetch_expanded = Contiguous(p.expanded_x);
   // The bytes the call moves (devices/cpu/parallel.h): grad_expanded_x written, grad_y read, and
   // expanded_x read for grad_scales' dot products.
   const size_t moved_rows = out_view.rows * (grad_scales ? 2 : 1) + p.grad_y.rows;
   const bool streaming = moved_rows * p.hidden * sizeof(T) >= streamMinBytes();
+  // A streamed row is never read: prefetching it would fetch the lines streaming avoids.
+  const bool prefetch_out = Contiguous(out_view) && !streaming,
+             prefetch_expanded = Contiguous(p.expanded_x);
   Rows next = first < last && p.topk > 0 ? rows_of(first, 0) : Rows{nullptr, nullptr};
   for (size_t r = first; r < last; ++r) {
     const T *grad_y = RowOf<T>(p.grad_y, data.grad_y, r);
