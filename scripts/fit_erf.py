@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The rational fit behind gelu_erf's Phi (devices/cpu/math-inl.h, include/../math_constants.h).
+"""The rational fit behind gelu_erf's Phi (devices/math_constants.h, devices/cpu/math-inl.h).
 
 For a = |x| in [0, 13.2] (beyond, exp(-a^2 / 2) is below the kernels' exp clamp at exp(-87)):
 
@@ -10,10 +10,11 @@ P of degree 4, Q of degree 5 with Q(0) = 1 (G ~ 1 / (a sqrt(2 pi)) at infinity, 
 0.5 erfcx(a / sqrt 2), entire and smooth, so no branch is needed: one rational on the whole range
 keeps the left tail's relative accuracy, and the same exp gives phi(x) for the derivative.
 
-The kernels evaluate it as 1 / G = Q / P = k a + S / P (S of degree 4: Q's division by P). Horner
-on P and Q directly loses up to 4.7 u where a is large (their leading terms dominate, so every
-step's rounding counts in full); in k a + S / P the quotient S / P tends to a constant and its
-errors are damped by k a.
+The kernels evaluate it as F = 1 / G = Q / P = k a + S / P = k a + 2 + a R / P (S of degree 4:
+Q's division by P; R = (S - 2 P) / a of degree 3, S(0) = 2 P(0) = 1). Horner on P and Q directly
+loses up to 4.7 u where a is large (their leading terms dominate, so every step's rounding counts
+in full); in k a + ... the quotient tends to a constant and its errors are damped by k a, and with
+the exact 2 in front, near a = 0 (S and P just above powers of two) they are damped by a.
 
 Method: minimise the relative error |P / (G Q) - 1| on Chebyshev nodes by linearised least
 squares (Loeb: weights 1 / Q_previous), with Lawson's reweighting towards the minimax, in float64
@@ -79,9 +80,15 @@ def quotient32(p, q):
     return fma32(rem, r, v)
 
 
-def kernel32(k, s32, p32, a):
-    """G(a) as the kernels compute it: 1 / (k a + S / P), both quotients corrected."""
-    return quotient32(np.float32(1), fma32(k, a, quotient32(horner32(s32, a), horner32(p32, a))))
+def kernel32(k, r32, p32, a):
+    """G(a) as the kernels compute it: 1 / (k a + W), W = 2 + a R / P, the quotients corrected
+    and F kept as the pair (k a, W) in the last one's remainder."""
+    ka = np.float32(k * a)
+    w = fma32(a, quotient32(horner32(r32, a), horner32(p32, a)), np.float32(2))
+    r = np.float32(1.0 / np.float64(np.float32(ka + w)))
+    v = r
+    rem = fma32(-v, w, fma32(-v, ka, np.float32(1)))
+    return fma32(rem, r, v)
 
 
 def main():
@@ -94,11 +101,12 @@ def main():
     rest[:M + 1] -= c * p
     s = rest[:M + 1] + c * p
     s[M] = c * p[M]
-    p32, s32, k32 = [f32(v) for v in p], [f32(v) for v in s], f32(k)
+    r = (s - 2 * p)[1:]
+    p32, r32, k32 = [f32(v) for v in p], [f32(v) for v in r], f32(k)
     print(f"G = P / Q on [0, {A_MAX}], degrees {M} / {N}: float64 fit max relative error "
           f"{err64:.3g} = {err64 / U:.3f} u")
     print(f"k = {float(k32)!r}f")
-    print("S (constant first):", ", ".join(f"{float(v)!r}f" for v in s32))
+    print("R (constant first):", ", ".join(f"{float(v)!r}f" for v in r32))
     print("P (constant first):", ", ".join(f"{float(v)!r}f" for v in p32))
     q32 = [f32(v) for v in q]
     rng = np.random.default_rng(1)
@@ -112,11 +120,11 @@ def main():
         worst_coef = max(worst_coef, float(abs(exact_coef / truth - 1)))
         plain = quotient32(horner32(p32, a), horner32(q32, a))
         worst_plain = max(worst_plain, float(abs(mp.mpf(float(plain)) / truth - 1)))
-        got = kernel32(k32, s32, p32, a)
+        got = kernel32(k32, r32, p32, a)
         worst_eval = max(worst_eval, float(abs(mp.mpf(float(got)) / truth - 1)))
     print(f"F32 coefficients of P / Q, exact arithmetic: max relative error {worst_coef / U:.3f} u")
     print(f"F32 evaluation of P / Q by Horner: {worst_plain / U:.3f} u; as the kernels do, "
-          f"1 / (k a + S / P): {worst_eval / U:.3f} u (max relative error over {grid.size} points)")
+          f"1 / (k a + 2 + a R / P): {worst_eval / U:.3f} u (max relative error over {grid.size} points)")
 
 
 if __name__ == "__main__":
