@@ -3,14 +3,20 @@
 #       -DNAMESPACE=<ns> -P EmbedText.cmake
 #
 # Writes HEADER declaring `extern const char <stem>[];` for each input, in namespace NAMESPACE,
-# and SOURCE (which includes it as INCLUDE) defining each as the file's text. A device's custom
+# and SOURCE (which includes it as INCLUDE) defining each as the file's text. An input written
+# `a.h+b.cl` is the two files' texts in that order, named after the last one. A device's custom
 # command runs it at build time, so an edited input regenerates and rebuilds only what embeds it.
 string(REPLACE "|" ";" inputs "${INPUTS}")
 set(declarations "")
 set(definitions "")
 foreach(input IN LISTS inputs)
-  get_filename_component(name "${input}" NAME_WE)
-  file(READ "${input}" text)
+  string(REPLACE "+" ";" parts "${input}")
+  set(text "")
+  foreach(part IN LISTS parts)
+    file(READ "${part}" part_text)
+    string(APPEND text "${part_text}")
+    get_filename_component(name "${part}" NAME_WE)
+  endforeach()
   string(APPEND declarations "extern const char ${name}[];\n")
   string(APPEND definitions
          "extern const char ${name}[] = R\"INFINIOP_EMBED(${text})INFINIOP_EMBED\";\n")

@@ -8,33 +8,36 @@
 #endif
 
 #include "hwy/highway.h"
+#include "math_constants.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// exp(-a) for a in [-87, 87] (callers clamp; NaN not expected): a normal F32 in [1.6e-38,
-// 6.1e37], within 1 ulp. Cheaper than hn::Exp because it needs neither the overflow nor the
-// subnormal range: one range reduction -a = n ln2 - t, |t| <= ln2/2, a degree-6 polynomial, one
-// exponent scale. Taking -a saves the callers a negation (sigmoid's exp(-v), erf's exp(-z^2)).
+// exp(-(a + lo)) for a in [-87, 87] (callers clamp; NaN not expected) and lo (if not null) a
+// correction below half an ulp of a: a normal F32 in [1.6e-38, 6.1e37], within 1 ulp. Cheaper than
+// hn::Exp because it needs neither the overflow nor the subnormal range: one range reduction -a = n
+// ln2 - t, |t| <= ln2/2, a degree-6 polynomial, one exponent scale. Taking -a saves the callers a
+// negation (sigmoid's exp(-v), erf's exp(-x^2 / 2)); lo lets a caller pass an argument that F32
+// cannot hold (x^2 / 2 as hi + lo), so that its rounding is not multiplied by the argument.
 template <class D, class V>
-HWY_INLINE V ExpOfMinus(D d, V a) {
+HWY_INLINE V ExpOfMinus(D d, V a, const V *lo = nullptr) {
   const hn::RebindToSigned<D> di;
-  // n = round(-a / ln2) by adding 1.5 * 2^23 + 127, whose ulp is 1: the sum's low bits are then
-  // n + 127, the biased exponent of 2^n, ready to shift into the exponent field.
-  const V shifter = hn::Set(d, 12583039.0f);
-  const V n_plus_shifter = hn::NegMulAdd(a, hn::Set(d, 1.44269504088896341f), shifter);
+  // n = round(-a / ln2) by adding the shifter, whose ulp is 1 (math_constants.h).
+  const V shifter = hn::Set(d, INFINIOP_EXP_SHIFTER);
+  const V n_plus_shifter = hn::NegMulAdd(a, hn::Set(d, INFINIOP_LOG2E), shifter);
   const V n = hn::Sub(n_plus_shifter, shifter);
-  // t = a + n ln2, ln2 split in two so that n * ln2_hi is exact for |n| <= 126.
-  V t = hn::MulAdd(n, hn::Set(d, 0.693145751953125f), a);
-  t = hn::MulAdd(n, hn::Set(d, 1.428606765330187e-6f), t);
-  // e^-t = 1 - t (1 - t q(-t)), q fitted on Chebyshev nodes of [-ln2/2, ln2/2]. Horner down to
-  // the final 1 leaves one rounding at full weight: t (1 - t q) is below 0.35 ulp-weighted.
-  V q = hn::Set(d, 0.0013933645095676184f);
-  q = hn::MulAdd(q, t, hn::Set(d, -0.008363175205886364f));
-  q = hn::MulAdd(q, t, hn::Set(d, 0.04166646674275398f));
-  q = hn::MulAdd(q, t, hn::Set(d, -0.16666576266288757f));
-  q = hn::MulAdd(q, t, hn::Set(d, 0.5f));
+  // t = a + lo + n ln2; a + n ln2_hi is exact.
+  V t = hn::MulAdd(n, hn::Set(d, INFINIOP_LN2_HI), a);
+  t = hn::MulAdd(n, hn::Set(d, INFINIOP_LN2_LO), t);
+  if (lo != nullptr) t = hn::Add(t, *lo);  // constant once inlined
+  // e^-t = 1 - t (1 - t q(-t)). Horner down to the final 1 leaves one rounding at full weight:
+  // t (1 - t q) is below 0.35 ulp-weighted.
+  V q = hn::Set(d, INFINIOP_EXP_Q4);
+  q = hn::MulAdd(q, t, hn::Set(d, INFINIOP_EXP_Q3));
+  q = hn::MulAdd(q, t, hn::Set(d, INFINIOP_EXP_Q2));
+  q = hn::MulAdd(q, t, hn::Set(d, INFINIOP_EXP_Q1));
+  q = hn::MulAdd(q, t, hn::Set(d, INFINIOP_EXP_Q0));
   const V one = hn::Set(d, 1.0f);
   const V p = hn::NegMulAdd(t, hn::NegMulAdd(t, q, one), one);
   return hn::Mul(p, hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, n_plus_shifter))));
@@ -86,6 +89,20 @@ HWY_INLINE V ProductError(D d, V a, V b, V product) {
   error = hn::Add(error, hn::Mul(a_hi, b_lo));
   error = hn::Add(error, hn::Mul(a_lo, b_hi));
   return hn::Add(error, hn::Mul(a_lo, b_lo));
+#endif
+}
+
+// n / y for a positive normal y within 0.5 ulp + 2^-27: the quotient of y's estimate corrected
+// once by its exact remainder (as Sigmoid::Times); a correctly rounded division without an fma.
+template <class D, class V>
+HWY_INLINE V Quotient(D d, V n, V y) {
+#if HWY_NATIVE_FMA
+  const V r = ReciprocalEstimate(d, y);
+  const V q = hn::Mul(n, r);
+  return hn::MulAdd(hn::NegMulAdd(q, y, n), r, q);
+#else
+  (void)d;
+  return hn::Div(n, y);
 #endif
 }
 
@@ -175,8 +192,8 @@ HWY_INLINE V Silu(D d, V input, V *derivative) {
 // beyond which it is 1. Unused results cost nothing once inlined.
 template <class D, class V>
 HWY_INLINE V GeluTanh(D d, V input, V *derivative) {
-  constexpr float kTwoA = 1.5957691216057308f;  // 2 sqrt(2/pi)
-  constexpr float kTwoAB = kTwoA * 0.044715f;
+  constexpr float kTwoA = INFINIOP_GELU_TANH_TWO_A;
+  constexpr float kTwoAB = kTwoA * INFINIOP_GELU_TANH_B;
   constexpr float kSixAB = 3.0f * kTwoAB;
   const V x_low = hn::Max(input, hn::Set(d, -20.0f));
   const V v =
@@ -190,37 +207,61 @@ HWY_INLINE V GeluTanh(D d, V input, V *derivative) {
   return ProductAtNonFinite(d, input, hn::Mul(x_low, sigmoid.s));
 }
 
-// gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x). Phi comes from
-// erfc(|x| / sqrt 2) = t exp(-z^2 - 1.26551223 + t P(t)), t = 1 / (1 + z / 2) (Numerical
-// Recipes' Chebyshev fit, relative error < 1.2e-7 for every z >= 0), so the left tail keeps its
-// relative accuracy. Clamps as in GeluTanh.
+// gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x), from one exp: with a = |x|,
+//   T = Phi(-a) = exp(-a^2 / 2) / F(a),  F = k a + 2 + a R(a) / P(a)  (math_constants.h,
+//   scripts/fit_erf.py),  Phi(x) = T for x < 0, 1 - T otherwise,  phi(x) = exp(-a^2 / 2) c.
+// T is a product and quotients, never a difference, so the left tail keeps its relative accuracy;
+// a^2 / 2 goes to exp as an exact hi + lo pair, so its rounding is not multiplied by a^2 / 2.
+// a is clamped at 13.19 (exp's argument 87; Phi(-13.19) < 6e-39): below, gelu and gelu' are tiny
+// numbers of the right sign (|error| < 2^-125 (1 + |x|)).
 template <class D, class V>
 HWY_INLINE V GeluErf(D d, V input, V *derivative) {
-  const V x_low = hn::Max(input, hn::Set(d, -20.0f));
-  const V x = hn::Min(x_low, hn::Set(d, 20.0f));
-  const V z = hn::Mul(hn::Abs(x), hn::Set(d, 0.70710678118654752f));
-  const V z2 = hn::Mul(z, z);
-  // A division: t feeds a degree-9 polynomial, where an estimate's last bits would show.
-  const V t = hn::Div(hn::Set(d, 1.0f), hn::MulAdd(z, hn::Set(d, 0.5f), hn::Set(d, 1.0f)));
-  V p = hn::Set(d, 0.17087277f);
-  p = hn::MulAdd(p, t, hn::Set(d, -0.82215223f));
-  p = hn::MulAdd(p, t, hn::Set(d, 1.48851587f));
-  p = hn::MulAdd(p, t, hn::Set(d, -1.13520398f));
-  p = hn::MulAdd(p, t, hn::Set(d, 0.27886807f));
-  p = hn::MulAdd(p, t, hn::Set(d, -0.18628806f));
-  p = hn::MulAdd(p, t, hn::Set(d, 0.09678418f));
-  p = hn::MulAdd(p, t, hn::Set(d, 0.37409196f));
-  p = hn::MulAdd(p, t, hn::Set(d, 1.00002368f));
-  p = hn::MulAdd(p, t, hn::Set(d, -1.26551223f));
-  const V exponent = hn::Min(hn::Sub(z2, p), hn::Set(d, 87.0f));  // z2 - p >= -2e-7
-  const V half_erfc = hn::Mul(hn::Mul(t, hn::Set(d, 0.5f)), ExpOfMinus(d, exponent));
-  const V cdf =
-      hn::IfThenElse(hn::Lt(x, hn::Zero(d)), half_erfc, hn::Sub(hn::Set(d, 1.0f), half_erfc));
-  const V pdf =
-      hn::Mul(ExpOfMinus(d, hn::Min(z2, hn::Set(d, 87.0f))), hn::Set(d, 0.3989422804014327f));
-  if (derivative != nullptr)
-    *derivative = ZeroAtMinusInfNaNAtNaN(d, input, hn::MulAdd(x, pdf, cdf));
-  return ZeroAtMinusInfNaNAtNaN(d, input, hn::Mul(x_low, cdf));
+  const V clamp = hn::Set(d, INFINIOP_ERF_CLAMP);
+  const V x = hn::Max(input, hn::Neg(clamp));  // -inf -> -clamp; +inf and NaN restored below
+  const V a = hn::Min(hn::Abs(x), clamp);
+  const V half_a = hn::Mul(a, hn::Set(d, 0.5f));  // exact: a >= 0 is 0 or normal
+  const V h = hn::Mul(half_a, a);
+  const V h_lo = ProductError(d, half_a, a, h);
+  const V e = ExpOfMinus(d, h, &h_lo);
+  V s = hn::Set(d, INFINIOP_ERF_R3), p = hn::Set(d, INFINIOP_ERF_P4);
+  p = hn::MulAdd(p, a, hn::Set(d, INFINIOP_ERF_P3));
+  s = hn::MulAdd(s, a, hn::Set(d, INFINIOP_ERF_R2));
+  p = hn::MulAdd(p, a, hn::Set(d, INFINIOP_ERF_P2));
+  s = hn::MulAdd(s, a, hn::Set(d, INFINIOP_ERF_R1));
+  p = hn::MulAdd(p, a, hn::Set(d, INFINIOP_ERF_P1));
+  s = hn::MulAdd(s, a, hn::Set(d, INFINIOP_ERF_R0));
+  p = hn::MulAdd(p, a, hn::Set(d, INFINIOP_ERF_P0));
+  // F = k a + W, W = 2 + a R / P: the 2 exact, so near a = 0 (W ~ 2, S and P just above powers
+  // of two) their roundings are damped by a. F is kept as the pair (k a, W) in the quotients'
+  // remainders, so its own rounding does not count either. F >= 2; F(0) = 2 exactly, so
+  // Phi(0) = 1/2.
+  const V ka = hn::Mul(hn::Set(d, INFINIOP_ERF_K), a);
+  const V w = hn::MulAdd(a, Quotient(d, s, p), hn::Set(d, 2.0f));
+  const V f = hn::Add(ka, w);
+  const auto over_f = [&](V n) {  // n / (k a + W) within 0.5 ulp + 2^-27 (as Quotient)
+#if HWY_NATIVE_FMA
+    const V r = ReciprocalEstimate(d, f);
+    const V q = hn::Mul(n, r);
+    return hn::MulAdd(hn::NegMulAdd(q, w, hn::NegMulAdd(q, ka, n)), r, q);
+#else
+    return hn::Div(n, f);
+#endif
+  };
+  const auto negative = hn::Lt(x, hn::Zero(d));
+  if (derivative == nullptr) {
+    // x T as one corrected quotient; x Phi(x) = x - x T for x >= 0 (x T <= x / 2: no
+    // cancellation).
+    const V xt = over_f(hn::Mul(x, e));
+    return ProductAtNonFinite(d, input, hn::IfThenElse(negative, xt, hn::Sub(x, xt)));
+  }
+  const V t = over_f(e);
+  const V cdf = hn::IfThenElse(negative, t, hn::Sub(hn::Set(d, 1.0f), t));
+  // Beyond the clamp x phi(x) vanishes: x capped there too, so +-huge x times a tiny phi stays
+  // tiny.
+  const V capped = hn::Min(x, clamp);
+  *derivative = ZeroAtMinusInfNaNAtNaN(
+      d, input, hn::MulAdd(hn::Mul(capped, e), hn::Set(d, INFINIOP_INV_SQRT_2PI), cdf));
+  return ProductAtNonFinite(d, input, hn::Mul(x, cdf));
 }
 
 }  // namespace infiniop::cpu::HWY_NAMESPACE

@@ -13,9 +13,11 @@ relative error is 2e-5 (erf) and 7e-2 (tanh) at x = -7, and it returns exactly 0
 bound below. test_oracle_is_torch_gelu checks that the two agree to 1e-9 wherever F.gelu's float64
 evaluation is accurate to that (x >= -5), forward and backward.
 
-Error model (all in float64; REL = 8 F32 ulps, 8 * 2^-23; x = x1 clamped to [-30, 30]):
-    c = x^2 / 2 ('none') or |v| ('tanh'): the argument of the exponential, which the kernel
-        rounds to F32; exp turns that rounding into a relative error of up to c * 2^-24.
+Error model (all in float64; REL, REL_BACKWARD = K u from tests/accuracy_bounds.json, u = 2^-24;
+x = x1 clamped to [-30, 30], for 'none' only from below):
+    c = 0 ('none': exp takes x^2 / 2 as an exact hi + lo pair) or |v| ('tanh'): the argument of
+        the exponential, which the kernel rounds to F32; exp turns that rounding into a relative
+        error of up to c * 2^-24.
     gelu terms:  |gelu(x)|                       ('none' and 'tanh')
     gelu' terms: Phi + |x phi|                   ('none')
                  s + |x v' s (1 - s)|            ('tanh', s = sigmoid(v), v' = dv/dx)
@@ -26,10 +28,10 @@ Error model (all in float64; REL = 8 F32 ulps, 8 * 2^-23; x = x1 clamped to [-30
     input_grad1  |out_grad x2|   * (REL (1 + c) gelu' terms + floor) + 2^-149
     input_grad2  |out_grad|      * (REL (1 + c) gelu terms  + floor) + 2^-149
   F16/BF16: 1 ulp of the output type at |truth| + the F32 bound.
-Why these: the cpu kernel's erfc is a Chebyshev fit of relative error < 1.2e-7 (1 ulp), its exp
-is within 2 ulp and each product or sum adds half an ulp, so 8 ulps of the summed terms hold with
-room to spare; (1 + c) is exp's amplification of its rounded argument (docs/gelu_mul.md). The
-floor: the kernel clamps exp's argument at -87 (exp >= 1.6e-38) and x at -20, so far left (for
+Why these (docs/gelu_mul.md, docs/accuracy.md): the kernels' Phi is exp(-x^2 / 2) over a rational
+fit (scripts/fit_erf.py), each a few roundings; (1 + c) is exp's amplification of a rounded
+argument (none for 'none'). The floor: the kernels clamp exp's argument at -87 (exp >= 1.6e-38)
+and |x| at 13.19 ('none') or x at -20 ('tanh'), so far left (for
 'tanh' already at x = -10, where v = -87.3) gelu and gelu' are tiny negative numbers
 (|.| < 2^-125 (1 + |x v'|)) instead of the true, tinier ones. The final 2^-149 (one F32
 subnormal ulp) covers rounding a subnormal F32 result. A finite truth beyond the dtype's largest
@@ -91,7 +93,10 @@ def terms(x1, approximate):
     """(c, gelu terms, gelu' terms, gelu floor, gelu' floor) of the error model, float64."""
     x = x1.clamp(-30.0, 30.0)  # +-inf -> finite terms (the truth there is a limit anyway)
     if approximate == "none":
-        c = 0.5 * x * x
+        # exp takes x^2 / 2 as an exact pair: no rounded argument to amplify. x itself, not the
+        # clamped one, in the terms: beyond 30, gelu(x) = x.
+        c = torch.zeros_like(x)
+        x = x1.clamp(-30.0, 3.4e38)
         cdf = 0.5 * torch.special.erfc(-x / math.sqrt(2.0))
         pdf = torch.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
         gelu = (x * cdf).abs()

@@ -90,21 +90,27 @@ INLINE void store8(__global storage_t *p, ulong i, float8 v) {
 #error "build with -DSTORAGE_F32, -DSTORAGE_F16 or -DSTORAGE_BF16"
 #endif
 
-// exp(-a) for a in [-87, 87] (callers clamp): a normal F32 within 1 ulp (math-inl.h's
-// ExpOfMinus).
-INLINE float exp_of_minus(float a) {
-  const float shifter = 12583039.0f;  // 1.5 * 2^23 + 127: the sum's low bits are n + 127
-  const float n_plus_shifter = fma(-a, 1.44269504088896341f, shifter);
+// exp(-(a + lo)) for a in [-87, 87] (callers clamp) and lo below half an ulp of a: a normal F32
+// within 1 ulp (math-inl.h's ExpOfMinus; the constants are devices/math_constants.h's, embedded
+// in front of this file).
+INLINE float exp_of_minus_sum(float a, float lo) {
+  const float shifter = INFINIOP_EXP_SHIFTER;  // the sum's low bits are n + 127
+  const float n_plus_shifter = fma(-a, INFINIOP_LOG2E, shifter);
   const float n = n_plus_shifter - shifter;
-  float t = fma(n, 0.693145751953125f, a);
-  t = fma(n, 1.428606765330187e-6f, t);
-  float q = 0.0013933645095676184f;
-  q = fma(q, t, -0.008363175205886364f);
-  q = fma(q, t, 0.04166646674275398f);
-  q = fma(q, t, -0.16666576266288757f);
-  q = fma(q, t, 0.5f);
+  float t = fma(n, INFINIOP_LN2_HI, a);
+  t = fma(n, INFINIOP_LN2_LO, t) + lo;
+  float q = INFINIOP_EXP_Q4;
+  q = fma(q, t, INFINIOP_EXP_Q3);
+  q = fma(q, t, INFINIOP_EXP_Q2);
+  q = fma(q, t, INFINIOP_EXP_Q1);
+  q = fma(q, t, INFINIOP_EXP_Q0);
   const float p = fma(-t, fma(-t, q, 1.0f), 1.0f);
   return p * as_float(as_uint(n_plus_shifter) << 23);
+}
+
+// exp(-a): t + -0 is t for every t, so the compiler drops the addition.
+INLINE float exp_of_minus(float a) {
+  return exp_of_minus_sum(a, -0.0f);
 }
 
 // sigmoid(v) = 1 / (1 + e), e = exp(-v), for v >= -87 (callers clamp), clamped at 87 here
@@ -168,8 +174,8 @@ INLINE float silu(float input, float *derivative) {
 
 // gelu_tanh(x) = x sigmoid(v), v = 2a (x + b x^3), and its derivative s + x v' s (1 - s).
 INLINE float gelu_tanh(float input, float *derivative) {
-  const float two_a = 1.5957691216057308f;  // 2 sqrt(2/pi)
-  const float two_ab = two_a * 0.044715f;
+  const float two_a = INFINIOP_GELU_TANH_TWO_A;
+  const float two_ab = two_a * INFINIOP_GELU_TANH_B;
   const float six_ab = 3.0f * two_ab;
   const float x_low = fmax(input, -20.0f);
   const float v = x_low * fma(x_low * x_low, two_ab, two_a);
@@ -181,30 +187,50 @@ INLINE float gelu_tanh(float input, float *derivative) {
   return product_at_non_finite(input, x_low * g.s);
 }
 
-// gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x); Phi from Numerical Recipes'
-// erfc fit (relative error < 1.2e-7), as in math-inl.h.
+// n / y within 0.5 ulp + 2^-27 for y > 0: the driver's division (OpenCL 1.2 allows 2.5 ulp) as
+// the estimate r, corrected once by the exact remainder (math-inl.h's Quotient).
+INLINE float quotient(float n, float y) {
+  const float r = 1.0f / y;
+  const float q = n * r;
+  return fma(fma(-q, y, n), r, q);
+}
+
+// gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x) from one exp, as math-inl.h's
+// GeluErf: with a = |x| (clamped at 13.19), T = Phi(-a) = exp(-a^2 / 2) / F,
+// F = k a + W, W = 2 + a R(a) / P(a) (scripts/fit_erf.py), a^2 / 2 as an exact pair, F kept as
+// the pair (k a, W) in the quotient's remainder.
+INLINE float gelu_erf_over_f(float n, float ka, float w) {
+  const float r = 1.0f / (ka + w);
+  const float q = n * r;
+  return fma(fma(-q, w, fma(-q, ka, n)), r, q);
+}
+
 INLINE float gelu_erf(float input, float *derivative) {
-  const float x_low = fmax(input, -20.0f);
-  const float x = fmin(x_low, 20.0f);
-  const float z = fabs(x) * 0.70710678118654752f;
-  const float z2 = z * z;
-  const float y = fma(z, 0.5f, 1.0f);
-  const float t = newton_reciprocal(y, 1.0f / y);  // the driver's division is 2.5 ulp
-  float p = 0.17087277f;
-  p = fma(p, t, -0.82215223f);
-  p = fma(p, t, 1.48851587f);
-  p = fma(p, t, -1.13520398f);
-  p = fma(p, t, 0.27886807f);
-  p = fma(p, t, -0.18628806f);
-  p = fma(p, t, 0.09678418f);
-  p = fma(p, t, 0.37409196f);
-  p = fma(p, t, 1.00002368f);
-  p = fma(p, t, -1.26551223f);
-  const float half_erfc = t * 0.5f * exp_of_minus(fmin(z2 - p, 87.0f));
-  const float cdf = x < 0.0f ? half_erfc : 1.0f - half_erfc;
-  const float pdf = exp_of_minus(fmin(z2, 87.0f)) * 0.3989422804014327f;
-  if (derivative) *derivative = zero_at_minus_inf_nan_at_nan(input, fma(x, pdf, cdf));
-  return zero_at_minus_inf_nan_at_nan(input, x_low * cdf);
+  const float clamp = INFINIOP_ERF_CLAMP;
+  const float x = fmax(input, -clamp);
+  const float a = fmin(fabs(x), clamp);
+  const float half_a = a * 0.5f;
+  const float h = half_a * a;
+  const float e = exp_of_minus_sum(h, fma(half_a, a, -h));
+  float s = INFINIOP_ERF_R3, p = INFINIOP_ERF_P4;
+  p = fma(p, a, INFINIOP_ERF_P3);
+  s = fma(s, a, INFINIOP_ERF_R2);
+  p = fma(p, a, INFINIOP_ERF_P2);
+  s = fma(s, a, INFINIOP_ERF_R1);
+  p = fma(p, a, INFINIOP_ERF_P1);
+  s = fma(s, a, INFINIOP_ERF_R0);
+  p = fma(p, a, INFINIOP_ERF_P0);
+  const float ka = INFINIOP_ERF_K * a;
+  const float w = fma(a, quotient(s, p), 2.0f);
+  if (!derivative) {
+    const float xt = gelu_erf_over_f(x * e, ka, w);
+    return product_at_non_finite(input, x < 0.0f ? xt : x - xt);
+  }
+  const float t = gelu_erf_over_f(e, ka, w);
+  const float cdf = x < 0.0f ? t : 1.0f - t;
+  *derivative =
+      zero_at_minus_inf_nan_at_nan(input, fma(fmin(x, clamp) * e, INFINIOP_INV_SQRT_2PI, cdf));
+  return product_at_non_finite(input, x * cdf);
 }
 
 // ClippedSwiglu's clamped halves, the gate and (with want_slope) its slope, as
