@@ -19,9 +19,14 @@ def vals(n):
     v = helpers.random_values(rng, (n,))
     return np.concatenate([v, rng.uniform(-100, 100, n // 4), rng.standard_normal(n) * 2])
 def ratio(got, truth, bound):
+    """(K the data needs, the largest error in F32 ulps of the truth where the operator's terms
+    are within 2x of |truth|, i.e. outside the cancellation its bound allows for)."""
     got = got.double().reshape(-1).numpy(); truth = truth.reshape(-1).numpy(); bound = bound.reshape(-1).numpy()
     ok = np.isfinite(truth) & np.isfinite(bound) & (bound > 0)
-    return (np.abs(got - truth)[ok] / bound[ok]).max()
+    error = np.abs(got - truth)
+    plain = ok & (bound <= 2.0 ** -23 * np.abs(truth))
+    ulps = (error[plain] / helpers.ulp_of(truth[plain], "float32")).max()
+    return f"K {(error[ok] / bound[ok]).max():.2f}  ulp {ulps:.2f}  ({plain.sum()}/{ok.sum()})"
 x = torch.from_numpy(np.stack([vals(n), vals(n)], 1).astype(np.float32))  # (m, 2): halves on dim -1
 m = x.shape[0]
 g = torch.from_numpy(rng.standard_normal((m, 1)).astype(np.float32) * 3)
