@@ -50,6 +50,29 @@ INLINE float8 load8(const __global storage_t *p, ulong i) {
 INLINE void store8(__global storage_t *p, ulong i, float8 v) {
   for (int l = 0; l < 8; ++l) p[i + l] = bf16_from_f32(((float *)&v)[l]);
 }
+#elif defined(STORAGE_F16) && defined(__F16C__)
+typedef ushort storage_t;
+// x86 with F16C (PoCL on the CPU): the compiler's _Float16 conversions, one vcvtph2ps or
+// vcvtps2ph per 8 work-items, exact, round to nearest even. The bit code below is long enough
+// that clang's SLP vectorizer packs two operands' conversions into 2-lane vectors, which PoCL
+// then cannot vectorize across work-items (F16 ran 4-12x slower than the cpu device).
+// The load also quiets a signaling NaN, which no result can show: F32 arithmetic quiets it, and
+// every store writes a NaN as 0x7e00 and its sign.
+INLINE float load_value(const __global storage_t *p, ulong i) {
+  return (float)((const __global _Float16 *)p)[i];
+}
+INLINE void store_value(__global storage_t *p, ulong i, float v) {
+  const ushort bits = as_ushort((_Float16)v);
+  p[i] = isnan(v) ? (bits & 0x8000u) | 0x7e00u : bits;
+}
+INLINE float8 load8(const __global storage_t *p, ulong i) {
+  float8 v;
+  for (int l = 0; l < 8; ++l) ((float *)&v)[l] = load_value(p, i + l);
+  return v;
+}
+INLINE void store8(__global storage_t *p, ulong i, float8 v) {
+  for (int l = 0; l < 8; ++l) store_value(p, i + l, ((float *)&v)[l]);
+}
 #elif defined(STORAGE_F16)
 typedef ushort storage_t;
 // Both conversions are branch-free (selects) so that PoCL vectorizes them across work-items.
