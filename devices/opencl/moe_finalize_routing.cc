@@ -198,7 +198,10 @@ class Grad final : public moe::GradRunner {
     INFINIOP_CHECK(programOf(kGrad, handle_, p.dtype, unit, &program));
     INFINIOP_CHECK(expanded_kernels_.init(kGrad, handle_, program, "moe_grad_expanded", unit));
     INFINIOP_CHECK(createKernel(kGrad, program, "moe_grad_scales", scales_kernel_.out()));
-    return workGroupSize(kGrad, handle_, scales_kernel_.get(), &scales_group_);
+    INFINIOP_CHECK(workGroupSize(kGrad, handle_, scales_kernel_.get(), &scales_group_));
+    if (!unit) return INFINI_STATUS_SUCCESS;
+    INFINIOP_CHECK(createKernel(kGrad, program, "moe_grad_fused", fused_kernel_.out()));
+    return workGroupSize(kGrad, handle_, fused_kernel_.get(), &fused_group_);
   }
 
   infiniStatus_t run(const moe::GradData &data, const int32_t *host_row_index,
@@ -235,9 +238,14 @@ class Grad final : public moe::GradRunner {
     std::vector<int32_t> inversion;
     cl_mem workspace = unused;
     cl_ulong inverse_index = 0;
+    bool fused = false;
     if (write_rows) {
       inversion.resize(rows + 1 + RK);
       gather::invertIndex(p.row_index, host_row_index, rows, inversion.data());
+      // Every row reached by exactly one position (a permutation: nothing dropped or summed):
+      // one pass writes the rows and the scales' gradient (moe_grad_fused).
+      fused = fused_kernel_.get() != nullptr && write_scales && rows == RK;
+      for (size_t d = 0; fused && d < rows; ++d) fused = inversion[d + 1] - inversion[d] == 1;
       const auto address = reinterpret_cast<uintptr_t>(data.workspace);
       const void *aligned = reinterpret_cast<const void *>((address + 3) & ~uintptr_t{3});
       INFINIOP_CHECK(resolveSpan(kGrad, handle_, aligned,
@@ -248,12 +256,19 @@ class Grad final : public moe::GradRunner {
     const cl_ulong topk = p.topk, hidden = p.hidden, rows_arg = rows;
 
     // Everything is checked: from here on the call writes. Blocking, so `inversion` may go.
-    if (write_rows)
+    if (write_rows && !fused)
       INFINIOP_CL_CHECK(
           kGrad, "clEnqueueWriteBuffer",
           clEnqueueWriteBuffer(queue, workspace, CL_TRUE, inverse_index * 4, inversion.size() * 4,
                                inversion.data(), 0, nullptr, nullptr));
     std::lock_guard<std::mutex> lock(mutex_);
+    if (fused) {
+      INFINIOP_CHECK(setArgs(kGrad, fused_kernel_.get(), 0, grad_x.mem, grad_x_v, grad_scales.mem,
+                             grad_scales_v, grad_y.mem, grad_y_v, expanded.mem, expanded_v,
+                             bias.mem, bias_v, scales.mem, scales_v, row_index.mem, row_index_v,
+                             expert_index.mem, expert_index_v, topk, hidden, flags));
+      return launch(kGrad, queue, fused_kernel_.get(), RK, fused_group_);
+    }
     if (write_rows) {
       INFINIOP_CHECK(expanded_kernels_.run(kGrad, queue, p.hidden, rows, grad_x.mem, grad_x_v,
                                            grad_y.mem, grad_y_v, scales.mem, scales_v, workspace,
@@ -273,9 +288,9 @@ class Grad final : public moe::GradRunner {
  private:
   infiniopHandle_t handle_;
   moe::GradPlan plan_;
-  ColumnKernels expanded_kernels_;  // grad_expanded_x
-  KernelRef scales_kernel_;
-  size_t scales_group_ = 1;
+  ColumnKernels expanded_kernels_;          // grad_expanded_x
+  KernelRef scales_kernel_, fused_kernel_;  // fused_kernel_: unit columns only
+  size_t scales_group_ = 1, fused_group_ = 1;
   mutable std::mutex mutex_;
 };
 

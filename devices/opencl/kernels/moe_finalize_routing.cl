@@ -232,3 +232,59 @@ __kernel void moe_grad_scales(__global storage_t *grad_scales, table_view_t grad
     for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
   store_value(grad_scales, table_element(grad_scales_v, r, k), acc[0]);
 }
+
+#ifdef UNIT_COLUMNS
+// grad_expanded_x and grad_scales in one pass where every expanded row is reached by exactly one
+// position (the host checks the inversion): position (r, k) writes its row d = row_index[r][k]
+// as scale * grad_y[r] and sums its dot product while both rows are in registers, so grad_y is
+// read once instead of once per pass (the bytes of the cpu device's fused pass). Same values,
+// bit for bit, as moe_grad_expanded (a sole row is the product rounded once) and moe_grad_scales
+// (same lanes, same order).
+__kernel void moe_grad_fused(__global storage_t *grad_x, row_view_t grad_x_v,
+                             __global storage_t *grad_scales, table_view_t grad_scales_v,
+                             const __global storage_t *grad_y, row_view_t grad_y_v,
+                             const __global storage_t *expanded, row_view_t expanded_v,
+                             const __global storage_t *bias, row_view_t bias_v,
+                             const __global storage_t *scales, table_view_t scales_v,
+                             const __global int *row_index, table_view_t row_index_v,
+                             const __global int *expert_index, table_view_t expert_index_v,
+                             ulong topk, ulong hidden, uint flags) {
+  const ulong position = get_global_id(0);
+  const ulong r = (uint)position / (uint)topk, k = (uint)position % (uint)topk;  // < 2^31
+  const ulong d = (ulong)row_index[table_element(row_index_v, r, k)];
+  const bool has_bias = (flags & HAS_BIAS) != 0;
+  const float scale =
+      (flags & HAS_SCALES) ? load_value(scales, table_element(scales_v, r, k)) : 1.0f;
+  const long expanded_base = row_base(expanded_v, d), grad_x_base = row_base(grad_x_v, d);
+  const long bias_base =
+      has_bias ? row_base(bias_v, (ulong)expert_index[table_element(expert_index_v, r, k)]) : 0;
+  const long grad_y_base = row_base(grad_y_v, r);
+  const ulong whole = hidden / LANES * LANES;
+  float8 lanes = 0.0f;
+  if (has_bias) {
+    for (ulong j = 0; j < whole; j += LANES) {
+      const float8 g = load8(grad_y, grad_y_base + j);
+      store8(grad_x, grad_x_base + j, g * scale);
+      lanes = fma(load8(expanded, expanded_base + j) + load8(bias, bias_base + j), g, lanes);
+    }
+  } else {
+    for (ulong j = 0; j < whole; j += LANES) {
+      const float8 g = load8(grad_y, grad_y_base + j);
+      store8(grad_x, grad_x_base + j, g * scale);
+      lanes = fma(load8(expanded, expanded_base + j), g, lanes);
+    }
+  }
+  float acc[LANES];
+  vstore8(lanes, 0, acc);
+  for (ulong j = whole; j < hidden; ++j) {
+    const float g = load_value(grad_y, (ulong)(grad_y_base + (long)j));
+    store_value(grad_x, (ulong)(grad_x_base + (long)j), g * scale);
+    float v = load_value(expanded, (ulong)(expanded_base + (long)j));
+    if (has_bias) v = v + load_value(bias, (ulong)(bias_base + (long)j));
+    acc[j - whole] = fma(v, g, acc[j - whole]);
+  }
+  for (int width = LANES / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+  store_value(grad_scales, table_element(grad_scales_v, r, k), acc[0]);
+}
+#endif
