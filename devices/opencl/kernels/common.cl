@@ -42,10 +42,10 @@ INLINE ushort bf16_from_f32(float f) {
 INLINE void store_value(__global storage_t *p, ulong i, float v) {
   p[i] = bf16_from_f32(v);
 }
+// One vector load and widening shift (the per-lane loop ran the MoE forward at 0.5x the cpu
+// device); the store stays a loop, which PoCL turns into better code than convert_ushort8.
 INLINE float8 load8(const __global storage_t *p, ulong i) {
-  float8 v;
-  for (int l = 0; l < 8; ++l) ((float *)&v)[l] = load_value(p, i + l);
-  return v;
+  return as_float8(convert_uint8(vload8(0, p + i)) << 16);
 }
 INLINE void store8(__global storage_t *p, ulong i, float8 v) {
   for (int l = 0; l < 8; ++l) p[i + l] = bf16_from_f32(((float *)&v)[l]);
