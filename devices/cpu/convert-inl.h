@@ -172,11 +172,34 @@ HWY_INLINE void StorePairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, float *p)
 
 // The 16-bit pair of (even, odd) as one vector of U32 lanes: what StorePairF32 writes.
 template <class DF>
-HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PairBits(DF df, hn::Vec<DF> even, hn::Vec<DF> odd,
-                                                      const hwy::bfloat16_t *) {
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PairBitsNaN(DF df, hn::Vec<DF> even, hn::Vec<DF> odd) {
   const hn::RebindToUnsigned<DF> du32;
   const auto high = hn::And(RoundToBF16High(df, odd), hn::Set(du32, 0xffff0000u));
   return hn::Or(high, hn::ShiftRight<16>(RoundToBF16High(df, even)));
+}
+
+// Without NaNs the pair rounds in 16-bit lanes, both vectors at once: the merged high halves
+// round up when their low half + (high & 1) > 0x8000, which is the top bit of
+// AverageRound(low, 0x7ffe + (high & 1)). A pair with a NaN (or inf + -inf, a false alarm) takes
+// PairBitsNaN: the rounding would carry into a NaN's exponent.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PairBits(DF df, hn::Vec<DF> even, hn::Vec<DF> odd,
+                                                      const hwy::bfloat16_t *) {
+#if HWY_TARGET == HWY_SCALAR  // one lane has no 16-bit lanes to pair
+  return PairBitsNaN(df, even, odd);
+#else
+  if (HWY_UNLIKELY(!hn::AllFalse(df, hn::IsNaN(hn::Add(even, odd)))))
+    return PairBitsNaN(df, even, odd);
+  const hn::RebindToUnsigned<DF> du32;
+  const hn::Repartition<uint16_t, DF> du16;
+  const auto high = hn::OddEven(hn::BitCast(du16, odd),
+                                hn::BitCast(du16, hn::ShiftRight<16>(hn::BitCast(du32, even))));
+  const auto low = hn::OddEven(hn::BitCast(du16, hn::ShiftLeft<16>(hn::BitCast(du32, odd))),
+                               hn::BitCast(du16, even));
+  const auto bias = hn::Or(hn::And(high, hn::Set(du16, 1)), hn::Set(du16, 0x7ffe));
+  const auto carry = hn::ShiftRight<15>(hn::AverageRound(low, bias));
+  return hn::BitCast(du32, hn::Add(high, carry));
+#endif
 }
 
 template <class DF>
