@@ -269,13 +269,15 @@ HWY_INLINE void RangeTyped(const Plan &plan, const Functor &f, char *const *oper
   // Two outputs in contiguous rows (the split backwards: grad1 and grad2 in the halves of one
   // row) stay ordinary stores: streamed, both ran 1.0-1.6x slower than stored at 16M on an AMD
   // EPYC (AVX2; 1 and 2 threads, any row length), where a single output gains 1.2-1.3x.
-  if (Functor::kOutputs == 1 && plan.inner_contiguous && streamOutputs(plan)) {
-    elementwise::walkRows(plan, operands, begin, end,
-                          [&](char *const *base, size_t count) HWY_ATTR {
-                            StreamingRow<Functor, T>(f, count, base, OutSeq(), InSeq());
-                          });
-    hwy::FlushStream();
-    return;
+  if constexpr (Functor::kOutputs == 1) {
+    if (plan.inner_contiguous && streamOutputs(plan)) {
+      elementwise::walkRows(plan, operands, begin, end,
+                            [&](char *const *base, size_t count) HWY_ATTR {
+                              StreamingRow<Functor, T>(f, count, base, OutSeq(), InSeq());
+                            });
+      hwy::FlushStream();
+      return;
+    }
   }
   if (plan.inner_contiguous) {
     elementwise::walkRows(plan, operands, begin, end,

@@ -170,6 +170,13 @@ __kernel void moe_grad_expanded_columns(GRAD_EXPANDED_PARAMS) {
 // at the end (a fixed shape, better bounded than one running sum).
 #define LANES 8
 
+// The lanes added pairwise, the shape every grad_scales kernel ends with.
+INLINE float sum_lanes(float *acc) {
+  for (int width = LANES / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+  return acc[0];
+}
+
 // grad_scales[r][k] = sum_j (expanded_x[index][j] + bias[expert][j]) * grad_y[r][j]: one
 // work-item per position r * K + k. (A work-group per position with a local-memory tree was
 // 2 to 3 times slower on PoCL: its barriers cost more than the serial loop.)
@@ -228,9 +235,7 @@ __kernel void moe_grad_scales(__global storage_t *grad_scales, table_view_t grad
       acc[l] = fma(v, load_value(grad_y, at(grad_y_base, grad_y_v, j)), acc[l]);
     }
   }
-  for (int width = LANES / 2; width > 0; width /= 2)
-    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-  store_value(grad_scales, table_element(grad_scales_v, r, k), acc[0]);
+  store_value(grad_scales, table_element(grad_scales_v, r, k), sum_lanes(acc));
 }
 
 #ifdef UNIT_COLUMNS
@@ -283,8 +288,6 @@ __kernel void moe_grad_fused(__global storage_t *grad_x, row_view_t grad_x_v,
     if (has_bias) v = v + load_value(bias, (ulong)(bias_base + (long)j));
     acc[j - whole] = fma(v, g, acc[j - whole]);
   }
-  for (int width = LANES / 2; width > 0; width /= 2)
-    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-  store_value(grad_scales, table_element(grad_scales_v, r, k), acc[0]);
+  store_value(grad_scales, table_element(grad_scales_v, r, k), sum_lanes(acc));
 }
 #endif
