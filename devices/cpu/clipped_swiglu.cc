@@ -49,13 +49,48 @@ struct ClippedGate {
   V a, b, g, slope;
 };
 
+// The fast path, for a finite clamped a: the gate a sigmoid(z) as SiluAt's, each output's
+// multiplier folded into its one corrected quotient (math-inl.h). ClippedGate stays the exact
+// path of the special values (AllFinite).
+template <class V>
+struct ClippedAt {
+  template <class D>
+  HWY_INLINE ClippedAt(D d, const ClippedSwigluAttributes &at, V A, V B)
+      : a(hn::IfThenElse(hn::Gt(A, hn::Set(d, at.limit)), hn::Set(d, at.limit), A)),
+        // selects, not Min / Max, so that a NaN B reaches the results (and the exact path)
+        b(hn::IfThenElse(
+            hn::Gt(B, hn::Set(d, at.limit)), hn::Set(d, at.limit),
+            hn::IfThenElse(hn::Lt(B, hn::Set(d, -at.limit)), hn::Set(d, -at.limit), B))),
+        b_bias(hn::Add(b, hn::Set(d, at.bias))),
+        z(hn::Max(at.alpha == 0.0f ? hn::Zero(d) : hn::Mul(hn::Set(d, at.alpha), a),
+                  hn::Set(d, -87.0f))),
+        x(at.alpha == 0.0f ? a : hn::Max(a, hn::Set(d, -87.0f / at.alpha))),
+        sigmoid(d, z) {}
+  template <class D>
+  HWY_INLINE V Value(D d, V g) const {
+    V lo;
+    const V n = ProductPair(d, g, x, &lo);
+    return sigmoid.Over(d, n, &lo);
+  }
+  template <class D>
+  HWY_INLINE V Slope(D d, V g, const V *g_lo) const {
+    return sigmoid.SlopeTimes(d, hn::Min(z, hn::Set(d, 40.0f)), g, g_lo);
+  }
+  V a, b, b_bias, z, x;
+  Sigmoid<V> sigmoid;
+};
+
 struct ClippedSwiglu : ClippedSwigluAttributes {
   static constexpr int kOutputs = 1, kInputs = 2;  // y <- (A, B)
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &y, V A, V B) const {
-    const ClippedGate<V> c(d, *this, A, B, false);
-    y = hn::Mul(c.g, hn::Add(c.b, hn::Set(d, bias)));
+    const ClippedAt<V> fast(d, *this, A, B);
+    y = fast.Value(d, fast.b_bias);
+    if (HWY_UNLIKELY(!AllFinite(d, fast.a, y))) {
+      const ClippedGate<V> c(d, *this, A, B, false);
+      y = hn::Mul(c.g, hn::Add(c.b, hn::Set(d, bias)));
+    }
   }
 };
 
@@ -64,12 +99,23 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &dA, V &dB, V dy, V A, V B) const {
-    const ClippedGate<V> c(d, *this, A, B, true);
+    const ClippedAt<V> fast(d, *this, A, B);
+    // dy (b + bias) from b + bias as a pair: its rounding would count in full where b is small.
+    V b_bias_lo, g_lo;
+    const V b_bias = SumPair(fast.b, hn::Set(d, bias), &b_bias_lo);
+    const V g = ProductPair(d, dy, b_bias, &g_lo);
+    g_lo = hn::MulAdd(dy, b_bias_lo, g_lo);
+    dA = fast.Slope(d, g, &g_lo);
+    dB = fast.Value(d, dy);
+    if (HWY_UNLIKELY(!AllFinite(d, fast.a, dA, dB))) {
+      const ClippedGate<V> c(d, *this, A, B, true);
+      dA = hn::Mul(hn::Mul(dy, hn::Add(c.b, hn::Set(d, bias))), c.slope);
+      dB = hn::Mul(dy, c.g);
+    }
     const V limit = hn::Set(d, this->limit);
-    dA = hn::IfThenElseZero(hn::Le(A, limit),
-                            hn::Mul(hn::Mul(dy, hn::Add(c.b, hn::Set(d, bias))), c.slope));
+    dA = hn::IfThenElseZero(hn::Le(A, limit), dA);
     const auto inside = hn::And(hn::Ge(B, hn::Neg(limit)), hn::Le(B, limit));
-    dB = hn::IfThenElseZero(inside, hn::Mul(dy, c.g));
+    dB = hn::IfThenElseZero(inside, dB);
   }
 };
 

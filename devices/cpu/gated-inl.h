@@ -22,7 +22,10 @@ struct Gated {
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &out, V x1, V x2) const {
-    out = hn::Mul(Activation()(d, x1, static_cast<V *>(nullptr)), x2);
+    const typename Activation::template At<V> act(d, x1);
+    out = act.Value(d, x2);
+    if (HWY_UNLIKELY(!AllFinite(d, x1, out)))
+      out = hn::Mul(Activation()(d, x1, static_cast<V *>(nullptr)), x2);
   }
 };
 
@@ -32,26 +35,39 @@ struct GatedBackward {
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &grad1, V &grad2, V out_grad, V x1, V x2) const {
-    V derivative;
-    const V activation = Activation()(d, x1, &derivative);
-    grad1 = hn::Mul(hn::Mul(out_grad, x2), derivative);
-    grad2 = hn::Mul(out_grad, activation);
+    const typename Activation::template At<V> act(d, x1);
+    V g_lo;
+    const V g = ProductPair(d, out_grad, x2, &g_lo);
+    grad1 = act.Slope(d, g, &g_lo);
+    grad2 = act.Value(d, out_grad);
+    if (HWY_UNLIKELY(!AllFinite(d, x1, grad1, grad2))) {  // the special values' exact path
+      V derivative;
+      const V activation = Activation()(d, x1, &derivative);
+      grad1 = hn::Mul(hn::Mul(out_grad, x2), derivative);
+      grad2 = hn::Mul(out_grad, activation);
+    }
   }
 };
 
 struct SiluActivation {
+  template <class V>
+  using At = SiluAt<V>;
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x, V *derivative) const {
     return Silu(d, x, derivative);
   }
 };
 struct GeluErfActivation {
+  template <class V>
+  using At = GeluErfAt<V>;
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x, V *derivative) const {
     return GeluErf(d, x, derivative);
   }
 };
 struct GeluTanhActivation {
+  template <class V>
+  using At = GeluTanhAt<V>;
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x, V *derivative) const {
     return GeluTanh(d, x, derivative);

@@ -21,7 +21,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // negation (sigmoid's exp(-v), erf's exp(-x^2 / 2)); lo lets a caller pass an argument that F32
 // cannot hold (x^2 / 2 as hi + lo), so that its rounding is not multiplied by the argument.
 template <class D, class V>
-HWY_INLINE V ExpOfMinus(D d, V a, const V *lo = nullptr) {
+HWY_INLINE V ExpOfMinus(D d, V a, const V *lo = nullptr, V *result_lo = nullptr) {
   const hn::RebindToSigned<D> di;
   // n = round(-a / ln2) by adding the shifter, whose ulp is 1 (math_constants.h).
   const V shifter = hn::Set(d, INFINIOP_EXP_SHIFTER);
@@ -39,8 +39,15 @@ HWY_INLINE V ExpOfMinus(D d, V a, const V *lo = nullptr) {
   q = hn::MulAdd(q, t, hn::Set(d, INFINIOP_EXP_Q1));
   q = hn::MulAdd(q, t, hn::Set(d, INFINIOP_EXP_Q0));
   const V one = hn::Set(d, 1.0f);
-  const V p = hn::NegMulAdd(t, hn::NegMulAdd(t, q, one), one);
-  return hn::Mul(p, hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, n_plus_shifter))));
+  const V inner = hn::NegMulAdd(t, q, one);
+  const V p = hn::NegMulAdd(t, inner, one);
+  const V scale = hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, n_plus_shifter)));
+  if (result_lo != nullptr) {
+    // p's own rounding, (1 - t inner) - p: 1 - p is exact (p in [0.7, 1.42]), the fma rounds a
+    // value below an ulp of p. With it exp is within about 0.3 ulp (t's rounding and the fit).
+    *result_lo = hn::Mul(hn::NegMulAdd(t, inner, hn::Sub(one, p)), scale);
+  }
+  return hn::Mul(p, scale);
 }
 
 // 1 / y for a positive normal y within 2^-14 (relative): enough for a multiplier whose result is
@@ -107,48 +114,80 @@ HWY_INLINE V Quotient(D d, V n, V y) {
 }
 
 // sigmoid(v) = 1 / (1 + e), e = exp(-v), for v >= -87 (callers clamp there, where they also
-// clamp what multiplies sigmoid) and clamped here at 87: beyond, sigmoid is 1 or a tiny
-// 1.6e-38 rather than 0 or subnormal. `s` is within about 0.5 ulp of 1 / round(1 + e) (plus
-// e's error, damped by e / (1 + e)), so s(0) = 1/2 exactly and s = 1 wherever e < 2^-25, i.e.
-// wherever 1 is the rounded value.
+// clamp what multiplies sigmoid) and clamped here at 60: beyond, sigmoid is 1 and its slope e^-60
+// is below any rounding of the terms it joins (|c| e^-60 < 2^-70 for every caller's c), and
+// e's rounding e_lo (a 2^-25 part of e) stays a normal number: subnormal operands cost x86 a
+// microcode assist each (F32 GeluBackward ran at half speed over [-10, 10]). `s` is within about
+// 0.5 ulp of 1 / round(1 + e) (plus e's error, damped by e / (1 + e)), so s(0) = 1/2 exactly and s
+// = 1 wherever e < 2^-25, i.e. wherever 1 is the rounded value.
 template <class V>
 struct Sigmoid {
   template <class D>
   HWY_INLINE Sigmoid(D d, V v)
-      : e(ExpOfMinus(d, hn::Min(v, hn::Set(d, 87.0f)))),
+      : e(ExpOfMinus(d, hn::Min(v, hn::Set(d, 60.0f)), static_cast<const V *>(nullptr), &e_lo)),
         den(hn::Add(hn::Set(d, 1.0f), e)),
+        den_lo(hn::Add(hn::Sub(e, hn::Sub(den, hn::Set(d, 1.0f))), e_lo)),
         estimate(ReciprocalEstimate(d, den)),
         s(Reciprocal(d, den, estimate)) {}
 
   // s (1 - s) without cancellation, as (e s) s: e s = 1 - s is in (0, 1] for every e.
   HWY_INLINE V Slope() const { return hn::Mul(hn::Mul(e, s), s); }
 
-  // x sigmoid(v) = x / (1 + e) within about 0.5 ulp plus e's error: 1 + e kept as den + den_lo,
-  // q = x r (r the estimate) corrected once by the exact remainder x - q (den + den_lo), so
-  // neither the rounding of 1 + e nor the estimate's shows. den - 1 is exact up to den = 2^24, and
-  // so is den_lo; beyond (v < -16.6, |silu| < 1e-6) den_lo is off by at most half an ulp of den,
-  // 2^-24 of the quotient. x = +-inf gives NaN (inf - inf in the remainder): callers restore the
-  // limits.
+  // (n + n_lo) / (1 + e) within about 0.5 ulp plus e's error (0.3 ulp as the pair e + e_lo):
+  // 1 + e kept as den + den_lo, q = n r (r the estimate) corrected once by the exact remainder
+  // n + n_lo - q (den + den_lo), so neither the rounding of 1 + e nor the estimate's shows. den - 1
+  // is exact up to den = 2^24, and so is den_lo; beyond (v < -16.6, |silu| < 1e-6) den_lo is off by
+  // at most half an ulp of den, 2^-24 of the quotient. n_lo is n's own rounding (a product's
+  // ProductError) or null. A non-finite n gives NaN (inf - inf in the remainder): callers take
+  // their special path there.
+  template <class D>
+  HWY_INLINE V Over(D d, V n, const V *n_lo = nullptr) const {
+    const V q = hn::Mul(n, estimate);
+    return hn::MulAdd(Remainder(d, n, n_lo, q), estimate, q);
+  }
   template <class D>
   HWY_INLINE V Times(D d, V x) const {
-    const V den_lo = hn::Sub(e, hn::Sub(den, hn::Set(d, 1.0f)));
-    const V q = hn::Mul(x, estimate);
+    return Over(d, x);
+  }
+
+  // n + n_lo - q (den + den_lo) for q near n / den, exactly up to the rounding of a value far
+  // below q's ulp.
+  template <class D>
+  HWY_INLINE V Remainder(D d, V n, const V *n_lo, V q) const {
 #if HWY_NATIVE_FMA
-    V remainder = hn::NegMulAdd(q, den, x);
-    remainder = hn::NegMulAdd(q, den_lo, remainder);
-    return hn::MulAdd(remainder, estimate, q);
+    (void)d;
+    V remainder = hn::NegMulAdd(q, den, n);
+    if (n_lo != nullptr) remainder = hn::Add(remainder, *n_lo);
+    return hn::NegMulAdd(q, den_lo, remainder);
 #else
     const V q_den = hn::Mul(q, den);
-    V remainder = hn::Sub(hn::Sub(x, q_den), ProductError(d, q, den, q_den));
-    // Dekker's split overflows beyond 2^100 (x or den; q is then x or tiny), where q's one
-    // rounding is all that is left to correct anyway.
-    const auto keep_product = hn::Gt(hn::Max(hn::Abs(x), den), hn::Set(d, 0x1p100f));
+    V remainder = hn::Sub(hn::Sub(n, q_den), ProductError(d, q, den, q_den));
+    if (n_lo != nullptr) remainder = hn::Add(remainder, *n_lo);
     remainder = hn::NegMulAdd(q, den_lo, remainder);
-    return hn::IfThenElse(keep_product, q, hn::MulAdd(remainder, estimate, q));
+    // Dekker's split overflows beyond 2^100 (n or den; q is then n or tiny), where q's one
+    // rounding is all that is left to correct anyway.
+    const auto keep_product = hn::Gt(hn::Max(hn::Abs(n), den), hn::Set(d, 0x1p100f));
+    return hn::IfThenZeroElse(keep_product, remainder);
 #endif
   }
 
-  V e, den, estimate, s;
+  // (g + g_lo) sigmoid'-form slope s (1 + c (1 - s)) for c = v' x (the derivative of x
+  // sigmoid(v)): (g + g_lo) / (1 + e) as q + q_lo (the corrected quotient left unrounded) times
+  // h = 1 + c (1 - s), one fma each. 1 - s is e s where e < 1 (no cancellation, relative) and
+  // 1 - s itself elsewhere (exact or within half an ulp of a value near 1).
+  template <class D>
+  HWY_INLINE V SlopeTimes(D d, V c, V g, const V *g_lo) const {
+    const V one = hn::Set(d, 1.0f);
+    const V one_minus_s = hn::IfThenElse(hn::Lt(e, one), hn::Mul(e, s), hn::Sub(one, s));
+    const V h = hn::MulAdd(c, one_minus_s, one);
+    const V q = hn::Mul(g, estimate);
+    // q_lo h as remainder (h estimate): for v << 0 the slope s (1 + c) is |c| times s, and so is
+    // h estimate, so that this product underflows (a microcode assist per subnormal on x86) only
+    // where the result itself is below 2^-100, not wherever s is.
+    return hn::MulAdd(q, h, hn::Mul(Remainder(d, g, g_lo, q), hn::Mul(h, estimate)));
+  }
+
+  V e_lo, e, den, den_lo, estimate, s;
 };
 
 // `value` computed from a clamped x, with x's non-finite cases restored: 0 where x is -inf (the
@@ -207,6 +246,76 @@ HWY_INLINE V GeluTanh(D d, V input, V *derivative) {
   return ProductAtNonFinite(d, input, hn::Mul(x_low, sigmoid.s));
 }
 
+// The fast paths of the activations, for finite x (callers check their results with AllFinite
+// and take the functions above where a lane is not): `Value(d, g)` is g act(x) and
+// `Slope(d, g, g_lo)` is (g + g_lo) act'(x), each with the multiplier folded into the one
+// corrected quotient, so that it costs no rounding of its own.
+
+// True where every lane of every vector is finite: x 0 is 0 for those, NaN for +-inf and NaN.
+template <class D, class V, class... Rest>
+HWY_INLINE bool AllFinite(D d, V first, Rest... rest) {
+  const V zero = hn::Zero(d);
+  V sum = hn::Mul(first, zero);
+  ((sum = hn::MulAdd(rest, zero, sum)), ...);
+  return hn::AllTrue(d, hn::Eq(sum, sum));
+}
+
+// g a b exactly as the pair p + p_lo (an fma, or Dekker's product without one).
+template <class D, class V>
+HWY_INLINE V ProductPair(D d, V a, V b, V *lo) {
+  const V p = hn::Mul(a, b);
+  *lo = ProductError(d, a, b, p);
+  return p;
+}
+
+// silu(x) = x sigmoid(x), clamped as Silu; c = x (capped at 40, as Silu's derivative).
+template <class V>
+struct SiluAt {
+  template <class D>
+  HWY_INLINE SiluAt(D d, V input) : x(hn::Max(input, hn::Set(d, -87.0f))), sigmoid(d, x) {}
+  template <class D>
+  HWY_INLINE V Value(D d, V g) const {
+    V lo;
+    const V n = ProductPair(d, g, x, &lo);
+    return sigmoid.Over(d, n, &lo);
+  }
+  template <class D>
+  HWY_INLINE V Slope(D d, V g, const V *g_lo) const {
+    return sigmoid.SlopeTimes(d, hn::Min(x, hn::Set(d, 40.0f)), g, g_lo);
+  }
+  V x;
+  Sigmoid<V> sigmoid;
+};
+
+// gelu_tanh(x) = x sigmoid(v), v = 2a (x + b x^3), clamped as GeluTanh; c = x v'.
+template <class V>
+struct GeluTanhAt {
+  template <class D>
+  HWY_INLINE GeluTanhAt(D d, V input)
+      : x(hn::Max(input, hn::Set(d, -20.0f))),
+        sigmoid(d, hn::Max(hn::Mul(x, hn::MulAdd(hn::Mul(x, x),
+                                                 hn::Set(d, INFINIOP_GELU_TANH_TWO_A *
+                                                                INFINIOP_GELU_TANH_B),
+                                                 hn::Set(d, INFINIOP_GELU_TANH_TWO_A))),
+                           hn::Set(d, -87.0f))) {}
+  template <class D>
+  HWY_INLINE V Value(D d, V g) const {
+    V lo;
+    const V n = ProductPair(d, g, x, &lo);
+    return sigmoid.Over(d, n, &lo);
+  }
+  template <class D>
+  HWY_INLINE V Slope(D d, V g, const V *g_lo) const {
+    constexpr float kSixAB = 3.0f * INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B;
+    const V capped = hn::Min(x, hn::Set(d, 20.0f));
+    const V dv = hn::MulAdd(hn::Mul(capped, capped), hn::Set(d, kSixAB),
+                            hn::Set(d, INFINIOP_GELU_TANH_TWO_A));
+    return sigmoid.SlopeTimes(d, hn::Mul(capped, dv), g, g_lo);
+  }
+  V x;
+  Sigmoid<V> sigmoid;
+};
+
 // gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x), from one exp: with a = |x|,
 //   T = Phi(-a) = exp(-a^2 / 2) / F(a),  F = k a + 2 + a R(a) / P(a)  (math_constants.h,
 //   scripts/fit_erf.py),  Phi(x) = T for x < 0, 1 - T otherwise,  phi(x) = exp(-a^2 / 2) c.
@@ -263,6 +372,93 @@ HWY_INLINE V GeluErf(D d, V input, V *derivative) {
       d, input, hn::MulAdd(hn::Mul(capped, e), hn::Set(d, INFINIOP_INV_SQRT_2PI), cdf));
   return ProductAtNonFinite(d, input, hn::Mul(x, cdf));
 }
+
+// a + b as the pair sum + *lo exactly (Knuth's TwoSum: no order of magnitudes needed).
+template <class V>
+HWY_INLINE V SumPair(V a, V b, V *lo) {
+  const V sum = hn::Add(a, b);
+  const V b_virtual = hn::Sub(sum, a);
+  *lo = hn::Add(hn::Sub(a, hn::Sub(sum, b_virtual)), hn::Sub(b, b_virtual));
+  return sum;
+}
+
+// gelu_erf(x) = x Phi(x), clamped as GeluErf, with Phi(x) kept as the pair cdf + cdf_lo (within
+// about 0.5 u: T = e / F from e + e_lo over F = (k a + its rounding) + W, one corrected quotient
+// left unrounded; 1 - T's rounding caught exactly, 1 being larger than T <= 1/2).
+template <class V>
+struct GeluErfAt {
+  template <class D>
+  HWY_INLINE GeluErfAt(D d, V input) {
+    const V clamp = hn::Set(d, INFINIOP_ERF_CLAMP);
+    x = hn::Max(input, hn::Neg(clamp));
+    const V a = hn::Min(hn::Abs(x), clamp);
+    const V half_a = hn::Mul(a, hn::Set(d, 0.5f));
+    V h_lo;
+    const V h = ProductPair(d, half_a, a, &h_lo);
+    e = ExpOfMinus(d, h, &h_lo, &e_lo);
+    V r = hn::Set(d, INFINIOP_ERF_R3), p = hn::Set(d, INFINIOP_ERF_P4);
+    p = hn::MulAdd(p, a, hn::Set(d, INFINIOP_ERF_P3));
+    r = hn::MulAdd(r, a, hn::Set(d, INFINIOP_ERF_R2));
+    p = hn::MulAdd(p, a, hn::Set(d, INFINIOP_ERF_P2));
+    r = hn::MulAdd(r, a, hn::Set(d, INFINIOP_ERF_R1));
+    p = hn::MulAdd(p, a, hn::Set(d, INFINIOP_ERF_P1));
+    r = hn::MulAdd(r, a, hn::Set(d, INFINIOP_ERF_R0));
+    p = hn::MulAdd(p, a, hn::Set(d, INFINIOP_ERF_P0));
+    V ka_lo;
+    const V ka = ProductPair(d, hn::Set(d, INFINIOP_ERF_K), a, &ka_lo);
+    const V w = hn::MulAdd(a, Quotient(d, r, p), hn::Set(d, 2.0f));
+    const V f = hn::Add(ka, w);
+    // t + t_lo = (e + e_lo) / (ka + ka_lo + w): q = e / f's estimate, its remainder exact but
+    // for the roundings of values far below q's ulp.
+    const V estimate = ReciprocalEstimate(d, f);
+    const V t = hn::Mul(e, estimate);
+#if HWY_NATIVE_FMA
+    V remainder = hn::NegMulAdd(t, w, hn::NegMulAdd(t, ka, e));
+#else
+    const V t_ka = hn::Mul(t, ka), t_w = hn::Mul(t, w);
+    V remainder = hn::Sub(hn::Sub(hn::Sub(e, t_ka), ProductError(d, t, ka, t_ka)), t_w);
+    remainder = hn::Sub(remainder, ProductError(d, t, w, t_w));
+#endif
+    remainder = hn::NegMulAdd(t, ka_lo, hn::Add(remainder, e_lo));
+    const V t_lo = hn::Mul(remainder, estimate);
+    // x >= 0: 1 - t within half an ulp, its rounding (1 - cdf) - t exactly (1 >= t).
+    const V one = hn::Set(d, 1.0f);
+    const auto negative = hn::Lt(x, hn::Zero(d));
+    const V upper = hn::Sub(one, t);
+    const V upper_lo = hn::Sub(hn::Sub(hn::Sub(one, upper), t), t_lo);
+    cdf = hn::IfThenElse(negative, t, upper);
+    cdf_lo = hn::IfThenElse(negative, t_lo, upper_lo);
+  }
+  // g x Phi(x): (g x as a pair) times (cdf + cdf_lo), one rounding.
+  template <class D>
+  HWY_INLINE V Value(D d, V g) const {
+    V n_lo;
+    const V n = ProductPair(d, g, x, &n_lo);
+    return hn::MulAdd(n, cdf, hn::MulAdd(n, cdf_lo, hn::Mul(n_lo, cdf)));
+  }
+  // (g + g_lo) (Phi(x) + x phi(x)), phi(x) = e / sqrt(2 pi) with e + e_lo and the constant as
+  // a pair; the sum with Phi kept as a pair (it cancels near x = -0.75, and x phi dominates on
+  // the left).
+  template <class D>
+  HWY_INLINE V Slope(D d, V g, const V *g_lo) const {
+    const V c_hi = hn::Set(d, INFINIOP_INV_SQRT_2PI), c_lo = hn::Set(d, INFINIOP_INV_SQRT_2PI_LO);
+    // Beyond the clamp x phi(x) vanishes: x capped there too (as GeluErf).
+    const V capped = hn::Min(x, hn::Set(d, INFINIOP_ERF_CLAMP));
+    V m_lo;
+    const V m = ProductPair(d, capped, e, &m_lo);
+    m_lo = hn::MulAdd(capped, e_lo, m_lo);
+    V p_lo;
+    const V p = ProductPair(d, m, c_hi, &p_lo);
+    p_lo = hn::MulAdd(m, c_lo, hn::MulAdd(m_lo, c_hi, p_lo));
+    V sum_lo;
+    const V sum = SumPair(cdf, p, &sum_lo);
+    sum_lo = hn::Add(sum_lo, hn::Add(cdf_lo, p_lo));
+    V lo = hn::Mul(g, sum_lo);
+    if (g_lo != nullptr) lo = hn::MulAdd(*g_lo, sum, lo);
+    return hn::MulAdd(g, sum, lo);
+  }
+  V x, e, e_lo, cdf, cdf_lo;
+};
 
 }  // namespace infiniop::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
