@@ -36,25 +36,13 @@ HWY_INLINE void ContiguousRow(const Functor &f, size_t n, char *const *base,
   T *out_ptr[kOut] = {reinterpret_cast<T *>(base[Out])...};
   const T *in_ptr[kIn] = {reinterpret_cast<const T *>(base[kOut + In])...};
   size_t i = 0;
-  // Two vectors a step: the activations are long dependency chains, and two independent ones
-  // side by side keep the core's schedulers full (F32 GeluBackward in cache on one Zen 3 thread
-  // ran 1.6x faster so). BF16 moves as pairs, cheaper to split and merge than in element order.
-  for (; i + 2 * lanes <= n; i += 2 * lanes) {
-    hn::Vec<decltype(d)> even_in[kIn], odd_in[kIn], even_out[kOut], odd_out[kOut];
-    if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+    for (; i + 2 * lanes <= n; i += 2 * lanes) {
+      hn::Vec<decltype(d)> even_in[kIn], odd_in[kIn], even_out[kOut], odd_out[kOut];
       (LoadPairF32(d, in_ptr[In] + i, even_in[In], odd_in[In]), ...);
-    } else {
-      ((even_in[In] = LoadF32(d, in_ptr[In] + i), odd_in[In] = LoadF32(d, in_ptr[In] + i + lanes)),
-       ...);
-    }
-    f(d, even_out[Out]..., even_in[In]...);
-    f(d, odd_out[Out]..., odd_in[In]...);
-    if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+      f(d, even_out[Out]..., even_in[In]...);
+      f(d, odd_out[Out]..., odd_in[In]...);
       (StorePairF32(d, even_out[Out], odd_out[Out], out_ptr[Out] + i), ...);
-    } else {
-      ((StoreF32(d, even_out[Out], out_ptr[Out] + i),
-        StoreF32(d, odd_out[Out], out_ptr[Out] + i + lanes)),
-       ...);
     }
   }
   for (; i + lanes <= n; i += lanes) {

@@ -99,6 +99,22 @@ HWY_INLINE V ProductError(D d, V a, V b, V product) {
 #endif
 }
 
+// a b + c with a b exact: an fma, or without one a b's rounding (Dekker) added to the small c,
+// so that the sum is the only rounding that counts in full (c is a correction, far below a b).
+template <class D, class V>
+HWY_INLINE V MulAddCorrection(D d, V a, V b, V c) {
+#if HWY_NATIVE_FMA
+  (void)d;
+  return hn::MulAdd(a, b, c);
+#else
+  const V product = hn::Mul(a, b);
+  // Dekker's split overflows beyond 2^100, where the correction is below product's ulp anyway
+  const auto huge = hn::Gt(hn::Max(hn::Abs(a), hn::Abs(b)), hn::Set(d, 0x1p100f));
+  const V error = hn::IfThenZeroElse(huge, ProductError(d, a, b, product));
+  return hn::Add(product, hn::Add(error, c));
+#endif
+}
+
 // n / y for a positive normal y within 0.5 ulp + 2^-27: the quotient of y's estimate corrected
 // once by its exact remainder (as Sigmoid::Times); a correctly rounded division without an fma.
 template <class D, class V>
@@ -184,7 +200,7 @@ struct Sigmoid {
     // q_lo h as remainder (h estimate): for v << 0 the slope s (1 + c) is |c| times s, and so is
     // h estimate, so that this product underflows (a microcode assist per subnormal on x86) only
     // where the result itself is below 2^-100, not wherever s is.
-    return hn::MulAdd(q, h, hn::Mul(Remainder(d, g, g_lo, q), hn::Mul(h, estimate)));
+    return MulAddCorrection(d, q, h, hn::Mul(Remainder(d, g, g_lo, q), hn::Mul(h, estimate)));
   }
 
   V e_lo, e, den, den_lo, estimate, s;
@@ -434,7 +450,7 @@ struct GeluErfAt {
   HWY_INLINE V Value(D d, V g) const {
     V n_lo;
     const V n = ProductPair(d, g, x, &n_lo);
-    return hn::MulAdd(n, cdf, hn::MulAdd(n, cdf_lo, hn::Mul(n_lo, cdf)));
+    return MulAddCorrection(d, n, cdf, hn::MulAdd(n, cdf_lo, hn::Mul(n_lo, cdf)));
   }
   // (g + g_lo) (Phi(x) + x phi(x)), phi(x) = e / sqrt(2 pi) with e + e_lo and the constant as
   // a pair; the sum with Phi kept as a pair (it cancels near x = -0.75, and x phi dominates on
@@ -455,7 +471,7 @@ struct GeluErfAt {
     sum_lo = hn::Add(sum_lo, hn::Add(cdf_lo, p_lo));
     V lo = hn::Mul(g, sum_lo);
     if (g_lo != nullptr) lo = hn::MulAdd(*g_lo, sum, lo);
-    return hn::MulAdd(g, sum, lo);
+    return MulAddCorrection(d, g, sum, lo);
   }
   V x, e, e_lo, cdf, cdf_lo;
 };

@@ -1,13 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 // ClippedSwigluBackward: (dA, dB) <- (dy, A, B); dA is 0 where A > limit, dB where B is outside
-// [-limit, limit] (the clamps' zero slopes). Attributes as clipped_swiglu.cl.
+// [-limit, limit] (the clamps' zero slopes). The fast path (common.cl's clipped_at) with
+// dy (b + bias) from b + bias as a pair, and where a or a result is not finite the exact one
+// (clipped_gate). Attributes as clipped_swiglu.cl.
 #define NUM_OUTPUTS 2
 #define NUM_INPUTS 3
 INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float alpha = as_float(attributes.s0), limit = as_float(attributes.s1);
   const float bias = as_float(attributes.s2);
   const float dy = in[0], A = in[1], B = in[2];
-  const clipped_gate_t c = clipped_gate(alpha, limit, A, B, true);
-  out[0] = A <= limit ? dy * (c.b + bias) * c.slope : 0.0f;
-  out[1] = (B >= -limit && B <= limit) ? dy * c.g : 0.0f;
+  const clipped_at_t fast = clipped_at(alpha, limit, bias, A, B);
+  // b + bias as a pair: its rounding would count in full where b is small.
+  float b_bias_lo, g_lo;
+  const float b_bias = sum_pair(fast.b, bias, &b_bias_lo);
+  const float g = product_pair(dy, b_bias, &g_lo);
+  g_lo = fma(dy, b_bias_lo, g_lo);
+  float dA = clipped_at_slope(fast, g, g_lo, true);
+  float dB = sigmoid_at_value(fast.at, dy);
+  if (!(isfinite(fast.a) && isfinite(dA) && isfinite(dB))) {  // the special values' exact path
+    const clipped_gate_t c = clipped_gate(alpha, limit, A, B, true);
+    dA = dy * (c.b + bias) * c.slope;
+    dB = dy * c.g;
+  }
+  out[0] = A <= limit ? dA : 0.0f;
+  out[1] = (B >= -limit && B <= limit) ? dB : 0.0f;
 }

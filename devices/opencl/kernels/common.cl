@@ -115,8 +115,9 @@ INLINE void store8(__global storage_t *p, ulong i, float8 v) {
 
 // exp(-(a + lo)) for a in [-87, 87] (callers clamp) and lo below half an ulp of a: a normal F32
 // within 1 ulp (math-inl.h's ExpOfMinus; the constants are devices/math_constants.h's, embedded
-// in front of this file).
-INLINE float exp_of_minus_sum(float a, float lo) {
+// in front of this file). Where result_lo is not null it receives the result's own rounding, so
+// that e + *result_lo is exp within about 0.3 ulp.
+INLINE float exp_of_minus_pair(float a, float lo, float *result_lo) {
   const float shifter = INFINIOP_EXP_SHIFTER;  // the sum's low bits are n + 127
   const float n_plus_shifter = fma(-a, INFINIOP_LOG2E, shifter);
   const float n = n_plus_shifter - shifter;
@@ -127,20 +128,25 @@ INLINE float exp_of_minus_sum(float a, float lo) {
   q = fma(q, t, INFINIOP_EXP_Q2);
   q = fma(q, t, INFINIOP_EXP_Q1);
   q = fma(q, t, INFINIOP_EXP_Q0);
-  const float p = fma(-t, fma(-t, q, 1.0f), 1.0f);
-  return p * as_float(as_uint(n_plus_shifter) << 23);
+  const float inner = fma(-t, q, 1.0f);
+  const float p = fma(-t, inner, 1.0f);
+  const float scale = as_float(as_uint(n_plus_shifter) << 23);
+  // p's own rounding, (1 - t inner) - p: 1 - p is exact (p in [0.7, 1.42]).
+  if (result_lo) *result_lo = fma(-t, inner, 1.0f - p) * scale;
+  return p * scale;
 }
 
-// exp(-a): t + -0 is t for every t, so the compiler drops the addition.
-INLINE float exp_of_minus(float a) {
-  return exp_of_minus_sum(a, -0.0f);
+INLINE float exp_of_minus_sum(float a, float lo) {
+  return exp_of_minus_pair(a, lo, 0);
 }
 
-// sigmoid(v) = 1 / (1 + e), e = exp(-v), for v >= -87 (callers clamp), clamped at 87 here
-// (math-inl.h's Sigmoid). The driver's division (OpenCL 1.2 allows 2.5 ulp) is the estimate;
-// s is one Newton step on it, so s(0) = 1/2 and s = 1 wherever 1 is the rounded value.
+// sigmoid(v) = 1 / (1 + e), e = exp(-v), for v >= -87 (callers clamp), clamped at 60 here
+// (math-inl.h's Sigmoid: beyond, sigmoid is 1 and its slope below any rounding it joins, and e's
+// rounding e_lo stays normal). The driver's division (OpenCL 1.2 allows 2.5 ulp) is the
+// estimate; s is one Newton step on it, so s(0) = 1/2 and s = 1 wherever 1 is the rounded value.
+// 1 + e is also kept as the pair den + den_lo (e's rounding e_lo included).
 typedef struct {
-  float e, den, estimate, s;
+  float e, e_lo, den, den_lo, estimate, s;
 } sigmoid_t;
 
 // 1 / y from an estimate r by one Newton step whose residual 1 - y r is an fma.
@@ -150,8 +156,9 @@ INLINE float newton_reciprocal(float y, float r) {
 
 INLINE sigmoid_t sigmoid_of(float v) {
   sigmoid_t g;
-  g.e = exp_of_minus(fmin(v, 87.0f));
+  g.e = exp_of_minus_pair(fmin(v, 60.0f), -0.0f, &g.e_lo);  // t + -0 is t: no addition
   g.den = 1.0f + g.e;
+  g.den_lo = (g.e - (g.den - 1.0f)) + g.e_lo;
   g.estimate = 1.0f / g.den;
   g.s = newton_reciprocal(g.den, g.estimate);
   return g;
@@ -162,14 +169,35 @@ INLINE float sigmoid_slope(sigmoid_t g) {
   return (g.e * g.s) * g.s;
 }
 
-// x sigmoid(v) = x / (1 + e) to about 0.5 ulp plus e's error: 1 + e as den + den_lo, x times
-// the estimate corrected once by the exact remainder (math-inl.h's Sigmoid::Times). NaN for
-// x = +-inf: the callers restore the limits.
+// n + n_lo - q (den + den_lo) for q near n / den, exact but for the rounding of values far below
+// q's ulp (math-inl.h's Sigmoid::Remainder). has_lo false: no n_lo (a constant once inlined).
+INLINE float sigmoid_remainder(sigmoid_t g, float n, float n_lo, bool has_lo, float q) {
+  float remainder = fma(-q, g.den, n);
+  if (has_lo) remainder = remainder + n_lo;
+  return fma(-q, g.den_lo, remainder);
+}
+
+// (n + n_lo) / (1 + e) within about 0.5 ulp plus e's error (0.3 ulp as the pair e + e_lo): n
+// times the estimate corrected once by the exact remainder (math-inl.h's Sigmoid::Over). A
+// non-finite n gives NaN (inf - inf in the remainder): callers take their exact path there.
+INLINE float sigmoid_over(sigmoid_t g, float n, float n_lo, bool has_lo) {
+  const float q = n * g.estimate;
+  return fma(sigmoid_remainder(g, n, n_lo, has_lo, q), g.estimate, q);
+}
+
+// x sigmoid(v) = x / (1 + e) (math-inl.h's Sigmoid::Times).
 INLINE float sigmoid_times(sigmoid_t g, float x) {
-  const float den_lo = g.e - (g.den - 1.0f);
-  const float q = x * g.estimate;
-  const float remainder = fma(-q, den_lo, fma(-q, g.den, x));
-  return fma(remainder, g.estimate, q);
+  return sigmoid_over(g, x, 0.0f, false);
+}
+
+// (gv + g_lo) s (1 + c (1 - s)) (math-inl.h's Sigmoid::SlopeTimes): the corrected quotient
+// (gv + g_lo) / (1 + e) left unrounded as q + remainder estimate, times h = 1 + c (1 - s); 1 - s
+// is e s where e < 1 (no cancellation) and 1 - s elsewhere.
+INLINE float sigmoid_slope_times(sigmoid_t g, float c, float gv, float g_lo, bool has_lo) {
+  const float one_minus_s = g.e < 1.0f ? g.e * g.s : 1.0f - g.s;
+  const float h = fma(c, one_minus_s, 1.0f);
+  const float q = gv * g.estimate;
+  return fma(q, h, sigmoid_remainder(g, gv, g_lo, has_lo, q) * (h * g.estimate));
 }
 
 // `value` computed from a clamped x, with x's non-finite cases restored.
@@ -280,4 +308,157 @@ INLINE clipped_gate_t clipped_gate(float alpha, float limit, float A, float B, b
   c.slope = 0.0f;
   if (want_slope) c.slope = minus_inf ? 0.0f : fma(fmin(z_clamped, 40.0f), sigmoid_slope(g), g.s);
   return c;
+}
+
+// The fast paths of the activations, for finite x (math-inl.h's SiluAt, GeluTanhAt, GeluErfAt):
+// callers check their results with isfinite and take the functions above where one is not.
+// `*_value(at, g)` is g act(x) and `*_slope(at, g, g_lo, has_lo)` is (g + g_lo) act'(x), each
+// with the multiplier folded into the one corrected quotient, so that it costs no rounding of
+// its own.
+
+// a b exactly as the pair p + *lo.
+INLINE float product_pair(float a, float b, float *lo) {
+  const float p = a * b;
+  *lo = fma(a, b, -p);
+  return p;
+}
+
+// a + b exactly as the pair sum + *lo (Knuth's TwoSum).
+INLINE float sum_pair(float a, float b, float *lo) {
+  const float sum = a + b;
+  const float b_virtual = sum - a;
+  *lo = (a - (sum - b_virtual)) + (b - b_virtual);
+  return sum;
+}
+
+// x sigmoid(v) and its derivative's form s (1 + c (1 - s)), for silu, gelu_tanh and the clipped
+// gate: x the clamped input, v sigmoid's argument.
+typedef struct {
+  float x;
+  sigmoid_t sigmoid;
+} sigmoid_at_t;
+
+// g x sigmoid(v): g x as a pair over 1 + e.
+INLINE float sigmoid_at_value(sigmoid_at_t at, float g) {
+  float lo;
+  const float n = product_pair(g, at.x, &lo);
+  return sigmoid_over(at.sigmoid, n, lo, true);
+}
+
+// silu(x) = x sigmoid(x), clamped as silu; c = x (capped at 40, as silu's derivative).
+INLINE sigmoid_at_t silu_at(float input) {
+  sigmoid_at_t at;
+  at.x = fmax(input, -87.0f);
+  at.sigmoid = sigmoid_of(at.x);
+  return at;
+}
+INLINE float silu_at_slope(sigmoid_at_t at, float g, float g_lo, bool has_lo) {
+  return sigmoid_slope_times(at.sigmoid, fmin(at.x, 40.0f), g, g_lo, has_lo);
+}
+
+// gelu_tanh(x) = x sigmoid(v), v = 2a (x + b x^3), clamped as gelu_tanh; c = x v'.
+INLINE sigmoid_at_t gelu_tanh_at(float input) {
+  sigmoid_at_t at;
+  at.x = fmax(input, -20.0f);
+  const float v = at.x * fma(at.x * at.x, INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B,
+                             INFINIOP_GELU_TANH_TWO_A);
+  at.sigmoid = sigmoid_of(fmax(v, -87.0f));
+  return at;
+}
+INLINE float gelu_tanh_at_slope(sigmoid_at_t at, float g, float g_lo, bool has_lo) {
+  const float six_ab = 3.0f * INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B;
+  const float capped = fmin(at.x, 20.0f);
+  const float dv = fma(capped * capped, six_ab, INFINIOP_GELU_TANH_TWO_A);
+  return sigmoid_slope_times(at.sigmoid, capped * dv, g, g_lo, has_lo);
+}
+
+// gelu_erf(x) = x Phi(x), clamped as gelu_erf, with Phi(x) kept as the pair cdf + cdf_lo (within
+// about 0.5 u: T = e / F from e + e_lo over F = (k a + its rounding) + W, one corrected quotient
+// left unrounded; 1 - T's rounding caught exactly, 1 being larger than T <= 1/2).
+typedef struct {
+  float x, e, e_lo, cdf, cdf_lo;
+} gelu_erf_at_t;
+
+INLINE gelu_erf_at_t gelu_erf_at(float input) {
+  gelu_erf_at_t at;
+  const float clamp = INFINIOP_ERF_CLAMP;
+  at.x = fmax(input, -clamp);
+  const float a = fmin(fabs(at.x), clamp);
+  const float half_a = a * 0.5f;
+  float h_lo;
+  const float h = product_pair(half_a, a, &h_lo);
+  at.e = exp_of_minus_pair(h, h_lo, &at.e_lo);
+  float r = INFINIOP_ERF_R3, p = INFINIOP_ERF_P4;
+  p = fma(p, a, INFINIOP_ERF_P3);
+  r = fma(r, a, INFINIOP_ERF_R2);
+  p = fma(p, a, INFINIOP_ERF_P2);
+  r = fma(r, a, INFINIOP_ERF_R1);
+  p = fma(p, a, INFINIOP_ERF_P1);
+  r = fma(r, a, INFINIOP_ERF_R0);
+  p = fma(p, a, INFINIOP_ERF_P0);
+  float ka_lo;
+  const float ka = product_pair(INFINIOP_ERF_K, a, &ka_lo);
+  const float w = fma(a, quotient(r, p), 2.0f);
+  // t + t_lo = (e + e_lo) / (ka + ka_lo + w): t = e / f's estimate, its remainder exact but for
+  // the roundings of values far below t's ulp.
+  const float estimate = 1.0f / (ka + w);
+  const float t = at.e * estimate;
+  float remainder = fma(-t, w, fma(-t, ka, at.e));
+  remainder = fma(-t, ka_lo, remainder + at.e_lo);
+  const float t_lo = remainder * estimate;
+  // x >= 0: 1 - t within half an ulp, its rounding (1 - cdf) - t exactly (1 >= t).
+  const float upper = 1.0f - t;
+  const float upper_lo = ((1.0f - upper) - t) - t_lo;
+  const bool negative = at.x < 0.0f;
+  at.cdf = negative ? t : upper;
+  at.cdf_lo = negative ? t_lo : upper_lo;
+  return at;
+}
+
+// g x Phi(x): (g x as a pair) times (cdf + cdf_lo), one rounding.
+INLINE float gelu_erf_at_value(gelu_erf_at_t at, float g) {
+  float n_lo;
+  const float n = product_pair(g, at.x, &n_lo);
+  return fma(n, at.cdf, fma(n, at.cdf_lo, n_lo * at.cdf));
+}
+
+// (g + g_lo) (Phi(x) + x phi(x)), phi(x) = e / sqrt(2 pi) with e + e_lo and the constant as
+// pairs; the sum with Phi kept as a pair (it cancels near x = -0.75).
+INLINE float gelu_erf_at_slope(gelu_erf_at_t at, float g, float g_lo, bool has_lo) {
+  const float c_hi = INFINIOP_INV_SQRT_2PI, c_lo = INFINIOP_INV_SQRT_2PI_LO;
+  const float capped = fmin(at.x, INFINIOP_ERF_CLAMP);  // x phi(x) vanishes beyond the clamp
+  float m_lo;
+  const float m = product_pair(capped, at.e, &m_lo);
+  m_lo = fma(capped, at.e_lo, m_lo);
+  float p_lo;
+  const float p = product_pair(m, c_hi, &p_lo);
+  p_lo = fma(m, c_lo, fma(m_lo, c_hi, p_lo));
+  float sum_lo;
+  const float sum = sum_pair(at.cdf, p, &sum_lo);
+  sum_lo = sum_lo + (at.cdf_lo + p_lo);
+  float lo = g * sum_lo;
+  if (has_lo) lo = fma(g_lo, sum, lo);
+  return fma(g, sum, lo);
+}
+
+// ClippedSwiglu's fast path for a finite clamped a (devices/cpu/clipped_swiglu.cc's ClippedAt):
+// the gate a sigmoid(z) as silu_at's, z = alpha a; clipped_gate stays the exact path.
+typedef struct {
+  float a, b, b_bias, z;
+  sigmoid_at_t at;
+} clipped_at_t;
+
+INLINE clipped_at_t clipped_at(float alpha, float limit, float bias, float A, float B) {
+  clipped_at_t c;
+  c.a = A > limit ? limit : A;
+  // selects, not fmin / fmax, so that a NaN B reaches the results (and the exact path)
+  c.b = B > limit ? limit : (B < -limit ? -limit : B);
+  c.b_bias = c.b + bias;
+  c.z = fmax(alpha == 0.0f ? 0.0f : alpha * c.a, -87.0f);
+  c.at.x = alpha == 0.0f ? c.a : fmax(c.a, -87.0f / alpha);
+  c.at.sigmoid = sigmoid_of(c.z);
+  return c;
+}
+INLINE float clipped_at_slope(clipped_at_t c, float g, float g_lo, bool has_lo) {
+  return sigmoid_slope_times(c.at.sigmoid, fmin(c.z, 40.0f), g, g_lo, has_lo);
 }

@@ -1,10 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
-// (grad1, grad2) <- (out_grad, x1, x2): grad1 = out_grad x2 silu'(x1), grad2 = out_grad silu(x1).
+// (grad1, grad2) <- (out_grad, x1, x2): grad1 = out_grad x2 silu'(x1), grad2 = out_grad
+// silu(x1) (devices/cpu/gated-inl.h): the fast path (common.cl's silu_at) with out_grad x2 as a
+// pair, and where x1 or a result is not finite the exact one.
 #define NUM_OUTPUTS 2
 #define NUM_INPUTS 3
 INLINE void apply(float *out, const float *in, uint16 attributes) {
-  float derivative;
-  const float activation = silu(in[1], &derivative);
-  out[0] = in[0] * in[2] * derivative;
-  out[1] = in[0] * activation;
+  const float out_grad = in[0], x1 = in[1], x2 = in[2];
+  const sigmoid_at_t at = silu_at(x1);
+  float g_lo;
+  const float g = product_pair(out_grad, x2, &g_lo);
+  float grad1 = silu_at_slope(at, g, g_lo, true);
+  float grad2 = sigmoid_at_value(at, out_grad);
+  if (!(isfinite(x1) && isfinite(grad1) && isfinite(grad2))) {  // the special values' exact path
+    float derivative;
+    const float activation = silu(x1, &derivative);
+    grad1 = out_grad * x2 * derivative;
+    grad2 = out_grad * activation;
+  }
+  out[0] = grad1;
+  out[1] = grad2;
 }
