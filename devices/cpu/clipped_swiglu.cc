@@ -62,10 +62,11 @@ struct ClippedAt {
             hn::Gt(B, hn::Set(d, at.limit)), hn::Set(d, at.limit),
             hn::IfThenElse(hn::Lt(B, hn::Set(d, -at.limit)), hn::Set(d, -at.limit), B))),
         b_bias(hn::Add(b, hn::Set(d, at.bias))),
-        z(hn::Max(at.alpha == 0.0f ? hn::Zero(d) : hn::Mul(hn::Set(d, at.alpha), a),
-                  hn::Set(d, -87.0f))),
-        x(at.alpha == 0.0f ? a : hn::Max(a, hn::Set(d, -87.0f / at.alpha))),
-        sigmoid(d, z) {}
+        z(at.alpha == 0.0f ? hn::Zero(d) : hn::Mul(hn::Set(d, at.alpha), a)),
+        // where z < -87 (either sign of alpha) a moves to where z = -87, as in ClippedGate
+        x(hn::IfThenElse(hn::Lt(z, hn::Set(d, -87.0f)),
+                         hn::Set(d, at.alpha == 0.0f ? 0.0f : -87.0f / at.alpha), a)),
+        sigmoid(d, hn::Max(z, hn::Set(d, -87.0f))) {}
   template <class D>
   HWY_INLINE V Value(D d, V g) const {
     V lo;
@@ -74,7 +75,7 @@ struct ClippedAt {
   }
   template <class D>
   HWY_INLINE V Slope(D d, V g, const V *g_lo) const {
-    return sigmoid.SlopeTimes(d, hn::Min(z, hn::Set(d, 40.0f)), g, g_lo);
+    return sigmoid.SlopeTimes(d, hn::Clamp(z, hn::Set(d, -87.0f), hn::Set(d, 40.0f)), g, g_lo);
   }
   V a, b, b_bias, z, x;
   Sigmoid<V> sigmoid;
@@ -87,7 +88,7 @@ struct ClippedSwiglu : ClippedSwigluAttributes {
   HWY_INLINE void operator()(D d, V &y, V A, V B) const {
     const ClippedAt<V> fast(d, *this, A, B);
     y = fast.Value(d, fast.b_bias);
-    if (HWY_UNLIKELY(!AllFinite(d, fast.a, y))) {
+    if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, y))) {
       const ClippedGate<V> c(d, *this, A, B, false);
       y = hn::Mul(c.g, hn::Add(c.b, hn::Set(d, bias)));
     }
@@ -107,7 +108,7 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
     g_lo = hn::MulAdd(dy, b_bias_lo, g_lo);
     dA = fast.Slope(d, g, &g_lo);
     dB = fast.Value(d, dy);
-    if (HWY_UNLIKELY(!AllFinite(d, fast.a, dA, dB))) {
+    if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, dA, dB))) {
       const ClippedGate<V> c(d, *this, A, B, true);
       dA = hn::Mul(hn::Mul(dy, hn::Add(c.b, hn::Set(d, bias))), c.slope);
       dB = hn::Mul(dy, c.g);

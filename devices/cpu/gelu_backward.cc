@@ -19,7 +19,7 @@ struct GeluBackward {
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &grad_input, V input, V grad_output) const {
     grad_input = GeluTanhAt<V>(d, input).Slope(d, grad_output, static_cast<const V *>(nullptr));
-    if (HWY_UNLIKELY(!AllFinite(d, input, grad_input))) {  // the special values' exact path
+    if (HWY_UNLIKELY(!FastPathHolds(d, input, grad_input))) {  // the special values' exact path
       V derivative;
       GeluTanh(d, input, &derivative);  // the value is dead code once inlined
       grad_input = hn::Mul(derivative, grad_output);
