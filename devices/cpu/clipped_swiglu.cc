@@ -51,7 +51,7 @@ struct ClippedGate {
 
 // The fast path, for a finite clamped a: the gate a sigmoid(z) as SiluAt's, each output's
 // multiplier folded into its one corrected quotient (math-inl.h). ClippedGate stays the exact
-// path of the special values (AllFinite).
+// path of the special values (ExactLanes).
 template <class V>
 struct ClippedAt {
   template <class D>
@@ -88,9 +88,10 @@ struct ClippedSwiglu : ClippedSwigluAttributes {
   HWY_INLINE void operator()(D d, V &y, V A, V B) const {
     const ClippedAt<V> fast(d, *this, A, B);
     y = fast.Value(d, fast.b_bias);
-    if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, y))) {
+    const auto exact = ExactLanes(d, fast.a, y);
+    if (HWY_UNLIKELY(!hn::AllFalse(d, exact))) {
       const ClippedGate<V> c(d, *this, A, B, false);
-      y = hn::Mul(c.g, hn::Add(c.b, hn::Set(d, bias)));
+      y = hn::IfThenElse(exact, hn::Mul(c.g, hn::Add(c.b, hn::Set(d, bias))), y);
     }
   }
 };
@@ -108,10 +109,11 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
     g_lo = hn::MulAdd(dy, b_bias_lo, g_lo);
     dA = fast.Slope(d, g, &g_lo);
     dB = fast.Value(d, dy);
-    if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, dA, dB))) {
+    const auto exact = ExactLanes(d, fast.a, dA, dB);
+    if (HWY_UNLIKELY(!hn::AllFalse(d, exact))) {
       const ClippedGate<V> c(d, *this, A, B, true);
-      dA = hn::Mul(hn::Mul(dy, hn::Add(c.b, hn::Set(d, bias))), c.slope);
-      dB = hn::Mul(dy, c.g);
+      dA = hn::IfThenElse(exact, hn::Mul(hn::Mul(dy, hn::Add(c.b, hn::Set(d, bias))), c.slope), dA);
+      dB = hn::IfThenElse(exact, hn::Mul(dy, c.g), dB);
     }
     const V limit = hn::Set(d, this->limit);
     dA = hn::IfThenElseZero(hn::Le(A, limit), dA);

@@ -262,29 +262,23 @@ HWY_INLINE V GeluTanh(D d, V input, V *derivative) {
   return ProductAtNonFinite(d, input, hn::Mul(x_low, sigmoid.s));
 }
 
-// The fast paths of the activations, for finite x (callers check their results with FastPathHolds
+// The fast paths of the activations, for finite x (callers check their results with ExactLanes
 // and take the functions above where a lane is not): `Value(d, g)` is g act(x) and
 // `Slope(d, g, g_lo)` is (g + g_lo) act'(x), each with the multiplier folded into the one
 // corrected quotient, so that it costs no rounding of its own.
 
-// True where every lane of every vector is finite: x 0 is 0 for those, NaN for +-inf and NaN.
-template <class D, class V, class... Rest>
-HWY_INLINE bool AllFinite(D d, V first, Rest... rest) {
-  const V zero = hn::Zero(d);
-  V sum = hn::Mul(first, zero);
-  ((sum = hn::MulAdd(rest, zero, sum)), ...);
-  return hn::AllTrue(d, hn::Eq(sum, sum));
-}
-
-// Whether the fast path's results stand: the input and every result finite, and no result below
-// 2^-100 in magnitude (there the pairs' low parts, 2^-24 of the result, are subnormal and lose
-// their bits, so the exact path's fewer roundings are the better ones; zeros go there too).
+// The lanes whose fast-path results do not stand: a non-finite input or result, or a result
+// below 2^-100 in magnitude (there the pairs' low parts, 2^-24 of the result, are subnormal and
+// lose their bits, so the exact path's fewer roundings are the better ones; zeros go there too).
+// Callers branch once per vector on AllFalse and take the exact path for these lanes only.
 template <class D, class V, class... Results>
-HWY_INLINE bool FastPathHolds(D d, V input, Results... results) {
-  const V tiny = hn::Set(d, 0x1p-100f);
-  auto small = hn::Lt(hn::Abs(input), hn::Zero(d));  // all false
-  ((small = hn::Or(small, hn::Lt(hn::Abs(results), tiny))), ...);
-  return hn::AllFalse(d, small) && AllFinite(d, input, results...);
+HWY_INLINE auto ExactLanes(D d, V input, Results... results) {
+  const V tiny = hn::Set(d, 0x1p-100f), huge = hn::Set(d, 3.4028235e38f);
+  auto exact = hn::Not(hn::Le(hn::Abs(input), huge));
+  ((exact = hn::Or(
+        exact, hn::Not(hn::And(hn::Ge(hn::Abs(results), tiny), hn::Le(hn::Abs(results), huge))))),
+   ...);
+  return exact;
 }
 
 // g a b exactly as the pair p + p_lo (an fma, or Dekker's product without one).
