@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // ClippedSwigluBackward: (dA, dB) <- (dy, A, B); dA is 0 where A > limit, dB where B is outside
-// [-limit, limit] (the clamps' zero slopes). The fast path (common.cl's clipped_at) with
-// dy (b + bias) from b + bias as a pair, and where a or a result is not finite the exact one
-// (clipped_gate). Attributes as clipped_swiglu.cl.
+// [-limit, limit] (the clamps' zero slopes). The fast path (common.cl's clipped_at) with dy (b +
+// bias) from b + bias as a pair, and where a is not finite or a result fails fast_path_holds the
+// exact one (clipped_gate). Attributes as clipped_swiglu.cl.
 #define NUM_OUTPUTS 2
 #define NUM_INPUTS 3
 INLINE void apply(float *out, const float *in, uint16 attributes) {
@@ -17,7 +17,8 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   g_lo = fma(dy, b_bias_lo, g_lo);
   float dA = clipped_at_slope(fast, g, g_lo, true);
   float dB = sigmoid_at_value(fast.at, dy);
-  if (!(isfinite(fast.a) && isfinite(dA) && isfinite(dB))) {  // the special values' exact path
+  // the special values' exact path
+  if (!(isfinite(fast.a) && fast_path_holds(dA) && fast_path_holds(dB))) {
     const clipped_gate_t c = clipped_gate(alpha, limit, A, B, true);
     dA = dy * (c.b + bias) * c.slope;
     dB = dy * c.g;

@@ -311,10 +311,18 @@ INLINE clipped_gate_t clipped_gate(float alpha, float limit, float A, float B, b
 }
 
 // The fast paths of the activations, for finite x (math-inl.h's SiluAt, GeluTanhAt, GeluErfAt):
-// callers check their results with isfinite and take the functions above where one is not.
-// `*_value(at, g)` is g act(x) and `*_slope(at, g, g_lo, has_lo)` is (g + g_lo) act'(x), each
-// with the multiplier folded into the one corrected quotient, so that it costs no rounding of
-// its own.
+// callers check the input with isfinite and their results with fast_path_holds, and take the
+// functions above where either fails. `*_value(at, g)` is g act(x) and `*_slope(at, g, g_lo,
+// has_lo)` is (g + g_lo) act'(x), each with the multiplier folded into the one corrected quotient,
+// so that it costs no rounding of its own.
+
+// Whether a fast path's result r stands (math-inl.h's FastPathHolds): finite, and not below
+// 2^-100 in magnitude (there the pairs' low parts, 2^-24 of r, are subnormal and lose their
+// bits, so the exact path's fewer roundings are the better ones; zeros go there too). The
+// callers also check their input with isfinite.
+INLINE bool fast_path_holds(float r) {
+  return isfinite(r) && fabs(r) >= 0x1p-100f;
+}
 
 // a b exactly as the pair p + *lo.
 INLINE float product_pair(float a, float b, float *lo) {
@@ -444,7 +452,7 @@ INLINE float gelu_erf_at_slope(gelu_erf_at_t at, float g, float g_lo, bool has_l
 // ClippedSwiglu's fast path for a finite clamped a (devices/cpu/clipped_swiglu.cc's ClippedAt):
 // the gate a sigmoid(z) as silu_at's, z = alpha a; clipped_gate stays the exact path.
 typedef struct {
-  float a, b, b_bias, z;
+  float a, b, b_bias, z;  // z = alpha a, clamped at -87
   sigmoid_at_t at;
 } clipped_at_t;
 
@@ -454,8 +462,10 @@ INLINE clipped_at_t clipped_at(float alpha, float limit, float bias, float A, fl
   // selects, not fmin / fmax, so that a NaN B reaches the results (and the exact path)
   c.b = B > limit ? limit : (B < -limit ? -limit : B);
   c.b_bias = c.b + bias;
-  c.z = fmax(alpha == 0.0f ? 0.0f : alpha * c.a, -87.0f);
-  c.at.x = alpha == 0.0f ? c.a : fmax(c.a, -87.0f / alpha);
+  const float z = alpha == 0.0f ? 0.0f : alpha * c.a;
+  // where z < -87 (either sign of alpha) a moves to where z = -87, as in clipped_gate
+  c.at.x = z < -87.0f ? (alpha == 0.0f ? 0.0f : -87.0f / alpha) : c.a;
+  c.z = fmax(z, -87.0f);
   c.at.sigmoid = sigmoid_of(c.z);
   return c;
 }

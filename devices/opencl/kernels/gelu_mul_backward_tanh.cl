@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // (grad1, grad2) <- (out_grad, x1, x2): grad1 = out_grad x2 gelu_tanh'(x1), grad2 = out_grad
 // gelu_tanh(x1) (devices/cpu/gated-inl.h): the fast path (common.cl's gelu_tanh_at) with out_grad
-// x2 as a pair, and where x1 or a result is not finite the exact one.
+// x2 as a pair, and where x1 is not finite or a result fails fast_path_holds the exact one.
 #define NUM_OUTPUTS 2
 #define NUM_INPUTS 3
 INLINE void apply(float *out, const float *in, uint16 attributes) {
@@ -11,7 +11,8 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float g = product_pair(out_grad, x2, &g_lo);
   float grad1 = gelu_tanh_at_slope(at, g, g_lo, true);
   float grad2 = sigmoid_at_value(at, out_grad);
-  if (!(isfinite(x1) && isfinite(grad1) && isfinite(grad2))) {  // the special values' exact path
+  // the special values' exact path
+  if (!(isfinite(x1) && fast_path_holds(grad1) && fast_path_holds(grad2))) {
     float derivative;
     const float activation = gelu_tanh(x1, &derivative);
     grad1 = out_grad * x2 * derivative;

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // out <- (x1, x2): out = gelu_erf(x1) x2 (the gated activation; devices/cpu/gated-inl.h): the fast
-// path (common.cl's gelu_erf_at), and where x1 or the result is not finite the exact one.
+// path (common.cl's gelu_erf_at), and where x1 is not finite or the result fails fast_path_holds
+// the exact one.
 #define NUM_OUTPUTS 1
 #define NUM_INPUTS 2
 INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float x1 = in[0], x2 = in[1];
   float y = gelu_erf_at_value(gelu_erf_at(x1), x2);
-  if (!(isfinite(x1) && isfinite(y))) y = gelu_erf(x1, 0) * x2;  // the special values' exact path
+  if (!(isfinite(x1) && fast_path_holds(y)))
+    y = gelu_erf(x1, 0) * x2;  // the special values' exact path
   out[0] = y;
 }
