@@ -88,8 +88,8 @@ struct ClippedSwiglu : ClippedSwigluAttributes {
   HWY_INLINE void operator()(D d, V &y, V A, V B) const {
     const ClippedAt<V> fast(d, *this, A, B);
     y = fast.Value(d, fast.b_bias);
-    const auto exact = ExactLanes(d, fast.a, y);
-    if (HWY_UNLIKELY(!hn::AllFalse(d, exact))) {
+    if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, y))) {  // the exact path, for those lanes only
+      const auto exact = ExactLanes(d, fast.a, y);
       const ClippedGate<V> c(d, *this, A, B, false);
       y = hn::IfThenElse(exact, hn::Mul(c.g, hn::Add(c.b, hn::Set(d, bias))), y);
     }
@@ -109,8 +109,8 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
     g_lo = hn::MulAdd(dy, b_bias_lo, g_lo);
     dA = fast.Slope(d, g, &g_lo);
     dB = fast.Value(d, dy);
-    const auto exact = ExactLanes(d, fast.a, dA, dB);
-    if (HWY_UNLIKELY(!hn::AllFalse(d, exact))) {
+    if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, dA, dB))) {  // the exact path, for those lanes only
+      const auto exact = ExactLanes(d, fast.a, dA, dB);
       const ClippedGate<V> c(d, *this, A, B, true);
       dA = hn::IfThenElse(exact, hn::Mul(hn::Mul(dy, hn::Add(c.b, hn::Set(d, bias))), c.slope), dA);
       dB = hn::IfThenElse(exact, hn::Mul(dy, c.g), dB);

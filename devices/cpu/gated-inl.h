@@ -24,9 +24,10 @@ struct Gated {
   HWY_INLINE void operator()(D d, V &out, V x1, V x2) const {
     const typename Activation::template At<V> act(d, x1);
     out = act.Value(d, x2);
-    const auto exact = ExactLanes(d, x1, out);
-    if (HWY_UNLIKELY(!hn::AllFalse(d, exact)))  // the special values' exact path, those lanes only
+    if (HWY_UNLIKELY(!FastPathHolds(d, x1, out))) {  // the exact path, for those lanes only
+      const auto exact = ExactLanes(d, x1, out);
       out = hn::IfThenElse(exact, hn::Mul(Activation()(d, x1, static_cast<V *>(nullptr)), x2), out);
+    }
   }
 };
 
@@ -41,8 +42,9 @@ struct GatedBackward {
     const V g = ProductPair(d, out_grad, x2, &g_lo);
     grad1 = act.Slope(d, g, &g_lo);
     grad2 = act.Value(d, out_grad);
-    const auto exact = ExactLanes(d, x1, grad1, grad2);
-    if (HWY_UNLIKELY(!hn::AllFalse(d, exact))) {  // the special values' exact path, those lanes
+    // the special values' exact path, for those lanes only
+    if (HWY_UNLIKELY(!FastPathHolds(d, x1, grad1, grad2))) {
+      const auto exact = ExactLanes(d, x1, grad1, grad2);
       V derivative;
       const V activation = Activation()(d, x1, &derivative);
       grad1 = hn::IfThenElse(exact, hn::Mul(hn::Mul(out_grad, x2), derivative), grad1);

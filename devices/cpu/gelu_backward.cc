@@ -19,8 +19,9 @@ struct GeluBackward {
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &grad_input, V input, V grad_output) const {
     grad_input = GeluTanhAt<V>(d, input).Slope(d, grad_output, static_cast<const V *>(nullptr));
-    const auto exact = ExactLanes(d, input, grad_input);
-    if (HWY_UNLIKELY(!hn::AllFalse(d, exact))) {  // the special values' exact path, those lanes
+    if (HWY_UNLIKELY(
+            !FastPathHolds(d, input, grad_input))) {  // the exact path, for those lanes only
+      const auto exact = ExactLanes(d, input, grad_input);
       V derivative;
       GeluTanh(d, input, &derivative);  // the value is dead code once inlined
       grad_input = hn::IfThenElse(exact, hn::Mul(derivative, grad_output), grad_input);
