@@ -69,9 +69,7 @@ struct ClippedAt {
         sigmoid(d, hn::Max(z, hn::Set(d, -87.0f))) {}
   template <class D>
   HWY_INLINE V Value(D d, V g) const {
-    V lo;
-    const V n = ProductPair(d, g, x, &lo);
-    return sigmoid.Over(d, n, &lo);
+    return sigmoid.ProductOver(d, g, x);
   }
   template <class D>
   HWY_INLINE V Slope(D d, V g, const V *g_lo) const {

@@ -161,6 +161,14 @@ struct Sigmoid {
     const V q = hn::Mul(n, estimate);
     return hn::MulAdd(Remainder(d, n, n_lo, q), estimate, q);
   }
+  // g x / (1 + e) with g x as an exact pair: the forward value of the x sigmoid(v) family times
+  // its multiplier, one rounding.
+  template <class D>
+  HWY_INLINE V ProductOver(D d, V g, V x) const {
+    const V n = hn::Mul(g, x);
+    const V lo = ProductError(d, g, x, n);
+    return Over(d, n, &lo);
+  }
   template <class D>
   HWY_INLINE V Times(D d, V x) const {
     return Over(d, x);
@@ -310,9 +318,7 @@ struct SiluAt {
   HWY_INLINE SiluAt(D d, V input) : x(hn::Max(input, hn::Set(d, -87.0f))), sigmoid(d, x) {}
   template <class D>
   HWY_INLINE V Value(D d, V g) const {
-    V lo;
-    const V n = ProductPair(d, g, x, &lo);
-    return sigmoid.Over(d, n, &lo);
+    return sigmoid.ProductOver(d, g, x);
   }
   template <class D>
   HWY_INLINE V Slope(D d, V g, const V *g_lo) const {
@@ -335,9 +341,7 @@ struct GeluTanhAt {
                            hn::Set(d, -87.0f))) {}
   template <class D>
   HWY_INLINE V Value(D d, V g) const {
-    V lo;
-    const V n = ProductPair(d, g, x, &lo);
-    return sigmoid.Over(d, n, &lo);
+    return sigmoid.ProductOver(d, g, x);
   }
   template <class D>
   HWY_INLINE V Slope(D d, V g, const V *g_lo) const {
