@@ -57,11 +57,15 @@ HWY_INLINE T *RowOf(const RowView &view, const void *data, size_t row) {
                       : nullptr;
 }
 
-// scales[r, k], or 1 where the plan has no scales: presence is the plan's (the descriptor given
-// at creation), never the data pointer's, which is ignored (never read) for an absent tensor.
+// scales[r, k] (of T, or F32 where `f32`), or 1 where the plan has no scales: presence is the
+// plan's (the descriptor given at creation), never the data pointer's, which is ignored (never
+// read) for an absent tensor.
 template <class T>
-HWY_INLINE float ScaleOf(const gather::TableView &scales, const void *data, size_t r, size_t k) {
-  return scales.present ? ScalarF32(static_cast<const T *>(data) + scales.offset(r, k)) : 1.0f;
+HWY_INLINE float ScaleOf(const gather::TableView &scales, bool f32, const void *data, size_t r,
+                         size_t k) {
+  if (!scales.present) return 1.0f;
+  return f32 ? static_cast<const float *>(data)[scales.offset(r, k)]
+             : ScalarF32(static_cast<const T *>(data) + scales.offset(r, k));
 }
 
 // Whether a row view's rows can be read in place (and so prefetched).
@@ -76,6 +80,7 @@ constexpr size_t kForwardTile = 1024;
 template <class T>
 void ForwardTokens(const moe::ForwardPlan &p, const moe::ForwardData &data, size_t first,
                    size_t last) {
+  const bool f32_scales = p.scales_dtype == INFINI_DTYPE_F32;
   HWY_ALIGN float acc[kForwardTile];
   HWY_ALIGN T x1_buffer[kForwardTile], x2_buffer[kForwardTile], out_buffer[kForwardTile];
   HWY_ALIGN T expanded_buffer[kGroupRows][kForwardTile], bias_buffer[kGroupRows][kForwardTile];
@@ -83,7 +88,7 @@ void ForwardTokens(const moe::ForwardPlan &p, const moe::ForwardData &data, size
   std::memset(static_cast<void *>(zeros), 0, sizeof(zeros));
   // expanded_x row of position (r, k); nullptr for a dropped token.
   const auto expanded_row = [&](size_t r, size_t k) -> const T * {
-    const int32_t index = p.row_index.at(data.row_index, r, k);
+    const int64_t index = p.row_index.at(data.row_index, r, k);
     return index >= 0 && static_cast<size_t>(index) < p.expanded_x.rows
                ? RowOf<T>(p.expanded_x, data.expanded_x, index)
                : nullptr;
@@ -118,7 +123,7 @@ void ForwardTokens(const moe::ForwardPlan &p, const moe::ForwardData &data, size
                                                  p.expert_index.at(data.expert_index, r, k)),
                                         p.bias.col_stride, t, bias_buffer[g])
                             : nullptr;
-              scale[g] = ScaleOf<T>(p.scales, data.scales, r, k);
+              scale[g] = ScaleOf<T>(p.scales, f32_scales, data.scales, r, k);
               // What this row slot reads next: the same row's next tile, or after the last tile
               // the next token's row k (a whole pass over the K rows ahead).
               next[g] = !prefetch      ? nullptr
@@ -143,7 +148,8 @@ template <class T>
 void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather::Inverse &inverse,
                 size_t first, size_t last) {
   HWY_ALIGN T grad_y_buffer[kTile], expanded_buffer[kTile], bias_buffer[kTile], out_buffer[kTile];
-  T *grad_scales = p.grad_scales.present ? static_cast<T *>(data.grad_scales) : nullptr;
+  const bool f32_scales = p.scales_dtype == INFINI_DTYPE_F32;
+  void *grad_scales = p.grad_scales.present ? data.grad_scales : nullptr;
   const RowView &out_view = p.grad_expanded_x;
   // The rows position (r, k) touches: its grad_expanded_x row if it alone reaches it, its
   // expanded_x row if it reaches one.
@@ -152,7 +158,7 @@ void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather:
     const T *expanded;
   };
   const auto rows_of = [&](size_t r, size_t k) {
-    const int32_t index = p.row_index.at(data.row_index, r, k);
+    const int64_t index = p.row_index.at(data.row_index, r, k);
     if (index < 0 || static_cast<size_t>(index) >= out_view.rows) return Rows{nullptr, nullptr};
     const bool sole = inverse.count(static_cast<size_t>(index)) == 1;
     return Rows{sole ? RowOf<T>(out_view, data.grad_expanded_x, index) : nullptr,
@@ -177,7 +183,7 @@ void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather:
       const T *bias = p.bias.present
                           ? RowOf<T>(p.bias, data.bias, p.expert_index.at(data.expert_index, r, k))
                           : nullptr;
-      const float scale = ScaleOf<T>(p.scales, data.scales, r, k);
+      const float scale = ScaleOf<T>(p.scales, f32_scales, data.scales, r, k);
       RowV dot = hn::Zero(RowD());
       ForEachTile(p.hidden, [&](TileSpan t) {
         const T *g = InputTile(grad_y, p.grad_y.col_stride, t, grad_y_buffer);
@@ -191,9 +197,14 @@ void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather:
             prefetch_expanded && next.expanded ? next.expanded + t.start : nullptr);
         if (tile) FlushTile(rows.out, out_view.col_stride, t, tile);
       });
-      if (grad_scales)
-        StoreScalar(hn::GetLane(hn::SumOfLanes(RowD(), dot)),
-                    grad_scales + p.grad_scales.offset(r, k));
+      if (grad_scales) {
+        const float sum = hn::GetLane(hn::SumOfLanes(RowD(), dot));
+        const ptrdiff_t at = p.grad_scales.offset(r, k);
+        if (f32_scales)
+          static_cast<float *>(grad_scales)[at] = sum;
+        else
+          StoreScalar(sum, static_cast<T *>(grad_scales) + at);
+      }
     }
   }
   hwy::FlushStream();
@@ -204,6 +215,7 @@ void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather:
 template <class T>
 void GradDestinations(const moe::GradPlan &p, const moe::GradData &data,
                       const gather::Inverse &inverse, size_t first, size_t last) {
+  const bool f32_scales = p.scales_dtype == INFINI_DTYPE_F32;
   HWY_ALIGN float acc[kTile];
   HWY_ALIGN T grad_y_buffer[kTile], out_buffer[kTile];
   const RowView &out_view = p.grad_expanded_x;
@@ -217,7 +229,7 @@ void GradDestinations(const moe::GradPlan &p, const moe::GradData &data,
       for (size_t s = 0; s < count; ++s) {
         const size_t position = static_cast<size_t>(sources[s]);
         const size_t r = position / p.topk, k = position % p.topk;
-        const float scale = ScaleOf<T>(p.scales, data.scales, r, k);
+        const float scale = ScaleOf<T>(p.scales, f32_scales, data.scales, r, k);
         AxpyRow(
             scale,
             InputTile(RowOf<T>(p.grad_y, data.grad_y, r), p.grad_y.col_stride, t, grad_y_buffer),

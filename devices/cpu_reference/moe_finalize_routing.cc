@@ -25,13 +25,17 @@ void store(const RowView &view, void *data, size_t row, size_t j, double value) 
   *p = fromFloat<T>(static_cast<float>(value));
 }
 
+// scales are T or F32 (`f32`); absent: weight 1.
 template <class T>
-double scaleOf(const TableView &scales, const void *data, size_t r, size_t k) {
-  return scales.present ? toFloat(static_cast<const T *>(data)[scales.offset(r, k)]) : 1.0;
+double scaleOf(const TableView &scales, bool f32, const void *data, size_t r, size_t k) {
+  if (!scales.present) return 1.0;
+  return f32 ? static_cast<const float *>(data)[scales.offset(r, k)]
+             : toFloat(static_cast<const T *>(data)[scales.offset(r, k)]);
 }
 
 template <class T>
 void forward(const moe::ForwardPlan &p, const moe::ForwardData &data) {
+  const bool f32_scales = p.scales_dtype == INFINI_DTYPE_F32;
   for (size_t r = 0; r < p.tokens; ++r)
     for (size_t j = 0; j < p.hidden; ++j) {
       double sum = 0.0;
@@ -43,7 +47,7 @@ void forward(const moe::ForwardPlan &p, const moe::ForwardData &data) {
         if (index >= 0) term += elementOf<T>(p.expanded_x, data.expanded_x, index, j);
         if (p.bias.present)
           term += elementOf<T>(p.bias, data.bias, p.expert_index.at(data.expert_index, r, k), j);
-        sum += scaleOf<T>(p.scales, data.scales, r, k) * term;
+        sum += scaleOf<T>(p.scales, f32_scales, data.scales, r, k) * term;
       }
       store<T>(p.out, data.out, r, j, sum);
     }
@@ -51,6 +55,7 @@ void forward(const moe::ForwardPlan &p, const moe::ForwardData &data) {
 
 template <class T>
 void grad(const moe::GradPlan &p, const moe::GradData &data) {
+  const bool f32_scales = p.scales_dtype == INFINI_DTYPE_F32;
   const size_t rows = p.grad_expanded_x.rows;
   // Which positions i = r*K + k reach each destination row (skipped ones reach none).
   std::vector<std::vector<size_t>> sources(rows);
@@ -64,7 +69,8 @@ void grad(const moe::GradPlan &p, const moe::GradData &data) {
       double sum = 0.0;
       for (size_t i : sources[d]) {
         const size_t r = i / p.topk, k = i % p.topk;
-        sum += elementOf<T>(p.grad_y, data.grad_y, r, j) * scaleOf<T>(p.scales, data.scales, r, k);
+        sum += elementOf<T>(p.grad_y, data.grad_y, r, j) *
+               scaleOf<T>(p.scales, f32_scales, data.scales, r, k);
       }
       store<T>(p.grad_expanded_x, data.grad_expanded_x, d, j, sum);
     }
@@ -80,8 +86,11 @@ void grad(const moe::GradPlan &p, const moe::GradData &data) {
           x += elementOf<T>(p.bias, data.bias, p.expert_index.at(data.expert_index, r, k), j);
         sum += x * elementOf<T>(p.grad_y, data.grad_y, r, j);
       }
-      static_cast<T *>(data.grad_scales)[p.grad_scales.offset(r, k)] =
-          fromFloat<T>(static_cast<float>(sum));
+      const ptrdiff_t at = p.grad_scales.offset(r, k);
+      if (f32_scales)
+        static_cast<float *>(data.grad_scales)[at] = static_cast<float>(sum);
+      else
+        static_cast<T *>(data.grad_scales)[at] = fromFloat<T>(static_cast<float>(sum));
     }
 }
 

@@ -89,7 +89,7 @@ class MoeRunner final : public Runner {
  public:
   using Kernel = void (*)(const Plan &, const Data &);
   MoeRunner(Kernel kernel, const Plan &plan) : kernel_(kernel), plan_(plan) {}
-  infiniStatus_t run(const Data &data, const int32_t *, void *) const override {
+  infiniStatus_t run(const Data &data, const void *, void *) const override {
     kernel_(plan_, data);
     return INFINI_STATUS_SUCCESS;
   }

@@ -89,12 +89,18 @@ bool unitColumns(std::initializer_list<const gather::RowView *> views) {
   return true;
 }
 
-infiniStatus_t programOf(const char *op, infiniopHandle_t handle, infiniDtype_t dtype,
+// The program for the rows' dtype, the dtypes of scales and of the two indices (absent ones:
+// INT32), and the column layout.
+template <class Plan>
+infiniStatus_t programOf(const char *op, infiniopHandle_t handle, const Plan &plan,
                          bool unit_columns, cl_program *program) {
-  return getProgram(op, handle, {sources::common, sources::moe_finalize_routing},
-                    std::string("-cl-std=CL1.2 ") + storageOption(dtype) +
-                        (unit_columns ? " -DUNIT_COLUMNS" : ""),
-                    program);
+  std::string options = std::string("-cl-std=CL1.2 ") + storageOption(plan.dtype);
+  if (unit_columns) options += " -DUNIT_COLUMNS";
+  if (plan.scales_dtype == INFINI_DTYPE_F32 && plan.dtype != INFINI_DTYPE_F32)
+    options += " -DSCALES_F32";
+  if (plan.row_index.wide) options += " -DROW_INDEX_T=long";
+  if (plan.expert_index.wide) options += " -DEXPERT_INDEX_T=long";
+  return getProgram(op, handle, {sources::common, sources::moe_finalize_routing}, options, program);
 }
 
 // A kernel over (columns, rows) and, in unit-column programs, its twin doing kColumns columns
@@ -140,11 +146,11 @@ class Forward final : public moe::ForwardRunner {
     cl_program program = nullptr;
     const moe::ForwardPlan &p = plan_;
     const bool unit = unitColumns({&p.out, &p.expanded_x, &p.x1, &p.x2, &p.bias});
-    INFINIOP_CHECK(programOf(kForward, handle_, p.dtype, unit, &program));
+    INFINIOP_CHECK(programOf(kForward, handle_, p, unit, &program));
     return kernels_.init(kForward, handle_, program, "moe_forward", unit);
   }
 
-  infiniStatus_t run(const moe::ForwardData &data, const int32_t * /*host_row_index*/,
+  infiniStatus_t run(const moe::ForwardData &data, const void * /*host_row_index*/,
                      void *stream) const override {
     const moe::ForwardPlan &p = plan_;
     if (p.tokens * p.hidden == 0) return INFINI_STATUS_SUCCESS;
@@ -162,12 +168,13 @@ class Forward final : public moe::ForwardRunner {
     INFINIOP_CHECK(resolveRows(kForward, handle_, p.x2, data.x2, bytes, unused, &x2, &x2_v));
     INFINIOP_CHECK(
         resolveRows(kForward, handle_, p.bias, data.bias, bytes, unused, &bias, &bias_v));
-    INFINIOP_CHECK(
-        resolveTable(kForward, handle_, p.scales, data.scales, bytes, unused, &scales, &scales_v));
-    INFINIOP_CHECK(resolveTable(kForward, handle_, p.row_index, data.row_index, 4, unused,
-                                &row_index, &row_index_v));
-    INFINIOP_CHECK(resolveTable(kForward, handle_, p.expert_index, data.expert_index, 4, unused,
-                                &expert_index, &expert_index_v));
+    INFINIOP_CHECK(resolveTable(kForward, handle_, p.scales, data.scales, dtypeSize(p.scales_dtype),
+                                unused, &scales, &scales_v));
+    INFINIOP_CHECK(resolveTable(kForward, handle_, p.row_index, data.row_index,
+                                p.row_index.elementSize(), unused, &row_index, &row_index_v));
+    INFINIOP_CHECK(resolveTable(kForward, handle_, p.expert_index, data.expert_index,
+                                p.expert_index.elementSize(), unused, &expert_index,
+                                &expert_index_v));
     const cl_uint flags = (x1.present ? kHasX1 : 0) | (x2.present ? kHasX2 : 0) |
                           (p.bias.present ? kHasBias : 0) | (p.scales.present ? kHasScales : 0);
     const cl_ulong tokens = p.tokens, topk = p.topk, hidden = p.hidden, rows = p.expanded_x.rows;
@@ -195,7 +202,7 @@ class Grad final : public moe::GradRunner {
     cl_program program = nullptr;
     const moe::GradPlan &p = plan_;
     const bool unit = unitColumns({&p.grad_expanded_x, &p.grad_y, &p.expanded_x, &p.bias});
-    INFINIOP_CHECK(programOf(kGrad, handle_, p.dtype, unit, &program));
+    INFINIOP_CHECK(programOf(kGrad, handle_, p, unit, &program));
     INFINIOP_CHECK(expanded_kernels_.init(kGrad, handle_, program, "moe_grad_expanded", unit));
     INFINIOP_CHECK(createKernel(kGrad, program, "moe_grad_scales", scales_kernel_.out()));
     INFINIOP_CHECK(workGroupSize(kGrad, handle_, scales_kernel_.get(), &scales_group_));
@@ -204,7 +211,7 @@ class Grad final : public moe::GradRunner {
     return workGroupSize(kGrad, handle_, fused_kernel_.get(), &fused_group_);
   }
 
-  infiniStatus_t run(const moe::GradData &data, const int32_t *host_row_index,
+  infiniStatus_t run(const moe::GradData &data, const void *host_row_index,
                      void *stream) const override {
     const moe::GradPlan &p = plan_;
     const size_t rows = p.grad_expanded_x.rows, RK = p.tokens * p.topk;
@@ -219,20 +226,22 @@ class Grad final : public moe::GradRunner {
     TableArg grad_scales_v, scales_v, row_index_v, expert_index_v;
     INFINIOP_CHECK(resolveRows(kGrad, handle_, p.grad_expanded_x, data.grad_expanded_x, bytes,
                                nullptr, &grad_x, &grad_x_v));
-    INFINIOP_CHECK(resolveTable(kGrad, handle_, p.grad_scales, data.grad_scales, bytes, grad_x.mem,
-                                &grad_scales, &grad_scales_v));
+    const size_t scale_bytes = dtypeSize(p.scales_dtype);
+    INFINIOP_CHECK(resolveTable(kGrad, handle_, p.grad_scales, data.grad_scales, scale_bytes,
+                                grad_x.mem, &grad_scales, &grad_scales_v));
     const cl_mem unused = grad_x.present ? grad_x.mem : grad_scales.mem;
     INFINIOP_CHECK(
         resolveRows(kGrad, handle_, p.grad_y, data.grad_y, bytes, unused, &grad_y, &grad_y_v));
     INFINIOP_CHECK(resolveRows(kGrad, handle_, p.expanded_x, data.expanded_x, bytes, unused,
                                &expanded, &expanded_v));
     INFINIOP_CHECK(resolveRows(kGrad, handle_, p.bias, data.bias, bytes, unused, &bias, &bias_v));
-    INFINIOP_CHECK(
-        resolveTable(kGrad, handle_, p.scales, data.scales, bytes, unused, &scales, &scales_v));
-    INFINIOP_CHECK(resolveTable(kGrad, handle_, p.row_index, data.row_index, 4, unused, &row_index,
-                                &row_index_v));
-    INFINIOP_CHECK(resolveTable(kGrad, handle_, p.expert_index, data.expert_index, 4, unused,
-                                &expert_index, &expert_index_v));
+    INFINIOP_CHECK(resolveTable(kGrad, handle_, p.scales, data.scales, scale_bytes, unused, &scales,
+                                &scales_v));
+    INFINIOP_CHECK(resolveTable(kGrad, handle_, p.row_index, data.row_index,
+                                p.row_index.elementSize(), unused, &row_index, &row_index_v));
+    INFINIOP_CHECK(resolveTable(kGrad, handle_, p.expert_index, data.expert_index,
+                                p.expert_index.elementSize(), unused, &expert_index,
+                                &expert_index_v));
     // The inversion: first[rows + 1] then the sources, at the first int32 boundary of the
     // workspace (any address is allowed; inverseWorkspaceBytes has the slack).
     std::vector<int32_t> inversion;

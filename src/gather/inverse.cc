@@ -9,7 +9,7 @@ size_t inverseWorkspaceBytes(size_t rows, size_t positions) {
   return (rows + 1 + positions) * sizeof(int32_t) + alignof(int32_t) - 1;
 }
 
-Inverse invertIndex(const IndexView &view, const int32_t *data, size_t rows, void *workspace) {
+Inverse invertIndex(const IndexView &view, const void *data, size_t rows, void *workspace) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(workspace);
   const uintptr_t mask = alignof(int32_t) - 1;
   int32_t *first = reinterpret_cast<int32_t *>((address + mask) & ~mask);

@@ -29,6 +29,6 @@ size_t inverseWorkspaceBytes(size_t rows, size_t positions);
 // Position i = r * view.cols + c holds index value view.at(data, r, c); values outside
 // [0, rows) are skipped (dropped or inactive tokens; the range was checked before). Builds the
 // inverse in `workspace` (inverseWorkspaceBytes large); positions must fit in int32.
-Inverse invertIndex(const IndexView &view, const int32_t *data, size_t rows, void *workspace);
+Inverse invertIndex(const IndexView &view, const void *data, size_t rows, void *workspace);
 
 }  // namespace infiniop::gather

@@ -40,6 +40,7 @@ IndexView flatIndexView(const Tensor *t, size_t rows, size_t cols, bool column_m
   IndexView v;
   if (!t) return v;
   v.present = true;
+  v.wide = t->dtype == INFINI_DTYPE_I64;
   v.rows = rows;
   v.cols = cols;
   const ptrdiff_t step = t->strides[0];
@@ -53,6 +54,7 @@ IndexView tableIndexView(const Tensor *t) {
   IndexView v;
   if (!t) return v;
   v.present = true;
+  v.wide = t->dtype == INFINI_DTYPE_I64;
   v.rows = t->shape[0];
   v.cols = t->shape[1];
   v.row_stride = t->strides[0];
@@ -62,7 +64,7 @@ IndexView tableIndexView(const Tensor *t) {
 }
 
 infiniStatus_t checkIndexRange(const std::string &op, const char *name, const IndexView &view,
-                               const int32_t *data, int64_t lo, int64_t hi) {
+                               const void *data, int64_t lo, int64_t hi) {
   for (size_t r = 0; r < view.rows; ++r)
     for (size_t c = 0; c < view.cols; ++c) {
       const int64_t value = view.at(data, r, c);

@@ -33,23 +33,26 @@ inline constexpr const char *kGrad = "MoeFinalizeRoutingV2Grad";
 class HostIndex {
  public:
   infiniStatus_t read(const char *op, infiniopHandle_t handle, void *stream,
-                      const gather::IndexView &view, const int32_t *data) {
+                      const gather::IndexView &view, const void *data) {
     base_ = data;
     if (handle->device->host_memory || !view.present || view.rows * view.cols == 0)
       return INFINI_STATUS_SUCCESS;
-    // span.lowest <= 0 <= span.highest: element 0 lies at copy_[-lowest].
-    copy_.resize(static_cast<size_t>(view.span.highest - view.span.lowest + 1));
-    INFINIOP_CHECK(infiniop::readForCheck(op, handle, stream, data + view.span.lowest,
-                                          copy_.size() * sizeof(int32_t), copy_.data()));
-    base_ = copy_.data() - view.span.lowest;
+    // span.lowest <= 0 <= span.highest: element 0 lies at element -lowest of the copy.
+    const size_t size = view.elementSize();
+    const auto elements = static_cast<size_t>(view.span.highest - view.span.lowest + 1);
+    copy_.resize((elements * size + 7) / 8);  // aligned for INT64
+    INFINIOP_CHECK(infiniop::readForCheck(
+        op, handle, stream, static_cast<const char *>(data) + view.span.lowest * ptrdiff_t(size),
+        elements * size, copy_.data()));
+    base_ = reinterpret_cast<const char *>(copy_.data()) - view.span.lowest * ptrdiff_t(size);
     return INFINI_STATUS_SUCCESS;
   }
   // Read through the view: view.at(data(), r, c).
-  const int32_t *data() const { return base_; }
+  const void *data() const { return base_; }
 
  private:
-  std::vector<int32_t> copy_;
-  const int32_t *base_ = nullptr;
+  std::vector<int64_t> copy_;
+  const void *base_ = nullptr;
 };
 
 // The checks every descriptor makes, with messages prefixed by the operator's name.
@@ -91,10 +94,32 @@ class Checker {
   infiniStatus_t index(const char *name, const Tensor *t) const {
     if (!t) return INFINI_STATUS_SUCCESS;
     INFINIOP_CHECK(infiniop::checkTensor(op_.c_str(), name, t));
-    if (t->dtype == INFINI_DTYPE_I32) return INFINI_STATUS_SUCCESS;
-    return fail(
-        INFINI_STATUS_BAD_TENSOR_DTYPE,
-        std::string(name) + " has dtype " + infiniop::dtypeName(t->dtype) + "; I32 is required");
+    if (t->dtype == INFINI_DTYPE_I32 || t->dtype == INFINI_DTYPE_I64) return INFINI_STATUS_SUCCESS;
+    return fail(INFINI_STATUS_BAD_TENSOR_DTYPE, std::string(name) + " has dtype " +
+                                                    infiniop::dtypeName(t->dtype) +
+                                                    "; I32 or I64 is required");
+  }
+  // scales or grad_scales (if present): the activations' dtype, or F32 (SEMANTICS.md's one
+  // mixture); grad_scales has the dtype of scales. Call after floating() of the activations.
+  infiniStatus_t scales(const char *name, const Tensor *t) {
+    if (!t) return INFINI_STATUS_SUCCESS;
+    INFINIOP_CHECK(infiniop::checkTensor(op_.c_str(), name, t));
+    const infiniDtype_t wanted = scales_dtype_ != INFINI_DTYPE_INVALID ? scales_dtype_ : dtype_;
+    if (t->dtype == wanted ||
+        (scales_dtype_ == INFINI_DTYPE_INVALID && t->dtype == INFINI_DTYPE_F32)) {
+      if (scales_dtype_ == INFINI_DTYPE_INVALID) {
+        scales_dtype_ = t->dtype;
+        scales_source_ = name;
+      }
+      return INFINI_STATUS_SUCCESS;
+    }
+    const bool first = scales_dtype_ == INFINI_DTYPE_INVALID;
+    return fail(INFINI_STATUS_BAD_TENSOR_DTYPE,
+                std::string(name) + " has dtype " + infiniop::dtypeName(t->dtype) + "; " +
+                    (first ? std::string(dtype_source_) + "'s " + infiniop::dtypeName(dtype_) +
+                                 " or F32 is required"
+                           : std::string(scales_source_) + "'s " +
+                                 infiniop::dtypeName(scales_dtype_) + " is required"));
   }
   infiniStatus_t rank(const char *name, const Tensor *t, size_t ndim, const char *layout) const {
     if (!t || t->ndim() == ndim) return INFINI_STATUS_SUCCESS;
@@ -116,7 +141,7 @@ class Checker {
                     ", strides " + infiniop::stridesString(t->strides) +
                     ") has overlapping elements");
   }
-  // Positions of expanded_row_idx are int32 values and workspace entries.
+  // Positions (r * K + k) are int32 workspace entries, whatever the index dtype.
   infiniStatus_t positions(size_t tokens, size_t topk) const {
     if (topk == 0 || tokens <= static_cast<size_t>(std::numeric_limits<int32_t>::max()) / topk)
       return INFINI_STATUS_SUCCESS;
@@ -125,11 +150,15 @@ class Checker {
                     " routed tokens exceed what INT32 indices can address");
   }
   infiniDtype_t dtype() const { return dtype_; }
+  // The dtype of scales: the activations' where there are none.
+  infiniDtype_t scalesDtype() const {
+    return scales_dtype_ != INFINI_DTYPE_INVALID ? scales_dtype_ : dtype_;
+  }
 
  private:
   std::string op_;
-  infiniDtype_t dtype_ = INFINI_DTYPE_INVALID;
-  const char *dtype_source_ = "";
+  infiniDtype_t dtype_ = INFINI_DTYPE_INVALID, scales_dtype_ = INFINI_DTYPE_INVALID;
+  const char *dtype_source_ = "", *scales_source_ = "";
 };
 
 // One tensor of a call for the per-call checks: pointer and overlap.
@@ -163,6 +192,10 @@ inline infiniStatus_t checkOperands(const char *op, const std::vector<Operand> &
         {o.name, data + o.span.lowest * bytes, data + (o.span.highest + 1) * bytes, written});
   }
   return infiniop::checkNoOverlap(op, extents.data(), extents.size());
+}
+
+inline Operand indexOperand(const char *name, const void *data, const gather::IndexView &view) {
+  return {name, data, view.present, view.span, view.elementSize(), view.rows * view.cols};
 }
 
 template <class View>

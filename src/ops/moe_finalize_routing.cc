@@ -34,13 +34,10 @@ infiniStatus_t createForward(infiniopHandle_t handle,
   if (x2 && !x1) return check.fail(INFINI_STATUS_BAD_PARAM, "x2 is given without x1");
   if (bias && !expert_index)
     return check.fail(INFINI_STATUS_BAD_PARAM, "bias is given without expert_idx");
-  for (auto [name, t] : {std::pair{"out", out},
-                         {"expanded_x", expanded_x},
-                         {"x1", x1},
-                         {"x2", x2},
-                         {"bias", bias},
-                         {"scales", scales}})
+  for (auto [name, t] :
+       {std::pair{"out", out}, {"expanded_x", expanded_x}, {"x1", x1}, {"x2", x2}, {"bias", bias}})
     INFINIOP_CHECK(check.floating(name, t));
+  INFINIOP_CHECK(check.scales("scales", scales));
   INFINIOP_CHECK(check.index("expanded_row_idx", row_index));
   INFINIOP_CHECK(check.index("expert_idx", expert_index));
 
@@ -77,6 +74,7 @@ infiniStatus_t createForward(infiniopHandle_t handle,
   desc->drop_pad = drop_pad;
   moe::ForwardPlan &plan = desc->plan;
   plan.dtype = check.dtype();
+  plan.scales_dtype = check.scalesDtype();
   plan.tokens = R;
   plan.topk = K;
   plan.hidden = H;
@@ -102,12 +100,12 @@ infiniStatus_t runForward(const ForwardDescriptor *desc, size_t workspace_size,
   const std::vector<Operand> operands = {
       floatOperand("out", data.out, p.out, bytes, p.tokens * H),
       floatOperand("expanded_x", data.expanded_x, p.expanded_x, bytes, p.expanded_x.rows * H),
-      {"expanded_row_idx", data.row_index, true, p.row_index.span, 4, RK},
+      indexOperand("expanded_row_idx", data.row_index, p.row_index),
       floatOperand("x1", data.x1, p.x1, bytes, p.tokens * H),
       floatOperand("x2", data.x2, p.x2, bytes, p.tokens * H),
       floatOperand("bias", data.bias, p.bias, bytes, p.bias.rows * H),
-      floatOperand("scales", data.scales, p.scales, bytes, RK),
-      {"expert_idx", data.expert_index, p.expert_index.present, p.expert_index.span, 4, RK},
+      floatOperand("scales", data.scales, p.scales, infiniop::dtypeSize(p.scales_dtype), RK),
+      indexOperand("expert_idx", data.expert_index, p.expert_index),
   };
   INFINIOP_CHECK(checkOperands(kForward, operands, 1));
   // The index data is checked whenever it exists, even where there is nothing to compute.
@@ -155,11 +153,9 @@ extern "C" infiniStatus_t infiniopMoeFinalizeRoutingV2(
   ForwardDescriptor *d = nullptr;
   INFINIOP_CHECK(infiniop::unwrapDescriptor(kForward, desc, &d));
   return infiniop::guarded(kForward, [&] {
-    return runForward(
-        d, workspace_size,
-        {out, expanded_x, x1, x2, bias, scales, static_cast<const int32_t *>(expanded_row_idx),
-         static_cast<const int32_t *>(expert_idx)},
-        stream);
+    return runForward(d, workspace_size,
+                      {out, expanded_x, x1, x2, bias, scales, expanded_row_idx, expert_idx},
+                      stream);
   });
 }
 

@@ -15,8 +15,9 @@ namespace infiniop::moe {
 // out[r] = x1[r] + x2[r] + sum_k scales[r,k] * (expanded_x[row_index(r,k)] + bias[expert(r,k)]).
 // row_index values outside [0, expanded_x.rows) are dropped tokens (-1): a zero row.
 struct ForwardPlan {
-  infiniDtype_t dtype = INFINI_DTYPE_INVALID;
-  size_t tokens = 0, topk = 0, hidden = 0;  // R, K, H
+  infiniDtype_t dtype = INFINI_DTYPE_INVALID;         // of the rows
+  infiniDtype_t scales_dtype = INFINI_DTYPE_INVALID;  // dtype, or F32 (used unrounded)
+  size_t tokens = 0, topk = 0, hidden = 0;            // R, K, H
   gather::RowView out, expanded_x, x1, x2, bias;
   gather::TableView scales;                   // absent: K = 1, weight 1
   gather::IndexView row_index, expert_index;  // (R, K); expert_index present with bias
@@ -24,7 +25,7 @@ struct ForwardPlan {
 struct ForwardData {
   void *out;
   const void *expanded_x, *x1, *x2, *bias, *scales;
-  const int32_t *row_index, *expert_index;
+  const void *row_index, *expert_index;  // INT32 or INT64, as their views say
 };
 
 // With i = r * K + k and d = row_index(r, k), skipped when outside [0, grad_expanded_x.rows):
@@ -32,7 +33,8 @@ struct ForwardData {
 //   grad_scales[r,k] = sum_j (expanded_x[d][j] + bias[expert(r,k)][j]) * grad_y[r][j]
 // expanded_x and grad_scales are present only with scales, expert_index only with bias.
 struct GradPlan {
-  infiniDtype_t dtype = INFINI_DTYPE_INVALID;
+  infiniDtype_t dtype = INFINI_DTYPE_INVALID;         // of the rows
+  infiniDtype_t scales_dtype = INFINI_DTYPE_INVALID;  // of scales and grad_scales: dtype or F32
   size_t tokens = 0, topk = 0, hidden = 0;
   gather::RowView grad_expanded_x, grad_y, expanded_x, bias;
   gather::TableView scales, grad_scales;
@@ -41,7 +43,7 @@ struct GradPlan {
 struct GradData {
   void *grad_expanded_x, *grad_scales;
   const void *grad_y, *expanded_x, *scales, *bias;
-  const int32_t *row_index, *expert_index;
+  const void *row_index, *expert_index;  // INT32 or INT64, as their views say
   void *workspace;
 };
 
@@ -59,13 +61,13 @@ using GradKernel = void (*)(const GradPlan &plan, const GradData &data);
 class ForwardRunner {
  public:
   virtual ~ForwardRunner() = default;
-  virtual infiniStatus_t run(const ForwardData &data, const int32_t *host_row_index,
+  virtual infiniStatus_t run(const ForwardData &data, const void *host_row_index,
                              void *stream) const = 0;
 };
 class GradRunner {
  public:
   virtual ~GradRunner() = default;
-  virtual infiniStatus_t run(const GradData &data, const int32_t *host_row_index,
+  virtual infiniStatus_t run(const GradData &data, const void *host_row_index,
                              void *stream) const = 0;
 };
 

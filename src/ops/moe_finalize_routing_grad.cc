@@ -52,11 +52,11 @@ infiniStatus_t createGrad(infiniopHandle_t handle,
   if (!scales) grad_scales = nullptr;
   for (auto [name, t] : {std::pair{"grad_y", grad_y},
                          {"grad_expanded_x", grad_expanded_x},
-                         {"grad_scales", grad_scales},
                          {"expanded_x", expanded_x},
-                         {"scales", scales},
                          {"bias", bias}})
     INFINIOP_CHECK(check.floating(name, t));
+  INFINIOP_CHECK(check.scales("scales", scales));
+  INFINIOP_CHECK(check.scales("grad_scales", grad_scales));
   INFINIOP_CHECK(check.index("expanded_row_idx", row_index));
   INFINIOP_CHECK(check.index("expert_idx", expert_index));
 
@@ -97,6 +97,7 @@ infiniStatus_t createGrad(infiniopHandle_t handle,
   desc->drop_pad = drop_pad;
   moe::GradPlan &plan = desc->plan;
   plan.dtype = check.dtype();
+  plan.scales_dtype = check.scalesDtype();
   plan.tokens = R;
   plan.topk = K;
   plan.hidden = H;
@@ -119,17 +120,18 @@ infiniStatus_t runGrad(const GradDescriptor *desc, size_t workspace_size, const 
   const moe::GradPlan &p = desc->plan;
   const size_t needed = desc->workspace_size;
   const size_t bytes = infiniop::dtypeSize(p.dtype);
+  const size_t scale_bytes = infiniop::dtypeSize(p.scales_dtype);
   const size_t RK = p.tokens * p.topk, H = p.hidden;
   const size_t expanded_numel = p.grad_expanded_x.rows * H;
   const std::vector<Operand> operands = {
       floatOperand("grad_expanded_x", data.grad_expanded_x, p.grad_expanded_x, bytes,
                    expanded_numel),
-      floatOperand("grad_scales", data.grad_scales, p.grad_scales, bytes, RK),
+      floatOperand("grad_scales", data.grad_scales, p.grad_scales, scale_bytes, RK),
       floatOperand("grad_y", data.grad_y, p.grad_y, bytes, p.tokens * H),
-      {"expanded_row_idx", data.row_index, true, p.row_index.span, 4, RK},
+      indexOperand("expanded_row_idx", data.row_index, p.row_index),
       floatOperand("expanded_x", data.expanded_x, p.expanded_x, bytes, expanded_numel),
-      floatOperand("scales", data.scales, p.scales, bytes, RK),
-      {"expert_idx", data.expert_index, p.expert_index.present, p.expert_index.span, 4, RK},
+      floatOperand("scales", data.scales, p.scales, scale_bytes, RK),
+      indexOperand("expert_idx", data.expert_index, p.expert_index),
       floatOperand("bias", data.bias, p.bias, bytes, p.bias.rows * H),
       {"the workspace",
        data.workspace,
@@ -189,8 +191,7 @@ extern "C" infiniStatus_t infiniopMoeFinalizeRoutingV2Grad(
   return infiniop::guarded(kGrad, [&] {
     return runGrad(d, workspace_size,
                    {grad_expanded_x, d->plan.grad_scales.present ? grad_scales : nullptr, grad_y,
-                    expanded_x, scales, bias, static_cast<const int32_t *>(expanded_row_idx),
-                    static_cast<const int32_t *>(expert_idx), workspace},
+                    expanded_x, scales, bias, expanded_row_idx, expert_idx, workspace},
                    stream);
   });
 }

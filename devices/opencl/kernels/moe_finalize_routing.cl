@@ -16,6 +16,30 @@ typedef long8 row_view_t;
 // (r, c) is at index + r * row_stride + c * col_stride.
 typedef long4 table_view_t;
 
+// The index dtypes (INT32 or INT64, each its own) and scales' (the rows' storage, or F32 with
+// -DSCALES_F32), as the host builds the program.
+#ifndef ROW_INDEX_T
+#define ROW_INDEX_T int
+#endif
+#ifndef EXPERT_INDEX_T
+#define EXPERT_INDEX_T int
+#endif
+typedef ROW_INDEX_T row_index_t;
+typedef EXPERT_INDEX_T expert_index_t;
+#ifdef SCALES_F32
+typedef float scale_t;
+INLINE float load_scale(const __global scale_t *p, ulong i) {
+  return p[i];
+}
+INLINE void store_scale(__global scale_t *p, ulong i, float v) {
+  p[i] = v;
+}
+#else
+typedef storage_t scale_t;
+#define load_scale load_value
+#define store_scale store_value
+#endif
+
 // Which optional operands a call has (the others are dummy buffers, never read).
 #define HAS_X1 1u
 #define HAS_X2 2u
@@ -45,17 +69,17 @@ INLINE ulong table_element(table_view_t v, ulong r, ulong c) {
 
 // The arguments of moe_forward and moe_forward_columns, and of moe_grad_expanded and
 // moe_grad_expanded_columns (the host sets them alike; first_column is the scalar kernels').
-#define FORWARD_PARAMS                                                                             \
-  __global storage_t *out, row_view_t out_v, const __global storage_t *expanded,                   \
-      row_view_t expanded_v, const __global storage_t *x1, row_view_t x1_v,                        \
-      const __global storage_t *x2, row_view_t x2_v, const __global storage_t *bias,               \
-      row_view_t bias_v, const __global storage_t *scales, table_view_t scales_v,                  \
-      const __global int *row_index, table_view_t row_index_v, const __global int *expert_index,   \
-      table_view_t expert_index_v, ulong tokens, ulong topk, ulong hidden, ulong rows, uint flags, \
-      ulong first_column
+#define FORWARD_PARAMS                                                                        \
+  __global storage_t *out, row_view_t out_v, const __global storage_t *expanded,              \
+      row_view_t expanded_v, const __global storage_t *x1, row_view_t x1_v,                   \
+      const __global storage_t *x2, row_view_t x2_v, const __global storage_t *bias,          \
+      row_view_t bias_v, const __global scale_t *scales, table_view_t scales_v,               \
+      const __global row_index_t *row_index, table_view_t row_index_v,                        \
+      const __global expert_index_t *expert_index, table_view_t expert_index_v, ulong tokens, \
+      ulong topk, ulong hidden, ulong rows, uint flags, ulong first_column
 #define GRAD_EXPANDED_PARAMS                                                                  \
   __global storage_t *grad_x, row_view_t grad_x_v, const __global storage_t *grad_y,          \
-      row_view_t grad_y_v, const __global storage_t *scales, table_view_t scales_v,           \
+      row_view_t grad_y_v, const __global scale_t *scales, table_view_t scales_v,             \
       const __global int *inverse, ulong inverse_index, ulong rows, ulong topk, ulong hidden, \
       uint flags, ulong first_column
 
@@ -79,7 +103,7 @@ __kernel void moe_forward(FORWARD_PARAMS) {
       term = term + load_value(bias, at(row_base(bias_v, expert), bias_v, j));
     }
     const float scale =
-        (flags & HAS_SCALES) ? load_value(scales, table_element(scales_v, r, k)) : 1.0f;
+        (flags & HAS_SCALES) ? load_scale(scales, table_element(scales_v, r, k)) : 1.0f;
     acc = fma(scale, term, acc);
   }
   store_value(out, at(row_base(out_v, r), out_v, j), acc);
@@ -100,7 +124,7 @@ __kernel void moe_grad_expanded(GRAD_EXPANDED_PARAMS) {
     const uint position = (uint)sources[s];  // < 2^31, as is topk
     const ulong r = position / (uint)topk, k = position % (uint)topk;
     const float scale =
-        (flags & HAS_SCALES) ? load_value(scales, table_element(scales_v, r, k)) : 1.0f;
+        (flags & HAS_SCALES) ? load_scale(scales, table_element(scales_v, r, k)) : 1.0f;
     const float g = load_value(grad_y, at(row_base(grad_y_v, r), grad_y_v, j));
     acc = end - begin == 1 ? g * scale : fma(scale, g, acc);
   }
@@ -131,7 +155,7 @@ __kernel void moe_forward_columns(FORWARD_PARAMS) {
     if (flags & HAS_BIAS)
       bias_base = row_base(bias_v, (ulong)expert_index[table_element(expert_index_v, r, k)]) + j;
     const float scale =
-        (flags & HAS_SCALES) ? load_value(scales, table_element(scales_v, r, k)) : 1.0f;
+        (flags & HAS_SCALES) ? load_scale(scales, table_element(scales_v, r, k)) : 1.0f;
     for (int v = 0; v < VECTORS; ++v) {
       float8 term = 0.0f;
       if (reached) term = load8(expanded, expanded_base + 8 * v);
@@ -154,7 +178,7 @@ __kernel void moe_grad_expanded_columns(GRAD_EXPANDED_PARAMS) {
     const uint position = (uint)sources[s];
     const ulong r = position / (uint)topk, k = position % (uint)topk;
     const float scale =
-        (flags & HAS_SCALES) ? load_value(scales, table_element(scales_v, r, k)) : 1.0f;
+        (flags & HAS_SCALES) ? load_scale(scales, table_element(scales_v, r, k)) : 1.0f;
     const long grad_y_base = row_base(grad_y_v, r) + (long)j;
     for (int v = 0; v < VECTORS; ++v) {
       const float8 g = load8(grad_y, grad_y_base + 8 * v);
@@ -180,13 +204,14 @@ INLINE float sum_lanes(float *acc) {
 // grad_scales[r][k] = sum_j (expanded_x[index][j] + bias[expert][j]) * grad_y[r][j]: one
 // work-item per position r * K + k. (A work-group per position with a local-memory tree was
 // 2 to 3 times slower on PoCL: its barriers cost more than the serial loop.)
-__kernel void moe_grad_scales(__global storage_t *grad_scales, table_view_t grad_scales_v,
+__kernel void moe_grad_scales(__global scale_t *grad_scales, table_view_t grad_scales_v,
                               const __global storage_t *grad_y, row_view_t grad_y_v,
                               const __global storage_t *expanded, row_view_t expanded_v,
                               const __global storage_t *bias, row_view_t bias_v,
-                              const __global int *row_index, table_view_t row_index_v,
-                              const __global int *expert_index, table_view_t expert_index_v,
-                              ulong positions, ulong topk, ulong hidden, ulong rows, uint flags) {
+                              const __global row_index_t *row_index, table_view_t row_index_v,
+                              const __global expert_index_t *expert_index,
+                              table_view_t expert_index_v, ulong positions, ulong topk,
+                              ulong hidden, ulong rows, uint flags) {
   const ulong position = get_global_id(0);
   const ulong r = (uint)position / (uint)topk, k = (uint)position % (uint)topk;  // < 2^31
   const long index = row_index[table_element(row_index_v, r, k)];
@@ -235,7 +260,7 @@ __kernel void moe_grad_scales(__global storage_t *grad_scales, table_view_t grad
       acc[l] = fma(v, load_value(grad_y, at(grad_y_base, grad_y_v, j)), acc[l]);
     }
   }
-  store_value(grad_scales, table_element(grad_scales_v, r, k), sum_lanes(acc));
+  store_scale(grad_scales, table_element(grad_scales_v, r, k), sum_lanes(acc));
 }
 
 #ifdef UNIT_COLUMNS
@@ -246,20 +271,20 @@ __kernel void moe_grad_scales(__global storage_t *grad_scales, table_view_t grad
 // bit for bit, as moe_grad_expanded (a sole row is the product rounded once) and moe_grad_scales
 // (same lanes, same order).
 __kernel void moe_grad_fused(__global storage_t *grad_x, row_view_t grad_x_v,
-                             __global storage_t *grad_scales, table_view_t grad_scales_v,
+                             __global scale_t *grad_scales, table_view_t grad_scales_v,
                              const __global storage_t *grad_y, row_view_t grad_y_v,
                              const __global storage_t *expanded, row_view_t expanded_v,
                              const __global storage_t *bias, row_view_t bias_v,
-                             const __global storage_t *scales, table_view_t scales_v,
-                             const __global int *row_index, table_view_t row_index_v,
-                             const __global int *expert_index, table_view_t expert_index_v,
-                             ulong topk, ulong hidden, uint flags) {
+                             const __global scale_t *scales, table_view_t scales_v,
+                             const __global row_index_t *row_index, table_view_t row_index_v,
+                             const __global expert_index_t *expert_index,
+                             table_view_t expert_index_v, ulong topk, ulong hidden, uint flags) {
   const ulong position = get_global_id(0);
   const ulong r = (uint)position / (uint)topk, k = (uint)position % (uint)topk;  // < 2^31
   const ulong d = (ulong)row_index[table_element(row_index_v, r, k)];
   const bool has_bias = (flags & HAS_BIAS) != 0;
   const float scale =
-      (flags & HAS_SCALES) ? load_value(scales, table_element(scales_v, r, k)) : 1.0f;
+      (flags & HAS_SCALES) ? load_scale(scales, table_element(scales_v, r, k)) : 1.0f;
   const long expanded_base = row_base(expanded_v, d), grad_x_base = row_base(grad_x_v, d);
   const long bias_base =
       has_bias ? row_base(bias_v, (ulong)expert_index[table_element(expert_index_v, r, k)]) : 0;
@@ -288,6 +313,6 @@ __kernel void moe_grad_fused(__global storage_t *grad_x, row_view_t grad_x_v,
     if (has_bias) v = v + load_value(bias, (ulong)(bias_base + (long)j));
     acc[j - whole] = fma(v, g, acc[j - whole]);
   }
-  store_value(grad_scales, table_element(grad_scales_v, r, k), sum_lanes(acc));
+  store_scale(grad_scales, table_element(grad_scales_v, r, k), sum_lanes(acc));
 }
 #endif
