@@ -14,6 +14,8 @@
 #include "infiniop/ops/gelu_mul_backward.h"
 #include "infiniop/ops/moe_finalize_routing_v2.h"
 #include "infiniop/ops/moe_finalize_routing_v2_grad.h"
+#include "infiniop/ops/moe_init_routing_v2.h"
+#include "infiniop/ops/moe_init_routing_v2_grad.h"
 #include "infiniop/ops/swiglu.h"
 #include "infiniop/ops/swiglu_backward.h"
 

@@ -8,12 +8,15 @@ namespace infiniop::cpu {
 INFINIOP_ELEMENTWISE_OPS(INFINIOP_DECLARE_KERNEL)
 void moeFinalizeRouting(const moe::ForwardPlan &plan, const moe::ForwardData &data);
 void moeFinalizeRoutingGrad(const moe::GradPlan &plan, const moe::GradData &data);
+void moeInitRouting(const moe::InitPlan &plan, const moe::InitData &data,
+                    const moe::InitRouting &routing);
 
 namespace {
 #define INFINIOP_CPU_ENTRY(name) &name,
 const host::Kernels kKernels = {{INFINIOP_ELEMENTWISE_OPS(INFINIOP_CPU_ENTRY)},
                                 moeFinalizeRouting,
                                 moeFinalizeRoutingGrad,
+                                moeInitRouting,
                                 /*moe_grad_inverts=*/true};
 #undef INFINIOP_CPU_ENTRY
 

@@ -8,12 +8,15 @@ namespace infiniop::cpu_reference {
 INFINIOP_ELEMENTWISE_OPS(INFINIOP_DECLARE_KERNEL)
 void moeFinalizeRouting(const moe::ForwardPlan &plan, const moe::ForwardData &data);
 void moeFinalizeRoutingGrad(const moe::GradPlan &plan, const moe::GradData &data);
+void moeInitRouting(const moe::InitPlan &plan, const moe::InitData &data,
+                    const moe::InitRouting &routing);
 
 namespace {
 #define INFINIOP_REFERENCE_ENTRY(name) &name,
 const host::Kernels kKernels = {{INFINIOP_ELEMENTWISE_OPS(INFINIOP_REFERENCE_ENTRY)},
                                 moeFinalizeRouting,
                                 moeFinalizeRoutingGrad,
+                                moeInitRouting,
                                 /*moe_grad_inverts=*/false};
 #undef INFINIOP_REFERENCE_ENTRY
 }  // namespace

@@ -43,8 +43,9 @@ void forward(const moe::ForwardPlan &p, const moe::ForwardData &data) {
       if (p.x2.present) sum += elementOf<T>(p.x2, data.x2, r, j);
       for (size_t k = 0; k < p.topk; ++k) {
         const int64_t index = p.row_index.at(data.row_index, r, k);
-        double term = 0.0;  // a dropped token (-1) brings a zero row
-        if (index >= 0) term += elementOf<T>(p.expanded_x, data.expanded_x, index, j);
+        double term = 0.0;  // a dropped (-1) or inactive (>= rows) token brings a zero row
+        if (index >= 0 && static_cast<size_t>(index) < p.expanded_x.rows)
+          term += elementOf<T>(p.expanded_x, data.expanded_x, index, j);
         if (p.bias.present)
           term += elementOf<T>(p.bias, data.bias, p.expert_index.at(data.expert_index, r, k), j);
         sum += scaleOf<T>(p.scales, f32_scales, data.scales, r, k) * term;

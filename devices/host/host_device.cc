@@ -99,6 +99,22 @@ class MoeRunner final : public Runner {
   Plan plan_;
 };
 
+// MoeInitRoutingV2: the index outputs from the host's sort, then the device's rows.
+class InitRunner final : public moe::InitRunner {
+ public:
+  InitRunner(moe::InitKernel kernel, const moe::InitPlan &plan) : kernel_(kernel), plan_(plan) {}
+  infiniStatus_t run(const moe::InitData &data, const moe::InitRouting &routing,
+                     void *) const override {
+    moe::writeInitIndices(plan_, data, routing);
+    kernel_(plan_, data, routing);
+    return INFINI_STATUS_SUCCESS;
+  }
+
+ private:
+  moe::InitKernel kernel_;
+  moe::InitPlan plan_;
+};
+
 }  // namespace
 
 infiniStatus_t HostDevice::open(const char *where, int device_id,
@@ -184,8 +200,15 @@ infiniStatus_t HostDevice::readForCheck(const char *, infiniopHandle_t, void *, 
 bool HostDevice::supports(KernelId id) const {
   const int index = static_cast<int>(id);
   if (index < kElementwiseKernelCount) return kernels_.elementwise[index] != nullptr;
-  return id == KernelId::moe_finalize_routing ? kernels_.moe_forward != nullptr
-                                              : kernels_.moe_grad != nullptr;
+  switch (id) {
+    case KernelId::moe_finalize_routing:
+    case KernelId::moe_init_routing_grad:  // the forward with weight 1
+      return kernels_.moe_forward != nullptr;
+    case KernelId::moe_finalize_routing_grad:
+      return kernels_.moe_grad != nullptr;
+    default:
+      return kernels_.moe_init != nullptr;
+  }
 }
 
 infiniStatus_t HostDevice::elementwiseRunner(const char *, infiniopHandle_t, KernelId id,
@@ -215,4 +238,11 @@ infiniStatus_t HostDevice::moeGradRunner(const char *, infiniopHandle_t, const m
   return INFINI_STATUS_SUCCESS;
 }
 
+infiniStatus_t HostDevice::moeInitRunner(const char *, infiniopHandle_t, const moe::InitPlan &plan,
+                                         size_t *workspace_size,
+                                         std::unique_ptr<moe::InitRunner> *runner) const {
+  *workspace_size = 0;
+  *runner = std::make_unique<InitRunner>(kernels_.moe_init, plan);
+  return INFINI_STATUS_SUCCESS;
+}
 }  // namespace infiniop::host

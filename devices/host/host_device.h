@@ -8,6 +8,7 @@
 #include "elementwise/plan.h"
 #include "ops/kernels.h"
 #include "ops/moe_finalize_routing.h"
+#include "ops/moe_init_routing.h"
 
 namespace infiniop::host {
 
@@ -16,6 +17,7 @@ struct Kernels {
   elementwise::Kernel elementwise[kElementwiseKernelCount];  // by KernelId
   moe::ForwardKernel moe_forward;
   moe::GradKernel moe_grad;
+  moe::InitKernel moe_init;
   // The grad kernel inverts expanded_row_idx in the call's workspace
   // (gather::inverseWorkspaceBytes); otherwise it needs none.
   bool moe_grad_inverts;
@@ -52,6 +54,9 @@ class HostDevice : public Device {
   infiniStatus_t moeGradRunner(const char *op, infiniopHandle_t handle, const moe::GradPlan &plan,
                                size_t *workspace_size,
                                std::unique_ptr<moe::GradRunner> *runner) const override;
+  infiniStatus_t moeInitRunner(const char *op, infiniopHandle_t handle, const moe::InitPlan &plan,
+                               size_t *workspace_size,
+                               std::unique_ptr<moe::InitRunner> *runner) const override;
 
  private:
   const Kernels &kernels_;

@@ -6,6 +6,7 @@
 #include "gather/inverse.h"
 #include "opencl/elementwise.h"
 #include "opencl/moe_finalize_routing.h"
+#include "opencl/moe_init_routing.h"
 #include "opencl/program.h"
 #include "opencl/runtime.h"
 #include "opencl/sources.h"
@@ -77,6 +78,12 @@ class OpenclDevice final : public Device {
     *workspace_size =
         gather::inverseWorkspaceBytes(plan.grad_expanded_x.rows, plan.tokens * plan.topk);
     return makeMoeGradRunner(handle, plan, runner);
+  }
+  infiniStatus_t moeInitRunner(const char *, infiniopHandle_t handle, const moe::InitPlan &plan,
+                               size_t *workspace_size,
+                               std::unique_ptr<moe::InitRunner> *runner) const override {
+    *workspace_size = moeInitWorkspaceBytes(plan);
+    return makeMoeInitRunner(handle, plan, runner);
   }
 };
 

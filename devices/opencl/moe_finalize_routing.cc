@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/handle.h"
 #include "opencl/elementwise.h"
+#include "opencl/gather.h"
 #include "opencl/program.h"
 #include "opencl/runtime.h"
 #include "opencl/sources.h"
@@ -24,70 +25,8 @@ namespace {
 constexpr const char *kForward = "MoeFinalizeRoutingV2";
 constexpr const char *kGrad = "MoeFinalizeRoutingV2Grad";
 
-// row_view_t and table_view_t of the .cl file: (index, block, block_stride, row_stride,
-// col_stride) and (index, row_stride, col_stride), vectors so that they are values.
-struct RowArg {
-  cl_long8 v{{0, 1, 0, 0, 0, 0, 0, 0}};
-};
-struct TableArg {
-  cl_long4 v{};
-};
-
 // The flags of the .cl file.
 constexpr cl_uint kHasX1 = 1, kHasX2 = 2, kHasBias = 4, kHasScales = 8;
-
-// A view's buffer and its argument. Absent or empty views are never read by the kernels: they
-// get `unused`, a buffer of the call, since OpenCL 1.2 drivers differ on NULL buffer arguments.
-struct Operand {
-  cl_mem mem;
-  bool present;
-};
-
-infiniStatus_t resolveSpan(const char *op, infiniopHandle_t handle, const void *data,
-                           const ElementSpan &span, size_t element_size, cl_mem *mem,
-                           cl_ulong *index) {
-  const auto size = static_cast<ptrdiff_t>(element_size);
-  BufferArg arg{};
-  INFINIOP_CHECK(resolveView(op, handle, data, span.lowest * size, (span.highest + 1) * size,
-                             element_size, &arg));
-  *mem = arg.mem;
-  *index = arg.index;
-  return INFINI_STATUS_SUCCESS;
-}
-
-infiniStatus_t resolveRows(const char *op, infiniopHandle_t handle, const gather::RowView &view,
-                           const void *data, size_t element_size, cl_mem unused, Operand *operand,
-                           RowArg *arg) {
-  *operand = {unused, view.present && view.rows * view.cols > 0};
-  if (!operand->present) return INFINI_STATUS_SUCCESS;
-  cl_ulong index = 0;
-  INFINIOP_CHECK(resolveSpan(op, handle, data, view.span, element_size, &operand->mem, &index));
-  arg->v = {{static_cast<cl_long>(index), static_cast<cl_long>(view.block), view.block_stride,
-             view.row_stride, view.col_stride, 0, 0, 0}};
-  return INFINI_STATUS_SUCCESS;
-}
-
-// TableView and IndexView alike.
-template <class View>
-infiniStatus_t resolveTable(const char *op, infiniopHandle_t handle, const View &view,
-                            const void *data, size_t element_size, cl_mem unused, Operand *operand,
-                            TableArg *arg) {
-  *operand = {unused, view.present && view.rows * view.cols > 0};
-  if (!operand->present) return INFINI_STATUS_SUCCESS;
-  cl_ulong index = 0;
-  INFINIOP_CHECK(resolveSpan(op, handle, data, view.span, element_size, &operand->mem, &index));
-  arg->v = {{static_cast<cl_long>(index), view.row_stride, view.col_stride, 0}};
-  return INFINI_STATUS_SUCCESS;
-}
-
-// Whether every present row view has unit column stride (the common case), which the program
-// is then built for (-DUNIT_COLUMNS): consecutive columns load as vectors.
-bool unitColumns(std::initializer_list<const gather::RowView *> views) {
-  for (const gather::RowView *view : views)
-    if (view->present && view->rows * view->cols > 0 && view->cols > 1 && view->col_stride != 1)
-      return false;
-  return true;
-}
 
 // The program for the rows' dtype, the dtypes of scales and of the two indices (absent ones:
 // INT32), and the column layout.
@@ -100,7 +39,8 @@ infiniStatus_t programOf(const char *op, infiniopHandle_t handle, const Plan &pl
     options += " -DSCALES_F32";
   if (plan.row_index.wide) options += " -DROW_INDEX_T=long";
   if (plan.expert_index.wide) options += " -DEXPERT_INDEX_T=long";
-  return getProgram(op, handle, {sources::common, sources::moe_finalize_routing}, options, program);
+  return getProgram(op, handle, {sources::common, sources::gather, sources::moe_finalize_routing},
+                    options, program);
 }
 
 // A kernel over (columns, rows) and, in unit-column programs, its twin doing kColumns columns

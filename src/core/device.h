@@ -23,8 +23,10 @@ class Runner;
 namespace moe {
 struct ForwardPlan;
 struct GradPlan;
+struct InitPlan;
 class ForwardRunner;
 class GradRunner;
+class InitRunner;
 }  // namespace moe
 
 // What a handle of a device owns (a context, queues, allocation tables): made by Device::open,
@@ -81,10 +83,14 @@ class Device {
   virtual infiniStatus_t moeForwardRunner(const char *op, infiniopHandle_t handle,
                                           const moe::ForwardPlan &plan,
                                           std::unique_ptr<moe::ForwardRunner> *runner) const = 0;
-  // Also says how many bytes of workspace each call's runner needs.
+  // These two also say how many bytes of workspace each call's runner needs. (MoeInitRoutingV2Grad
+  // runs on moeForwardRunner.)
   virtual infiniStatus_t moeGradRunner(const char *op, infiniopHandle_t handle,
                                        const moe::GradPlan &plan, size_t *workspace_size,
                                        std::unique_ptr<moe::GradRunner> *runner) const = 0;
+  virtual infiniStatus_t moeInitRunner(const char *op, infiniopHandle_t handle,
+                                       const moe::InitPlan &plan, size_t *workspace_size,
+                                       std::unique_ptr<moe::InitRunner> *runner) const = 0;
 };
 
 // The registry (devices/registry.cc, the only file that knows which devices are built).

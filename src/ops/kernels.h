@@ -20,10 +20,12 @@
   X(gelu_mul_backward_tanh)         \
   X(clipped_swiglu)                 \
   X(clipped_swiglu_backward)
-// The gather framework's operators (src/ops/moe_finalize_routing.h).
+// The gather framework's operators (src/ops/moe_finalize_routing.h, moe_init_routing.h).
 #define INFINIOP_GATHER_OPS(X) \
   X(moe_finalize_routing)      \
-  X(moe_finalize_routing_grad)
+  X(moe_finalize_routing_grad) \
+  X(moe_init_routing)          \
+  X(moe_init_routing_grad)
 // clang-format on
 
 namespace infiniop {

@@ -1,20 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // MoeFinalizeRoutingV2 and its grad (src/ops/moe_finalize_routing.h has the formulas), built
-// after common.cl. Each result is summed in F32 by one work-item in a fixed order, so runs are
-// bit-identical. The forward and grad_expanded_x use the fma() steps and operand order of
+// after common.cl and gather.cl. Each result is summed in F32 by one work-item in a fixed order, so
+// runs are bit-identical. The forward and grad_expanded_x use the fma() steps and operand order of
 // devices/cpu/moe_finalize_routing.cc and match the cpu device bit for bit; grad_scales groups
 // its dot product differently from cpu's SIMD lanes (same error bound, not the same bits).
-
-// Views travel as vectors, values the compiler knows no store changes (PoCL does not vectorize
-// across work-items what it must reload from a struct argument's memory).
-// gather::RowView as long8 (index, block, block_stride, row_stride, col_stride): element
-// (row, j) is at index + (row / block) * block_stride + (row % block) * row_stride
-// + j * col_stride, `index` being the view's base in its buffer. With -DUNIT_COLUMNS every
-// present row view has col_stride 1, which lets the compiler load consecutive columns as vectors.
-typedef long8 row_view_t;
-// gather::TableView and gather::IndexView as long4 (index, row_stride, col_stride): element
-// (r, c) is at index + r * row_stride + c * col_stride.
-typedef long4 table_view_t;
 
 // The index dtypes (INT32 or INT64, each its own) and scales' (the rows' storage, or F32 with
 // -DSCALES_F32), as the host builds the program.
@@ -45,27 +34,6 @@ typedef storage_t scale_t;
 #define HAS_X2 2u
 #define HAS_BIAS 4u
 #define HAS_SCALES 8u
-
-// Element index of (row, 0). Rows a kernel reads are below 2^31 (INT32 index values and
-// positions) or below `block`, so the 64-bit division, the bulk of the cost on a CPU driver, is
-// either skipped (2-D views: block = rows) or done in 32 bits.
-INLINE long row_base(row_view_t v, ulong row) {
-  if (row < (ulong)v.s1) return v.s0 + (long)row * v.s3;
-  const uint q = (uint)row / (uint)v.s1, m = (uint)row - q * (uint)v.s1;
-  return v.s0 + (long)q * v.s2 + (long)m * v.s3;
-}
-
-INLINE ulong at(long base, row_view_t v, ulong j) {
-#ifdef UNIT_COLUMNS
-  return (ulong)(base + (long)j);
-#else
-  return (ulong)(base + (long)j * v.s4);
-#endif
-}
-
-INLINE ulong table_element(table_view_t v, ulong r, ulong c) {
-  return (ulong)(v.s0 + (long)r * v.s1 + (long)c * v.s2);
-}
 
 // The arguments of moe_forward and moe_forward_columns, and of moe_grad_expanded and
 // moe_grad_expanded_columns (the host sets them alike; first_column is the scalar kernels').

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: Apache-2.0
+// MoeInitRoutingV2 on OpenCL (kernels/moe_init_routing.cl): the host's sort is uploaded to the
+// workspace in one write (destinations, counts, their cumsum, as INT32), then small kernels copy
+// it into the index outputs (any stride, INT32 or INT64) and the rows move on the device.
+#include "opencl/moe_init_routing.h"
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "opencl/gather.h"
+#include "opencl/program.h"
+#include "opencl/runtime.h"
+#include "opencl/sources.h"
+
+namespace infiniop::opencl {
+namespace {
+
+constexpr const char *kInit = "MoeInitRoutingV2";
+
+class Init final : public moe::InitRunner {
+ public:
+  Init(infiniopHandle_t handle, const moe::InitPlan &plan) : handle_(handle), plan_(plan) {}
+
+  infiniStatus_t init() {
+    const moe::InitPlan &p = plan_;
+    std::string options = "-cl-std=CL1.2 -DELEMENT_T=";
+    options += p.element_size == 4 ? "uint" : "ushort";
+    if (unitColumns({&p.x, &p.expanded_x})) options += " -DUNIT_COLUMNS";
+    cl_program program = nullptr;
+    INFINIOP_CHECK(getProgram(kInit, handle_, {sources::gather, sources::moe_init_routing}, options,
+                              &program));
+    for (auto [name, kernel, group] : {std::tuple{"moe_init_rows", &rows_, &rows_group_},
+                                       {"moe_init_padding", &padding_, &padding_group_},
+                                       {"moe_init_index32", &index32_, &index_group_},
+                                       {"moe_init_index64", &index64_, &index_group_}}) {
+      INFINIOP_CHECK(createKernel(kInit, program, name, kernel->out()));
+      INFINIOP_CHECK(workGroupSize(kInit, handle_, kernel->get(), group));
+    }
+    return INFINI_STATUS_SUCCESS;
+  }
+
+  // Workspace: R*K destinations, then E counts and E cumsums, INT32, from an int32 boundary.
+  static size_t workspaceBytes(const moe::InitPlan &p) {
+    return (p.tokens * p.topk + 2 * p.experts) * sizeof(int32_t) + sizeof(int32_t) - 1;
+  }
+
+  infiniStatus_t run(const moe::InitData &data, const moe::InitRouting &routing,
+                     void *stream) const override {
+    const moe::InitPlan &p = plan_;
+    const size_t RK = p.tokens * p.topk, E = p.experts;
+    cl_command_queue queue = nullptr;
+    INFINIOP_CHECK(queueOf(kInit, handle_, stream, &queue));
+    // Every device range first: nothing is written before all of them resolve.
+    Operand expanded{}, x{}, row_index{}, counts{}, before{};
+    RowArg expanded_v, x_v;
+    TableArg row_index_v, counts_v, before_v;
+    INFINIOP_CHECK(resolveRows(kInit, handle_, p.expanded_x, data.expanded_x, p.element_size,
+                               nullptr, &expanded, &expanded_v));
+    INFINIOP_CHECK(resolveRows(kInit, handle_, p.x, data.x, p.element_size, nullptr, &x, &x_v));
+    INFINIOP_CHECK(resolveTable(kInit, handle_, p.row_index, data.row_index,
+                                p.row_index.elementSize(), nullptr, &row_index, &row_index_v));
+    INFINIOP_CHECK(resolveTable(kInit, handle_, p.counts, data.counts, p.counts.elementSize(),
+                                nullptr, &counts, &counts_v));
+    INFINIOP_CHECK(resolveTable(kInit, handle_, p.before_capacity, data.before_capacity,
+                                p.before_capacity.elementSize(), nullptr, &before, &before_v));
+    std::vector<int32_t> staged(RK + 2 * E);
+    std::copy(routing.row_index.begin(), routing.row_index.end(), staged.begin());
+    int32_t sum = 0;
+    for (size_t e = 0; e < E; ++e) {
+      staged[RK + e] = routing.counts[e];
+      staged[RK + E + e] = sum += routing.counts[e];
+    }
+    const auto address = reinterpret_cast<uintptr_t>(data.workspace);
+    const void *aligned = reinterpret_cast<const void *>((address + 3) & ~uintptr_t{3});
+    cl_mem workspace = nullptr;
+    cl_ulong base = 0;
+    INFINIOP_CHECK(resolveSpan(kInit, handle_, aligned,
+                               {0, static_cast<ptrdiff_t>(staged.size()) - 1}, 4, &workspace,
+                               &base));
+
+    // Everything is checked: from here on the call writes. Blocking, so `staged` may go.
+    INFINIOP_CL_CHECK(kInit, "clEnqueueWriteBuffer",
+                      clEnqueueWriteBuffer(queue, workspace, CL_TRUE, base * 4, staged.size() * 4,
+                                           staged.data(), 0, nullptr, nullptr));
+    std::lock_guard<std::mutex> lock(mutex_);
+    INFINIOP_CHECK(writeIndex(queue, p.row_index, row_index, row_index_v, workspace, base));
+    INFINIOP_CHECK(
+        writeIndex(queue, p.counts, counts, counts_v, workspace, base + RK + (p.cumsum ? E : 0)));
+    INFINIOP_CHECK(writeIndex(queue, p.before_capacity, before, before_v, workspace, base + RK));
+    if (p.hidden == 0) return INFINI_STATUS_SUCCESS;
+    const cl_ulong topk = p.topk, rows = p.expanded_x.rows, capacity = p.capacity;
+    if (RK > 0 && rows > 0) {
+      INFINIOP_CHECK(setArgs(kInit, rows_.get(), 0, expanded.mem, expanded_v, x.mem, x_v, workspace,
+                             base, topk, rows));
+      INFINIOP_CHECK(launch(kInit, queue, rows_.get(), p.hidden, rows_group_, RK));
+    }
+    if (capacity > 0 && rows > 0) {
+      const cl_ulong counts_index = base + RK;
+      INFINIOP_CHECK(setArgs(kInit, padding_.get(), 0, expanded.mem, expanded_v, workspace,
+                             counts_index, capacity));
+      INFINIOP_CHECK(launch(kInit, queue, padding_.get(), p.hidden, padding_group_, rows));
+    }
+    return INFINI_STATUS_SUCCESS;
+  }
+
+ private:
+  // An index output (if present and not empty) from `values` staged at element `at`.
+  infiniStatus_t writeIndex(cl_command_queue queue, const gather::IndexView &view,
+                            const Operand &out, const TableArg &arg, cl_mem staged,
+                            cl_ulong at) const {
+    if (!out.present) return INFINI_STATUS_SUCCESS;
+    // A flat (n) view read as (n, 1) or (R, K) in row layout: element i at index + i * step.
+    const cl_long index = arg.v.s[0], step = view.cols > 1 ? arg.v.s[2] : arg.v.s[1];
+    cl_kernel kernel = view.wide ? index64_.get() : index32_.get();
+    INFINIOP_CHECK(setArgs(kInit, kernel, 0, out.mem, index, step, staged, at));
+    return launch(kInit, queue, kernel, view.rows * view.cols, index_group_);
+  }
+
+  infiniopHandle_t handle_;
+  moe::InitPlan plan_;
+  KernelRef rows_, padding_, index32_, index64_;
+  size_t rows_group_ = 1, padding_group_ = 1, index_group_ = 1;
+  mutable std::mutex mutex_;  // a cl_kernel's arguments are shared state
+};
+
+}  // namespace
+
+size_t moeInitWorkspaceBytes(const moe::InitPlan &plan) {
+  return Init::workspaceBytes(plan);
+}
+
+infiniStatus_t makeMoeInitRunner(infiniopHandle_t handle, const moe::InitPlan &plan,
+                                 std::unique_ptr<moe::InitRunner> *runner) {
+  auto made = std::make_unique<Init>(handle, plan);
+  INFINIOP_CHECK(made->init());
+  *runner = std::move(made);
+  return INFINI_STATUS_SUCCESS;
+}
+
+}  // namespace infiniop::opencl

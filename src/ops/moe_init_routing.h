@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+// MoeInitRoutingV2 as the devices see it. The host does the sort (src/ops/moe_init_routing.cc:
+// a counting sort of R*K positions, cheap beside the rows): a device only copies rows to the
+// places the sort gave, zero-fills the capacity slots nobody filled and writes the index
+// outputs from the host's values. (The grad is MoeFinalizeRoutingV2's forward with weight 1:
+// moe::ForwardPlan.)
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "gather/views.h"
+#include "infiniop/handle.h"
+
+namespace infiniop::moe {
+
+// expanded_x[row_index(r, k)] = x[r] where row_index(r, k) is in [0, expanded_x.rows); with a
+// capacity C (drop/pad), slot j of expert e is zero where j >= min(count(e), C).
+struct InitPlan {
+  size_t element_size = 0;  // rows are copied bit for bit, whatever the float dtype
+  size_t tokens = 0, topk = 0, hidden = 0, experts = 0;
+  size_t capacity = 0;            // 0: dropless
+  gather::RowView x, expanded_x;  // (R, H); (A, H) or (E, C, H)
+  gather::IndexView row_index;    // expanded_row_idx, (R, K) in row layout
+  // (E) outputs, present where written: expert_tokens_count_or_cumsum (`cumsum`: inclusive
+  // prefix sums) and expert_tokens_before_capacity (counts).
+  gather::IndexView counts, before_capacity;
+  bool cumsum = false;
+};
+struct InitData {
+  void *expanded_x, *row_index, *counts, *before_capacity;
+  const void *x;
+  void *workspace;
+};
+// The sort's result, in host memory: the value of expanded_row_idx at each position r*K + k
+// (-1: dropped) and the positions per expert (before capacity). Values fit INT32.
+struct InitRouting {
+  std::vector<int32_t> row_index;
+  std::vector<int32_t> counts;
+};
+
+// What host devices run: writes expanded_x's rows (the index outputs are written by the host
+// device itself, moe::writeInitIndices).
+using InitKernel = void (*)(const InitPlan &plan, const InitData &data, const InitRouting &routing);
+// The index outputs of host memory from the sort's values.
+void writeInitIndices(const InitPlan &plan, const InitData &data, const InitRouting &routing);
+
+// Made once at descriptor creation by the device (Device::moeInitRunner); run() is called after
+// every check of the call has passed, and writes every output of the plan.
+class InitRunner {
+ public:
+  virtual ~InitRunner() = default;
+  virtual infiniStatus_t run(const InitData &data, const InitRouting &routing,
+                             void *stream) const = 0;
+};
+
+}  // namespace infiniop::moe
