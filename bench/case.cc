@@ -80,7 +80,7 @@ std::vector<size_t> Case::shapeOf(Extent e, std::vector<size_t> base) {
     return base;
   }
   // R x K x H, or R x H with K = 4.
-  const size_t R = base.front(), H = base.back(), K = base.size() == 3 ? base[1] : 4;
+  const size_t R = base.front(), H = base.back(), K = moeTopk(base);
   switch (e) {
     case Extent::kTokens:
       return {R, H};
@@ -91,6 +91,8 @@ std::vector<size_t> Case::shapeOf(Extent e, std::vector<size_t> base) {
       return {R, K};
     case Extent::kBias:
       return {kMoeExperts, H};
+    case Extent::kExpertCounts:
+      return {kMoeExperts};
     default:  // kRowIndex
       return {R * K};
   }
@@ -122,7 +124,7 @@ infiniStatus_t Case::bindOn(infiniopHandle_t handle, const std::vector<size_t> &
   };
   describe(op_.outputs, &outs);
   describe(op_.inputs, &ins);
-  if (status == INFINI_STATUS_SUCCESS) status = op_.bind(handle, outs, ins, bound);
+  if (status == INFINI_STATUS_SUCCESS) status = op_.bind(handle, outs, ins, base, bound);
   for (auto d : outs)
     if (d) infiniopDestroyTensorDescriptor(d);
   for (auto d : ins)
@@ -274,7 +276,7 @@ CheckResult Case::check(size_t budget) {
   for (size_t i = 0; i < outs_.size(); ++i) {
     got.push_back(gather(op_.outputs[i], outs_[i]));
     want.push_back(allocate(op_.outputs[i], shapeOf(op_.outputs[i], base)));
-    std::memset(want.back().data.get(), 0, want.back().count * size);
+    std::memset(want.back().data.get(), 0, want.back().count * want.back().element_size);
   }
 
   infiniopHandle_t ref = nullptr;
@@ -300,6 +302,16 @@ CheckResult Case::check(size_t budget) {
   // it absorbs the cancellation where a value is tiny next to its terms. The reported error is
   // norm-wise, in ulps of max |want|, as benchdnn's.
   for (size_t t = 0; t < want.size(); ++t) {
+    if (isIndex(op_.outputs[t])) {  // index outputs (MoeInitRoutingV2's) are exact
+      const auto *w = reinterpret_cast<const int32_t *>(want[t].data.get());
+      const auto *g = reinterpret_cast<const int32_t *>(got[t].data.get());
+      for (size_t e = 0; e < want[t].count; ++e)
+        if (w[e] != g[e] && r.bad++ == 0)
+          r.first_bad = "output " + std::to_string(t) + " element " + std::to_string(e) + ": got " +
+                        std::to_string(g[e]) + ", cpu_reference " + std::to_string(w[e]);
+      r.checked += want[t].count;
+      continue;
+    }
     double largest = 0;
     for (size_t e = 0; e < want[t].count; ++e) {
       const double w = decode(dtype_, want[t].data.get() + e * size);

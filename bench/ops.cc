@@ -100,6 +100,34 @@ Binder moeFinalizeRoutingGrad() {
       infiniopDestroyMoeFinalizeRoutingV2GradDescriptor);
 }
 
+// Dropless (mode 0, every row active) with the counts' cumsum, the layout MoeFinalizeRoutingV2
+// mode 2 reads; its grad in the same mode.
+Binder moeInitRouting() {
+  return bind<infiniopMoeInitRoutingV2Descriptor_t>(
+      [](H h, auto *d, const Descs &o, const Descs &i) {
+        return infiniopCreateMoeInitRoutingV2Descriptor(h, d, o[0], o[1], o[2], nullptr, i[0], i[1],
+                                                        0, 0, kMoeExperts, 0, 1, false);
+      },
+      infiniopGetMoeInitRoutingV2WorkspaceSize,
+      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
+        return infiniopMoeInitRoutingV2(d, w, ws, o[0], o[1], o[2], nullptr, i[0], i[1], nullptr);
+      },
+      infiniopDestroyMoeInitRoutingV2Descriptor);
+}
+
+Binder moeInitRoutingGrad() {
+  return bind<infiniopMoeInitRoutingV2GradDescriptor_t>(
+      [](H h, auto *d, const Descs &o, const Descs &i, const std::vector<size_t> &shape) {
+        return infiniopCreateMoeInitRoutingV2GradDescriptor(
+            h, d, o[0], i[0], i[1], static_cast<int64_t>(moeTopk(shape)), 0, 0);
+      },
+      infiniopGetMoeInitRoutingV2GradWorkspaceSize,
+      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
+        return infiniopMoeInitRoutingV2Grad(d, w, ws, o[0], i[0], i[1], nullptr);
+      },
+      infiniopDestroyMoeInitRoutingV2GradDescriptor);
+}
+
 }  // namespace
 
 bool OpInfo::gathers() const {
@@ -171,6 +199,16 @@ const std::vector<OpInfo> &allOps() {
        {Extent::kTokens, Extent::kRowIndex, Extent::kExpanded, Extent::kTopk,  // expanded_row_idx,
         Extent::kExpertIndex, Extent::kBias},  // expanded_x, scales, expert_idx, bias
        moeFinalizeRoutingGrad(),
+       {4096, 8, 4096}},
+      {"moe_init_routing",
+       {Extent::kExpanded, Extent::kRowIndex, Extent::kExpertCounts},  // expanded_x,
+       {Extent::kTokens, Extent::kExpertIndex},  // expanded_row_idx, counts' cumsum; x, expert_idx
+       moeInitRouting(),
+       {4096, 8, 4096}},
+      {"moe_init_routing_grad",
+       {Extent::kTokens},                       // grad_x;
+       {Extent::kExpanded, Extent::kRowIndex},  // grad_expanded_x, expanded_row_idx
+       moeInitRoutingGrad(),
        {4096, 8, 4096}},
   };
   return ops;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "infiniop.h"
@@ -24,21 +25,27 @@ struct Bound {
   std::function<infiniStatus_t(void *workspace, size_t workspace_size, OutPtrs, InPtrs)> calculate;
 };
 
-// Creates an operator for these tensor descriptors (outputs, then inputs, in API order). On
-// failure it returns the library's status; infiniopGetLastError() says why.
-using Binder =
-    std::function<infiniStatus_t(infiniopHandle_t, const Descs &outs, const Descs &ins, Bound *)>;
+// Creates an operator for these tensor descriptors (outputs, then inputs, in API order) of the
+// case's shape (the bench's --shape). On failure it returns the library's status;
+// infiniopGetLastError() says why.
+using Binder = std::function<infiniStatus_t(infiniopHandle_t, const Descs &outs, const Descs &ins,
+                                            const std::vector<size_t> &shape, Bound *)>;
 
-// Adapts an operator's create / get-workspace-size / calculate / destroy functions.
-template <class Desc>
-Binder bind(
-    std::function<infiniStatus_t(infiniopHandle_t, Desc *, const Descs &, const Descs &)> create,
-    infiniStatus_t (*workspace)(Desc, size_t *),
-    std::function<infiniStatus_t(Desc, void *, size_t, OutPtrs, InPtrs)> calculate,
-    infiniStatus_t (*destroy)(Desc)) {
-  return [=](infiniopHandle_t handle, const Descs &outs, const Descs &ins, Bound *bound) {
+// Adapts an operator's create / get-workspace-size / calculate / destroy functions. `create`
+// takes (handle, Desc *, outs, ins), and the shape after them where an attribute follows it.
+template <class Desc, class Create>
+Binder bind(Create create, infiniStatus_t (*workspace)(Desc, size_t *),
+            std::function<infiniStatus_t(Desc, void *, size_t, OutPtrs, InPtrs)> calculate,
+            infiniStatus_t (*destroy)(Desc)) {
+  return [=](infiniopHandle_t handle, const Descs &outs, const Descs &ins,
+             const std::vector<size_t> &shape, Bound *bound) {
     Desc desc = nullptr;
-    infiniStatus_t status = create(handle, &desc, outs, ins);
+    infiniStatus_t status;
+    if constexpr (std::is_invocable_v<Create, infiniopHandle_t, Desc *, const Descs &,
+                                      const Descs &, const std::vector<size_t> &>)
+      status = create(handle, &desc, outs, ins, shape);
+    else
+      status = create(handle, &desc, outs, ins);
     if (status != INFINI_STATUS_SUCCESS) return status;
     bound->desc =
         std::shared_ptr<void>(desc, [destroy](void *d) { destroy(static_cast<Desc>(d)); });
@@ -56,17 +63,21 @@ enum class Extent {
   kDoubleLast,  // S with its last dim doubled: the [x1, x2] input of a split activation
   // Row-indexed (MoE) operators read S as R x K x H (a 2-D S = R x H means K = 4), with
   // kMoeExperts experts:
-  kTokens,       // (R, H): out, x1, x2, grad_y
-  kExpanded,     // (R*K, H): expanded_x and its gradient
-  kTopk,         // (R, K): scales and their gradient
-  kBias,         // (E, H)
-  kRowIndex,     // (R*K) INT32: a fixed permutation of [0, R*K), so no duplicate destinations
-  kExpertIndex,  // (R, K) INT32 in [0, E)
+  kTokens,        // (R, H): out, x1, x2, grad_y
+  kExpanded,      // (R*K, H): expanded_x and its gradient
+  kTopk,          // (R, K): scales and their gradient
+  kBias,          // (E, H)
+  kRowIndex,      // (R*K) INT32: a fixed permutation of [0, R*K), so no duplicate destinations
+  kExpertIndex,   // (R, K) INT32 in [0, E)
+  kExpertCounts,  // (E) INT32: an output (tokens per expert)
 };
 constexpr size_t kMoeExperts = 64;
+inline size_t moeTopk(const std::vector<size_t> &shape) {
+  return shape.size() == 3 ? shape[1] : 4;
+}
 
 inline bool isIndex(Extent e) {
-  return e == Extent::kRowIndex || e == Extent::kExpertIndex;
+  return e == Extent::kRowIndex || e == Extent::kExpertIndex || e == Extent::kExpertCounts;
 }
 
 struct OpInfo {

@@ -18,6 +18,7 @@ namespace infiniop::opencl {
 namespace {
 
 constexpr const char *kInit = "MoeInitRoutingV2";
+constexpr size_t kChunk = 128;  // CHUNK of the .cl file: columns per work-item
 
 class Init final : public moe::InitRunner {
  public:
@@ -90,17 +91,19 @@ class Init final : public moe::InitRunner {
         writeIndex(queue, p.counts, counts, counts_v, workspace, base + RK + (p.cumsum ? E : 0)));
     INFINIOP_CHECK(writeIndex(queue, p.before_capacity, before, before_v, workspace, base + RK));
     if (p.hidden == 0) return INFINI_STATUS_SUCCESS;
-    const cl_ulong topk = p.topk, rows = p.expanded_x.rows, capacity = p.capacity;
+    const cl_ulong topk = p.topk, rows = p.expanded_x.rows, capacity = p.capacity,
+                   hidden = p.hidden;
+    const size_t chunks = (p.hidden + kChunk - 1) / kChunk;
     if (RK > 0 && rows > 0) {
       INFINIOP_CHECK(setArgs(kInit, rows_.get(), 0, expanded.mem, expanded_v, x.mem, x_v, workspace,
-                             base, topk, rows));
-      INFINIOP_CHECK(launch(kInit, queue, rows_.get(), p.hidden, rows_group_, RK));
+                             base, topk, rows, hidden));
+      INFINIOP_CHECK(launch(kInit, queue, rows_.get(), chunks, rows_group_, RK));
     }
     if (capacity > 0 && rows > 0) {
       const cl_ulong counts_index = base + RK;
       INFINIOP_CHECK(setArgs(kInit, padding_.get(), 0, expanded.mem, expanded_v, workspace,
-                             counts_index, capacity));
-      INFINIOP_CHECK(launch(kInit, queue, padding_.get(), p.hidden, padding_group_, rows));
+                             counts_index, capacity, hidden));
+      INFINIOP_CHECK(launch(kInit, queue, padding_.get(), chunks, padding_group_, rows));
     }
     return INFINI_STATUS_SUCCESS;
   }
