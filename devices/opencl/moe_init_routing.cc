@@ -18,7 +18,7 @@ namespace infiniop::opencl {
 namespace {
 
 constexpr const char *kInit = "MoeInitRoutingV2";
-constexpr size_t kChunk = 128;  // CHUNK of the .cl file: columns per work-item
+constexpr size_t kChunk = 512;  // CHUNK of the .cl file: columns per work-item
 
 class Init final : public moe::InitRunner {
  public:
@@ -27,7 +27,7 @@ class Init final : public moe::InitRunner {
   infiniStatus_t init() {
     const moe::InitPlan &p = plan_;
     std::string options = "-cl-std=CL1.2 -DELEMENT_T=";
-    options += p.element_size == 4 ? "uint" : "ushort";
+    options += p.element_size == 4 ? "uint -DVEC16_T=uint16" : "ushort -DVEC16_T=ushort16";
     if (unitColumns({&p.x, &p.expanded_x})) options += " -DUNIT_COLUMNS";
     cl_program program = nullptr;
     INFINIOP_CHECK(getProgram(kInit, handle_, {sources::gather, sources::moe_init_routing}, options,
@@ -97,7 +97,7 @@ class Init final : public moe::InitRunner {
     if (RK > 0 && rows > 0) {
       INFINIOP_CHECK(setArgs(kInit, rows_.get(), 0, expanded.mem, expanded_v, x.mem, x_v, workspace,
                              base, topk, rows, hidden));
-      INFINIOP_CHECK(launch(kInit, queue, rows_.get(), chunks, rows_group_, RK));
+      INFINIOP_CHECK(launch(kInit, queue, rows_.get(), chunks, rows_group_, p.tokens));
     }
     if (capacity > 0 && rows > 0) {
       const cl_ulong counts_index = base + RK;
