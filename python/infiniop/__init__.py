@@ -11,6 +11,8 @@ repository root; it is loaded on first use, so importing this package never fail
     y = infiniop.clipped_swiglu(x, dim=-1, limit=7.0, group_index=counts)
     out = infiniop.moe_finalize_routing_v2(expanded_x, expanded_row_idx, scales=s, ...)
     grad_expanded_x, grad_scales = infiniop.moe_finalize_routing_v2_grad(grad_y, idx, ...)
+    expanded_x, idx, counts, _ = infiniop.moe_init_routing_v2(x, topk_ids, expert_num=E, ...)
+    grad_x = infiniop.moe_init_routing_v2_grad(grad_expanded_x, idx, top_k=K, ...)
 """
 
 from ._library import (
@@ -47,6 +49,12 @@ from .moe_finalize_routing import (
     moe_finalize_routing_v2,
     moe_finalize_routing_v2_grad,
 )
+from .moe_init_routing import (
+    MoeInitRoutingV2,
+    MoeInitRoutingV2Grad,
+    moe_init_routing_v2,
+    moe_init_routing_v2_grad,
+)
 from .swiglu import SwiGlu, SwiGluBackward, swiglu, swiglu_backward
 
 __all__ = [
@@ -65,6 +73,8 @@ __all__ = [
     "LibraryNotFoundError",
     "MoeFinalizeRoutingV2",
     "MoeFinalizeRoutingV2Grad",
+    "MoeInitRoutingV2",
+    "MoeInitRoutingV2Grad",
     "Status",
     "SwiGlu",
     "SwiGluBackward",
@@ -84,6 +94,8 @@ __all__ = [
     "load_library",
     "moe_finalize_routing_v2",
     "moe_finalize_routing_v2_grad",
+    "moe_init_routing_v2",
+    "moe_init_routing_v2_grad",
     "status_string",
     "swiglu",
     "swiglu_backward",

@@ -214,6 +214,22 @@ _PROTOTYPES = {
     "infiniopGetMoeFinalizeRoutingV2GradWorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopMoeFinalizeRoutingV2Grad": (_status, [_ptr, _ptr, _size] + [_ptr] * 8 + [_ptr]),
     "infiniopDestroyMoeFinalizeRoutingV2GradDescriptor": (_status, [_ptr]),
+    # ops/moe_init_routing_v2.h: expanded_x, expanded_row_idx, expert_tokens_count_or_cumsum,
+    # expert_tokens_before_capacity, x, expert_idx, then int64_t active_num, expert_capacity,
+    # expert_num, drop_pad_mode, expert_tokens_count_or_cumsum_flag, bool
+    # expert_tokens_before_capacity_flag
+    "infiniopCreateMoeInitRoutingV2Descriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 6 + [ctypes.c_int64] * 5 + [ctypes.c_bool]),
+    "infiniopGetMoeInitRoutingV2WorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeInitRoutingV2": (_status, [_ptr, _ptr, _size] + [_ptr] * 6 + [_ptr]),
+    "infiniopDestroyMoeInitRoutingV2Descriptor": (_status, [_ptr]),
+    # ops/moe_init_routing_v2_grad.h: grad_x, grad_expanded_x, expanded_row_idx, then int64_t
+    # top_k, drop_pad_mode, active_num
+    "infiniopCreateMoeInitRoutingV2GradDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 3 + [ctypes.c_int64] * 3),
+    "infiniopGetMoeInitRoutingV2GradWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeInitRoutingV2Grad": (_status, [_ptr, _ptr, _size] + [_ptr] * 3 + [_ptr]),
+    "infiniopDestroyMoeInitRoutingV2GradDescriptor": (_status, [_ptr]),
 }
 
 EXPORTED_FUNCTIONS = tuple(_PROTOTYPES)

@@ -2,8 +2,11 @@
 """MoeFinalizeRoutingV2 and MoeFinalizeRoutingV2Grad: the MoE combine and its gradient.
 
 R tokens, top-K experts per token, hidden size H; K = scales.shape[1] (K = 1 without scales).
-expanded_row_idx (R*K) and expert_idx (R, K) are INT32; every floating tensor of a call shares
-one dtype (F32, F16, BF16).
+expanded_row_idx (R*K) and expert_idx (R, K) are each INT32 or INT64 (torch.topk and sort give
+int64), range-checked on the full 64-bit value. Every floating tensor of a call shares one dtype
+(F32, F16, BF16), with one exception: scales (and the grad's grad_scales, which always has the
+dtype of scales) may be F32 while the activations are F16 or BF16 (F32 top-k weights with BF16
+rows); F32 scales are used unrounded.
 
 MoeFinalizeRoutingV2 (forward), out (R, H):
     out[r] = x1[r] + x2[r] + sum_k scales[r,k] * (expanded_x[idx] + bias[expert_idx[r,k]])
@@ -160,10 +163,12 @@ def moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias
     torch_npu.npu_moe_finalize_routing (see the module docstring for idx and the modes).
 
     expanded_x: (R*K, H) in drop_pad_mode 0 and 2, (E, C, H) in 1 and 3; expanded_row_idx
-    (R*K) int32; x1, x2 (R, H); bias (E, H); scales (R, K); expert_idx (R, K) int32. NumPy
-    arrays or torch CPU tensors of one kind (float32, float16, bfloat16 for the floating ones,
-    one dtype), any strides. x1, x2, bias, scales, expert_idx may be None (x2 needs x1, bias
-    needs expert_idx). out: where to write, (R, H), any strides; allocated contiguous when None.
+    (R*K) int32 or int64; x1, x2 (R, H); bias (E, H); scales (R, K); expert_idx (R, K) int32 or
+    int64. NumPy arrays or torch CPU tensors of one kind (float32, float16, bfloat16 for the
+    floating ones, one dtype, except that scales may be float32 with float16 / bfloat16
+    activations), any strides. x1, x2, bias, scales, expert_idx may be None (x2 needs x1, bias
+    needs expert_idx). out: where to write, (R, H), any strides; allocated contiguous with
+    expanded_x's dtype when None.
     device: 'cpu', 'cpu_reference', 'opencl' or a Device; ignored when a Handle is given.
     Returns out. Raises InfiniopError with the library's status and reason (BAD_PARAM for a bad
     mode, a missing companion tensor or an index value out of range, BAD_TENSOR_SHAPE,
@@ -202,14 +207,16 @@ def moe_finalize_routing_v2_grad(grad_y, expanded_row_idx, expanded_x=None, scal
     expanded_x and scales for the upstream gradient grad_y, in the row layout (see the module
     docstring).
 
-    grad_y (R, H); expanded_row_idx (R*K) int32; expanded_x of grad_expanded_x's shape (needed
-    with scales); scales (R, K); expert_idx (R, K) int32 (needed with bias); bias (E, H). NumPy
-    arrays or torch CPU tensors of one kind, floating ones of one dtype, any strides.
+    grad_y (R, H); expanded_row_idx (R*K) int32 or int64; expanded_x of grad_expanded_x's shape
+    (needed with scales); scales (R, K); expert_idx (R, K) int32 or int64 (needed with bias);
+    bias (E, H). NumPy arrays or torch CPU tensors of one kind, floating ones of one dtype
+    (scales may be float32 with float16 / bfloat16 activations), any strides.
     drop_pad_mode 0: grad_expanded_x is (rows, H), rows = active_num if 0 < active_num < R*K
     else R*K; 1: (expert_num, expert_capacity, H). grad_expanded_x, grad_scales: where to write
-    (any strides), allocated contiguous when None; grad_scales is (R, K), allocated only with
-    scales (without scales it is returned None, or as given, untouched). device, handle: as in
-    moe_finalize_routing_v2(). Raises InfiniopError with the library's status and reason.
+    (any strides), allocated contiguous when None, grad_expanded_x with grad_y's dtype and
+    grad_scales (R, K) with the dtype of scales, allocated only with scales (without scales it
+    is returned None, or as given, untouched). device, handle: as in moe_finalize_routing_v2().
+    Raises InfiniopError with the library's status and reason.
     """
     attributes = MoeFinalizeRoutingV2Grad._attributes(
         drop_pad_mode=drop_pad_mode, active_num=active_num, expert_num=expert_num,

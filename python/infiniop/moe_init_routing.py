@@ -1,0 +1,230 @@
+# SPDX-License-Identifier: Apache-2.0
+"""MoeInitRoutingV2 and MoeInitRoutingV2Grad: the MoE dispatch and its gradient.
+
+R tokens, top-K experts per token, hidden size H, E experts; position p = r*K + k.
+x (R, H) is F32, F16 or BF16; expert_idx (R, K) is INT32 or INT64 (torch.topk gives int64),
+every value in [0, expert_num). expanded_row_idx (R*K) and the token counts (E) are each INT32
+or INT64.
+
+MoeInitRoutingV2 (forward): the positions are sorted by (expert_idx[p], p), a stable sort by
+expert; s(p) is the rank of p, c_e the number of positions of expert e.
+    drop_pad_mode 0 (dropless): expanded_row_idx[p] = s(p) (a permutation of [0, R*K));
+        expanded_x (A, H), A = active_num if 0 < active_num < R*K else R*K, gets
+        expanded_x[s(p)] = x[p // K] for s(p) < A. expert_tokens_count_or_cumsum_flag 1 / 2:
+        expert_tokens_count_or_cumsum (E) = inclusive cumsum of c / c (all R*K positions).
+    drop_pad_mode 1 (drop/pad): expanded_x (expert_num, expert_capacity, H); the j-th position
+        of expert e goes to slot [e][j] with expanded_row_idx[p] = e*C + j while j < C, later
+        ones are dropped (-1); slots no token fills are zero.
+        expert_tokens_before_capacity_flag: expert_tokens_before_capacity (E) = c.
+    Rows are copied bit for bit. An output its flag does not ask for is neither checked nor
+    written. Out-of-range expert ids are BAD_PARAM with nothing written.
+
+MoeInitRoutingV2Grad (the gradient of expanded_x), grad_x (R, H):
+    grad_x[r] = sum over k < top_k of grad_expanded_x[expanded_row_idx[r*top_k + k]]
+    summed in F32 in increasing k, rounded once; skipped indices (values >= A in mode 0, -1 in
+    mode 1) add nothing. grad_expanded_x has the Init's expanded_x shape.
+
+The pipeline: Init mode 0 pairs with moe_finalize_routing_v2 mode 2 (when A = R*K) and its
+grad's mode 0 (same active_num); Init mode 1 with forward mode 3 and grad mode 1 (same
+expert_num, expert_capacity).
+"""
+
+from .clipped_swiglu import _check_bool
+from .core import array_view
+from .moe_finalize_routing import _MoeOperator, _check_int64, _run, _views
+from .swiglu import _check_out, _new_array
+
+__all__ = ["MoeInitRoutingV2", "MoeInitRoutingV2Grad", "moe_init_routing_v2",
+           "moe_init_routing_v2_grad"]
+
+
+def _init_attributes(active_num, expert_capacity, expert_num, drop_pad_mode,
+                     expert_tokens_count_or_cumsum_flag, expert_tokens_before_capacity_flag):
+    return {"active_num": _check_int64("active_num", active_num),
+            "expert_capacity": _check_int64("expert_capacity", expert_capacity),
+            "expert_num": _check_int64("expert_num", expert_num),
+            "drop_pad_mode": _check_int64("drop_pad_mode", drop_pad_mode),
+            "expert_tokens_count_or_cumsum_flag": _check_int64(
+                "expert_tokens_count_or_cumsum_flag", expert_tokens_count_or_cumsum_flag),
+            "expert_tokens_before_capacity_flag": _check_bool(
+                "expert_tokens_before_capacity_flag", expert_tokens_before_capacity_flag)}
+
+
+class MoeInitRoutingV2(_MoeOperator):
+    """An infiniopMoeInitRoutingV2Descriptor_t: MoeInitRoutingV2(handle, expanded_x_desc,
+    expanded_row_idx_desc, expert_tokens_count_or_cumsum_desc, expert_tokens_before_capacity_desc,
+    x_desc, expert_idx_desc, active_num=0, expert_capacity=0, expert_num=..., drop_pad_mode=0,
+    expert_tokens_count_or_cumsum_flag=0, expert_tokens_before_capacity_flag=False) (the two
+    count descriptors may be None), or MoeInitRoutingV2.for_arrays(handle, expanded_x,
+    expanded_row_idx, counts, before_capacity, x, expert_idx, ...). Call it as op(expanded_x,
+    expanded_row_idx, counts, before_capacity, x, expert_idx) with pointers or arrays (an absent
+    count as None); on OpenCL it needs a workspace, which the call allocates when none is
+    given."""
+
+    _NAME = "MoeInitRoutingV2"
+    _ARGUMENTS = ("expanded_x", "expanded_row_idx", "expert_tokens_count_or_cumsum",
+                  "expert_tokens_before_capacity", "x", "expert_idx")
+    _OPTIONAL = ("expert_tokens_count_or_cumsum", "expert_tokens_before_capacity")
+    _OUTPUTS = ("expanded_x", "expanded_row_idx", "expert_tokens_count_or_cumsum",
+                "expert_tokens_before_capacity")
+
+    @classmethod
+    def _attributes(cls, *, expert_num, active_num=0, expert_capacity=0, drop_pad_mode=0,
+                    expert_tokens_count_or_cumsum_flag=0,
+                    expert_tokens_before_capacity_flag=False):
+        checked = _init_attributes(active_num, expert_capacity, expert_num, drop_pad_mode,
+                                   expert_tokens_count_or_cumsum_flag,
+                                   expert_tokens_before_capacity_flag)
+        return checked, list(checked.values())  # the C order: the dict's
+
+
+class MoeInitRoutingV2Grad(_MoeOperator):
+    """An infiniopMoeInitRoutingV2GradDescriptor_t: MoeInitRoutingV2Grad(handle, grad_x_desc,
+    grad_expanded_x_desc, expanded_row_idx_desc, top_k=..., drop_pad_mode=0, active_num=0), or
+    MoeInitRoutingV2Grad.for_arrays(handle, grad_x, grad_expanded_x, expanded_row_idx, ...).
+    Call it as op(grad_x, grad_expanded_x, expanded_row_idx) with pointers or arrays."""
+
+    _NAME = "MoeInitRoutingV2Grad"
+    _ARGUMENTS = ("grad_x", "grad_expanded_x", "expanded_row_idx")
+    _OUTPUTS = ("grad_x",)
+
+    @classmethod
+    def _attributes(cls, *, top_k, drop_pad_mode=0, active_num=0):
+        checked = {"top_k": _check_int64("top_k", top_k),
+                   "drop_pad_mode": _check_int64("drop_pad_mode", drop_pad_mode),
+                   "active_num": _check_int64("active_num", active_num)}
+        return checked, list(checked.values())
+
+
+# --------------------------------------------------------------------------------------------
+# Functions on arrays
+
+_INDEX_NAMES = {"int32": "int32", "i32": "int32", "int64": "int64", "i64": "int64"}
+
+
+def _index_dtype(index_dtype, like, kind):
+    """The dtype (of `kind`: torch or numpy) for the index outputs: like's dtype (expert_idx's)
+    when index_dtype is None, else int32 / int64 given as a torch or NumPy dtype, a DType or a
+    name."""
+    if index_dtype is None:
+        return like.dtype
+    name = None
+    if isinstance(index_dtype, str):
+        name = _INDEX_NAMES.get(index_dtype.strip().lower())
+    elif hasattr(index_dtype, "name") and type(index_dtype).__name__ == "DType":
+        name = {"I32": "int32", "I64": "int64"}.get(index_dtype.name)
+    else:
+        name = str(index_dtype).replace("torch.", "").replace("<class 'numpy.", "").rstrip("'>")
+        name = _INDEX_NAMES.get(name)
+    if name is None:
+        raise TypeError(f"index_dtype must be int32 or int64 (a torch or numpy dtype, a DType "
+                        f"or a name), not {index_dtype!r}")
+    if kind == "torch":
+        import torch
+
+        return getattr(torch, name)
+    import numpy as np
+
+    return np.dtype(name)
+
+
+def _new(like_view, dtype, shape):
+    if like_view.kind == "torch":
+        import torch
+
+        return torch.empty(shape, dtype=dtype)
+    import numpy as np
+
+    return np.empty(shape, dtype=dtype)
+
+
+def _split_out(out, count):
+    """out as a list of `count` entries (None: allocate), from None or a tuple/list."""
+    if out is None:
+        return [None] * count
+    if not isinstance(out, (tuple, list)) or len(out) > count:
+        raise TypeError(f"out must be None or a tuple of at most {count} arrays (None for one "
+                        "to allocate)")
+    return list(out) + [None] * (count - len(out))
+
+
+def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capacity=0,
+                        drop_pad_mode=0, expert_tokens_count_or_cumsum_flag=0,
+                        expert_tokens_before_capacity_flag=False, index_dtype=None,
+                        device="cpu", out=None, handle=None, _stage=None):
+    """(expanded_x, expanded_row_idx, expert_tokens_count_or_cumsum or None,
+    expert_tokens_before_capacity or None): the MoE dispatch of x by expert_idx (see the
+    module docstring), as torch_npu.npu_moe_init_routing_v2.
+
+    x (R, H): float32, float16, bfloat16 (numpy: float32, float16); expert_idx (R, K): int32 or
+    int64, values in [0, expert_num). NumPy arrays or torch CPU tensors of one kind, any
+    strides. drop_pad_mode 0: expanded_x (A, H), A = active_num if 0 < active_num < R*K else
+    R*K; expert_tokens_count_or_cumsum_flag 1 (cumsum) / 2 (count) returns the (E,) counts.
+    drop_pad_mode 1: expanded_x (expert_num, expert_capacity, H); expert_tokens_before_capacity_flag
+    True returns the (E,) counts before the capacity cut. An output its flag does not ask for is
+    returned None (or as given in out, untouched).
+    index_dtype: the dtype of expanded_row_idx and of the counts: None (the default) follows
+    expert_idx's dtype (int64 after torch.topk), or int32 / int64 as a torch or NumPy dtype, a
+    DType or a name. out: None, or a tuple (expanded_x, expanded_row_idx, counts,
+    before_capacity) of where to write (any strides; None entries, or a shorter tuple, are
+    allocated contiguous). device: 'cpu', 'cpu_reference', 'opencl' or a Device; ignored when a
+    Handle is given. Raises InfiniopError with the library's status and reason (BAD_PARAM for a
+    bad mode, flag, expert_num, expert_capacity or active_num or an expert id out of range,
+    BAD_TENSOR_SHAPE, BAD_TENSOR_DTYPE, BAD_TENSOR_STRIDES for outputs overlapping).
+    """
+    attributes = _init_attributes(active_num, expert_capacity, expert_num, drop_pad_mode,
+                                  expert_tokens_count_or_cumsum_flag,
+                                  expert_tokens_before_capacity_flag)
+    x_view = array_view(x, "x")
+    idx_view = _views(x_view.kind, expert_idx=expert_idx)["expert_idx"]
+    index_dtype = _index_dtype(index_dtype, expert_idx, x_view.kind)
+    expanded_x, row_idx, counts, before = _split_out(out, 4)
+    hidden = x_view.shape[-1] if x_view.shape else 0
+    total = idx_view.numel
+    mode = attributes["drop_pad_mode"]
+    experts = max(attributes["expert_num"], 0)
+    if expanded_x is None:
+        if mode == 1:
+            shape = (experts, max(attributes["expert_capacity"], 0), hidden)
+        else:
+            active = attributes["active_num"]
+            shape = ((active if 0 < active < total else total), hidden)
+        expanded_x = _new_array(x, x_view, shape)
+    if row_idx is None:
+        row_idx = _new(x_view, index_dtype, (total,))
+    if (counts is None and mode == 0
+            and attributes["expert_tokens_count_or_cumsum_flag"] in (1, 2)):
+        counts = _new(x_view, index_dtype, (experts,))
+    if before is None and mode == 1 and attributes["expert_tokens_before_capacity_flag"]:
+        before = _new(x_view, index_dtype, (experts,))
+    views = [_check_out(o, x_view.kind) if o is not None else None
+             for o in (expanded_x, row_idx, counts, before)]
+    _run(MoeInitRoutingV2, views + [x_view, idx_view], attributes, device, handle, _stage)
+    return expanded_x, row_idx, counts, before
+
+
+def moe_init_routing_v2_grad(grad_expanded_x, expanded_row_idx, *, top_k, drop_pad_mode=0,
+                             active_num=0, device="cpu", out=None, handle=None, _stage=None):
+    """grad_x (R, H): the gradient of moe_init_routing_v2's expanded_x with respect to x,
+    grad_x[r] = sum_k grad_expanded_x[expanded_row_idx[r*top_k + k]] (skipped indices add 0).
+
+    grad_expanded_x: (A, H) in drop_pad_mode 0 (A from active_num as in the Init), (E, C, H)
+    in drop_pad_mode 1; float32, float16, bfloat16. expanded_row_idx (R*top_k): int32 or int64,
+    as the Init wrote it. NumPy arrays or torch CPU tensors of one kind, any strides. out: where
+    to write, (R, H), R = expanded_row_idx.size // top_k, any strides; allocated contiguous like
+    grad_expanded_x when None. device, handle: as in moe_init_routing_v2(). Returns out. Raises
+    InfiniopError with the library's status and reason (BAD_PARAM for top_k <= 0, a bad mode,
+    active_num < 0 in mode 0 or an index value out of range; BAD_TENSOR_SHAPE, ...).
+    """
+    attributes = MoeInitRoutingV2Grad._attributes(top_k=top_k, drop_pad_mode=drop_pad_mode,
+                                                  active_num=active_num)[0]
+    g_view = array_view(grad_expanded_x, "grad_expanded_x")
+    idx_view = _views(g_view.kind, expanded_row_idx=expanded_row_idx)["expanded_row_idx"]
+    if out is None:
+        hidden = g_view.shape[-1] if g_view.shape else 0
+        k = attributes["top_k"]
+        rows = idx_view.numel // k if k > 0 else 0  # top_k <= 0: the library's BAD_PARAM
+        out = _new_array(grad_expanded_x, g_view, (rows, hidden))
+    out_view = _check_out(out, g_view.kind)
+    _run(MoeInitRoutingV2Grad, [out_view, g_view, idx_view], attributes, device, handle, _stage)
+    return out
