@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Helpers shared by the operator test modules (test_gelu_backward, test_swiglu, test_gelu_mul,
-test_clipped_swiglu, test_moe_finalize_routing, test_opencl): devices (and the session's opencl
-handle) and dtypes, output-type rounding (ulp, overflow), the elementwise
-check against a float64 truth and an F32 bound, seeded inputs, tensor layouts, untouched-output
-checks, library-error checks and the staging-vs-direct inputs.
+test_clipped_swiglu, test_moe_finalize_routing, test_moe_init_routing, test_moe_layer,
+test_opencl): devices (and the session's opencl handle) and dtypes, output-type rounding (ulp,
+overflow), the elementwise check against a float64 truth and an F32 bound, seeded inputs, tensor
+layouts, untouched-output and bit-equality checks, library-error checks and the staging-vs-direct
+inputs.
 
 Each test module keeps its own oracle and error model (and says so in its docstring); what is
 here is only the machinery those error models are applied with. The tests directory is on
@@ -342,6 +343,25 @@ def expect_failure(function, status, *args, **kwargs):
     assert_infiniop_error(info.value, status)
     if out is not None:
         assert torch.equal(out, before), "a failing call changed its output"
+    return info.value
+
+
+def same_bits(a, b):
+    """Two torch tensors equal bit for bit (NaN payloads and -0 included), shape and dtype too."""
+    def raw(t):
+        return t.contiguous().reshape(-1).view(torch.uint8)
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(raw(a), raw(b))
+
+
+def expect_error(status, function, *args, outputs=(), **kwargs):
+    """function(*args, **kwargs) raises InfiniopError with `status` and a reason, and leaves
+    every tensor in `outputs` bit for bit as it was."""
+    befores = [o.clone() for o in outputs]
+    with pytest.raises(InfiniopError) as info:
+        function(*args, **kwargs)
+    assert_infiniop_error(info.value, status)
+    for output, before in zip(outputs, befores):
+        assert same_bits(output, before), "a failing call changed an output"
     return info.value
 
 

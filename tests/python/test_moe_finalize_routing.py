@@ -22,8 +22,11 @@ so that sum|terms| is the magnitude of everything the F32 chain adds up):
   F32 outputs:       the bound + one F32 subnormal ulp
   F16/BF16 outputs:  the bound + 1 ulp of the output type at |truth|   (helpers.assert_matches)
 Inputs are signed, 2^-8 .. 2^3 in magnitude with some exact zeros (seeded per case), small
-enough that no F16 result overflows. Outputs are poisoned with NaN before every call; failing
-calls must leave SENTINEL-filled outputs untouched.
+enough that no F16 result overflows. Index tensors are INT32, and INT64 (each independently) in
+the mixture tests; F32 scales with F16/BF16 activations are drawn unrounded (24-bit mantissas),
+grad_scales then F32 and checked with the F32 model, the other outputs with the activations'.
+Outputs are poisoned with NaN before every call; failing calls must leave SENTINEL-filled
+outputs untouched.
 """
 
 import math
@@ -42,7 +45,7 @@ from infiniop import InfiniopError, Status
 
 from helpers import (DEVICES, SENTINEL, TORCH_DTYPES, assert_infiniop_error, assert_matches,
                      assert_untouched_outside, make_output, on, open_handle, rng_for, run_op)
-from helpers import JunkPointers, device_handle
+from helpers import JunkPointers, device_handle, expect_error, same_bits
 
 U = 2.0 ** -24
 HIDDEN_SIZES = [1, 3, 17, 67]
@@ -219,14 +222,15 @@ def check_forward(out, inputs, mode, dtype_name, what):
 
 
 def run_grad(inputs, attrs, device, dtype_name, gx_shape, out_layout="contiguous",
-             with_grad_scales=True):
+             with_grad_scales=True, gs_dtype_name=None):
     """Run the grad into NaN-poisoned outputs of out_layout; returns (grad_expanded_x,
-    grad_scales or None)."""
+    grad_scales or None). grad_scales is of gs_dtype_name (the scales' dtype; default
+    dtype_name)."""
     gx, gx_storage, gx_mask = make_output(gx_shape, dtype_name, out_layout)
     gs = None
     if inputs.get("scales") is not None and with_grad_scales:
-        gs, gs_storage, gs_mask = make_output(tuple(inputs["scales"].shape), dtype_name,
-                                              out_layout)
+        gs, gs_storage, gs_mask = make_output(tuple(inputs["scales"].shape),
+                                              gs_dtype_name or dtype_name, out_layout)
     got_gx, got_gs = infiniop.moe_finalize_routing_v2_grad(
         inputs["grad_y"], inputs["expanded_row_idx"], inputs.get("expanded_x"),
         inputs.get("scales"), inputs.get("expert_idx"), inputs.get("bias"), **on(device),
@@ -238,7 +242,9 @@ def run_grad(inputs, attrs, device, dtype_name, gx_shape, out_layout="contiguous
     return gx, gs
 
 
-def check_grad(gx, gs, inputs, gx_shape, dtype_name, what):
+def check_grad(gx, gs, inputs, gx_shape, dtype_name, what, gs_dtype_name=None):
+    """grad_expanded_x within the model of dtype_name, grad_scales within that of gs_dtype_name
+    (the scales' dtype; default dtype_name)."""
     truth_gx, terms_gx, truth_gs, terms_gs = grad_truth(inputs, gx_shape)
     rows = math.prod(gx_shape[:-1])
     hidden = gx_shape[-1]
@@ -249,8 +255,8 @@ def check_grad(gx, gs, inputs, gx_shape, dtype_name, what):
                    f"{what}: grad_expanded_x", exact_zero=zero.numpy())
     if gs is not None:
         zero_gs = np.full(tuple(gs.shape), hidden == 0)
-        assert_matches(gs, truth_gs.numpy(), ((hidden + 2) * U * terms_gs).numpy(), dtype_name,
-                       f"{what}: grad_scales", exact_zero=zero_gs)
+        assert_matches(gs, truth_gs.numpy(), ((hidden + 2) * U * terms_gs).numpy(),
+                       gs_dtype_name or dtype_name, f"{what}: grad_scales", exact_zero=zero_gs)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -958,23 +964,6 @@ def test_grad_ignores_absent_pointers(device):
 # ----------------------------------------------------------------------------------------------
 # Errors: status, message, outputs untouched
 
-def same_bits(a, b):
-    """Equal bit for bit (NaN included)."""
-    def raw(t):
-        return t.contiguous().reshape(-1).view(torch.uint8)
-    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(raw(a), raw(b))
-
-
-def expect_error(status, function, *args, outputs=(), **kwargs):
-    befores = [o.clone() for o in outputs]
-    with pytest.raises(InfiniopError) as info:
-        function(*args, **kwargs)
-    assert_infiniop_error(info.value, status)
-    for output, before in zip(outputs, befores):
-        assert same_bits(output, before), "a failing call changed an output"
-    return info.value
-
-
 def forward_base(mode, dtype=torch.float32):
     """A valid forward call's arguments: R = 4, K = 2, H = 5; modes 1/3: E = 3, C = 3."""
     rng = rng_for("forward-base", mode)
@@ -1014,8 +1003,8 @@ def test_forward_bad_dtypes(device, mode):
             expect_forward_error(device, Status.BAD_TENSOR_DTYPE, kwargs)
     kwargs = forward_base(mode, torch.float64)  # all F64: unsupported
     expect_forward_error(device, Status.BAD_TENSOR_DTYPE, kwargs)
-    for name in ("expanded_row_idx", "expert_idx"):
-        for dtype in (torch.int64, torch.int16, torch.float32):
+    for name in ("expanded_row_idx", "expert_idx"):  # INT32 and INT64 only
+        for dtype in (torch.int16, torch.uint8, torch.float32, torch.float64):
             kwargs = forward_base(mode)
             kwargs[name] = kwargs[name].to(dtype)
             expect_forward_error(device, Status.BAD_TENSOR_DTYPE, kwargs)
@@ -1162,8 +1151,8 @@ def test_grad_bad_dtypes(device, mode):
             kwargs[name] = kwargs[name].to(dtype)
             expect_grad_error(device, Status.BAD_TENSOR_DTYPE, kwargs)
     expect_grad_error(device, Status.BAD_TENSOR_DTYPE, grad_base(mode, torch.float64))
-    for name in ("expanded_row_idx", "expert_idx"):
-        for dtype in (torch.int64, torch.uint8, torch.float32):
+    for name in ("expanded_row_idx", "expert_idx"):  # INT32 and INT64 only
+        for dtype in (torch.int16, torch.uint8, torch.float32, torch.float64):
             kwargs = grad_base(mode)
             kwargs[name] = kwargs[name].to(dtype)
             expect_grad_error(device, Status.BAD_TENSOR_DTYPE, kwargs)
@@ -1371,3 +1360,206 @@ def test_staging_matches_direct(case):
     for direct, staged in zip(*results):
         if direct is not None:
             np.testing.assert_array_equal(direct, staged)
+
+
+# ----------------------------------------------------------------------------------------------
+# INT64 index tensors and F32 scales with F16/BF16 activations (SEMANTICS.md: expanded_row_idx
+# and expert_idx each INT32 or INT64, range-checked on the 64-bit value; F32 scales used
+# unrounded, grad_scales of the scales' dtype), against the same float64 oracle and error model
+
+INDEX_DTYPES = {"i32": torch.int32, "i64": torch.int64}
+# (expanded_row_idx, expert_idx)
+INDEX_COMBOS = [("i32", "i64"), ("i64", "i32"), ("i64", "i64")]
+
+
+def mixed(rng, inputs, index_combo, f32_scales):
+    """inputs with the index tensors of index_combo's dtypes and, with f32_scales, scales
+    redrawn as unrounded F32 values (24-bit mantissas: not representable in F16/BF16)."""
+    inputs = dict(inputs)
+    row_dtype, eidx_dtype = (INDEX_DTYPES[name] for name in index_combo)
+    inputs["expanded_row_idx"] = inputs["expanded_row_idx"].to(row_dtype)
+    if inputs.get("expert_idx") is not None:
+        inputs["expert_idx"] = inputs["expert_idx"].to(eidx_dtype)
+    if f32_scales and inputs.get("scales") is not None:
+        scales = torch.from_numpy(values(rng, tuple(inputs["scales"].shape))).float()
+        scales = scales + scales * 2.0 ** -12 * torch.sign(scales)  # off the F16/BF16 grid
+        inputs["scales"] = scales
+    return inputs
+
+
+def scales_options(dtype_name):
+    return (False, True) if dtype_name != "float32" else (False,)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype_name", list(TORCH_DTYPES))
+@pytest.mark.parametrize("mode", FORWARD_MODES)
+@pytest.mark.parametrize("index_combo", INDEX_COMBOS, ids="-".join)
+def test_forward_int64_and_f32_scales(device, dtype_name, mode, index_combo):
+    for hidden in (3, 67):
+        for x_opt, bias_opt, scales in FORWARD_COMBOS:
+            for f32_scales in scales_options(dtype_name) if scales else (False,):
+                rng = rng_for("forward-mixed", dtype_name, mode, index_combo, hidden, x_opt,
+                              bias_opt, f32_scales)
+                inputs = forward_inputs(rng, mode, hidden, dtype_name, x_opt, bias_opt, scales,
+                                        duplicates=True)
+                inputs = mixed(rng, inputs, index_combo, f32_scales)
+                out = run_forward(inputs, mode, device, dtype_name)
+                check_forward(out, inputs, mode, dtype_name,
+                              f"{device} mode {mode} {index_combo} H={hidden} {x_opt} "
+                              f"{bias_opt} scales={scales} f32_scales={f32_scales}")
+                if inputs.get("scales") is not None:  # allocated out: the activations' dtype
+                    alloc = infiniop.moe_finalize_routing_v2(
+                        inputs["expanded_x"], inputs["expanded_row_idx"], inputs.get("x1"),
+                        inputs.get("x2"), inputs.get("bias"), inputs["scales"],
+                        inputs.get("expert_idx"), drop_pad_mode=mode, **on(device))
+                    assert same_bits(alloc, out)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype_name", list(TORCH_DTYPES))
+@pytest.mark.parametrize("config", [("mode0", "all"), ("mode0", "half"), ("mode1", (4, 5, 3)),
+                                    ("mode1", (5, 1, 2))], ids=lambda c: f"{c[0]}-{c[1]}")
+@pytest.mark.parametrize("index_combo", INDEX_COMBOS, ids="-".join)
+def test_grad_int64_and_f32_scales(device, dtype_name, config, index_combo):
+    for hidden in (3, 67):
+        for name, scales, with_x, bias_opt in GRAD_COMBOS:
+            for f32_scales in scales_options(dtype_name) if scales else (False,):
+                rng = rng_for("grad-mixed", dtype_name, config, index_combo, hidden, name,
+                              f32_scales)
+                inputs, attrs, gx_shape = grad_inputs(rng, config, hidden, dtype_name, scales,
+                                                      with_x, bias_opt, duplicates=True)
+                inputs = mixed(rng, inputs, index_combo, f32_scales)
+                gs_dtype_name = "float32" if f32_scales else dtype_name
+                what = (f"{device} {config} {index_combo} H={hidden} {name} "
+                        f"f32_scales={f32_scales}")
+                gx, gs = run_grad(inputs, attrs, device, dtype_name, gx_shape,
+                                  gs_dtype_name=gs_dtype_name)
+                check_grad(gx, gs, inputs, gx_shape, dtype_name, what, gs_dtype_name)
+                # Allocated outputs: grad_expanded_x of grad_y's dtype, grad_scales of the
+                # scales' (F32 with F32 scales), the same bits.
+                gx2, gs2 = infiniop.moe_finalize_routing_v2_grad(
+                    inputs["grad_y"], inputs["expanded_row_idx"], inputs.get("expanded_x"),
+                    inputs.get("scales"), inputs.get("expert_idx"), inputs.get("bias"),
+                    **attrs, **on(device))
+                assert gx2.dtype == TORCH_DTYPES[dtype_name] and same_bits(gx2, gx)
+                if scales:
+                    assert gs2.dtype == TORCH_DTYPES[gs_dtype_name] and same_bits(gs2, gs)
+                else:
+                    assert gs2 is None
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])
+def test_f32_scales_are_used_unrounded(device, dtype_name):
+    """s = 1 + 2^-12 is not an F16/BF16 value (it rounds to 1). Forward: 256 s - 256 = 2^-4,
+    exact in F32 and in the output type (it would be 0 with s rounded). Grad: two contributions
+    to one row, 256 s and 256 (-1), summed in F32: 2^-4 (0 with s rounded)."""
+    dtype = TORCH_DTYPES[dtype_name]
+    s = 1.0 + 2.0 ** -12
+    hidden = 5
+    for index_dtype in INDEX_DTYPES.values():
+        # Forward, mode 2: R = 3, K = 2, every token reads rows 2r and 2r + 1 (both 256).
+        ex = torch.full((6, hidden), 256.0, dtype=dtype)
+        idx = torch.arange(6, dtype=index_dtype)
+        scales = torch.tensor([[s, -1.0]] * 3, dtype=torch.float32)
+        out = infiniop.moe_finalize_routing_v2(ex, idx, scales=scales, drop_pad_mode=2,
+                                               **on(device))
+        assert out.dtype == dtype
+        assert (out == 2.0 ** -4).all(), out
+        # Grad, mode 0: R = 2, K = 1, both tokens on row 0.
+        grad_y = torch.full((2, hidden), 256.0, dtype=dtype)
+        gidx = torch.zeros(2, dtype=index_dtype)
+        gscales = torch.tensor([[s], [-1.0]], dtype=torch.float32)
+        gx, gs = infiniop.moe_finalize_routing_v2_grad(
+            grad_y, gidx, torch.ones(2, hidden, dtype=dtype), gscales, drop_pad_mode=0,
+            **on(device))
+        assert gx.dtype == dtype and gs.dtype == torch.float32
+        assert (gx[0] == 2.0 ** -4).all() and (gx[1] == 0).all(), gx
+        assert (gs == 256.0 * hidden).all(), gs
+
+
+BIG_INT64 = [2 ** 32, 2 ** 32 + 1, -2 ** 32, 2 ** 63 - 1, -2 ** 63]  # 2^32: 0 if truncated
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("mode", FORWARD_MODES)
+def test_forward_bad_int64_index_values(device, mode):
+    """INT64 values that a 32-bit truncation would make valid (2^32 -> 0, 2^32 + 1 -> 1) or
+    -1 (2^64 - 1): BAD_PARAM, nothing written."""
+    for position in (0, 7):
+        for value in BIG_INT64:
+            kwargs = forward_base(mode)
+            idx = kwargs["expanded_row_idx"].to(torch.int64)
+            idx[position] = value
+            kwargs["expanded_row_idx"] = idx
+            expect_forward_error(device, Status.BAD_PARAM, kwargs)
+            kwargs = forward_base(mode)
+            eidx = kwargs["expert_idx"].to(torch.int64)
+            eidx.view(-1)[position] = value
+            kwargs["expert_idx"] = eidx
+            expect_forward_error(device, Status.BAD_PARAM, kwargs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("mode", [0, 1])
+def test_grad_bad_int64_index_values(device, mode):
+    for position in (0, 7):
+        for value in BIG_INT64:
+            kwargs = grad_base(mode)
+            idx = kwargs["expanded_row_idx"].to(torch.int64)
+            idx[position] = value
+            kwargs["expanded_row_idx"] = idx
+            expect_grad_error(device, Status.BAD_PARAM, kwargs)
+            kwargs = grad_base(mode)
+            eidx = kwargs["expert_idx"].to(torch.int64)
+            eidx.view(-1)[position] = value
+            kwargs["expert_idx"] = eidx
+            expect_grad_error(device, Status.BAD_PARAM, kwargs)
+
+
+def mixed_base(base, mode, dtype):
+    """base(mode, dtype) (forward_base or grad_base) with F32 scales (a valid mixture)."""
+    kwargs = base(mode, dtype)
+    kwargs["scales"] = kwargs["scales"].float()
+    if kwargs.get("grad_scales") is not None:
+        kwargs["grad_scales"] = torch.full(tuple(kwargs["grad_scales"].shape), SENTINEL)
+    return kwargs
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("mode", FORWARD_MODES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_forward_bad_dtype_mixtures(device, mode, dtype):
+    """F32 scales with F16/BF16 activations is the one mixture: valid as such; any other
+    floating tensor off the activations' dtype, or scales neither F32 nor theirs, is
+    BAD_TENSOR_DTYPE."""
+    call_forward(device, mixed_base(forward_base, mode, dtype))
+    other = torch.float16 if dtype == torch.bfloat16 else torch.bfloat16
+    for name in ("out", "expanded_x", "x1", "x2", "bias", "scales"):
+        for bad in (other, torch.float64) + ((torch.float32,) if name != "scales" else ()):
+            kwargs = mixed_base(forward_base, mode, dtype)
+            kwargs[name] = kwargs[name].to(bad)
+            expect_forward_error(device, Status.BAD_TENSOR_DTYPE, kwargs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("mode", [0, 1])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_grad_bad_dtype_mixtures(device, mode, dtype):
+    """grad_scales has the dtype of scales: F32 with F32 scales, the activations' otherwise."""
+    call_grad(device, mixed_base(grad_base, mode, dtype))
+    other = torch.float16 if dtype == torch.bfloat16 else torch.bfloat16
+    for name in ("grad_expanded_x", "grad_y", "expanded_x", "bias", "scales", "grad_scales"):
+        bads = (other, torch.float64)
+        if name not in ("scales", "grad_scales"):
+            bads += (torch.float32,)
+        if name == "grad_scales":
+            bads += (dtype,)  # F32 scales want F32 grad_scales
+        for bad in bads:
+            kwargs = mixed_base(grad_base, mode, dtype)
+            kwargs[name] = kwargs[name].to(bad)
+            expect_grad_error(device, Status.BAD_TENSOR_DTYPE, kwargs)
+    kwargs = grad_base(mode, dtype)  # scales of the activations' dtype, grad_scales F32
+    kwargs["grad_scales"] = kwargs["grad_scales"].float()
+    expect_grad_error(device, Status.BAD_TENSOR_DTYPE, kwargs)
