@@ -9,7 +9,8 @@
 
 /* The gradient of MoeInitRoutingV2's expanded_x:
  *   grad_x[r] = sum over k < top_k of grad_expanded_x[expanded_row_idx[r*top_k + k]]
- * summed in F32 in increasing k and rounded once, the same bits on every call and thread count.
+ * summed in F32 at least (cpu, opencl: in increasing k; cpu_reference: in double) and rounded once
+ * to the dtype; the same bits on every call and thread count.
  * grad_x is (R, H); expanded_row_idx (R*top_k, INT32 or INT64) as the Init wrote it.
  * drop_pad_mode 0: grad_expanded_x is (A, H), A = active_num if 0 < active_num < R*top_k, else
  * R*top_k; index values must be in [0, R*top_k) and those >= A add nothing. drop_pad_mode 1:
