@@ -7,8 +7,10 @@
 // indices, sizes around the vector widths, zero sizes, the three dtypes and five layouts
 // (contiguous, transposed, padded, stride-0 inputs, negative strides); the grad bit-identical for
 // 1, 2 and 3 OpenMP threads (on opencl: three runs); a realistic size (cpu and opencl against
-// cpu_reference); bad arguments, each
-// with its status, a message naming the operator and every buffer untouched.
+// cpu_reference); every oracle case again with INT64 expanded_row_idx / expert_idx and with F32
+// scales (grad_scales) beside F16 / BF16 activations; bad arguments, each
+// with its status, a message naming the operator and every buffer untouched (INT64 index values
+// that a truncation to INT32 would make valid included).
 //
 // Error model. u = 2^-24 (F32 unit roundoff); `terms` = the sum of the magnitudes of everything
 // the formula adds (for a product, the product of the magnitudes); `truth` = the long-double
@@ -55,13 +57,24 @@ constexpr infiniDtype_t kF32 = INFINI_DTYPE_F32, kF16 = INFINI_DTYPE_F16, kBF16 
                         kF64 = INFINI_DTYPE_F64, kI32 = INFINI_DTYPE_I32, kI64 = INFINI_DTYPE_I64;
 
 // ---------------------------------------------------------------- small helpers
-int32_t indexAt(TensorBuffer &t, size_t i) {
+// INT32 or INT64 elements, by the tensor's dtype.
+int64_t indexAt(TensorBuffer &t, size_t i) {
+  if (t.dtype() == kI64) {
+    int64_t v;
+    std::memcpy(&v, t.at(i), sizeof v);
+    return v;
+  }
   int32_t v;
   std::memcpy(&v, t.at(i), sizeof v);
   return v;
 }
-void setIndex(TensorBuffer &t, size_t i, int32_t v) {
-  std::memcpy(t.at(i), &v, sizeof v);
+void setIndex(TensorBuffer &t, size_t i, int64_t v) {
+  if (t.dtype() == kI64) {
+    std::memcpy(t.at(i), &v, sizeof v);
+    return;
+  }
+  const auto w = static_cast<int32_t>(v);
+  std::memcpy(t.at(i), &w, sizeof w);
 }
 
 std::vector<float> valuesOf(TensorBuffer *t) {
@@ -69,8 +82,8 @@ std::vector<float> valuesOf(TensorBuffer *t) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = t->get(i);
   return v;
 }
-std::vector<int32_t> indicesOf(TensorBuffer *t) {
-  std::vector<int32_t> v(t ? t->numel() : 0);
+std::vector<int64_t> indicesOf(TensorBuffer *t) {
+  std::vector<int64_t> v(t ? t->numel() : 0);
   for (size_t i = 0; i < v.size(); ++i) v[i] = indexAt(*t, i);
   return v;
 }
@@ -372,7 +385,18 @@ struct ForwardCase {
   bool x1 = false, x2 = false, bias = false, scales = false;
   bool expert_idx_only = false;  // expert_idx given without bias
   Pattern pattern = Pattern::kPermutation;
+  // INT32 or INT64 index tensors; scales F32 (else INVALID: the activations' dtype).
+  infiniDtype_t row_dt = kI32, expert_dt = kI32, scales_dt = INFINI_DTYPE_INVALID;
 };
+
+// The index and scales dtypes of a case, for its name.
+std::string mixName(infiniDtype_t row_dt, infiniDtype_t expert_dt, infiniDtype_t scales_dt) {
+  std::string s = std::string(" expanded_row_idx ") + infiniop::dtypeName(row_dt) + " expert_idx " +
+                  infiniop::dtypeName(expert_dt);
+  if (scales_dt != INFINI_DTYPE_INVALID)
+    s += std::string(" scales ") + infiniop::dtypeName(scales_dt);
+  return s;
+}
 
 std::string caseName(const ForwardCase &c) {
   std::string s = "forward mode=" + std::to_string(c.mode) + " R=" + std::to_string(c.R) +
@@ -381,7 +405,7 @@ std::string caseName(const ForwardCase &c) {
   if (c.mode % 2) s += " C=" + std::to_string(c.C);
   s += std::string(c.x1 ? " x1" : "") + (c.x2 ? " x2" : "") + (c.bias ? " bias" : "") +
        (c.scales ? " scales" : " (no scales)") + (c.expert_idx_only ? " expert_idx-only" : "");
-  return s + " " + patternName(c.pattern);
+  return s + " " + patternName(c.pattern) + mixName(c.row_dt, c.expert_dt, c.scales_dt);
 }
 
 void checkForward(infiniopHandle_t h, infiniDtype_t dtype, Layout layout, const ForwardCase &c,
@@ -397,14 +421,15 @@ void checkForward(infiniopHandle_t h, infiniDtype_t dtype, Layout layout, const 
   };
   TensorBuffer out({R, H}, strides({R, H}, Role::kOutput), dtype);
   TensorBuffer ex(ex_shape, strides(ex_shape, Role::kInput), dtype);
-  TensorBuffer idx({n}, strides({n}, Role::kIndex), kI32);
+  TensorBuffer idx({n}, strides({n}, Role::kIndex), c.row_dt);
+  const infiniDtype_t scales_dt = c.scales_dt != INFINI_DTYPE_INVALID ? c.scales_dt : dtype;
   std::optional<TensorBuffer> x1, x2, bias, scales, expert;
   if (c.x1) x1.emplace(std::vector<size_t>{R, H}, strides({R, H}, Role::kInput), dtype);
   if (c.x2) x2.emplace(std::vector<size_t>{R, H}, strides({R, H}, Role::kInput), dtype);
   if (c.bias) bias.emplace(std::vector<size_t>{c.E, H}, strides({c.E, H}, Role::kInput), dtype);
-  if (c.scales) scales.emplace(std::vector<size_t>{R, K}, strides({R, K}, Role::kInput), dtype);
+  if (c.scales) scales.emplace(std::vector<size_t>{R, K}, strides({R, K}, Role::kInput), scales_dt);
   if (c.bias || c.expert_idx_only)
-    expert.emplace(std::vector<size_t>{R, K}, strides({R, K}, Role::kIndex), kI32);
+    expert.emplace(std::vector<size_t>{R, K}, strides({R, K}, Role::kIndex), c.expert_dt);
 
   Rng rng(seed);
   ex.fill([&](size_t i) { return signedValue(seed, i, 2.0f); });
@@ -421,7 +446,7 @@ void checkForward(infiniopHandle_t h, infiniDtype_t dtype, Layout layout, const 
   // The oracle, from what the tensors hold (dtype-rounded; stride-0 views read back as stored).
   const std::vector<float> exv = valuesOf(&ex), x1v = valuesOf(ptr(x1)), x2v = valuesOf(ptr(x2)),
                            biasv = valuesOf(ptr(bias)), sv = valuesOf(ptr(scales));
-  const std::vector<int32_t> idxv = indicesOf(&idx), expv = indicesOf(ptr(expert));
+  const std::vector<int64_t> idxv = indicesOf(&idx), expv = indicesOf(ptr(expert));
 
   ForwardCall call;
   call.mode = c.mode;
@@ -444,7 +469,7 @@ void checkForward(infiniopHandle_t h, infiniDtype_t dtype, Layout layout, const 
       if (x1) truth += x1v[e], terms += std::fabs(x1v[e]);
       if (x2) truth += x2v[e], terms += std::fabs(x2v[e]);
       for (size_t k = 0; k < K; ++k) {
-        const int32_t d = idxv[column ? k * R + r : r * K + k];
+        const int64_t d = idxv[column ? k * R + r : r * K + k];
         const long double s = scales ? sv[r * K + k] : 1.0L;
         const long double x = d < 0 ? 0.0L : exv[static_cast<size_t>(d) * H + j];
         const long double b = bias ? biasv[static_cast<size_t>(expv[r * K + k]) * H + j] : 0.0L;
@@ -521,6 +546,8 @@ struct GradCase {
   bool grad_scales = false;      // grad_scales given: (R, K), or without scales a placeholder
   bool odd_grad_scales = false;  // ... the placeholder of shape (3, 7)
   Pattern pattern = Pattern::kPermutation;
+  // INT32 or INT64 index tensors; scales and grad_scales F32 (else INVALID: the activations').
+  infiniDtype_t row_dt = kI32, expert_dt = kI32, scales_dt = INFINI_DTYPE_INVALID;
 };
 
 std::string caseName(const GradCase &c) {
@@ -532,7 +559,7 @@ std::string caseName(const GradCase &c) {
   s += std::string(c.scales ? " scales" : " (no scales)") + (c.expanded_x ? " expanded_x" : "") +
        (c.bias ? " bias" : "") + (c.expert_idx_only ? " expert_idx-only" : "") +
        (c.grad_scales ? (c.odd_grad_scales ? " grad_scales[3,7]" : " grad_scales") : "");
-  return s + " " + patternName(c.pattern);
+  return s + " " + patternName(c.pattern) + mixName(c.row_dt, c.expert_dt, c.scales_dt);
 }
 
 // Runs the case once per entry of `threads` (OpenMP thread counts; 0 = as set): the first result
@@ -555,15 +582,16 @@ void checkGrad(infiniopHandle_t h, infiniDtype_t dtype, Layout layout, const Gra
   };
   TensorBuffer gx(gx_shape, strides(gx_shape, Role::kOutput), dtype);
   TensorBuffer gy({R, H}, strides({R, H}, Role::kInput), dtype);
-  TensorBuffer idx({n}, strides({n}, Role::kIndex), kI32);
+  TensorBuffer idx({n}, strides({n}, Role::kIndex), c.row_dt);
+  const infiniDtype_t scales_dt = c.scales_dt != INFINI_DTYPE_INVALID ? c.scales_dt : dtype;
   std::optional<TensorBuffer> gs, ex, scales, expert, bias;
-  if (c.grad_scales) gs.emplace(gs_shape, strides(gs_shape, Role::kOutput), dtype);
+  if (c.grad_scales) gs.emplace(gs_shape, strides(gs_shape, Role::kOutput), scales_dt);
   if (c.expanded_x) ex.emplace(gx_shape, strides(gx_shape, Role::kInput), dtype);
-  if (c.scales) scales.emplace(std::vector<size_t>{R, K}, strides({R, K}, Role::kInput), dtype);
+  if (c.scales) scales.emplace(std::vector<size_t>{R, K}, strides({R, K}, Role::kInput), scales_dt);
   if (c.bias)
     bias.emplace(std::vector<size_t>{bias_rows, H}, strides({bias_rows, H}, Role::kInput), dtype);
   if (c.bias || c.expert_idx_only)
-    expert.emplace(std::vector<size_t>{R, K}, strides({R, K}, Role::kIndex), kI32);
+    expert.emplace(std::vector<size_t>{R, K}, strides({R, K}, Role::kIndex), c.expert_dt);
 
   Rng rng(seed);
   gy.fill([&](size_t i) { return signedValue(seed, i, 2.0f); });
@@ -584,7 +612,7 @@ void checkGrad(infiniopHandle_t h, infiniDtype_t dtype, Layout layout, const Gra
   // The oracle.
   const std::vector<float> gyv = valuesOf(&gy), exv = valuesOf(ptr(ex)), sv = valuesOf(ptr(scales)),
                            biasv = valuesOf(ptr(bias));
-  const std::vector<int32_t> idxv = indicesOf(&idx), expv = indicesOf(ptr(expert));
+  const std::vector<int64_t> idxv = indicesOf(&idx), expv = indicesOf(ptr(expert));
   const size_t out_rows = mode1 ? E * C : rows;
   std::vector<long double> gx_truth(out_rows * H), gx_terms(out_rows * H), gs_truth(n), gs_terms(n);
   std::vector<size_t> contributions(out_rows);
@@ -669,8 +697,8 @@ void checkGrad(infiniopHandle_t h, infiniDtype_t dtype, Layout layout, const Gra
     }
     Mismatches bad_gs("grad_scales");
     for (size_t i = 0; i < n; ++i)
-      bad_gs.check(dtype, *gs, i, gs_truth[i],
-                   allowed(dtype, static_cast<double>(H) + 2, gs_terms[i], gs_truth[i]),
+      bad_gs.check(scales_dt, *gs, i, gs_truth[i],
+                   allowed(scales_dt, static_cast<double>(H) + 2, gs_terms[i], gs_truth[i]),
                    "[" + std::to_string(i / K) + "," + std::to_string(i % K) + "] index " +
                        std::to_string(idxv[i]));
   }
@@ -788,6 +816,70 @@ INSTANTIATE_TEST_SUITE_P(
              infiniop::dtypeName(std::get<1>(info.param)) + "_" +
              layoutName(std::get<2>(info.param));
     });
+
+// ---------------------------------------------------------------- INT64 indices, F32 scales
+// Every oracle case again, at the error model above, with the index and scales dtypes mixed:
+// INT64 expanded_row_idx and expert_idx (together and each alone), and F32 scales (F32
+// grad_scales) with F16 / BF16 activations, which must be used unrounded (the oracle reads the
+// F32 values; a library rounding them to the activations' dtype errs by up to 2^-9 relative).
+// The layouts rotate over the cases (contiguous, transposed, padded, reversed).
+struct Mix {
+  infiniDtype_t row_dt, expert_dt;
+  bool f32_scales;
+};
+constexpr Mix kMixes[] = {{kI64, kI64, false}, {kI64, kI32, true}, {kI32, kI64, true}};
+
+using MixParam = std::tuple<DeviceParam, infiniDtype_t, int>;
+class MoeFinalizeRoutingV2Mixed : public DeviceTestBase,
+                                  public ::testing::WithParamInterface<MixParam> {
+ protected:
+  void SetUp() override { selectDevice(std::get<0>(GetParam())); }
+  void TearDown() override { restoreTargets(); }
+  infiniDtype_t dtype() const { return std::get<1>(GetParam()); }
+  const Mix &mix() const { return kMixes[std::get<2>(GetParam())]; }
+  template <class Case>
+  Case mixed(Case c) const {
+    c.row_dt = mix().row_dt, c.expert_dt = mix().expert_dt;
+    c.scales_dt = mix().f32_scales ? kF32 : INFINI_DTYPE_INVALID;
+    return c;
+  }
+};
+constexpr Layout kMixLayouts[] = {Layout::kContiguous, Layout::kTransposed, Layout::kPadded,
+                                  Layout::kReversed};
+
+TEST_P(MoeFinalizeRoutingV2Mixed, ForwardMatchesOracle) {
+  uint64_t seed = 1101;
+  size_t k = 0;
+  for (const ForwardCase &c : forwardCases())
+    checkForward(handle(), dtype(), kMixLayouts[k++ % 4], mixed(c), seed++);
+}
+
+TEST_P(MoeFinalizeRoutingV2Mixed, GradMatchesOracle) {
+  uint64_t seed = 1701;
+  size_t k = 0;
+  for (const GradCase &c : gradCases())
+    checkGrad(handle(), dtype(), kMixLayouts[k++ % 4], mixed(c), seed++);
+}
+
+// F32 scales are only a mixture with F16 / BF16 activations: with F32 ones the first mix only.
+std::vector<MixParam> mixParams() {
+  std::vector<MixParam> params;
+  for (DeviceParam p : allDeviceParams())
+    for (infiniDtype_t dtype : kFloatDtypes)
+      for (int m = 0; m < 3; ++m)
+        if (dtype != kF32 || !kMixes[m].f32_scales) params.emplace_back(p, dtype, m);
+  return params;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, MoeFinalizeRoutingV2Mixed, ::testing::ValuesIn(mixParams()),
+                         [](const ::testing::TestParamInfo<MixParam> &info) {
+                           const Mix &m = kMixes[std::get<2>(info.param)];
+                           return deviceParamName(std::get<0>(info.param)) + "_" +
+                                  infiniop::dtypeName(std::get<1>(info.param)) + "_row" +
+                                  infiniop::dtypeName(m.row_dt) + "_expert" +
+                                  infiniop::dtypeName(m.expert_dt) +
+                                  (m.f32_scales ? "_scalesF32" : "");
+                         });
 
 // ---------------------------------------------------------------- determinism
 // Duplicate indices sum, and the sums are the same bit for bit for 1, 2 and 3 OpenMP threads
@@ -1202,8 +1294,9 @@ class Buffers {
       t.fill([&](size_t i) { return signedValue(seed, i, 2.0f); });
     return t;
   }
-  TensorBuffer &indices(std::vector<size_t> shape, const std::vector<int32_t> &values) {
-    TensorBuffer &t = make(std::move(shape), kI32);
+  TensorBuffer &indices(std::vector<size_t> shape, const std::vector<int32_t> &values,
+                        infiniDtype_t dtype = kI32) {
+    TensorBuffer &t = make(std::move(shape), dtype);
     for (size_t i = 0; i < t.numel(); ++i) setIndex(t, i, values[i % values.size()]);
     return t;
   }
@@ -1246,7 +1339,7 @@ Change<Call> both(Change<Call> a, Change<Call> b) {
 // A copy of `valid` with one value replaced, in `scratch`, used at `slot`.
 template <class Call>
 Change<Call> badValue(size_t slot, TensorBuffer &scratch, const std::vector<int32_t> &valid,
-                      size_t position, int32_t value) {
+                      size_t position, int64_t value) {
   return [slot, &scratch, valid, position, value](Call &c) {
     for (size_t i = 0; i < scratch.numel(); ++i) setIndex(scratch, i, valid[i]);
     setIndex(scratch, position, value);
@@ -1310,8 +1403,43 @@ TEST_P(DeviceTest, MoeFinalizeRoutingV2BadArguments) {
   const auto f32 = [](TensorBuffer &t, size_t offset) {
     return static_cast<void *>(static_cast<float *>(t.data()) + offset);
   };
+  // INT64 indices: values that a truncation to INT32 would make valid.
+  TensorBuffer &idx64 = b.indices({8}, perm, kI64), &expert64 = b.indices({4, 2}, experts, kI64);
+  const auto idx64Bad = [&](size_t pos, int64_t v) {
+    return badValue<C>(kRowIdx, idx64, perm, pos, v);
+  };
+  const auto expert64Bad = [&](size_t pos, int64_t v) {
+    return badValue<C>(kExpertIdx, expert64, experts, pos, v);
+  };
+  const int64_t two32 = int64_t{1} << 32;
+  // F16 activations (scales stay F32: the one allowed mixture).
+  TensorBuffer &out16 = b.make({4, 5}, kF16), &ex16 = b.make({8, 5}, kF16),
+               &ex3_16 = b.make({3, 3, 5}, kF16), &x1_16 = b.make({4, 5}, kF16),
+               &x2_16 = b.make({4, 5}, kF16), &bias16 = b.make({3, 5}, kF16);
+  const Change<C> half = [&](C &c) {
+    c.tensors[kExpandedX] = c.tensors[kExpandedX] == &ex3 ? &ex3_16 : &ex16;
+    c.tensors[kOut] = &out16, c.tensors[kX1] = &x1_16, c.tensors[kX2] = &x2_16;
+    c.tensors[kBias] = &bias16;
+  };
+  for (int64_t mode = 0; mode < 4; ++mode) {  // F16 with F32 scales, INT64 indices: valid
+    SCOPED_TRACE("valid mixture, mode " + std::to_string(mode));
+    C c = valid(mode);
+    half(c);
+    const Outcome o = run(c);
+    EXPECT_EQ(o.status, INFINI_STATUS_SUCCESS) << o.error;
+    c.tensors[kRowIdx] = &idx64, c.tensors[kExpertIdx] = &expert64;
+    for (size_t i = 0; i < 8; ++i) setIndex(idx64, i, perm[i]), setIndex(expert64, i, experts[i]);
+    const Outcome o64 = run(c);
+    EXPECT_EQ(o64.status, INFINI_STATUS_SUCCESS) << o64.error;
+  }
   const std::vector<BadCase<C>> cases = {
       // dtypes
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "F16 activations, BF16 scales", 0,
+       both(half, u(kScales, b.make({4, 2}, kBF16)))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "F16 activations, F64 scales", 3,
+       both(half, u(kScales, b.make({4, 2}, kF64)))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "F16 activations, F32 scales, BF16 bias", 1,
+       both(half, u(kBias, b.make({3, 5}, kBF16)))},
       {INFINI_STATUS_BAD_TENSOR_DTYPE, "out F16", 0, u(kOut, b.make({4, 5}, kF16))},
       {INFINI_STATUS_BAD_TENSOR_DTYPE, "expanded_x BF16", 0, u(kExpandedX, b.make({8, 5}, kBF16))},
       {INFINI_STATUS_BAD_TENSOR_DTYPE, "x1 F16", 0, u(kX1, b.make({4, 5}, kF16))},
@@ -1382,6 +1510,16 @@ TEST_P(DeviceTest, MoeFinalizeRoutingV2BadArguments) {
       {INFINI_STATUS_BAD_PARAM, "expert_idx -1", 2, expertBad(0, -1)},
       {INFINI_STATUS_BAD_PARAM, "expert_idx E", 1, expertBad(7, 3)},
       {INFINI_STATUS_BAD_PARAM, "expert_idx INT32_MIN", 3, expertBad(4, INT32_MIN)},
+      // INT64 index values outside the range, inside it if truncated to INT32
+      {INFINI_STATUS_BAD_PARAM, "index 2^32 + 3 (I64)", 0, idx64Bad(7, two32 + 3)},
+      {INFINI_STATUS_BAD_PARAM, "index 2^32 + 3 (I64)", 2, idx64Bad(0, two32 + 3)},
+      {INFINI_STATUS_BAD_PARAM, "index -2^32 + 5 (I64)", 2, idx64Bad(4, 5 - two32)},
+      {INFINI_STATUS_BAD_PARAM, "index 2^32 - 1 (I64; -1 if truncated)", 1, idx64Bad(7, two32 - 1)},
+      {INFINI_STATUS_BAD_PARAM, "index 2^32 + 8 (I64)", 3, idx64Bad(3, two32 + 8)},
+      {INFINI_STATUS_BAD_PARAM, "index INT64_MAX", 3, idx64Bad(0, INT64_MAX)},
+      {INFINI_STATUS_BAD_PARAM, "expert_idx 2^32 + 1 (I64)", 0, expert64Bad(7, two32 + 1)},
+      {INFINI_STATUS_BAD_PARAM, "expert_idx -2^32 (I64)", 3, expert64Bad(0, -two32)},
+      {INFINI_STATUS_BAD_PARAM, "expert_idx 2^40 (I64)", 1, expert64Bad(3, int64_t{1} << 40)},
       // overlapping outputs
       {INFINI_STATUS_BAD_TENSOR_STRIDES, "out broadcast (stride 0)", 0,
        u(kOut, b.make({4, 5}, kF32, {0, 1}))},
@@ -1497,8 +1635,52 @@ TEST_P(DeviceTest, MoeFinalizeRoutingV2GradBadArguments) {
     c.tensors = {
         c.tensors[kGradExpandedX], nullptr, &gy8, &idx, nullptr, nullptr, nullptr, nullptr};
   };
+  // INT64 indices: values that a truncation to INT32 would make valid.
+  TensorBuffer &idx64 = b.indices({8}, perm, kI64), &expert64 = b.indices({4, 2}, experts, kI64);
+  const auto idx64Bad = [&](size_t pos, int64_t v) {
+    return badValue<C>(kRowIdx, idx64, perm, pos, v);
+  };
+  const auto expert64Bad = [&](size_t pos, int64_t v) {
+    return badValue<C>(kExpertIdx, expert64, experts, pos, v);
+  };
+  const int64_t two32 = int64_t{1} << 32;
+  // F16 activations (scales and grad_scales stay F32: the one allowed mixture).
+  TensorBuffer &gx16 = b.make({8, 5}, kF16), &gx3_16 = b.make({3, 3, 5}, kF16),
+               &gy16 = b.make({4, 5}, kF16), &ex16 = b.make({8, 5}, kF16),
+               &ex3_16 = b.make({3, 3, 5}, kF16), &bias16 = b.make({3, 5}, kF16);
+  const Change<C> half = [&](C &c) {
+    const bool m1 = c.tensors[kGradExpandedX] == &gx3;
+    c.tensors[kGradExpandedX] = m1 ? &gx3_16 : &gx16;
+    c.tensors[kExpandedX] = m1 ? &ex3_16 : &ex16;
+    c.tensors[kGradY] = &gy16, c.tensors[kBias] = &bias16;
+  };
+  TensorBuffer &gx3_bf = b.make({3, 3, 5}, kBF16), &gy_bf = b.make({4, 5}, kBF16),
+               &ex3_bf = b.make({3, 3, 5}, kBF16), &bias_bf = b.make({3, 5}, kBF16);
+  const Change<C> bf16 = [&](C &c) {  // mode 1 only
+    c.tensors[kGradExpandedX] = &gx3_bf, c.tensors[kExpandedX] = &ex3_bf;
+    c.tensors[kGradY] = &gy_bf, c.tensors[kBias] = &bias_bf;
+  };
+  for (int64_t mode : {0, 1}) {  // F16 with F32 scales and grad_scales, INT64 indices: valid
+    SCOPED_TRACE("valid mixture, mode " + std::to_string(mode));
+    C c = valid(mode);
+    half(c);
+    const Outcome o = run(c);
+    EXPECT_EQ(o.status, INFINI_STATUS_SUCCESS) << o.error;
+    c.tensors[kRowIdx] = &idx64, c.tensors[kExpertIdx] = &expert64;
+    for (size_t i = 0; i < 8; ++i) setIndex(idx64, i, perm[i]), setIndex(expert64, i, experts[i]);
+    const Outcome o64 = run(c);
+    EXPECT_EQ(o64.status, INFINI_STATUS_SUCCESS) << o64.error;
+  }
   const std::vector<BadCase<C>> cases = {
       // dtypes
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "F16 activations, F32 scales, F16 grad_scales", 0,
+       both(half, u(kGradScales, b.make({4, 2}, kF16)))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "F16 activations, BF16 scales", 1,
+       both(half, u(kScales, b.make({4, 2}, kBF16)))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "F16 activations and scales, F32 grad_scales", 0,
+       both(half, u(kScales, b.make({4, 2}, kF16)))},
+      {INFINI_STATUS_BAD_TENSOR_DTYPE, "BF16 activations, F32 scales, F16 grad_scales", 1,
+       both(bf16, u(kGradScales, b.make({4, 2}, kF16)))},
       {INFINI_STATUS_BAD_TENSOR_DTYPE, "grad_expanded_x F16", 0,
        u(kGradExpandedX, b.make({8, 5}, kF16))},
       {INFINI_STATUS_BAD_TENSOR_DTYPE, "grad_scales F16", 0, u(kGradScales, b.make({4, 2}, kF16))},
@@ -1585,6 +1767,13 @@ TEST_P(DeviceTest, MoeFinalizeRoutingV2GradBadArguments) {
       {INFINI_STATUS_BAD_PARAM, "expert_idx -1", 0, expertBad(0, -1)},
       {INFINI_STATUS_BAD_PARAM, "expert_idx = expert_num", 1, expertBad(7, 3)},
       {INFINI_STATUS_BAD_PARAM, "expert_idx INT32_MIN", 1, expertBad(3, INT32_MIN)},
+      // INT64 index values outside the range, inside it if truncated to INT32
+      {INFINI_STATUS_BAD_PARAM, "index 2^32 + 3 (I64)", 0, idx64Bad(7, two32 + 3)},
+      {INFINI_STATUS_BAD_PARAM, "index -2^32 + 1 (I64)", 0, idx64Bad(2, 1 - two32)},
+      {INFINI_STATUS_BAD_PARAM, "index 2^32 - 1 (I64; -1 if truncated)", 1, idx64Bad(0, two32 - 1)},
+      {INFINI_STATUS_BAD_PARAM, "index INT64_MIN", 1, idx64Bad(5, INT64_MIN)},
+      {INFINI_STATUS_BAD_PARAM, "expert_idx 2^32 + 2 (I64)", 0, expert64Bad(6, two32 + 2)},
+      {INFINI_STATUS_BAD_PARAM, "expert_idx 2^40 (I64)", 1, expert64Bad(1, int64_t{1} << 40)},
       {INFINI_STATUS_BAD_PARAM, "no scales, bias given, expert_idx = bias rows", 0,
        both(k1, both(u(kBias, bias), u(kExpertIdx, expert8_bad)))},
       // overlapping outputs
