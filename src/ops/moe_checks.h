@@ -67,6 +67,19 @@ class Checker {
     return p ? INFINI_STATUS_SUCCESS
              : fail(INFINI_STATUS_NULL_POINTER, std::string(name) + " is NULL");
   }
+  // The first checks of every create function: the out-pointer and the handle.
+  infiniStatus_t opening(const void *desc_ptr, infiniopHandle_t handle) const {
+    INFINIOP_CHECK(required("desc_ptr", desc_ptr));
+    return infiniop::checkHandle(op_.c_str(), handle);
+  }
+  // drop_pad_mode of the operators with two modes: 0 (dropless) or 1 (drop/pad).
+  infiniStatus_t dropPadMode(int64_t mode, bool *drop_pad) const {
+    if (mode != 0 && mode != 1)
+      return fail(INFINI_STATUS_BAD_PARAM,
+                  "drop_pad_mode " + std::to_string(mode) + " is not 0 or 1");
+    *drop_pad = mode == 1;
+    return INFINI_STATUS_SUCCESS;
+  }
   infiniStatus_t device(infiniopHandle_t handle, infiniop::KernelId kernel) const {
     if (!handle->device->supports(kernel))
       return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,

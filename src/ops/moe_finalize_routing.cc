@@ -22,8 +22,7 @@ infiniStatus_t createForward(infiniopHandle_t handle,
                              const Tensor *x2, const Tensor *bias, const Tensor *scales,
                              const Tensor *expert_index, int64_t mode) {
   Checker check(kForward);
-  INFINIOP_CHECK(check.required("desc_ptr", desc_ptr));
-  INFINIOP_CHECK(infiniop::checkHandle(kForward, handle));
+  INFINIOP_CHECK(check.opening(desc_ptr, handle));
   INFINIOP_CHECK(check.required("out descriptor", out));
   INFINIOP_CHECK(check.required("expanded_x descriptor", expanded_x));
   INFINIOP_CHECK(check.required("expanded_row_idx descriptor", row_index));

@@ -29,17 +29,14 @@ infiniStatus_t createInit(infiniopHandle_t handle, infiniopMoeInitRoutingV2Descr
                           int64_t experts, int64_t mode, int64_t counts_flag,
                           bool before_capacity_flag) {
   Checker check(kInit);
-  INFINIOP_CHECK(check.required("desc_ptr", desc_ptr));
-  INFINIOP_CHECK(infiniop::checkHandle(kInit, handle));
+  INFINIOP_CHECK(check.opening(desc_ptr, handle));
   INFINIOP_CHECK(check.required("expanded_x descriptor", expanded_x));
   INFINIOP_CHECK(check.required("expanded_row_idx descriptor", row_index));
   INFINIOP_CHECK(check.required("x descriptor", x));
   INFINIOP_CHECK(check.required("expert_idx descriptor", expert_index));
   INFINIOP_CHECK(check.device(handle, infiniop::KernelId::moe_init_routing));
-  if (mode != 0 && mode != 1)
-    return check.fail(INFINI_STATUS_BAD_PARAM,
-                      "drop_pad_mode " + std::to_string(mode) + " is not 0 or 1");
-  const bool drop_pad = mode == 1;
+  bool drop_pad = false;
+  INFINIOP_CHECK(check.dropPadMode(mode, &drop_pad));
   if (experts <= 0 || experts > kMaxExperts)
     return check.fail(INFINI_STATUS_BAD_PARAM, "expert_num " + std::to_string(experts) +
                                                    " is outside [1, " +

@@ -24,18 +24,15 @@ infiniStatus_t createInitGrad(infiniopHandle_t handle,
                               const Tensor *row_index, int64_t topk, int64_t mode,
                               int64_t active_num) {
   Checker check(kInitGrad);
-  INFINIOP_CHECK(check.required("desc_ptr", desc_ptr));
-  INFINIOP_CHECK(infiniop::checkHandle(kInitGrad, handle));
+  INFINIOP_CHECK(check.opening(desc_ptr, handle));
   INFINIOP_CHECK(check.required("grad_x descriptor", grad_x));
   INFINIOP_CHECK(check.required("grad_expanded_x descriptor", grad_expanded_x));
   INFINIOP_CHECK(check.required("expanded_row_idx descriptor", row_index));
   INFINIOP_CHECK(check.device(handle, infiniop::KernelId::moe_init_routing_grad));
   if (topk <= 0)
     return check.fail(INFINI_STATUS_BAD_PARAM, "top_k " + std::to_string(topk) + " must be > 0");
-  if (mode != 0 && mode != 1)
-    return check.fail(INFINI_STATUS_BAD_PARAM,
-                      "drop_pad_mode " + std::to_string(mode) + " is not 0 or 1");
-  const bool drop_pad = mode == 1;
+  bool drop_pad = false;
+  INFINIOP_CHECK(check.dropPadMode(mode, &drop_pad));
   if (!drop_pad && active_num < 0)
     return check.fail(INFINI_STATUS_BAD_PARAM,
                       "active_num " + std::to_string(active_num) + " is negative");
