@@ -12,6 +12,7 @@ import helpers
 K = dict(helpers._F32_BOUND_U)
 for k in helpers._F32_BOUND_U: helpers._F32_BOUND_U[k] = 1
 import test_swiglu as sw, test_gelu_mul as gm, test_clipped_swiglu as cs, test_gelu_backward as gb
+import test_gelu as ge
 import infiniop
 dev = sys.argv[1]
 rng = np.random.default_rng(7)
@@ -51,3 +52,8 @@ xx = x[:, 0].contiguous(); gg = torch.from_numpy(rng.standard_normal(m).astype(n
 truth = gb.gelu_backward_truth(xx.double().numpy(), gg.double().numpy())
 bound = gb.allowed_error(xx.double().numpy(), gg.double().numpy(), truth, "float32")
 print("gelu_backward", ratio(infiniop.gelu_backward(gg, xx, device=dev), torch.from_numpy(truth), torch.from_numpy(bound), "gelu_backward"))
+for approx in ["none", "tanh"]:
+    yb, gb_ = (torch.from_numpy(b) for b in ge.error_bounds(xx.double(), gg.double(), approx))
+    ty, tg = (torch.from_numpy(t) for t in ge.torch_oracle(xx, gg, approx))
+    print("gelu", approx, ratio(infiniop.gelu(xx, approximate=approx, device=dev), ty, yb, "gelu"))
+    print("gelu_backward_v2", approx, ratio(infiniop.gelu_backward_v2(gg, xx, approximate=approx, device=dev), tg, gb_, "gelu_backward_v2"))

@@ -77,6 +77,11 @@ def cases(rows, cols, dtype):
     yield ("gelu_mul_tanh", split_forward(gelu_tanh), 3 * n * size, n)
     yield ("gelu_mul_backward", split_backward(gelu), 5 * n * size, n)
     yield ("gelu_mul_backward_tanh", split_backward(gelu_tanh), 5 * n * size, n)
+    yield ("gelu", lambda: gelu(x), 2 * n * size, n)
+    yield ("gelu_tanh", lambda: gelu_tanh(x), 2 * n * size, n)
+    yield ("gelu_backward_v2", lambda: gelu_backward(dy, x, approximate="none"), 3 * n * size, n)
+    yield ("gelu_backward_v2_tanh", lambda: gelu_backward(dy, x, approximate="tanh"),
+           3 * n * size, n)
 
     # ClippedSwiglu at the vendor API's defaults, x merged to [pre, L] around dim = -1 (here
     # already [rows, 2 cols]); interleaved: A = x[:, 0::2], B = x[:, 1::2]; halves: chunk.

@@ -38,6 +38,32 @@ Binder geluMulBackward() {
       infiniopDestroyGeluMulBackwardDescriptor);
 }
 
+template <infiniopGeluApproximate_t kApproximate>
+Binder gelu() {
+  return bind<infiniopGeluDescriptor_t>(
+      [](H h, auto *d, const Descs &o, const Descs &i) {
+        return infiniopCreateGeluDescriptor(h, d, o[0], i[0], kApproximate);
+      },
+      infiniopGetGeluWorkspaceSize,
+      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
+        return infiniopGelu(d, w, ws, o[0], i[0], nullptr);
+      },
+      infiniopDestroyGeluDescriptor);
+}
+
+template <infiniopGeluApproximate_t kApproximate>
+Binder geluBackwardV2() {
+  return bind<infiniopGeluBackwardV2Descriptor_t>(
+      [](H h, auto *d, const Descs &o, const Descs &i) {
+        return infiniopCreateGeluBackwardV2Descriptor(h, d, o[0], i[0], i[1], kApproximate);
+      },
+      infiniopGetGeluBackwardV2WorkspaceSize,
+      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
+        return infiniopGeluBackwardV2(d, w, ws, o[0], i[0], i[1], nullptr);
+      },
+      infiniopDestroyGeluBackwardV2Descriptor);
+}
+
 // The vendor API's defaults (aclnnClippedSwiglu); no group_index: every row is computed.
 constexpr float kClippedAlpha = 1.702f, kClippedLimit = 7.0f, kClippedBias = 1.0f;
 
@@ -181,6 +207,13 @@ const std::vector<OpInfo> &allOps() {
        {S, S2},  // input_grad; out_grad, input
        geluMulBackward<INFINIOP_GELU_APPROXIMATE_NONE>()},
       {"gelu_mul_backward_tanh", {S2}, {S, S2}, geluMulBackward<INFINIOP_GELU_APPROXIMATE_TANH>()},
+      {"gelu", {S}, {S}, gelu<INFINIOP_GELU_APPROXIMATE_NONE>()},  // output; input
+      {"gelu_tanh", {S}, {S}, gelu<INFINIOP_GELU_APPROXIMATE_TANH>()},
+      {"gelu_backward_v2",
+       {S},
+       {S, S},  // grad_input; input, grad_output
+       geluBackwardV2<INFINIOP_GELU_APPROXIMATE_NONE>()},
+      {"gelu_backward_v2_tanh", {S}, {S, S}, geluBackwardV2<INFINIOP_GELU_APPROXIMATE_TANH>()},
       {"clipped_swiglu", {S}, {S2}, clippedSwiglu<true>()},          // y; x (interleaved = true)
       {"clipped_swiglu_halves", {S}, {S2}, clippedSwiglu<false>()},  // interleaved = false
       {"clipped_swiglu_backward",

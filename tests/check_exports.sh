@@ -9,5 +9,7 @@ extra=$(printf '%s\n' "$symbols" | grep -v '^infini' || true)
 if [ -n "$extra" ]; then
   echo "exported symbols outside the C API:"; printf '%s\n' "$extra"; exit 1
 fi
-printf '%s\n' "$symbols" | grep -qx infiniopGeluBackward
+for name in infiniopGeluBackward infiniopGelu infiniopGeluBackwardV2; do
+  printf '%s\n' "$symbols" | grep -qx "$name" || { echo "$name is not exported"; exit 1; }
+done
 echo "exports ok: $(printf '%s\n' "$symbols" | wc -l) C API symbols"

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// GeluBackward on the cpu device, one Highway body for every target.
+// GeluBackward (tanh) and GeluBackwardV2's erf form on the cpu device, one Highway body for
+// every target.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/gelu_backward.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "cpu/elementwise-inl.h"
-#include "cpu/math-inl.h"
+#include "cpu/gated-inl.h"
 #include "cpu/parallel.h"
 #include "hwy/highway.h"
 #include "ops/kernels.h"
@@ -13,27 +14,34 @@
 HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
 
-struct GeluBackward {
+// grad_input = grad_output act'(input), the activation a type (gated-inl.h).
+template <class Activation>
+struct GeluBackwardOf {
   static constexpr int kOutputs = 1, kInputs = 2;  // grad_input <- (input, grad_output)
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &grad_input, V input, V grad_output) const {
-    grad_input = GeluTanhAt<V>(d, input).Slope(d, grad_output, static_cast<const V *>(nullptr));
+    grad_input = typename Activation::template At<V>(d, input).Slope(
+        d, grad_output, static_cast<const V *>(nullptr));
     if (HWY_UNLIKELY(
             !FastPathHolds(d, input, grad_input))) {  // the exact path, for those lanes only
       const auto exact = ExactLanes(d, input, grad_input);
       V derivative;
-      GeluTanh(d, input, &derivative);  // the value is dead code once inlined
+      Activation()(d, input, &derivative);  // the value is dead code once inlined
       grad_input = hn::IfThenElse(exact, hn::Mul(derivative, grad_output), grad_input);
     }
   }
 };
+using GeluBackward = GeluBackwardOf<GeluTanhActivation>;
+using GeluBackwardErf = GeluBackwardOf<GeluErfActivation>;
 
 }  // namespace infiniop::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 INFINIOP_CPU_ELEMENTWISE_RANGE(gelu_backward, GeluBackward);
+INFINIOP_CPU_ELEMENTWISE_RANGE(gelu_backward_erf, GeluBackwardErf);
 
 #if HWY_ONCE
 INFINIOP_CPU_ELEMENTWISE_DISPATCH(gelu_backward)
+INFINIOP_CPU_ELEMENTWISE_DISPATCH(gelu_backward_erf)
 #endif

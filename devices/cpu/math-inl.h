@@ -343,6 +343,11 @@ struct GeluTanhAt {
   HWY_INLINE V Value(D d, V g) const {
     return sigmoid.ProductOver(d, g, x);
   }
+  // gelu_tanh(x) alone: x / (1 + e), one corrected quotient (x needs no pair).
+  template <class D>
+  HWY_INLINE V Value(D d) const {
+    return sigmoid.Times(d, x);
+  }
   template <class D>
   HWY_INLINE V Slope(D d, V g, const V *g_lo) const {
     constexpr float kSixAB = 3.0f * INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B;
@@ -474,6 +479,11 @@ struct GeluErfAt {
     V n_lo;
     const V n = ProductPair(d, g, x, &n_lo);
     return MulAddCorrection(d, n, cdf, hn::MulAdd(n, cdf_lo, hn::Mul(n_lo, cdf)));
+  }
+  // gelu_erf(x) alone: x (cdf + cdf_lo), one rounding (x needs no pair).
+  template <class D>
+  HWY_INLINE V Value(D d) const {
+    return MulAddCorrection(d, x, cdf, hn::Mul(x, cdf_lo));
   }
   // (g + g_lo) (Phi(x) + x phi(x)), phi(x) = e / sqrt(2 pi) with e + e_lo and the constant as
   // a pair; the sum with Phi kept as a pair (it cancels near x = -0.75, and x phi dominates on

@@ -8,6 +8,8 @@ repository root; it is loaded on first use, so importing this package never fail
     grad_input = infiniop.gelu_backward(grad_output, x, device="cpu")
     y = infiniop.swiglu(x, dim=-1)
     out = infiniop.gelu_mul(x, approximate="tanh")
+    y = infiniop.gelu(x, approximate="none")
+    dx = infiniop.gelu_backward_v2(dy, x, approximate="none")
     y = infiniop.clipped_swiglu(x, dim=-1, limit=7.0, group_index=counts)
     out = infiniop.moe_finalize_routing_v2(expanded_x, expanded_row_idx, scales=s, ...)
     grad_expanded_x, grad_scales = infiniop.moe_finalize_routing_v2_grad(grad_y, idx, ...)
@@ -41,6 +43,7 @@ from .core import (
     devices,
 )
 from .enums import Device, DType, Status
+from .gelu import Gelu, GeluBackwardV2, gelu, gelu_backward_v2
 from .gelu_backward import GeluBackward, gelu_backward
 from .gelu_mul import GeluApproximate, GeluMul, GeluMulBackward, gelu_mul, gelu_mul_backward
 from .moe_finalize_routing import (
@@ -64,8 +67,10 @@ __all__ = [
     "Device",
     "DeviceInfo",
     "DType",
+    "Gelu",
     "GeluApproximate",
     "GeluBackward",
+    "GeluBackwardV2",
     "GeluMul",
     "GeluMulBackward",
     "Handle",
@@ -85,7 +90,9 @@ __all__ = [
     "cpu_isa_name",
     "device_info",
     "devices",
+    "gelu",
     "gelu_backward",
+    "gelu_backward_v2",
     "gelu_mul",
     "gelu_mul_backward",
     "get_library",

@@ -188,6 +188,15 @@ _PROTOTYPES = {
     "infiniopGetGeluMulBackwardWorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopGeluMulBackward": (_status, [_ptr, _ptr, _size, _ptr, _ptr, _ptr, _ptr]),
     "infiniopDestroyGeluMulBackwardDescriptor": (_status, [_ptr]),
+    # ops/gelu.h, ops/gelu_backward_v2.h
+    "infiniopCreateGeluDescriptor": (_status, [_ptr, _pptr, _ptr, _ptr, _enum]),
+    "infiniopGetGeluWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopGelu": (_status, [_ptr, _ptr, _size, _ptr, _ptr, _ptr]),
+    "infiniopDestroyGeluDescriptor": (_status, [_ptr]),
+    "infiniopCreateGeluBackwardV2Descriptor": (_status, [_ptr, _pptr, _ptr, _ptr, _ptr, _enum]),
+    "infiniopGetGeluBackwardV2WorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopGeluBackwardV2": (_status, [_ptr, _ptr, _size, _ptr, _ptr, _ptr, _ptr]),
+    "infiniopDestroyGeluBackwardV2Descriptor": (_status, [_ptr]),
     # ops/clipped_swiglu.h, ops/clipped_swiglu_backward.h
     "infiniopCreateClippedSwigluDescriptor": (
         _status, [_ptr, _pptr, _ptr, _ptr, _ptr] + _CLIPPED_SWIGLU_ATTRIBUTES),

@@ -5,6 +5,7 @@
 #include "elementwise/descriptor.h"
 #include "infiniop/ops/gelu_mul.h"
 #include "infiniop/ops/gelu_mul_backward.h"
+#include "ops/gelu_approximate.h"
 #include "ops/kernels.h"
 
 namespace ew = infiniop::elementwise;
@@ -18,21 +19,16 @@ constexpr infiniop::KernelId kBackwardErf = infiniop::KernelId::gelu_mul_backwar
 constexpr infiniop::KernelId kBackwardTanh = infiniop::KernelId::gelu_mul_backward_tanh;
 
 // Validates the approximation and the input's rank; gives the kernel and the split dim.
-// `raw` is the approximation as an int: C callers may pass any value (see enumValue).
 infiniStatus_t choose(const char *op, infiniopTensorDescriptor_t input, int raw,
                       infiniop::KernelId erf, infiniop::KernelId tanh, infiniop::KernelId *kernel,
                       int *last_dim) {
-  if (raw != INFINIOP_GELU_APPROXIMATE_NONE && raw != INFINIOP_GELU_APPROXIMATE_TANH)
-    return infiniop::fail(INFINI_STATUS_BAD_PARAM, std::string(op) + ": approximate " +
-                                                       std::to_string(raw) +
-                                                       " is neither NONE (0) nor TANH (1)");
+  INFINIOP_CHECK(infiniop::chooseGeluKernel(op, raw, erf, tanh, kernel));
   if (!input)
     return infiniop::fail(INFINI_STATUS_NULL_POINTER,
                           std::string(op) + ": input descriptor is NULL");
   if (input->ndim() == 0)
     return infiniop::fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
                           std::string(op) + ": input must have at least one dim to split");
-  *kernel = raw == INFINIOP_GELU_APPROXIMATE_TANH ? tanh : erf;
   *last_dim = static_cast<int>(input->ndim()) - 1;
   return INFINI_STATUS_SUCCESS;
 }

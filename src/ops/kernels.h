@@ -19,7 +19,10 @@
   X(gelu_mul_backward_erf)          \
   X(gelu_mul_backward_tanh)         \
   X(clipped_swiglu)                 \
-  X(clipped_swiglu_backward)
+  X(clipped_swiglu_backward)        \
+  X(gelu_erf)                       \
+  X(gelu_tanh)                      \
+  X(gelu_backward_erf)
 // The gather framework's operators (src/ops/moe_finalize_routing.h, moe_init_routing.h).
 #define INFINIOP_GATHER_OPS(X) \
   X(moe_finalize_routing)      \

@@ -84,6 +84,27 @@ const std::vector<OperatorCalls> &operatorCalls() {
          return infiniopDestroyGeluMulBackwardDescriptor(
              as<infiniopGeluMulBackwardDescriptor_t>(d));
        }},
+      {"Gelu",
+       [](void *d, size_t *s) {
+         return infiniopGetGeluWorkspaceSize(as<infiniopGeluDescriptor_t>(d), s);
+       },
+       [](void *d) {
+         return infiniopGelu(as<infiniopGeluDescriptor_t>(d), nullptr, 0, nullptr, nullptr,
+                             nullptr);
+       },
+       [](void *d) { return infiniopDestroyGeluDescriptor(as<infiniopGeluDescriptor_t>(d)); }},
+      {"GeluBackwardV2",
+       [](void *d, size_t *s) {
+         return infiniopGetGeluBackwardV2WorkspaceSize(as<infiniopGeluBackwardV2Descriptor_t>(d),
+                                                       s);
+       },
+       [](void *d) {
+         return infiniopGeluBackwardV2(as<infiniopGeluBackwardV2Descriptor_t>(d), nullptr, 0,
+                                       nullptr, nullptr, nullptr, nullptr);
+       },
+       [](void *d) {
+         return infiniopDestroyGeluBackwardV2Descriptor(as<infiniopGeluBackwardV2Descriptor_t>(d));
+       }},
       {"ClippedSwiglu",
        [](void *d, size_t *s) {
          return infiniopGetClippedSwigluWorkspaceSize(as<infiniopClippedSwigluDescriptor_t>(d), s);
@@ -171,6 +192,11 @@ class ObjectKind : public ::testing::Test {
     made(infiniopCreateGeluMulBackwardDescriptor(
         handle_, reinterpret_cast<infiniopGeluMulBackwardDescriptor_t *>(&d), full, half, full,
         INFINIOP_GELU_APPROXIMATE_NONE));
+    made(infiniopCreateGeluDescriptor(handle_, reinterpret_cast<infiniopGeluDescriptor_t *>(&d),
+                                      half, half, INFINIOP_GELU_APPROXIMATE_NONE));
+    made(infiniopCreateGeluBackwardV2Descriptor(
+        handle_, reinterpret_cast<infiniopGeluBackwardV2Descriptor_t *>(&d), half, half, half,
+        INFINIOP_GELU_APPROXIMATE_TANH));
     made(infiniopCreateClippedSwigluDescriptor(
         handle_, reinterpret_cast<infiniopClippedSwigluDescriptor_t *>(&d), half, full, nullptr, -1,
         1.702f, 7.0f, 1.0f, true));

@@ -55,8 +55,10 @@ def _permutation(rng, n):
 def _elementwise(name, rng, d):
     x, half, whole = _data(rng, (6, 10), d), (6, 5), (6, 10)
     counts = torch.tensor([2, 0, 3], dtype=torch.int64)  # rows 5.. are zero
-    if name == "gelu_backward":
+    if name in ("gelu_backward", "gelu_backward_v2"):
         return [_nan(whole, d), x, _data(rng, whole, d)], 1
+    if name == "gelu":
+        return [_nan(whole, d), x], 1
     if name in ("swiglu", "gelu_mul", "clipped_swiglu"):
         arrays = [_nan(half, d), x]
     else:  # the backward ones: x_grad/input_grad, y_grad/out_grad, x/input
@@ -85,6 +87,10 @@ OPERATORS = {
     "gelu_mul_tanh": (infiniop.GeluMul, {"approximate": "tanh"}),
     "gelu_mul_backward": (infiniop.GeluMulBackward, {"approximate": "none"}),
     "gelu_mul_backward_tanh": (infiniop.GeluMulBackward, {"approximate": "tanh"}),
+    "gelu": (infiniop.Gelu, {"approximate": "none"}),
+    "gelu_tanh": (infiniop.Gelu, {"approximate": "tanh"}),
+    "gelu_backward_v2": (infiniop.GeluBackwardV2, {"approximate": "none"}),
+    "gelu_backward_v2_tanh": (infiniop.GeluBackwardV2, {"approximate": "tanh"}),
     "clipped_swiglu": (infiniop.ClippedSwiglu, {"limit": 2.0, "interleaved": True}),
     "clipped_swiglu_backward": (infiniop.ClippedSwigluBackward,
                                 {"limit": 2.0, "interleaved": False}),

@@ -15,6 +15,7 @@ import torch
 import infiniop
 
 import test_clipped_swiglu as clipped
+import test_gelu as gelu
 import test_gelu_backward as gelu_backward
 import test_gelu_mul as gelu_mul
 import test_swiglu as swiglu
@@ -77,6 +78,14 @@ def cases(device):
     bound = gelu_backward.allowed_error(xx.double().numpy(), gg.double().numpy(), truth, "float32")
     yield "gelu_backward", ulps_beyond_floor(infiniop.gelu_backward(gg, xx, **on(device)), truth,
                                              bound, "gelu_backward")
+    for approximate in ["none", "tanh"]:
+        y_bound, grad_bound = gelu.error_bounds(xx.double(), gg.double(), approximate)
+        y, grad = gelu.torch_oracle(xx, gg, approximate)
+        yield f"gelu {approximate}", ulps_beyond_floor(
+            infiniop.gelu(xx, approximate=approximate, **on(device)), y, y_bound, "gelu")
+        yield f"gelu_backward_v2 {approximate}", ulps_beyond_floor(
+            infiniop.gelu_backward_v2(gg, xx, approximate=approximate, **on(device)), grad,
+            grad_bound, "gelu_backward_v2")
 
 
 @pytest.mark.parametrize("device", FAST_DEVICES)
