@@ -158,6 +158,33 @@ const std::vector<OperatorCalls> &operatorCalls() {
          return infiniopDestroyMoeFinalizeRoutingV2GradDescriptor(
              as<infiniopMoeFinalizeRoutingV2GradDescriptor_t>(d));
        }},
+      {"MoeInitRoutingV2",
+       [](void *d, size_t *s) {
+         return infiniopGetMoeInitRoutingV2WorkspaceSize(
+             as<infiniopMoeInitRoutingV2Descriptor_t>(d), s);
+       },
+       [](void *d) {
+         return infiniopMoeInitRoutingV2(as<infiniopMoeInitRoutingV2Descriptor_t>(d), nullptr, 0,
+                                         nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                         nullptr);
+       },
+       [](void *d) {
+         return infiniopDestroyMoeInitRoutingV2Descriptor(
+             as<infiniopMoeInitRoutingV2Descriptor_t>(d));
+       }},
+      {"MoeInitRoutingV2Grad",
+       [](void *d, size_t *s) {
+         return infiniopGetMoeInitRoutingV2GradWorkspaceSize(
+             as<infiniopMoeInitRoutingV2GradDescriptor_t>(d), s);
+       },
+       [](void *d) {
+         return infiniopMoeInitRoutingV2Grad(as<infiniopMoeInitRoutingV2GradDescriptor_t>(d),
+                                             nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+       },
+       [](void *d) {
+         return infiniopDestroyMoeInitRoutingV2GradDescriptor(
+             as<infiniopMoeInitRoutingV2GradDescriptor_t>(d));
+       }},
   };
   return calls;
 }
@@ -209,6 +236,13 @@ class ObjectKind : public ::testing::Test {
     made(infiniopCreateMoeFinalizeRoutingV2GradDescriptor(
         handle_, reinterpret_cast<infiniopMoeFinalizeRoutingV2GradDescriptor_t *>(&d), half,
         nullptr, half, index, nullptr, nullptr, nullptr, nullptr, 0, 0, 0, 0));
+    const auto experts = tensor({2, 1}, INFINI_DTYPE_I64);  // (R, K) = (2, 1)
+    made(infiniopCreateMoeInitRoutingV2Descriptor(
+        handle_, reinterpret_cast<infiniopMoeInitRoutingV2Descriptor_t *>(&d), half, index, nullptr,
+        nullptr, half, experts, 0, 0, 4, 0, 0, false));
+    made(infiniopCreateMoeInitRoutingV2GradDescriptor(
+        handle_, reinterpret_cast<infiniopMoeInitRoutingV2GradDescriptor_t *>(&d), half, half,
+        index, 1, 0, 0));
     ASSERT_EQ(descriptors_.size(), operatorCalls().size());
   }
   void TearDown() override {
