@@ -66,10 +66,10 @@ class OpenclDevice final : public Device {
                                    std::unique_ptr<elementwise::Runner> *runner) const override {
     return makeElementwiseRunner(op, handle, kFunctors[static_cast<int>(id)], plan, runner);
   }
-  infiniStatus_t moeForwardRunner(const char *, infiniopHandle_t handle,
+  infiniStatus_t moeForwardRunner(const char *op, infiniopHandle_t handle,
                                   const moe::ForwardPlan &plan,
                                   std::unique_ptr<moe::ForwardRunner> *runner) const override {
-    return makeMoeForwardRunner(handle, plan, runner);
+    return makeMoeForwardRunner(op, handle, plan, runner);
   }
   infiniStatus_t moeGradRunner(const char *, infiniopHandle_t handle, const moe::GradPlan &plan,
                                size_t *workspace_size,

@@ -22,7 +22,6 @@
 namespace infiniop::opencl {
 namespace {
 
-constexpr const char *kForward = "MoeFinalizeRoutingV2";
 constexpr const char *kGrad = "MoeFinalizeRoutingV2Grad";
 
 // The flags of the .cl file.
@@ -80,14 +79,16 @@ class ColumnKernels {
 
 class Forward final : public moe::ForwardRunner {
  public:
-  Forward(infiniopHandle_t handle, const moe::ForwardPlan &plan) : handle_(handle), plan_(plan) {}
+  // `op`: the operator running it (MoeFinalizeRoutingV2, or MoeInitRoutingV2Grad), its messages'.
+  Forward(const char *op, infiniopHandle_t handle, const moe::ForwardPlan &plan)
+      : op_(op), handle_(handle), plan_(plan) {}
 
   infiniStatus_t init() {
     cl_program program = nullptr;
     const moe::ForwardPlan &p = plan_;
     const bool unit = unitColumns({&p.out, &p.expanded_x, &p.x1, &p.x2, &p.bias});
-    INFINIOP_CHECK(programOf(kForward, handle_, p, unit, &program));
-    return kernels_.init(kForward, handle_, program, "moe_forward", unit);
+    INFINIOP_CHECK(programOf(op_, handle_, p, unit, &program));
+    return kernels_.init(op_, handle_, program, "moe_forward", unit);
   }
 
   infiniStatus_t run(const moe::ForwardData &data, const void * /*host_row_index*/,
@@ -95,24 +96,23 @@ class Forward final : public moe::ForwardRunner {
     const moe::ForwardPlan &p = plan_;
     if (p.tokens * p.hidden == 0) return INFINI_STATUS_SUCCESS;
     cl_command_queue queue = nullptr;
-    INFINIOP_CHECK(queueOf(kForward, handle_, stream, &queue));
+    INFINIOP_CHECK(queueOf(op_, handle_, stream, &queue));
     const size_t bytes = dtypeSize(p.dtype);
     Operand out{}, expanded{}, x1{}, x2{}, bias{}, scales{}, row_index{}, expert_index{};
     RowArg out_v, expanded_v, x1_v, x2_v, bias_v;
     TableArg scales_v, row_index_v, expert_index_v;
-    INFINIOP_CHECK(resolveRows(kForward, handle_, p.out, data.out, bytes, nullptr, &out, &out_v));
+    INFINIOP_CHECK(resolveRows(op_, handle_, p.out, data.out, bytes, nullptr, &out, &out_v));
     const cl_mem unused = out.mem;
-    INFINIOP_CHECK(resolveRows(kForward, handle_, p.expanded_x, data.expanded_x, bytes, unused,
+    INFINIOP_CHECK(resolveRows(op_, handle_, p.expanded_x, data.expanded_x, bytes, unused,
                                &expanded, &expanded_v));
-    INFINIOP_CHECK(resolveRows(kForward, handle_, p.x1, data.x1, bytes, unused, &x1, &x1_v));
-    INFINIOP_CHECK(resolveRows(kForward, handle_, p.x2, data.x2, bytes, unused, &x2, &x2_v));
-    INFINIOP_CHECK(
-        resolveRows(kForward, handle_, p.bias, data.bias, bytes, unused, &bias, &bias_v));
-    INFINIOP_CHECK(resolveTable(kForward, handle_, p.scales, data.scales, dtypeSize(p.scales_dtype),
+    INFINIOP_CHECK(resolveRows(op_, handle_, p.x1, data.x1, bytes, unused, &x1, &x1_v));
+    INFINIOP_CHECK(resolveRows(op_, handle_, p.x2, data.x2, bytes, unused, &x2, &x2_v));
+    INFINIOP_CHECK(resolveRows(op_, handle_, p.bias, data.bias, bytes, unused, &bias, &bias_v));
+    INFINIOP_CHECK(resolveTable(op_, handle_, p.scales, data.scales, dtypeSize(p.scales_dtype),
                                 unused, &scales, &scales_v));
-    INFINIOP_CHECK(resolveTable(kForward, handle_, p.row_index, data.row_index,
+    INFINIOP_CHECK(resolveTable(op_, handle_, p.row_index, data.row_index,
                                 p.row_index.elementSize(), unused, &row_index, &row_index_v));
-    INFINIOP_CHECK(resolveTable(kForward, handle_, p.expert_index, data.expert_index,
+    INFINIOP_CHECK(resolveTable(op_, handle_, p.expert_index, data.expert_index,
                                 p.expert_index.elementSize(), unused, &expert_index,
                                 &expert_index_v));
     const cl_uint flags = (x1.present ? kHasX1 : 0) | (x2.present ? kHasX2 : 0) |
@@ -121,13 +121,14 @@ class Forward final : public moe::ForwardRunner {
 
     // A cl_kernel's arguments are shared state: set them and enqueue as one step.
     std::lock_guard<std::mutex> lock(mutex_);
-    return kernels_.run(kForward, queue, p.hidden, p.tokens, out.mem, out_v, expanded.mem,
-                        expanded_v, x1.mem, x1_v, x2.mem, x2_v, bias.mem, bias_v, scales.mem,
-                        scales_v, row_index.mem, row_index_v, expert_index.mem, expert_index_v,
-                        tokens, topk, hidden, rows, flags);
+    return kernels_.run(op_, queue, p.hidden, p.tokens, out.mem, out_v, expanded.mem, expanded_v,
+                        x1.mem, x1_v, x2.mem, x2_v, bias.mem, bias_v, scales.mem, scales_v,
+                        row_index.mem, row_index_v, expert_index.mem, expert_index_v, tokens, topk,
+                        hidden, rows, flags);
   }
 
  private:
+  const char *op_;
   infiniopHandle_t handle_;
   moe::ForwardPlan plan_;
   ColumnKernels kernels_;
@@ -245,9 +246,10 @@ class Grad final : public moe::GradRunner {
 
 }  // namespace
 
-infiniStatus_t makeMoeForwardRunner(infiniopHandle_t handle, const moe::ForwardPlan &plan,
+infiniStatus_t makeMoeForwardRunner(const char *op, infiniopHandle_t handle,
+                                    const moe::ForwardPlan &plan,
                                     std::unique_ptr<moe::ForwardRunner> *runner) {
-  auto made = std::make_unique<Forward>(handle, plan);
+  auto made = std::make_unique<Forward>(op, handle, plan);
   INFINIOP_CHECK(made->init());
   *runner = std::move(made);
   return INFINI_STATUS_SUCCESS;

@@ -7,7 +7,9 @@
 
 namespace infiniop::opencl {
 
-infiniStatus_t makeMoeForwardRunner(infiniopHandle_t handle, const moe::ForwardPlan &plan,
+// `op` starts its messages (MoeInitRoutingV2Grad runs on it too).
+infiniStatus_t makeMoeForwardRunner(const char *op, infiniopHandle_t handle,
+                                    const moe::ForwardPlan &plan,
                                     std::unique_ptr<moe::ForwardRunner> *runner);
 // The grad needs gather::inverseWorkspaceBytes(rows, R*K) bytes of device workspace, where it
 // uploads the inversion of expanded_row_idx.

@@ -4,8 +4,10 @@
 // it into the index outputs (any stride, INT32 or INT64) and the rows move on the device.
 #include "opencl/moe_init_routing.h"
 
+#include <algorithm>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -34,8 +36,8 @@ class Init final : public moe::InitRunner {
                               &program));
     for (auto [name, kernel, group] : {std::tuple{"moe_init_rows", &rows_, &rows_group_},
                                        {"moe_init_padding", &padding_, &padding_group_},
-                                       {"moe_init_index32", &index32_, &index_group_},
-                                       {"moe_init_index64", &index64_, &index_group_}}) {
+                                       {"moe_init_index32", &index32_, &index32_group_},
+                                       {"moe_init_index64", &index64_, &index64_group_}}) {
       INFINIOP_CHECK(createKernel(kInit, program, name, kernel->out()));
       INFINIOP_CHECK(workGroupSize(kInit, handle_, kernel->get(), group));
     }
@@ -118,13 +120,14 @@ class Init final : public moe::InitRunner {
     const cl_long index = arg.v.s[0], step = view.cols > 1 ? arg.v.s[2] : arg.v.s[1];
     cl_kernel kernel = view.wide ? index64_.get() : index32_.get();
     INFINIOP_CHECK(setArgs(kInit, kernel, 0, out.mem, index, step, staged, at));
-    return launch(kInit, queue, kernel, view.rows * view.cols, index_group_);
+    return launch(kInit, queue, kernel, view.rows * view.cols,
+                  view.wide ? index64_group_ : index32_group_);
   }
 
   infiniopHandle_t handle_;
   moe::InitPlan plan_;
   KernelRef rows_, padding_, index32_, index64_;
-  size_t rows_group_ = 1, padding_group_ = 1, index_group_ = 1;
+  size_t rows_group_ = 1, padding_group_ = 1, index32_group_ = 1, index64_group_ = 1;
   mutable std::mutex mutex_;  // a cl_kernel's arguments are shared state
 };
 

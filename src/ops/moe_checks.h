@@ -129,8 +129,10 @@ class Checker {
     const bool first = scales_dtype_ == INFINI_DTYPE_INVALID;
     return fail(INFINI_STATUS_BAD_TENSOR_DTYPE,
                 std::string(name) + " has dtype " + infiniop::dtypeName(t->dtype) + "; " +
-                    (first ? std::string(dtype_source_) + "'s " + infiniop::dtypeName(dtype_) +
-                                 " or F32 is required"
+                    (first ? (dtype_ == INFINI_DTYPE_F32
+                                  ? std::string("F32 (as ") + dtype_source_ + ") is required"
+                                  : std::string(dtype_source_) + "'s " +
+                                        infiniop::dtypeName(dtype_) + " or F32 is required")
                            : std::string(scales_source_) + "'s " +
                                  infiniop::dtypeName(scales_dtype_) + " is required"));
   }
@@ -160,7 +162,16 @@ class Checker {
       return INFINI_STATUS_SUCCESS;
     return fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
                 std::to_string(tokens) + " x " + std::to_string(topk) +
-                    " routed tokens exceed what INT32 indices can address");
+                    " routed tokens exceed the 2^31 - 1 positions index values may address");
+  }
+  // E x C slots of a drop/pad layout, whose index values are below 2^31 on every operator.
+  infiniStatus_t slots(size_t experts, size_t capacity) const {
+    if (capacity == 0 ||
+        experts <= static_cast<size_t>(std::numeric_limits<int32_t>::max()) / capacity)
+      return INFINI_STATUS_SUCCESS;
+    return fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
+                std::to_string(experts) + " x " + std::to_string(capacity) +
+                    " expert slots exceed the 2^31 - 1 that index values may address");
   }
   infiniDtype_t dtype() const { return dtype_; }
   // The dtype of scales: the activations' where there are none.

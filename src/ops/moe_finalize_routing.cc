@@ -61,6 +61,7 @@ infiniStatus_t createForward(infiniopHandle_t handle,
   if (drop_pad) {
     INFINIOP_CHECK(check.shape("expanded_x", expanded_x, {experts, expanded_x->shape[1], H},
                                "(E, C, H), H from out"));
+    INFINIOP_CHECK(check.slots(experts, expanded_x->shape[1]));
     INFINIOP_CHECK(check.shape("bias", bias, {experts, H}, "(E, H), E from expanded_x"));
   } else {
     INFINIOP_CHECK(check.shape("expanded_x", expanded_x, {R * K, H}, "(R*K, H)"));

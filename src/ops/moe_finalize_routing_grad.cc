@@ -39,8 +39,9 @@ infiniStatus_t createGrad(infiniopHandle_t handle,
                       "expert_num " + std::to_string(expert_num) + " and expert_capacity " +
                           std::to_string(expert_capacity) + " must be > 0 in drop_pad_mode 1");
   if (drop_pad && expert_num > std::numeric_limits<int32_t>::max() / expert_capacity + 1)
-    return check.fail(INFINI_STATUS_BAD_PARAM,
-                      "expert_num x expert_capacity exceeds what INT32 indices can address");
+    return check.fail(
+        INFINI_STATUS_BAD_PARAM,
+        "expert_num x expert_capacity exceeds the 2^31 - 1 slots index values may address");
   if (scales && !expanded_x)
     return check.fail(INFINI_STATUS_BAD_PARAM, "scales are given without expanded_x");
   if (bias && !expert_index)

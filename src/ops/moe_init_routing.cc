@@ -52,8 +52,9 @@ infiniStatus_t createInit(infiniopHandle_t handle, infiniopMoeInitRoutingV2Descr
     return check.fail(INFINI_STATUS_BAD_PARAM, "expert_capacity " + std::to_string(capacity) +
                                                    " must be > 0 in drop_pad_mode 1");
   if (drop_pad && capacity > std::numeric_limits<int32_t>::max() / experts)
-    return check.fail(INFINI_STATUS_BAD_PARAM,
-                      "expert_num x expert_capacity exceeds what INT32 slots can address");
+    return check.fail(
+        INFINI_STATUS_BAD_PARAM,
+        "expert_num x expert_capacity exceeds the 2^31 - 1 slots index values may address");
   // The count outputs: one its flag (in its mode) asks for is required; others are ignored.
   if (drop_pad || counts_flag == 0) counts = nullptr;
   if (!drop_pad || !before_capacity_flag) before_capacity = nullptr;

@@ -53,10 +53,7 @@ infiniStatus_t createInitGrad(infiniopHandle_t handle,
     INFINIOP_CHECK(check.shape("grad_expanded_x", grad_expanded_x,
                                {grad_expanded_x->shape[0], grad_expanded_x->shape[1], H},
                                "(E, C, H), H from grad_x"));
-    if (grad_expanded_x->shape[0] * grad_expanded_x->shape[1] >
-        static_cast<size_t>(std::numeric_limits<int32_t>::max()))
-      return check.fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
-                        "grad_expanded_x has more E x C slots than INT32 indices can address");
+    INFINIOP_CHECK(check.slots(grad_expanded_x->shape[0], grad_expanded_x->shape[1]));
   } else {
     const auto active = static_cast<size_t>(active_num);
     INFINIOP_CHECK(check.shape("grad_expanded_x", grad_expanded_x,

@@ -2160,3 +2160,35 @@ TEST(MoeFinalizeRoutingV2Realistic, Bf16Mode1) {
 
 }  // namespace
 }  // namespace infiniop_test
+
+namespace infiniop_test {
+namespace {
+
+// Drop/pad index values address E x C slots, which every device indexes below 2^31 (the OpenCL
+// kernels divide rows in 32 bits): a larger (E, C, H) expanded_x is refused at creation, not
+// read at the wrong row. Broadcast strides make such a tensor cheap to describe.
+TEST(MoeFinalizeRoutingV2Slots, MoreThanInt32SlotsAreRefused) {
+  infiniopHandle_t handle = nullptr;
+  ASSERT_EQ(infiniopCreateHandle(&handle, INFINI_DEVICE_CPU_REFERENCE, 0), INFINI_STATUS_SUCCESS);
+  const size_t ex_shape[3] = {131072, 65536, 1}, out_shape[2] = {1, 1}, idx_shape[1] = {1};
+  const ptrdiff_t ex_strides[3] = {1, 0, 1};
+  infiniopTensorDescriptor_t ex = nullptr, out = nullptr, idx = nullptr;
+  ASSERT_EQ(infiniopCreateTensorDescriptor(&ex, 3, ex_shape, ex_strides, INFINI_DTYPE_F32),
+            INFINI_STATUS_SUCCESS);
+  ASSERT_EQ(infiniopCreateTensorDescriptor(&out, 2, out_shape, nullptr, INFINI_DTYPE_F32),
+            INFINI_STATUS_SUCCESS);
+  ASSERT_EQ(infiniopCreateTensorDescriptor(&idx, 1, idx_shape, nullptr, INFINI_DTYPE_I64),
+            INFINI_STATUS_SUCCESS);
+  infiniopMoeFinalizeRoutingV2Descriptor_t desc = nullptr;
+  EXPECT_EQ(infiniopCreateMoeFinalizeRoutingV2Descriptor(handle, &desc, out, ex, idx, nullptr,
+                                                         nullptr, nullptr, nullptr, nullptr, 3),
+            INFINI_STATUS_BAD_TENSOR_SHAPE);
+  EXPECT_NE(std::string(infiniopGetLastError()).find("expert slots exceed"), std::string::npos)
+      << infiniopGetLastError();
+  EXPECT_EQ(desc, nullptr);
+  for (auto t : {ex, out, idx}) infiniopDestroyTensorDescriptor(t);
+  infiniopDestroyHandle(handle);
+}
+
+}  // namespace
+}  // namespace infiniop_test

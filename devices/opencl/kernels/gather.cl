@@ -16,9 +16,10 @@ typedef long8 row_view_t;
 // (r, c) is at index + r * row_stride + c * col_stride.
 typedef long4 table_view_t;
 
-// Element index of (row, 0). Rows a kernel reads are below 2^31 (INT32 index values and
-// positions) or below `block`, so the 64-bit division, the bulk of the cost on a CPU driver, is
-// either skipped (2-D views: block = rows) or done in 32 bits.
+// Element index of (row, 0). Rows a kernel reads are below 2^31 (positions, and row counts the
+// host bounds: E x C slots and R x K positions fit INT32) or below `block`, so the 64-bit division,
+// the bulk of the cost on a CPU driver, is either skipped (2-D views: block = rows) or done in 32
+// bits.
 INLINE long row_base(row_view_t v, ulong row) {
   if (row < (ulong)v.s1) return v.s0 + (long)row * v.s3;
   const uint q = (uint)row / (uint)v.s1, m = (uint)row - q * (uint)v.s1;
