@@ -1,0 +1,148 @@
+# SPDX-License-Identifier: Apache-2.0
+"""infiniop.torch: differentiable torch functions over the library's operator pairs.
+
+    import infiniop.torch as iop
+    y = iop.swiglu(x, -1)                 # backward: SwiGluBackward
+    y.sum().backward()
+
+Each function takes the arguments of the functional one of the same name in `infiniop`
+(infiniop.swiglu, ...), without out=, and with `dim` allowed positionally; its forward runs the
+library's forward operator and, under autograd, its backward runs the library's backward
+operator (the torch.autograd.Function classes are in infiniop.torch._autograd, exported here).
+Backward passes are once_differentiable: there is no double backward.
+
+    swiglu(x, dim=-1)                     SwiGlu / SwiGluBackward
+    gelu_mul(input, approximate='none')   GeluMul / GeluMulBackward
+    gelu(input, approximate='none')       Gelu / GeluBackwardV2
+    clipped_swiglu(x, dim=-1, alpha=1.702, limit=7.0, bias=1.0, interleaved=True,
+                   group_index=None)      ClippedSwiglu / ClippedSwigluBackward
+    moe_init_routing_v2(x, expert_idx, expert_num=..., ...)
+                                          MoeInitRoutingV2 / MoeInitRoutingV2Grad (w.r.t. x)
+    moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx,
+                            drop_pad_mode=0)
+                                          MoeFinalizeRoutingV2 / MoeFinalizeRoutingV2Grad
+                                          (w.r.t. expanded_x, scales; x1, x2, bias in torch)
+
+plus torch_npu-named aliases (npu_swiglu, npu_gelu, npu_gelu_backward, npu_gelu_mul,
+npu_clipped_swiglu, npu_moe_init_routing_v2, npu_moe_finalize_routing) with torch_npu's
+argument names and order, and, where torch.library allows it, the same operators as
+torch.ops.infiniop.<name> (see docs/python.md, section "infiniop.torch").
+
+Every function also takes device= ('cpu', 'cpu_reference', 'opencl' or a Device) and handle= (an
+open infiniop.Handle, which then decides the device), keywords of the functional API. Tensors are
+torch CPU tensors of any strides (the library stages them to a non-host device itself).
+
+This module imports torch; `import infiniop` alone never does.
+"""
+
+import torch as _torch
+
+from ._autograd import (
+    ClippedSwigluFunction,
+    GeluFunction,
+    GeluMulFunction,
+    MoeFinalizeRoutingV2Function,
+    MoeInitRoutingV2Function,
+    SwiGluFunction,
+    _check_tensor,
+)
+
+__all__ = [
+    "ClippedSwigluFunction",
+    "GeluFunction",
+    "GeluMulFunction",
+    "MoeFinalizeRoutingV2Function",
+    "MoeInitRoutingV2Function",
+    "SwiGluFunction",
+    "clipped_swiglu",
+    "gelu",
+    "gelu_mul",
+    "moe_finalize_routing_v2",
+    "moe_init_routing_v2",
+    "npu_clipped_swiglu",
+    "npu_gelu",
+    "npu_gelu_backward",
+    "npu_gelu_mul",
+    "npu_moe_finalize_routing",
+    "npu_moe_init_routing_v2",
+    "npu_swiglu",
+    "swiglu",
+]
+
+
+def swiglu(x, dim=-1, *, device="cpu", handle=None):
+    """y = silu(x1) * x2, x1 and x2 the halves of x along `dim` (infiniop.swiglu), with
+    autograd: x's gradient by SwiGluBackward."""
+    _check_tensor(x, "x")
+    return SwiGluFunction.apply(x, dim, device, handle)
+
+
+def gelu_mul(input, *, approximate="none", device="cpu", handle=None):
+    """out = gelu(x1) * x2 on input's last dimension (infiniop.gelu_mul), with autograd:
+    input's gradient by GeluMulBackward."""
+    _check_tensor(input, "input")
+    return GeluMulFunction.apply(input, approximate, device, handle)
+
+
+def gelu(input, *, approximate="none", device="cpu", handle=None):
+    """output = gelu(input), as torch.nn.functional.gelu (infiniop.gelu), with autograd:
+    input's gradient by GeluBackwardV2 with the same approximate."""
+    _check_tensor(input, "input")
+    return GeluFunction.apply(input, approximate, device, handle)
+
+
+def clipped_swiglu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=True,
+                   group_index=None, device="cpu", handle=None):
+    """The clipped SwiGLU of GPT-OSS (infiniop.clipped_swiglu), with autograd: x's gradient
+    by ClippedSwigluBackward (rows beyond group_index's sum get 0); group_index is not
+    differentiable."""
+    _check_tensor(x, "x")
+    return ClippedSwigluFunction.apply(x, dim, alpha, limit, bias, interleaved, group_index,
+                                       device, handle)
+
+
+def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capacity=0,
+                        drop_pad_mode=0, expert_tokens_count_or_cumsum_flag=0,
+                        expert_tokens_before_capacity_flag=False, index_dtype=None,
+                        device="cpu", handle=None):
+    """(expanded_x, expanded_row_idx, expert_tokens_count_or_cumsum or None,
+    expert_tokens_before_capacity or None), as infiniop.moe_init_routing_v2, with autograd:
+    x's gradient through expanded_x by MoeInitRoutingV2Grad. expanded_row_idx and the counts
+    are not differentiable (marked so); expert_idx gets no gradient."""
+    _check_tensor(x, "x")
+    _check_tensor(expert_idx, "expert_idx")
+    attributes = {"expert_num": expert_num, "active_num": active_num,
+                  "expert_capacity": expert_capacity, "drop_pad_mode": drop_pad_mode,
+                  "expert_tokens_count_or_cumsum_flag": expert_tokens_count_or_cumsum_flag,
+                  "expert_tokens_before_capacity_flag": expert_tokens_before_capacity_flag}
+    return MoeInitRoutingV2Function.apply(x, expert_idx, attributes, index_dtype, device,
+                                          handle)
+
+
+def moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias=None,
+                            scales=None, expert_idx=None, *, drop_pad_mode=0, device="cpu",
+                            handle=None):
+    """out = x1 + x2 + sum_k scales[:, k] * (expanded_x[idx] + bias[expert_idx[:, k]]), as
+    infiniop.moe_finalize_routing_v2 (every drop_pad_mode 0..3), with autograd: expanded_x and
+    scales by MoeFinalizeRoutingV2Grad; x1 and x2 get grad_out; bias gets
+    sum over the pairs routed to each expert of scales * grad_out (torch ops: the library has
+    no operator for it). The index tensors get no gradient."""
+    _check_tensor(expanded_x, "expanded_x")
+    _check_tensor(expanded_row_idx, "expanded_row_idx")
+    for value, name in ((x1, "x1"), (x2, "x2"), (bias, "bias"), (scales, "scales"),
+                        (expert_idx, "expert_idx")):
+        _check_tensor(value, name, optional=True)
+    return MoeFinalizeRoutingV2Function.apply(expanded_x, expanded_row_idx, x1, x2, bias,
+                                              scales, expert_idx, drop_pad_mode, device, handle)
+
+
+from .npu import (  # noqa: E402  (the aliases build on the functions above)
+    npu_clipped_swiglu,
+    npu_gelu,
+    npu_gelu_backward,
+    npu_gelu_mul,
+    npu_moe_finalize_routing,
+    npu_moe_init_routing_v2,
+    npu_swiglu,
+)
+from . import _ops  # noqa: E402,F401  (torch.ops.infiniop.*, where torch.library allows it)

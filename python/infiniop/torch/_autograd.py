@@ -1,0 +1,205 @@
+# SPDX-License-Identifier: Apache-2.0
+"""torch.autograd.Function for each forward/backward operator pair of the library.
+
+Each Function's forward runs the library's forward operator through the functional API
+(infiniop.swiglu, ...) and its backward runs the library's backward operator
+(infiniop.swiglu_backward, ...). The backward is @once_differentiable: the library has no
+second derivatives, so a double backward (create_graph=True through these functions) raises.
+
+Tensors: torch CPU tensors (the library stages them to other devices itself), any strides;
+dtypes as the library's (float32, float16, bfloat16). Non-tensor arguments get None gradients.
+"""
+
+import torch
+from torch.autograd.function import once_differentiable
+
+import infiniop
+
+__all__ = [
+    "ClippedSwigluFunction",
+    "GeluFunction",
+    "GeluMulFunction",
+    "MoeFinalizeRoutingV2Function",
+    "MoeInitRoutingV2Function",
+    "SwiGluFunction",
+]
+
+
+def _check_tensor(value, name, optional=False):
+    """A torch.Tensor argument (messages name the user's argument)."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, not {type(value).__name__}")
+    return value
+
+
+def _lib(device, handle):
+    return {"device": device, "handle": handle}
+
+
+# --------------------------------------------------------------------------------------------
+# Elementwise / split activations
+
+def _one_attribute_pair(name, forward, backward, keyword, doc):
+    """A Function over one input tensor and one attribute (passed as `keyword`): the functional
+    infiniop.<forward>(input, keyword=value, device=, handle=) and
+    infiniop.<backward>(grad, input, keyword=value, ...). apply(input, value, device, handle)."""
+
+    def forward_(ctx, input, value, device, handle):
+        ctx.options = {keyword: value, "device": device, "handle": handle}
+        ctx.save_for_backward(input)
+        return getattr(infiniop, forward)(input, **ctx.options)
+
+    def backward_(ctx, grad):
+        (input,) = ctx.saved_tensors
+        grad_input = None
+        if ctx.needs_input_grad[0]:
+            grad_input = getattr(infiniop, backward)(grad, input, **ctx.options)
+        return grad_input, None, None, None
+
+    return type(name, (torch.autograd.Function,),
+                {"__doc__": doc, "__module__": __name__, "forward": staticmethod(forward_),
+                 "backward": staticmethod(once_differentiable(backward_))})
+
+
+SwiGluFunction = _one_attribute_pair(
+    "SwiGluFunction", "swiglu", "swiglu_backward", "dim",
+    "y = silu(x1) * x2 (SwiGlu); backward: SwiGluBackward. apply(x, dim, device, handle).")
+GeluMulFunction = _one_attribute_pair(
+    "GeluMulFunction", "gelu_mul", "gelu_mul_backward", "approximate",
+    "out = gelu(x1) * x2 on the last dimension (GeluMul); backward: GeluMulBackward. "
+    "apply(input, approximate, device, handle).")
+GeluFunction = _one_attribute_pair(
+    "GeluFunction", "gelu", "gelu_backward_v2", "approximate",
+    "output = gelu(input) (Gelu); backward: GeluBackwardV2 (erf or tanh, as the forward). "
+    "apply(input, approximate, device, handle).")
+
+
+class ClippedSwigluFunction(torch.autograd.Function):
+    """The clipped SwiGLU (ClippedSwiglu); backward: ClippedSwigluBackward.
+    apply(x, dim, alpha, limit, bias, interleaved, group_index, device, handle); group_index
+    (row counts) is not differentiable."""
+
+    @staticmethod
+    def forward(ctx, x, dim, alpha, limit, bias, interleaved, group_index, device, handle):
+        ctx.attributes = {"dim": dim, "alpha": alpha, "limit": limit, "bias": bias,
+                          "interleaved": interleaved}
+        ctx.lib = _lib(device, handle)
+        ctx.group_index = group_index  # an index input: kept as given (tensor or list)
+        ctx.save_for_backward(x)
+        return infiniop.clipped_swiglu(x, group_index=group_index, **ctx.attributes, **ctx.lib)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_y):
+        (x,) = ctx.saved_tensors
+        grad_x = None
+        if ctx.needs_input_grad[0]:
+            grad_x = infiniop.clipped_swiglu_backward(grad_y, x, group_index=ctx.group_index,
+                                                      **ctx.attributes, **ctx.lib)
+        return (grad_x,) + (None,) * 8
+
+
+# --------------------------------------------------------------------------------------------
+# MoE routing
+
+class MoeInitRoutingV2Function(torch.autograd.Function):
+    """(expanded_x, expanded_row_idx, expert_tokens_count_or_cumsum, expert_tokens_before_capacity)
+    of MoeInitRoutingV2, differentiable with respect to x through expanded_x (backward:
+    MoeInitRoutingV2Grad); the index and count outputs are not differentiable.
+    apply(x, expert_idx, attributes (dict), index_dtype, device, handle)."""
+
+    @staticmethod
+    def forward(ctx, x, expert_idx, attributes, index_dtype, device, handle):
+        ctx.lib = _lib(device, handle)
+        ctx.set_materialize_grads(False)
+        outputs = infiniop.moe_init_routing_v2(x, expert_idx, **attributes,
+                                               index_dtype=index_dtype, **ctx.lib)
+        expanded_x, row_idx, counts, before = outputs
+        ctx.top_k = expert_idx.shape[-1] if expert_idx.dim() else 1
+        ctx.drop_pad_mode = attributes["drop_pad_mode"]
+        ctx.active_num = attributes["active_num"]
+        ctx.mark_non_differentiable(*(t for t in (row_idx, counts, before) if t is not None))
+        ctx.save_for_backward(row_idx)
+        return expanded_x, row_idx, counts, before
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_expanded_x, *unused):
+        grad_x = None
+        if ctx.needs_input_grad[0] and grad_expanded_x is not None:
+            (row_idx,) = ctx.saved_tensors
+            grad_x = infiniop.moe_init_routing_v2_grad(
+                grad_expanded_x, row_idx, top_k=ctx.top_k, drop_pad_mode=ctx.drop_pad_mode,
+                active_num=ctx.active_num, **ctx.lib)
+        return grad_x, None, None, None, None, None
+
+
+class MoeFinalizeRoutingV2Function(torch.autograd.Function):
+    """out of MoeFinalizeRoutingV2, differentiable with respect to expanded_x and scales
+    (backward: MoeFinalizeRoutingV2Grad, in its row layout: the column layout of modes 0 and 1
+    is transposed for it), x1 and x2 (their gradient is grad_out itself) and bias (its gradient,
+    which the library has no operator for, is summed with torch: grad_bias[e] = sum over the
+    (r, k) with expert_idx[r, k] = e of scales[r, k] * grad_out[r], in float32).
+    apply(expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx, drop_pad_mode,
+    device, handle)."""
+
+    @staticmethod
+    def forward(ctx, expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx,
+                drop_pad_mode, device, handle):
+        ctx.lib = _lib(device, handle)
+        ctx.set_materialize_grads(False)
+        ctx.drop_pad_mode = drop_pad_mode
+        ctx.dtypes = tuple(None if t is None else t.dtype for t in (x1, x2, bias))
+        ctx.save_for_backward(expanded_x, expanded_row_idx, bias, scales, expert_idx)
+        return infiniop.moe_finalize_routing_v2(
+            expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx,
+            drop_pad_mode=drop_pad_mode, **ctx.lib)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        need = ctx.needs_input_grad
+        none = (None,) * 10
+        if grad_out is None:
+            return none
+        expanded_x, row_idx, bias, scales, expert_idx = ctx.saved_tensors
+        grads = list(none)
+        mode = ctx.drop_pad_mode
+        if need[0] or need[5]:  # expanded_x, scales: MoeFinalizeRoutingV2Grad
+            rows = grad_out.shape[0]
+            k = scales.shape[1] if scales is not None else 1
+            if mode in (0, 1):  # column layout -> the grad's row layout
+                row_idx = row_idx.reshape(k, rows).t().reshape(-1)
+            grad_mode = 1 if mode in (1, 3) else 0
+            shape = {}
+            if grad_mode == 1:
+                shape = {"expert_num": expanded_x.shape[0],
+                         "expert_capacity": expanded_x.shape[1]}
+            grad_expanded_x, grad_scales = infiniop.moe_finalize_routing_v2_grad(
+                grad_out, row_idx, expanded_x if scales is not None else None, scales,
+                expert_idx if bias is not None else None, bias, drop_pad_mode=grad_mode,
+                **shape, **ctx.lib)
+            grads[0] = grad_expanded_x if need[0] else None
+            grads[5] = grad_scales if need[5] else None
+        for i, dtype in ((2, ctx.dtypes[0]), (3, ctx.dtypes[1])):  # x1, x2
+            if need[i]:
+                grads[i] = grad_out.to(dtype)
+        if need[4]:  # bias
+            grads[4] = _bias_grad(grad_out, scales, expert_idx, bias)
+        return tuple(grads)
+
+
+def _bias_grad(grad_out, scales, expert_idx, bias):
+    """grad_bias[e] = sum over (r, k) with expert_idx[r, k] = e of scales[r, k] * grad_out[r]
+    (every pair counts, dropped tokens too: the forward adds their bias), summed in float32."""
+    rows, hidden = grad_out.shape
+    g = grad_out.float()
+    if scales is None:
+        contributions = g.unsqueeze(1)  # K = 1
+    else:
+        contributions = scales.float().unsqueeze(-1) * g.unsqueeze(1)  # (R, K, H)
+    grad = torch.zeros(bias.shape, dtype=torch.float32)
+    grad.index_add_(0, expert_idx.reshape(-1).long(), contributions.reshape(-1, hidden))
+    return grad.to(bias.dtype)

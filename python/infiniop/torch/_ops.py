@@ -1,0 +1,172 @@
+# SPDX-License-Identifier: Apache-2.0
+"""torch.ops.infiniop.<name>: the operators registered with torch.library (torch >= 1.13).
+
+A "DEF" library of the namespace `infiniop` defines one schema per function of infiniop.torch,
+with two Python kernels each: CPU (the library's forward through the functional API, no
+autograd) and Autograd (the autograd.Function of infiniop.torch, whose backward runs the
+library's backward operator). Schemas cannot carry an infiniop.Handle, so these take
+device='cpu' | 'cpu_reference' | 'opencl' as a string and open a handle per call; use the
+Python functions for handle=.
+
+    torch.ops.infiniop.swiglu(Tensor x, int dim=-1, *, str device='cpu') -> Tensor
+    torch.ops.infiniop.gelu(Tensor input, *, str approximate='none', str device='cpu') -> Tensor
+    torch.ops.infiniop.gelu_mul(Tensor input, *, str approximate='none', str device='cpu')
+    torch.ops.infiniop.clipped_swiglu(Tensor x, int dim=-1, *, float alpha=1.702,
+        float limit=7.0, float bias=1.0, bool interleaved=True, Tensor? group_index=None,
+        str device='cpu') -> Tensor
+    torch.ops.infiniop.moe_init_routing_v2(Tensor x, Tensor expert_idx, *, int expert_num,
+        int active_num=0, int expert_capacity=0, int drop_pad_mode=0,
+        int expert_tokens_count_or_cumsum_flag=0, bool expert_tokens_before_capacity_flag=False,
+        str device='cpu') -> (Tensor, Tensor, Tensor?, Tensor?)
+    torch.ops.infiniop.moe_finalize_routing_v2(Tensor expanded_x, Tensor expanded_row_idx,
+        Tensor? x1=None, Tensor? x2=None, Tensor? bias=None, Tensor? scales=None,
+        Tensor? expert_idx=None, *, int drop_pad_mode=0, str device='cpu') -> Tensor
+
+REGISTERED says whether it worked; REASON why not (an older torch without torch.library, or
+the namespace already defined by someone else in this process).
+"""
+
+import torch
+
+import infiniop
+
+from . import _autograd
+
+REGISTERED = False
+REASON = None
+
+_SCHEMAS = {
+    "swiglu": "swiglu(Tensor x, int dim=-1, *, str device='cpu') -> Tensor",
+    "gelu": "gelu(Tensor input, *, str approximate='none', str device='cpu') -> Tensor",
+    "gelu_mul": "gelu_mul(Tensor input, *, str approximate='none', str device='cpu') -> Tensor",
+    "clipped_swiglu": (
+        "clipped_swiglu(Tensor x, int dim=-1, *, float alpha=1.702, float limit=7.0, "
+        "float bias=1.0, bool interleaved=True, Tensor? group_index=None, str device='cpu') "
+        "-> Tensor"),
+    "moe_init_routing_v2": (
+        "moe_init_routing_v2(Tensor x, Tensor expert_idx, *, int expert_num, int active_num=0, "
+        "int expert_capacity=0, int drop_pad_mode=0, int expert_tokens_count_or_cumsum_flag=0, "
+        "bool expert_tokens_before_capacity_flag=False, str device='cpu') "
+        "-> (Tensor, Tensor, Tensor?, Tensor?)"),
+    "moe_finalize_routing_v2": (
+        "moe_finalize_routing_v2(Tensor expanded_x, Tensor expanded_row_idx, Tensor? x1=None, "
+        "Tensor? x2=None, Tensor? bias=None, Tensor? scales=None, Tensor? expert_idx=None, *, "
+        "int drop_pad_mode=0, str device='cpu') -> Tensor"),
+}
+
+
+# CPU kernels: the forward operator only.
+
+def _swiglu_cpu(x, dim=-1, *, device="cpu"):
+    return infiniop.swiglu(x, dim=dim, device=device)
+
+
+def _gelu_cpu(input, *, approximate="none", device="cpu"):
+    return infiniop.gelu(input, approximate=approximate, device=device)
+
+
+def _gelu_mul_cpu(input, *, approximate="none", device="cpu"):
+    return infiniop.gelu_mul(input, approximate=approximate, device=device)
+
+
+def _clipped_swiglu_cpu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=True,
+                        group_index=None, device="cpu"):
+    return infiniop.clipped_swiglu(x, dim=dim, alpha=alpha, limit=limit, bias=bias,
+                                   interleaved=interleaved, group_index=group_index,
+                                   device=device)
+
+
+def _init_attributes(expert_num, active_num, expert_capacity, drop_pad_mode,
+                     expert_tokens_count_or_cumsum_flag, expert_tokens_before_capacity_flag):
+    return {"expert_num": expert_num, "active_num": active_num,
+            "expert_capacity": expert_capacity, "drop_pad_mode": drop_pad_mode,
+            "expert_tokens_count_or_cumsum_flag": expert_tokens_count_or_cumsum_flag,
+            "expert_tokens_before_capacity_flag": expert_tokens_before_capacity_flag}
+
+
+def _moe_init_cpu(x, expert_idx, *, expert_num, active_num=0, expert_capacity=0,
+                  drop_pad_mode=0, expert_tokens_count_or_cumsum_flag=0,
+                  expert_tokens_before_capacity_flag=False, device="cpu"):
+    return infiniop.moe_init_routing_v2(
+        x, expert_idx, **_init_attributes(expert_num, active_num, expert_capacity,
+                                          drop_pad_mode, expert_tokens_count_or_cumsum_flag,
+                                          expert_tokens_before_capacity_flag), device=device)
+
+
+def _moe_finalize_cpu(expanded_x, expanded_row_idx, x1=None, x2=None, bias=None, scales=None,
+                      expert_idx=None, *, drop_pad_mode=0, device="cpu"):
+    return infiniop.moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1, x2, bias, scales,
+                                            expert_idx, drop_pad_mode=drop_pad_mode,
+                                            device=device)
+
+
+# Autograd kernels: the autograd.Functions (their forward calls the library directly).
+
+def _swiglu_autograd(x, dim=-1, *, device="cpu"):
+    return _autograd.SwiGluFunction.apply(x, dim, device, None)
+
+
+def _gelu_autograd(input, *, approximate="none", device="cpu"):
+    return _autograd.GeluFunction.apply(input, approximate, device, None)
+
+
+def _gelu_mul_autograd(input, *, approximate="none", device="cpu"):
+    return _autograd.GeluMulFunction.apply(input, approximate, device, None)
+
+
+def _clipped_swiglu_autograd(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=True,
+                             group_index=None, device="cpu"):
+    return _autograd.ClippedSwigluFunction.apply(x, dim, alpha, limit, bias, interleaved,
+                                                 group_index, device, None)
+
+
+def _moe_init_autograd(x, expert_idx, *, expert_num, active_num=0, expert_capacity=0,
+                       drop_pad_mode=0, expert_tokens_count_or_cumsum_flag=0,
+                       expert_tokens_before_capacity_flag=False, device="cpu"):
+    attributes = _init_attributes(expert_num, active_num, expert_capacity, drop_pad_mode,
+                                  expert_tokens_count_or_cumsum_flag,
+                                  expert_tokens_before_capacity_flag)
+    return _autograd.MoeInitRoutingV2Function.apply(x, expert_idx, attributes, None, device,
+                                                    None)
+
+
+def _moe_finalize_autograd(expanded_x, expanded_row_idx, x1=None, x2=None, bias=None,
+                           scales=None, expert_idx=None, *, drop_pad_mode=0, device="cpu"):
+    return _autograd.MoeFinalizeRoutingV2Function.apply(
+        expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx, drop_pad_mode, device,
+        None)
+
+
+_KERNELS = {
+    "swiglu": (_swiglu_cpu, _swiglu_autograd),
+    "gelu": (_gelu_cpu, _gelu_autograd),
+    "gelu_mul": (_gelu_mul_cpu, _gelu_mul_autograd),
+    "clipped_swiglu": (_clipped_swiglu_cpu, _clipped_swiglu_autograd),
+    "moe_init_routing_v2": (_moe_init_cpu, _moe_init_autograd),
+    "moe_finalize_routing_v2": (_moe_finalize_cpu, _moe_finalize_autograd),
+}
+
+_LIBRARY = None  # kept alive: the registrations last as long as the Library object
+
+
+def _register():
+    global _LIBRARY, REGISTERED, REASON
+    library_class = getattr(getattr(torch, "library", None), "Library", None)
+    if library_class is None:
+        REASON = f"torch {torch.__version__} has no torch.library.Library"
+        return
+    try:
+        library = library_class("infiniop", "DEF")
+        for name, schema in _SCHEMAS.items():
+            library.define(schema)
+            cpu, autograd = _KERNELS[name]
+            library.impl(name, cpu, "CPU")
+            library.impl(name, autograd, "Autograd")
+    except (RuntimeError, ValueError, TypeError) as error:  # e.g. the namespace is taken
+        REASON = f"torch.library registration failed: {error}"
+        return
+    _LIBRARY = library
+    REGISTERED = True
+
+
+_register()

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: Apache-2.0
+"""torch_npu-named aliases of infiniop.torch's functions: torch_npu's argument names, order and
+defaults, the library's operators underneath (with autograd where infiniop.torch has it).
+The mapping table is in docs/python.md, section "infiniop.torch"; what torch_npu has and the
+library does not (quantization, active_expert_range, ...) raises NotImplementedError naming the
+argument.
+
+    npu_swiglu(input, dim=-1)                              -> swiglu
+    npu_gelu(input, approximate='none')                    -> gelu
+    npu_gelu_backward(grad_output, self, approximate='none')
+                                                           -> infiniop.gelu_backward_v2
+    npu_gelu_mul(input, *, approximate='none')             -> gelu_mul
+    npu_clipped_swiglu(x, *, group_index=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0,
+                       interleaved=True)                   -> clipped_swiglu
+    npu_moe_finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales,
+                             expanded_src_to_dst_row, export_for_source_row, drop_pad_mode=0)
+                                                           -> moe_finalize_routing_v2
+    npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_num=-1,
+                            expert_capacity=-1, expert_num=-1, drop_pad_mode=0,
+                            expert_tokens_num_type=0, expert_tokens_num_flag=False,
+                            quant_mode=0, active_expert_range=[], row_idx_type=0)
+                                                           -> moe_init_routing_v2
+"""
+
+import torch
+
+import infiniop
+
+from . import _autograd
+
+__all__ = ["npu_clipped_swiglu", "npu_gelu", "npu_gelu_backward", "npu_gelu_mul",
+           "npu_moe_finalize_routing", "npu_moe_init_routing_v2", "npu_swiglu"]
+
+
+def _api():
+    from infiniop import torch as api  # the package's functions (this module is imported by it)
+
+    return api
+
+
+def npu_swiglu(input, dim=-1, *, device="cpu", handle=None):
+    """torch_npu.npu_swiglu(input, dim=-1): swiglu(input, dim)."""
+    return _api().swiglu(input, dim, device=device, handle=handle)
+
+
+def npu_gelu(input, approximate="none", *, device="cpu", handle=None):
+    """torch_npu.npu_gelu(input, approximate='none'): gelu(input, approximate=approximate)."""
+    return _api().gelu(input, approximate=approximate, device=device, handle=handle)
+
+
+def npu_gelu_backward(grad_output, self, approximate="none", *, device="cpu", handle=None):
+    """torch_npu.npu_gelu_backward(grad_output, self, approximate='none'): grad_output *
+    gelu'(self), by GeluBackwardV2 (infiniop.gelu_backward_v2; not itself differentiable)."""
+    _autograd._check_tensor(grad_output, "grad_output")
+    _autograd._check_tensor(self, "self")
+    return infiniop.gelu_backward_v2(grad_output, self, approximate=approximate, device=device,
+                                     handle=handle)
+
+
+def npu_gelu_mul(input, *, approximate="none", device="cpu", handle=None):
+    """torch_npu.npu_gelu_mul(input, *, approximate='none'): gelu_mul."""
+    return _api().gelu_mul(input, approximate=approximate, device=device, handle=handle)
+
+
+def npu_clipped_swiglu(x, *, group_index=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0,
+                       interleaved=True, device="cpu", handle=None):
+    """torch_npu.npu_clipped_swiglu(x, *, group_index=None, dim=-1, alpha=1.702, limit=7.0,
+    bias=1.0, interleaved=True): clipped_swiglu."""
+    return _api().clipped_swiglu(x, dim, alpha=alpha, limit=limit, bias=bias,
+                                 interleaved=interleaved, group_index=group_index,
+                                 device=device, handle=handle)
+
+
+def npu_moe_finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales,
+                             expanded_src_to_dst_row, export_for_source_row, drop_pad_mode=0,
+                             *, device="cpu", handle=None):
+    """torch_npu.npu_moe_finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales,
+    expanded_src_to_dst_row, export_for_source_row, drop_pad_mode=0):
+    moe_finalize_routing_v2(expanded_x=expanded_permuted_rows,
+    expanded_row_idx=expanded_src_to_dst_row, x1=skip1, x2=skip2, bias=bias, scales=scales,
+    expert_idx=export_for_source_row, drop_pad_mode=drop_pad_mode). skip2 alone (skip1 None)
+    is added as the only residual. drop_pad_mode None means 0."""
+    if skip1 is None and skip2 is not None:
+        skip1, skip2 = skip2, None
+    if drop_pad_mode is None:
+        drop_pad_mode = 0
+    for value, name in ((expanded_permuted_rows, "expanded_permuted_rows"),
+                        (expanded_src_to_dst_row, "expanded_src_to_dst_row")):
+        _autograd._check_tensor(value, name)
+    for value, name in ((skip1, "skip1"), (skip2, "skip2"), (bias, "bias"), (scales, "scales"),
+                        (export_for_source_row, "export_for_source_row")):
+        _autograd._check_tensor(value, name, optional=True)
+    return _api().moe_finalize_routing_v2(
+        expanded_permuted_rows, expanded_src_to_dst_row, skip1, skip2, bias, scales,
+        export_for_source_row, drop_pad_mode=drop_pad_mode, device=device, handle=handle)
+
+
+def _key_value(counts, expert_num):
+    """torch_npu's key_value layout (expert_tokens_num_type 2): (expert_num, 2) int64 rows
+    (expert, count) for the experts with a non-zero count, in expert order, then zero rows."""
+    out = torch.zeros((expert_num, 2), dtype=torch.int64)
+    busy = torch.nonzero(counts, as_tuple=True)[0]
+    out[:busy.numel(), 0] = busy
+    out[:busy.numel(), 1] = counts[busy].to(torch.int64)
+    return out
+
+
+def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_num=-1,
+                            expert_capacity=-1, expert_num=-1, drop_pad_mode=0,
+                            expert_tokens_num_type=0, expert_tokens_num_flag=False,
+                            quant_mode=0, active_expert_range=(), row_idx_type=0,
+                            device="cpu", handle=None):
+    """torch_npu.npu_moe_init_routing_v2(x, expert_idx, *, ...) -> (expanded_x, expanded_row_idx,
+    expert_token_cumsum_or_count, expanded_scale), on moe_init_routing_v2 (expanded_x is
+    differentiable with respect to x).
+
+    active_num -1 (or >= R*K): every row, the library's 0. expert_capacity -1: 0 (dropless).
+    expert_num: required (torch_npu's -1 has no meaning here). expert_tokens_num_flag True
+    returns the per-expert token numbers, int64: expert_tokens_num_type 0 cumsum, 1 count,
+    2 key_value ((expert_num, 2) rows (expert, count) of the busy experts, then zeros); in
+    drop_pad_mode 1 they are the counts before the capacity cut. Without the flag that output is
+    None. row_idx_type 1: expanded_row_idx is the scatter index (expanded_x[idx[p]] = x[p // K],
+    the library's, what moe_finalize_routing_v2 and npu_moe_finalize_routing read); 0 (torch_npu's
+    default): the gather index (expanded_x[i] = x[idx[i] // K]), its inverse permutation, dropless
+    only. scale (R,) float32: expanded_scale[i] = scale[source row of i] (dropless; not
+    differentiable); None without scale. Not supported (NotImplementedError): offset, quant_mode
+    1 (quantization), active_expert_range other than [] or [0, expert_num], row_idx_type 0 or
+    scale with drop_pad_mode 1.
+    """
+    if offset is not None:
+        raise NotImplementedError("offset: quantization is not supported (pass offset=None)")
+    if quant_mode not in (0, -1):
+        raise NotImplementedError(f"quant_mode={quant_mode!r}: quantization is not supported "
+                                  "(0 or -1: none)")
+    if isinstance(expert_num, int) and not isinstance(expert_num, bool) and expert_num == -1:
+        raise ValueError("expert_num: the number of experts is required (torch_npu's default -1 "
+                         "is not supported)")
+    if list(active_expert_range) not in ([], [0, expert_num]):
+        raise NotImplementedError(f"active_expert_range={list(active_expert_range)!r}: only [] "
+                                  f"or [0, expert_num] (all experts) is supported")
+    if row_idx_type not in (0, 1):
+        raise ValueError(f"row_idx_type={row_idx_type!r}: 0 (gather) or 1 (scatter)")
+    if expert_tokens_num_type not in (0, 1, 2):
+        raise ValueError(f"expert_tokens_num_type={expert_tokens_num_type!r}: 0 (cumsum), "
+                         "1 (count) or 2 (key_value)")
+    _autograd._check_tensor(x, "x")
+    _autograd._check_tensor(expert_idx, "expert_idx")
+    _autograd._check_tensor(scale, "scale", optional=True)
+    if drop_pad_mode == 1 and (row_idx_type == 0 or scale is not None):
+        what = "row_idx_type=0 (gather)" if row_idx_type == 0 else "scale"
+        raise NotImplementedError(f"{what} is supported in drop_pad_mode 0 only")
+    total = expert_idx.numel()
+    if active_num == -1 or (isinstance(active_num, int) and active_num >= total):
+        active_num = 0
+    if expert_capacity == -1:
+        expert_capacity = 0
+    flags = {}
+    if expert_tokens_num_flag:
+        if drop_pad_mode == 1:
+            flags["expert_tokens_before_capacity_flag"] = True
+        else:  # the library's flag: 1 cumsum, 2 count
+            flags["expert_tokens_count_or_cumsum_flag"] = 1 if expert_tokens_num_type == 0 else 2
+    expanded_x, row_idx, counts, before = _api().moe_init_routing_v2(
+        x, expert_idx, expert_num=expert_num, active_num=active_num,
+        expert_capacity=expert_capacity, drop_pad_mode=drop_pad_mode, **flags, device=device,
+        handle=handle)
+    numbers = None
+    if expert_tokens_num_flag:
+        numbers = (before if drop_pad_mode == 1 else counts).to(torch.int64)
+        if drop_pad_mode == 1 and expert_tokens_num_type == 0:
+            numbers = torch.cumsum(numbers, 0)
+        if expert_tokens_num_type == 2:  # from the counts (the library's flag 2 in mode 0)
+            numbers = _key_value(numbers, expert_num)
+    expanded_scale = None
+    if scale is not None:
+        with torch.no_grad():
+            k = expert_idx.shape[-1] if expert_idx.dim() else 1
+            expanded_scale = torch.empty(total, dtype=scale.dtype)
+            expanded_scale[row_idx.long()] = scale.reshape(-1).repeat_interleave(k)
+    if row_idx_type == 0:
+        gather = torch.empty_like(row_idx)
+        gather[row_idx.long()] = torch.arange(total, dtype=row_idx.dtype)
+        row_idx = gather
+    return expanded_x, row_idx, numbers, expanded_scale
