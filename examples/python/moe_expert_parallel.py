@@ -63,7 +63,6 @@ import time
 import torch
 import torch.distributed as dist
 
-import infiniop
 import infiniop.torch as ops  # differentiable moe_init_routing_v2, clipped_swiglu, ...
 
 T, H, E, K, I = 64, 32, 4, 2, 16  # tokens, hidden, experts, top-k, expert width
@@ -75,7 +74,14 @@ TOLERANCE = {"single process": 8 * U, "float64": 16 * U}
 
 
 # ----------------------------------------------------------------------------------------------
-# Collectives as autograd functions
+# Collectives, and as autograd functions
+
+def all_gather(tensor):
+    """[every rank's tensor] (same shapes), in rank order; no gradient."""
+    parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, tensor.contiguous())
+    return parts
+
 
 class AllGather(torch.autograd.Function):
     """Every rank's (n, ...) shard, concatenated in rank order. Backward: the sum over the ranks
@@ -83,10 +89,8 @@ class AllGather(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, shard):
-        parts = [torch.empty_like(shard) for _ in range(dist.get_world_size())]
-        dist.all_gather(parts, shard.contiguous())
         ctx.rows = shard.shape[0]
-        return torch.cat(parts)
+        return torch.cat(all_gather(shard))
 
     @staticmethod
     def backward(ctx, grad):
@@ -150,7 +154,7 @@ def moe_layer(x, W_r, W1, b1, W2, b2, capacity, rank=0, world=1):
         x_all, ids_all, scales_all = x, ids, scales
     else:
         # 2. the whole batch's routing on every rank
-        ids_all = torch.cat(_all_gather_plain(ids))
+        ids_all = torch.cat(all_gather(ids))
         scales_all = AllGather.apply(scales)
         # 3. token rows to the ranks that own one of their experts
         needs = torch.stack([((ids_all // local) == j).any(dim=1) for j in range(world)])
@@ -167,7 +171,7 @@ def moe_layer(x, W_r, W1, b1, W2, b2, capacity, rank=0, world=1):
         x_all, ids_all, expert_num=E, expert_capacity=capacity, drop_pad_mode=1)
     rows = expanded_x[first:first + local]  # (local, C, H)
 
-    # 5. the local experts, batched over their slots (unfilled slots are zero rows, never read)
+    # 5. the local experts, batched over their slots (unfilled ones: zero rows, outputs unread)
     h = torch.baddbmm(b1.unsqueeze(1), rows, W1)
     act = ops.clipped_swiglu(h, **CLIP)
     expert_out = torch.baddbmm(b2.unsqueeze(1), act, W2)  # (local, C, H)
@@ -182,12 +186,6 @@ def moe_layer(x, W_r, W1, b1, W2, b2, capacity, rank=0, world=1):
         return partial, scales
     # 7. sum the ranks' partial outputs; keep this rank's tokens
     return AllReduce.apply(partial)[mine], scales
-
-
-def _all_gather_plain(tensor):
-    parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
-    dist.all_gather(parts, tensor.contiguous())
-    return parts
 
 
 # ----------------------------------------------------------------------------------------------
@@ -281,9 +279,9 @@ def worker(rank, world, init_file=None):
         capacity = math.ceil(factor * T * K / E)
         out, grads = run_layer(p, capacity, rank, world)
         # every rank's tokens and experts, gathered; W_r's gradient summed (data parallel)
-        out = torch.cat(_all_gather_plain(out))
+        out = torch.cat(all_gather(out))
         for name in ("x", "scales", "W1", "b1", "W2", "b2"):
-            grads[name] = torch.cat(_all_gather_plain(grads[name]))
+            grads[name] = torch.cat(all_gather(grads[name]))
         dist.all_reduce(grads["W_r"])
         if rank != 0:
             continue

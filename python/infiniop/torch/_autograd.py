@@ -86,17 +86,21 @@ class ClippedSwigluFunction(torch.autograd.Function):
         ctx.attributes = {"dim": dim, "alpha": alpha, "limit": limit, "bias": bias,
                           "interleaved": interleaved}
         ctx.lib = _lib(device, handle)
-        ctx.group_index = group_index  # an index input: kept as given (tensor or list)
-        ctx.save_for_backward(x)
+        if isinstance(group_index, torch.Tensor):  # saved: an in-place change is detected
+            ctx.save_for_backward(x, group_index)
+        else:  # None or a list of counts
+            ctx.group_index = group_index
+            ctx.save_for_backward(x)
         return infiniop.clipped_swiglu(x, group_index=group_index, **ctx.attributes, **ctx.lib)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_y):
-        (x,) = ctx.saved_tensors
+        x, *group_index = ctx.saved_tensors
+        group_index = group_index[0] if group_index else ctx.group_index
         grad_x = None
         if ctx.needs_input_grad[0]:
-            grad_x = infiniop.clipped_swiglu_backward(grad_y, x, group_index=ctx.group_index,
+            grad_x = infiniop.clipped_swiglu_backward(grad_y, x, group_index=group_index,
                                                       **ctx.attributes, **ctx.lib)
         return (grad_x,) + (None,) * 8
 
