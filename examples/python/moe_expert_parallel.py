@@ -3,13 +3,14 @@
 """Expert parallel MoE on torch.distributed: a GPT-OSS-style MoE layer whose E = 4 experts are
 split over 2 processes (2 each), forward and backward, with the routing in the library.
 
-    python3 examples/python/moe_expert_parallel.py
+    PYTHONPATH=python /usr/bin/python3 examples/python/moe_expert_parallel.py
 
-launches 2 processes (torch.multiprocessing, gloo over a FileStore in a temporary folder: no
-network port), prints the largest differences against the same layer run in one process with
-every expert and against float64 autograd, and exits 0 when they are within the tolerances
-below (1 otherwise). Started as one of 2 processes with RANK, WORLD_SIZE, MASTER_ADDR and
-MASTER_PORT set (as torch.distributed.run sets them) it joins that process group instead.
+(the library: build/libinfiniop.so, or $INFINIOP_LIBRARY) launches 2 processes
+(torch.multiprocessing, gloo over a FileStore in a temporary folder: no network port), prints
+the largest differences against the same layer run in one process with every expert and against
+float64 autograd, and exits 0 when they are within the tolerances below (1 otherwise). Started
+as one of 2 processes with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (as
+torch.distributed.run sets them) it joins that process group instead.
 
 The layer (T tokens, hidden H, top-K of E experts, expert width I):
     logits = x @ W_r;  top, ids = topk(logits, K);  scales = softmax(top)
