@@ -14,14 +14,15 @@ library) use test_moe_layer's tolerance (assert_close / TOLERANCE): max |got - r
 16 eps max |ref|, eps the unit roundoff of the dtype (2^-20 in F32), for the few roundings of the
 activations on each path and the F32 sums of the matmuls, against the float64 layer.
 Their first matmul is exact (dyadic inputs, as test_moe_layer's), so the clamps see the same
-values on both sides.
+values on both sides. Measured: at most 1/4 of that tolerance (MLPs 0.20, MoE layer 0.25).
 
 gradcheck (finite differences) runs on F32 inputs, since the library has no F64: central
 differences with eps = 1e-2 on inputs in [-3, 3] away from the clamps' kinks have a truncation
 error eps^2 / 6 |f'''| < 1e-4 there and a rounding error of about 2 * (a few u |f|) / (2 eps)
 < 1e-4 (|f| < 30, u = 2^-24), and the perturbed input itself is rounded to F32 (relative
-error u |x| / eps < 2e-5); atol = rtol = 1e-3 leaves a margin of 5 over their sum. The MoE
-functions are linear (bilinear in expanded_x and scales): no truncation error at all.
+error u |x| / eps < 2e-5); atol = rtol = 1e-3 leaves a margin of 5 over their sum (measured:
+the smooth ones pass at 3e-5, clipped_swiglu at 1e-4). The MoE functions are linear (bilinear
+in expanded_x and scales): no truncation error at all.
 
 Devices: cpu, one case on cpu_reference, one small case on opencl (skipped without a platform).
 """
@@ -423,6 +424,33 @@ def test_moe_layer(finalize_mode):
     for name in p64:
         assert_close(leaves[name].grad, leaves64[name].grad, "float32",
                      f"moe mode {finalize_mode} grad {name}")
+
+
+def test_finalize_bfloat16_rows_float32_scales():
+    """BF16 rows with F32 router weights (the library's one mixed-dtype case): each gradient in
+    its input's dtype (grad scales F32), within test_moe_layer's BF16 tolerance of float64."""
+    rng = rng_for("torch-finalize-bf16")
+    R, Kk, E_, H_ = 16, 2, 4, 8
+    ids = torch.from_numpy(rng.integers(0, E_, (R, Kk)))
+    idx = torch.from_numpy(rng.permutation(R * Kk))
+    values = {"ex": spread(rng, (R * Kk, H_)), "x1": spread(rng, (R, H_)),
+              "bias": spread(rng, (E_, H_)), "scales": spread(rng, (R, Kk)).abs()}
+    dtypes = {"ex": torch.bfloat16, "x1": torch.bfloat16, "bias": torch.bfloat16,
+              "scales": torch.float32}
+    got = {n: v.to(dtypes[n]).requires_grad_() for n, v in values.items()}
+    grad_out = spread(rng, (R, H_))
+    out = itorch.moe_finalize_routing_v2(got["ex"], idx, got["x1"], None, got["bias"],
+                                         got["scales"], ids, drop_pad_mode=2)
+    assert out.dtype == torch.bfloat16
+    out.backward(grad_out.to(torch.bfloat16))
+    ref = {n: v.to(dtypes[n]).double().requires_grad_() for n, v in values.items()}
+    rows = ref["ex"][idx.view(R, Kk)] + ref["bias"][ids]
+    out64 = ref["x1"] + (ref["scales"].unsqueeze(-1) * rows).sum(1)
+    out64.backward(grad_out.to(torch.bfloat16).double())
+    assert_close(out, out64.detach(), "bfloat16", "bf16 finalize out")
+    for name in values:
+        assert got[name].grad.dtype == dtypes[name]
+        assert_close(got[name].grad, ref[name].grad, "bfloat16", f"bf16 finalize grad {name}")
 
 
 # ----------------------------------------------------------------------------------------------
