@@ -7,6 +7,7 @@
 #include "infiniop/handle.h"
 #include "infiniop/tensor_descriptor.h"
 #include "infiniop/runtime.h"
+#include "infiniop/version.h"
 #include "infiniop/ops/clipped_swiglu.h"
 #include "infiniop/ops/clipped_swiglu_backward.h"
 #include "infiniop/ops/gelu.h"

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Python ctypes binding of libinfiniop (include/infiniop.h).
 
-The shared library is found through $INFINIOP_LIBRARY, else in build/ or build-*/ at the
-repository root; it is loaded on first use, so importing this package never fails for that.
+The shared library is found through $INFINIOP_LIBRARY, else next to the package, else (from a
+source checkout) in build/ or build-*/, else by the dynamic loader (_library.py says how); it is
+loaded on first use, so importing this package never fails for that. __version__ is this
+package's version, library_version() the loaded library's (major, minor, patch).
 
     import infiniop, torch
     grad_input = infiniop.gelu_backward(grad_output, x, device="cpu")
@@ -23,9 +25,11 @@ from ._library import (
     get_library,
     last_error,
     library_candidates,
+    library_version,
     load_library,
     status_string,
 )
+from ._version import __version__
 from .clipped_swiglu import (
     ClippedSwiglu,
     ClippedSwigluBackward,
@@ -98,6 +102,7 @@ __all__ = [
     "get_library",
     "last_error",
     "library_candidates",
+    "library_version",
     "load_library",
     "moe_finalize_routing_v2",
     "moe_finalize_routing_v2_grad",

@@ -1,7 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Finding and loading libinfiniop.so, the C prototypes, and status checking."""
+"""Finding and loading libinfiniop.so, the C prototypes, and status checking.
+
+Where the library is looked for, first found wins (library_candidates, load_library):
+  1. $INFINIOP_LIBRARY, the path of the library: when set, the only place looked.
+  2. Next to the package: the library inside the package folder (libinfiniop.so.0 or
+     libinfiniop.so), then the one `cmake --install` installed with the package, in the libdir
+     that the install recorded relative to the package (<package>/_install.json).
+  3. From a source checkout (the package imported from <repo>/python): <repo>/build/, then
+     <repo>/build-*/, most recently built first.
+  4. The dynamic loader: dlopen("libinfiniop.so.0"), so LD_LIBRARY_PATH, the ldconfig cache and
+     the system's library folders (how a `pip install`ed package finds the library).
+"""
 
 import ctypes
+import json
 import os
 import threading
 from pathlib import Path
@@ -14,6 +26,7 @@ __all__ = [
     "library_candidates",
     "load_library",
     "get_library",
+    "library_version",
     "check",
     "status_string",
     "last_error",
@@ -21,9 +34,22 @@ __all__ = [
 
 LIBRARY_ENV = "INFINIOP_LIBRARY"
 LIBRARY_NAME = "libinfiniop.so"
+# What the dynamic loader is asked for: the SONAME of the ABI this package binds (major 0).
+LIBRARY_SONAME = "libinfiniop.so.0"
+# Written by `cmake --install` into the installed package (cmake/InfiniopPythonInstall.cmake):
+# {"library_dir": <the library's folder relative to the package's>, "library": <file name>}.
+INSTALL_RECORD = "_install.json"
 
-# python/infiniop/_library.py -> the repository root is three levels up.
-REPO_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIR = Path(__file__).resolve().parent
+# python/infiniop/_library.py -> the repository root is three levels up; only meaningful when
+# the package is imported from the source tree (in_source_tree()).
+REPO_ROOT = PACKAGE_DIR.parents[1]
+
+
+def in_source_tree(package_dir=PACKAGE_DIR):
+    """Whether the package is <repo>/python/infiniop of a source checkout (not an installed copy)."""
+    root = Path(package_dir).parents[1]
+    return Path(package_dir).parent.name == "python" and (root / "include" / "infiniop.h").is_file()
 
 
 class LibraryNotFoundError(OSError):
@@ -49,25 +75,44 @@ class InfiniopError(RuntimeError):
 # --------------------------------------------------------------------------------------------
 # Locating the library
 
-def library_candidates(environ=None, repo_root=None):
-    """The paths to try, best first, and whether they came from the environment variable.
+def _installed_library(package_dir):
+    """The library `cmake --install` recorded next to the package, or None."""
+    try:
+        record = json.loads((package_dir / INSTALL_RECORD).read_text())
+        return Path(os.path.normpath(package_dir / record["library_dir"] / record["library"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def library_candidates(environ=None, repo_root=None, package_dir=None):
+    """The library files to try, best first, and whether they came from $INFINIOP_LIBRARY.
 
     INFINIOP_LIBRARY, when set, is the only candidate (an explicit choice must not be overridden
-    by a stale build lying around). Otherwise build/ next to the repository root, then the
-    build-*/ folders, most recently built first.
+    by another library lying around). Otherwise the files that exist of: the library inside
+    `package_dir` (default: this package's folder), the one recorded in its _install.json, then
+    <repo_root>/build/ and <repo_root>/build-*/, most recently built first (repo_root defaults
+    to the checkout this package is imported from, and to none for an installed package). The
+    dynamic loader (LIBRARY_SONAME) is not a file here: load_library tries it after these.
     """
     environ = os.environ if environ is None else environ
-    root = REPO_ROOT if repo_root is None else Path(repo_root)
     explicit = environ.get(LIBRARY_ENV, "").strip()
     if explicit:
         return [Path(explicit)], True
-    found = []
-    default = root / "build" / LIBRARY_NAME
-    if default.is_file():
-        found.append(default)
-    others = [p for p in root.glob("build-*/" + LIBRARY_NAME) if p.is_file()]
-    others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-    return found + others, False
+    package_dir = PACKAGE_DIR if package_dir is None else Path(package_dir)
+    if repo_root is None and in_source_tree(package_dir):
+        repo_root = package_dir.parents[1]
+    nearby = [package_dir / LIBRARY_SONAME, package_dir / LIBRARY_NAME,
+              _installed_library(package_dir)]
+    found = [p for p in nearby if p is not None and p.is_file()]
+    if repo_root is not None:
+        root = Path(repo_root)
+        default = root / "build" / LIBRARY_NAME
+        if default.is_file():
+            found.append(default)
+        others = [p for p in root.glob("build-*/" + LIBRARY_NAME) if p.is_file()]
+        others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+        found += others
+    return list(dict.fromkeys(found)), False
 
 
 def _open(path):
@@ -78,16 +123,54 @@ def _open(path):
         return None, str(error)
 
 
-def load_library(path=None):
-    """Load libinfiniop.so (from `path`, or as library_candidates() says) and declare its API.
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
 
-    Returns the ctypes.CDLL. Raises LibraryNotFoundError with every path tried and why it failed.
+
+def _loaded_file(lib):
+    """The file the dynamic loader opened for `lib` (dladdr on one of its functions), or None."""
+    for libc in (None, "libdl.so.2"):  # glibc >= 2.34 has dladdr in libc itself
+        try:
+            dladdr = ctypes.CDLL(libc).dladdr
+            break
+        except (OSError, AttributeError):
+            continue
+    else:
+        return None
+    dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    dladdr.restype = ctypes.c_int
+    info = _DlInfo()
+    address = ctypes.cast(lib.infiniStatusString, ctypes.c_void_p)
+    if not dladdr(address, ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return os.path.realpath(os.fsdecode(info.dli_fname))
+
+
+def _ways(package_dir, repo_root):
+    """The ways of finding the library, for LibraryNotFoundError's message."""
+    ways = [f"1. ${LIBRARY_ENV}: the path of {LIBRARY_NAME} (when set, the only place looked)",
+            f"2. next to the package: {package_dir}/{LIBRARY_SONAME}, or the library "
+            f"`cmake --install` installed with the package ({INSTALL_RECORD})",
+            f"3. the dynamic loader: {LIBRARY_SONAME} through LD_LIBRARY_PATH or ldconfig"]
+    if repo_root is not None:
+        ways.append(f"and, from this source checkout, {repo_root}/build/ and build-*/ (build it: "
+                    f"cmake -S {repo_root} -B {repo_root}/build && cmake --build "
+                    f"{repo_root}/build)")
+    return ways
+
+
+def load_library(path=None):
+    """Load libinfiniop.so (from `path`, or as the module's docstring says) and declare its API.
+
+    Returns the ctypes.CDLL; its infiniop_path is the file loaded. Raises LibraryNotFoundError
+    naming every place tried, why each failed, and the ways the library is found.
     """
     if path is not None:
-        candidates, explicit, origin = [Path(path)], True, "the path given"
+        candidates, explicit, origin = [Path(path)], True, " (the path given)"
     else:
         candidates, explicit = library_candidates()
-        origin = f"${LIBRARY_ENV}" if explicit else f"the build folders under {REPO_ROOT}"
+        origin = f" (${LIBRARY_ENV} is set)" if explicit else ""
     reasons = []
     for candidate in candidates:
         if not candidate.is_file():
@@ -95,16 +178,21 @@ def load_library(path=None):
             continue
         lib, reason = _open(candidate)
         if lib is not None:
-            _declare(lib)
-            lib.infiniop_path = str(candidate)
-            return lib
+            return _declare(lib, str(candidate))
         reasons.append(f"{candidate}: {reason}")
-    hint = (f"Build the library (cmake -S {REPO_ROOT} -B {REPO_ROOT}/build && cmake --build "
-            f"{REPO_ROOT}/build) or set {LIBRARY_ENV} to the path of {LIBRARY_NAME}.")
-    if not reasons:
-        reasons.append(f"no {REPO_ROOT}/build/{LIBRARY_NAME} or {REPO_ROOT}/build-*/{LIBRARY_NAME}")
+    repo_root = REPO_ROOT if in_source_tree() else None
+    if not explicit:
+        if not candidates:
+            reasons.append(f"nothing next to the package ({PACKAGE_DIR})" +
+                           (f" or in {repo_root}/build*/" if repo_root is not None else ""))
+        lib, reason = _open(LIBRARY_SONAME)
+        if lib is not None:
+            return _declare(lib, _loaded_file(lib) or LIBRARY_SONAME)
+        reasons.append(f"the dynamic loader: {reason}")
     raise LibraryNotFoundError(
-        f"cannot load {LIBRARY_NAME} from {origin}:\n  " + "\n  ".join(reasons) + "\n" + hint)
+        f"cannot load {LIBRARY_NAME}{origin}; tried:\n  " + "\n  ".join(reasons) +
+        "\nThe library is found, first found wins, through:\n  " +
+        "\n  ".join(_ways(PACKAGE_DIR, repo_root)))
 
 
 _lock = threading.Lock()
@@ -119,6 +207,15 @@ def get_library():
             if _library is None:
                 _library = load_library()
     return _library
+
+
+def library_version():
+    """(major, minor, patch) of the loaded library (infiniopGetVersion), which may differ from
+    this package's __version__ if an older or newer library was found."""
+    parts = [ctypes.c_int() for _ in range(3)]
+    check(get_library().infiniopGetVersion(*(ctypes.byref(p) for p in parts)),
+          "infiniopGetVersion")
+    return tuple(p.value for p in parts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -164,6 +261,8 @@ _PROTOTYPES = {
     "infiniopStreamDestroy": (_status, [_ptr, _ptr]),
     "infiniopStreamSynchronize": (_status, [_ptr, _ptr]),
     "infiniopCpuIsaName": (ctypes.c_char_p, []),
+    # version.h
+    "infiniopGetVersion": (_status, [ctypes.POINTER(ctypes.c_int)] * 3),
     # ops/gelu_backward.h
     "infiniopCreateGeluBackwardDescriptor": (_status, [_ptr, _pptr, _ptr, _ptr, _ptr]),
     "infiniopGetGeluBackwardWorkspaceSize": (_status, [_ptr, _psize]),
@@ -244,11 +343,14 @@ _PROTOTYPES = {
 EXPORTED_FUNCTIONS = tuple(_PROTOTYPES)
 
 
-def _declare(lib):
+def _declare(lib, path):
+    """Declares the prototypes on `lib`, records the file it was loaded from; returns `lib`."""
     for name, (restype, argtypes) in _PROTOTYPES.items():
         function = getattr(lib, name)  # AttributeError names a missing export clearly
         function.restype = restype
         function.argtypes = argtypes
+    lib.infiniop_path = path
+    return lib
 
 
 # --------------------------------------------------------------------------------------------

@@ -26,6 +26,26 @@ TEST(Status, NamesAndValuesMatchTheAbi) {
   EXPECT_STREQ(infiniStatusString(static_cast<infiniStatus_t>(1000)), "INFINI_STATUS_UNKNOWN");
 }
 
+TEST(Version, RuntimeMatchesTheHeaders) {
+  int major = -1, minor = -1, patch = -1;
+  ASSERT_EQ(infiniopGetVersion(&major, &minor, &patch), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(major, INFINIOP_VERSION_MAJOR);
+  EXPECT_EQ(minor, INFINIOP_VERSION_MINOR);
+  EXPECT_EQ(patch, INFINIOP_VERSION_PATCH);
+  EXPECT_STREQ(infiniopGetLastError(), "");
+  // Any NULL is refused with its name, and nothing is written.
+  const char *names[] = {"major", "minor", "patch"};
+  for (int missing = 0; missing < 3; ++missing) {
+    int out[3] = {-1, -1, -1};
+    int *args[3] = {&out[0], &out[1], &out[2]};
+    args[missing] = nullptr;
+    EXPECT_EQ(infiniopGetVersion(args[0], args[1], args[2]), INFINI_STATUS_NULL_POINTER);
+    EXPECT_EQ(std::string(infiniopGetLastError()),
+              std::string("infiniopGetVersion: ") + names[missing] + " is NULL");
+    EXPECT_EQ(out[0] + out[1] + out[2], -3);
+  }
+}
+
 TEST(LastError, SetOnFailureClearedOnSuccess) {
   infiniopTensorDescriptor_t desc = nullptr;
   EXPECT_EQ(infiniopCreateTensorDescriptor(&desc, 1, nullptr, nullptr, INFINI_DTYPE_F32),

@@ -5,6 +5,9 @@ GeluBackward descriptor class, argument checking, and staging through device mem
 import contextlib
 import os
 import re
+import shutil
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -120,15 +123,82 @@ def test_library_candidates(tmp_path):
     assert _library.library_candidates({"INFINIOP_LIBRARY": str(env_path)}, tmp_path) == \
         ([env_path], True)
 
-    assert _library.library_candidates({}, tmp_path) == ([], False)
+    package = tmp_path / "python" / "infiniop"  # a package folder with nothing next to it
+    package.mkdir(parents=True)
+    assert _library.library_candidates({}, tmp_path, package) == ([], False)
     for folder, mtime in (("build-old", 1000), ("build", 500), ("build-new", 2000)):
         (tmp_path / folder).mkdir()
         library = tmp_path / folder / "libinfiniop.so"
         library.write_bytes(b"")
         os.utime(library, (mtime, mtime))
-    candidates, explicit = _library.library_candidates({"INFINIOP_LIBRARY": ""}, tmp_path)
+    candidates, explicit = _library.library_candidates({"INFINIOP_LIBRARY": ""}, tmp_path, package)
     assert not explicit
     assert [p.parent.name for p in candidates] == ["build", "build-new", "build-old"]
+    # The checkout's build folders are looked in only when the package is <checkout>/python/
+    # infiniop, not for an installed copy.
+    assert _library.library_candidates({}, None, package) == ([], False)
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "infiniop.h").write_text("")
+    assert _library.library_candidates({}, None, package)[0] == candidates
+
+    # Next to the package comes before the build folders: the library inside the package
+    # folder, then the one `cmake --install` recorded in _install.json.
+    lib_dir = tmp_path / "prefix" / "lib"
+    lib_dir.mkdir(parents=True)
+    (lib_dir / "libinfiniop.so.0").write_bytes(b"")
+    (package / "_install.json").write_text(
+        '{"library_dir": "../../prefix/lib", "library": "libinfiniop.so.0"}')
+    inside = package / "libinfiniop.so.0"
+    inside.write_bytes(b"")
+    assert _library.library_candidates({}, None, package)[0] == \
+        [inside, lib_dir / "libinfiniop.so.0"] + candidates
+    (package / "_install.json").write_text("not json")  # an unreadable record is passed over
+    assert _library.library_candidates({}, None, package)[0] == [inside] + candidates
+
+
+def test_versions_agree():
+    """The package, the library loaded and the headers have one version."""
+    text = (INCLUDE_DIR / "infiniop" / "version.h").read_text()
+    header = tuple(int(re.search(rf"#define INFINIOP_VERSION_{part} (\d+)", text).group(1))
+                   for part in ("MAJOR", "MINOR", "PATCH"))
+    assert infiniop.library_version() == header
+    assert infiniop.__version__ == "%d.%d.%d" % header
+    pyproject = (REPO_ROOT / "python" / "pyproject.toml").read_text()
+    assert 'version = {attr = "infiniop._version.__version__"}' in pyproject
+    lib = infiniop.get_library()
+    assert lib.infiniopGetVersion(None, None, None) == Status.NULL_POINTER
+    assert "infiniopGetVersion: major is NULL" in infiniop.last_error()
+
+
+def test_library_found_by_the_dynamic_loader(tmp_path):
+    """With nothing else to find, the loader's search path (LD_LIBRARY_PATH) gives the library;
+    with nothing at all, the error names every way. In a child process: the loader reads
+    LD_LIBRARY_PATH at start."""
+    package = tmp_path / "site" / "infiniop"
+    shutil.copytree(REPO_ROOT / "python" / "infiniop", package,
+                    ignore=shutil.ignore_patterns("__pycache__", "_install.json"))
+    library_dir = Path(infiniop.get_library().infiniop_path).resolve().parent
+    script = ("import infiniop\n"
+              "try:\n"
+              "    print(infiniop.get_library().infiniop_path, infiniop.library_version())\n"
+              "except infiniop.LibraryNotFoundError as error:\n"
+              "    print(error)\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("INFINIOP_LIBRARY", "LD_LIBRARY_PATH", "PYTHONPATH")}
+    env["PYTHONPATH"] = str(package.parent)
+
+    def run(**extra):
+        return subprocess.run([sys.executable, "-c", script], env={**env, **extra}, cwd=tmp_path,
+                              capture_output=True, text=True, check=True).stdout
+
+    if not (library_dir / _library.LIBRARY_SONAME).exists():
+        pytest.skip(f"no {_library.LIBRARY_SONAME} beside {infiniop.get_library().infiniop_path}")
+    path, version = run(LD_LIBRARY_PATH=str(library_dir)).split(maxsplit=1)
+    assert Path(path).parent == library_dir and version.strip() == str(infiniop.library_version())
+    missing = run()
+    if "cannot load" in missing:  # else a library installed system-wide was found
+        for way in ("$INFINIOP_LIBRARY", "next to the package", "the dynamic loader"):
+            assert way in missing
 
 
 def test_missing_library_is_a_clear_error(tmp_path):
