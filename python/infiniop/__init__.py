@@ -43,8 +43,10 @@ from .core import (
     TensorDescriptor,
     array_view,
     cpu_isa_name,
+    default_handle,
     device_info,
     devices,
+    parse_device,
 )
 from .enums import Device, DType, Status
 from .gelu import Gelu, GeluBackwardV2, gelu, gelu_backward_v2
@@ -92,6 +94,7 @@ __all__ = [
     "clipped_swiglu",
     "clipped_swiglu_backward",
     "cpu_isa_name",
+    "default_handle",
     "device_info",
     "devices",
     "gelu",
@@ -108,6 +111,7 @@ __all__ = [
     "moe_finalize_routing_v2_grad",
     "moe_init_routing_v2",
     "moe_init_routing_v2_grad",
+    "parse_device",
     "status_string",
     "swiglu",
     "swiglu_backward",

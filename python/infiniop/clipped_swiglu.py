@@ -18,10 +18,10 @@ limit > 0 (+inf: no clipping); alpha and bias finite. The attributes are float32
 import math
 import numbers
 
-from .core import array_view
-from .gelu_backward import _empty_like
-from .gelu_mul import _AttributeOperator, _run
-from .swiglu import _check_dim, _check_out, _halved_shape, _new_array
+from ._dispatch import run
+from .core import array_view, check_out, empty_like, new_array
+from .gelu_mul import _AttributeOperator
+from .swiglu import _check_dim, _halved_shape
 
 __all__ = ["ClippedSwiglu", "ClippedSwigluBackward", "clipped_swiglu", "clipped_swiglu_backward"]
 
@@ -107,7 +107,7 @@ class ClippedSwigluBackward(_ClippedSwigluOperator):
 # --------------------------------------------------------------------------------------------
 # Functions on arrays
 
-def clipped_swiglu(x, *, dim=-1, alpha=1.702, limit=7.0, bias=1.0, interleaved=True,
+def clipped_swiglu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=True,
                    group_index=None, device="cpu", out=None, handle=None, _stage=None):
     """y = a * sigmoid(alpha a) * (b + bias), a = min(A, limit), b = clamp(B, -limit, limit),
     A and B the two halves of each row of x merged around `dim` (see the module docstring).
@@ -127,13 +127,13 @@ def clipped_swiglu(x, *, dim=-1, alpha=1.702, limit=7.0, bias=1.0, interleaved=T
     x_view = array_view(x, "x")
     group_view = _group_index_view(group_index)
     if out is None:
-        out = _new_array(x, x_view, _halved_shape(x_view.shape, attributes["dim"]))
-    out_view = _check_out(out, x_view.kind)
-    _run(ClippedSwiglu, [out_view, x_view, group_view], attributes, device, handle, _stage)
+        out = new_array(x, x_view, _halved_shape(x_view.shape, attributes["dim"]))
+    out_view = check_out(out, x_view.kind)
+    run(ClippedSwiglu, [out_view, x_view, group_view], attributes, device, handle, _stage)
     return out
 
 
-def clipped_swiglu_backward(y_grad, x, *, dim=-1, alpha=1.702, limit=7.0, bias=1.0,
+def clipped_swiglu_backward(y_grad, x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0,
                             interleaved=True, group_index=None, device="cpu", out=None,
                             handle=None, _stage=None):
     """x_grad, the gradient of clipped_swiglu(x, ...) with the same attributes and group_index
@@ -152,8 +152,8 @@ def clipped_swiglu_backward(y_grad, x, *, dim=-1, alpha=1.702, limit=7.0, bias=1
                         "pass two of one kind")
     group_view = _group_index_view(group_index)
     if out is None:
-        out = _empty_like(x, x_view)
-    out_view = _check_out(out, x_view.kind)
-    _run(ClippedSwigluBackward, [out_view, y_grad_view, x_view, group_view], attributes,
+        out = empty_like(x, x_view)
+    out_view = check_out(out, x_view.kind)
+    run(ClippedSwigluBackward, [out_view, y_grad_view, x_view, group_view], attributes,
          device, handle, _stage)
     return out

@@ -2,14 +2,18 @@
 """Handle, TensorDescriptor, and the adaptation of NumPy arrays and torch tensors to the C API."""
 
 import ctypes
+import functools
 import sys
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import _library
 from .enums import Device, DType
 
 __all__ = ["Handle", "TensorDescriptor", "ArrayView", "array_view", "cpu_isa_name", "DeviceInfo",
-           "devices", "device_info"]
+           "devices", "device_info", "default_handle", "parse_device"]
 
 
 def cpu_isa_name():
@@ -74,10 +78,10 @@ def device_info(device):
 # --------------------------------------------------------------------------------------------
 # Arrays
 
-@dataclass(frozen=True)
-class ArrayView:
+class ArrayView(NamedTuple):
     """What the C API needs to know about one array: where element [0, ..., 0] is, its shape,
-    its strides in elements (may be 0 or negative) and its dtype."""
+    its strides in elements (may be 0 or negative) and its dtype. A NamedTuple: made on every
+    call of every function, so it must be cheap."""
 
     obj: object  # the array itself, kept alive while the view is used
     kind: str  # 'numpy' or 'torch'
@@ -86,6 +90,11 @@ class ArrayView:
     strides: tuple
     dtype: DType
     itemsize: int
+
+    @property
+    def layout(self):
+        """(shape, strides, dtype): what a descriptor is made from."""
+        return self.shape, self.strides, self.dtype
 
     @property
     def numel(self):
@@ -115,6 +124,7 @@ class ArrayView:
         return self.ptr + span[0] * self.itemsize, self.ptr + (span[1] + 1) * self.itemsize
 
 
+@functools.lru_cache(maxsize=None)
 def _numpy_dtypes():
     import numpy as np
 
@@ -134,8 +144,13 @@ def _numpy_dtypes():
     }
 
 
+_TORCH_DTYPES = {}  # torch dtype -> DType, filled on first use
+
+
 def _torch_dtypes(torch):
-    return {
+    if _TORCH_DTYPES:
+        return _TORCH_DTYPES
+    _TORCH_DTYPES.update({
         torch.float16: DType.F16,
         torch.bfloat16: DType.BF16,
         torch.float32: DType.F32,
@@ -146,14 +161,8 @@ def _torch_dtypes(torch):
         torch.int64: DType.I64,
         torch.uint8: DType.U8,
         torch.bool: DType.BOOL,
-    }
-
-
-def _is_torch_tensor(obj):
-    # Only look at torch if the caller has imported it (and so could have made a tensor):
-    # importing torch ourselves would cost seconds for NumPy-only users.
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(obj, torch.Tensor), torch
+    })
+    return _TORCH_DTYPES
 
 
 def array_view(obj, name="array"):
@@ -162,18 +171,18 @@ def array_view(obj, name="array"):
     Dtypes the library does not support (F64, integers) are still described, so that the library
     itself answers BAD_TENSOR_DTYPE; dtypes with no infiniDtype_t at all raise TypeError.
     """
-    is_torch, torch = _is_torch_tensor(obj)
-    if is_torch:
+    torch = sys.modules.get("torch")  # only a caller that imported torch can pass a tensor
+    if torch is not None and isinstance(obj, torch.Tensor):
         if obj.layout != torch.strided:
             raise TypeError(f"{name}: only strided torch tensors are supported, not {obj.layout}")
-        if obj.device.type != "cpu":
+        if not obj.is_cpu:
             raise ValueError(f"{name}: torch tensor is on {obj.device}; host (cpu) memory is "
                              "required (the binding stages it to the device itself)")
-        dtype = _torch_dtypes(torch).get(obj.dtype)
+        dtype = _TORCH_DTYPES.get(obj.dtype) or _torch_dtypes(torch).get(obj.dtype)
         if dtype is None:
             raise TypeError(f"{name}: torch dtype {obj.dtype} has no infiniDtype_t")
-        return ArrayView(obj, "torch", obj.data_ptr(), tuple(obj.shape), tuple(obj.stride()),
-                         dtype, obj.element_size())
+        return ArrayView(obj, "torch", obj.data_ptr(), tuple(obj.shape), obj.stride(), dtype,
+                         obj.element_size())
 
     import numpy as np
 
@@ -198,21 +207,99 @@ def array_view(obj, name="array"):
 # --------------------------------------------------------------------------------------------
 # Handle
 
+_PARSED_DEVICES = {}  # what parse_device() said for each (hashable) value seen
+
+
+def parse_device(device, name="device"):
+    """(device type, device id) from a device name ('cpu', 'cpu_reference', 'opencl'), a
+    'type:index' string ('opencl:0'), a torch.device (its type and index), a Device or an int.
+    The type is a Device, or a plain int for one newer than this binding (Device.parse)."""
+    try:
+        return _PARSED_DEVICES[device]
+    except (KeyError, TypeError):  # TypeError: unhashable, parsed below (and refused)
+        pass
+    parsed = _parse_device(device, name)
+    if len(_PARSED_DEVICES) < 64:
+        _PARSED_DEVICES[device] = parsed
+    return parsed
+
+
+def _parse_device(device, name):
+    index = 0
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(device, torch.device):
+        device, index = device.type, 0 if device.index is None else device.index
+    elif isinstance(device, str) and ":" in device:
+        device, _, text = device.partition(":")
+        try:
+            index = int(text)
+        except ValueError:
+            raise ValueError(f"{name}: the index of {device}:{text} is not an int") from None
+    if index < 0:
+        raise ValueError(f"{name}: device index {index} is negative")
+    try:
+        return Device.parse(device), index
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{name}: {error}") from None
+
+
 class Handle:
     """An infiniopHandle_t: one device. Use as a context manager, or call close().
 
     >>> with Handle("cpu") as h: ...
+    >>> Handle("opencl:1")   # or Handle("opencl", 1), or Handle(torch.device("cpu"))
+
+    The functions on arrays (infiniop.swiglu, ...) keep the operator descriptors they make on
+    their handle, at most DESCRIPTOR_CACHE_SIZE of them, least recently used dropped first,
+    keyed by operator, shapes, strides, dtypes and attributes: a repeated call only runs the
+    kernel. close() destroys them with the handle. Without a handle given, those functions use
+    default_handle(device): one per device and process, so OpenCL programs are built once.
     """
 
-    def __init__(self, device="cpu", device_id=0):
-        self.device = Device.parse(device)
-        self.device_id = int(device_id)
+    DESCRIPTOR_CACHE_SIZE = 256
+
+    def __init__(self, device="cpu", device_id=None):
+        self.device, index = parse_device(device)
+        self.device_id = index if device_id is None else int(device_id)
         lib = _library.get_library()
         handle = ctypes.c_void_p()
         _library.check(lib.infiniopCreateHandle(ctypes.byref(handle), int(self.device),
                                                 self.device_id), "infiniopCreateHandle")
         self._lib = lib
         self._raw = handle.value
+        self._descriptors = OrderedDict()
+        self._descriptors_lock = threading.Lock()
+
+    def cached_descriptor(self, key, create):
+        """The descriptor cached under key, else create()'s, cached (thread-safe). Creation
+        runs outside the lock (an OpenCL build may take long); a racing twin is dropped."""
+        cache, lock = self._descriptors, self._descriptors_lock
+        with lock:
+            op = cache.get(key)
+            if op is not None:
+                cache.move_to_end(key)
+                return op
+        op = create()
+        with lock:
+            existing = cache.get(key)
+            if existing is not None:
+                return existing
+            cache[key] = op
+            if len(cache) > self.DESCRIPTOR_CACHE_SIZE:
+                # Dropped, not closed: a thread still running it holds a reference, and the
+                # descriptor destroys itself when the last one goes.
+                cache.popitem(last=False)
+        return op
+
+    def clear_descriptors(self):
+        """Destroy the cached descriptors now (close() does too): not while another thread
+        is running a call on this handle."""
+        with getattr(self, "_descriptors_lock", threading.Lock()):
+            cached = list(getattr(self, "_descriptors", {}).values())
+            if cached:
+                self._descriptors.clear()
+        for op in cached:
+            op.close()
 
     @property
     def is_open(self):
@@ -233,7 +320,9 @@ class Handle:
         return self._host_memory
 
     def close(self):
-        """Destroy the handle (idempotent). Memory from malloc() is released with it."""
+        """Destroy the handle and its cached descriptors (idempotent). Memory from malloc() is
+        released with it."""
+        self.clear_descriptors()
         raw, self._raw = getattr(self, "_raw", None), None
         if raw is not None:
             _library.check(self._lib.infiniopDestroyHandle(raw), "infiniopDestroyHandle")
@@ -285,6 +374,23 @@ class Handle:
     def stream_synchronize(self, stream=None):
         _library.check(self._lib.infiniopStreamSynchronize(self.value, stream),
                        "infiniopStreamSynchronize")
+
+
+_DEFAULT_HANDLES = {}  # (device type, id) -> Handle
+_DEFAULT_HANDLES_LOCK = threading.Lock()
+
+
+def default_handle(device="cpu"):
+    """The process's Handle for a device (anything parse_device() takes), opened on first use
+    and kept: what the functions on arrays use when no handle is given."""
+    key = parse_device(device)
+    handle = _DEFAULT_HANDLES.get(key)
+    if handle is None:
+        with _DEFAULT_HANDLES_LOCK:
+            handle = _DEFAULT_HANDLES.get(key)
+            if handle is None:
+                handle = _DEFAULT_HANDLES[key] = Handle(*key)
+    return handle
 
 
 # --------------------------------------------------------------------------------------------
@@ -395,3 +501,43 @@ def run_staged(handle, views, num_outputs, run):
     finally:
         for buffer in buffers:
             handle.free(buffer)
+
+
+# --------------------------------------------------------------------------------------------
+# Output arrays
+
+def contiguous_strides(shape):
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def empty_like(array, view):
+    """An output like `array` (a dense layout; broadcast inputs give a contiguous one)."""
+    if view.kind == "torch":
+        return sys.modules["torch"].empty_like(array)
+    import numpy as np
+
+    return np.empty_like(array)
+
+
+def new_array(like, view, shape):
+    """A contiguous array of `shape` with like's kind and dtype, for an output."""
+    if view.kind == "torch":
+        return sys.modules["torch"].empty(shape, dtype=like.dtype)
+    import numpy as np
+
+    return np.empty(shape, dtype=like.dtype)
+
+
+def check_out(out, kind, name="out"):
+    """The ArrayView of an output array given by the caller, of the inputs' kind, writable."""
+    out_view = array_view(out, name)
+    if out_view.kind != kind:
+        raise TypeError(f"{name} is a {out_view.kind} array but the inputs are {kind}")
+    if out_view.kind == "numpy" and not out.flags.writeable:
+        raise ValueError(f"{name} is a read-only numpy array (np.broadcast_to gives read-only "
+                         "views)")
+    return out_view

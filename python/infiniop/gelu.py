@@ -9,10 +9,9 @@ Phi(x) + x phi(x); GeluApproximate.TANH (1, 'tanh'): the tanh form, whose gradie
 GeluBackward's. As torch.nn.functional.gelu and aten.gelu_backward(..., approximate=...).
 """
 
-from .core import array_view
-from .gelu_backward import _empty_like
-from .gelu_mul import GeluApproximate, _GeluMulOperator, _run
-from .swiglu import _check_out
+from ._dispatch import run
+from .core import array_view, check_out, empty_like
+from .gelu_mul import GeluApproximate, _GeluMulOperator
 
 __all__ = ["Gelu", "GeluBackwardV2", "gelu", "gelu_backward_v2"]
 
@@ -49,9 +48,9 @@ def gelu(input, *, approximate="none", device="cpu", out=None, handle=None, _sta
     approximate = GeluApproximate.parse(approximate)
     input_view = array_view(input, "input")
     if out is None:
-        out = _empty_like(input, input_view)
-    out_view = _check_out(out, input_view.kind)
-    _run(Gelu, [out_view, input_view], {"approximate": approximate}, device, handle, _stage)
+        out = empty_like(input, input_view)
+    out_view = check_out(out, input_view.kind)
+    run(Gelu, [out_view, input_view], {"approximate": approximate}, device, handle, _stage)
     return out
 
 
@@ -73,8 +72,8 @@ def gelu_backward_v2(grad_output, input, *, approximate="none", device="cpu", ou
         raise TypeError(f"grad_output is a {grad_output_view.kind} array but input is a "
                         f"{input_view.kind} one; pass two of one kind")
     if out is None:
-        out = _empty_like(grad_output, grad_output_view)
-    out_view = _check_out(out, grad_output_view.kind)
-    _run(GeluBackwardV2, [out_view, input_view, grad_output_view], {"approximate": approximate},
+        out = empty_like(grad_output, grad_output_view)
+    out_view = check_out(out, grad_output_view.kind)
+    run(GeluBackwardV2, [out_view, input_view, grad_output_view], {"approximate": approximate},
          device, handle, _stage)
     return out

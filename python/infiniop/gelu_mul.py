@@ -18,9 +18,9 @@ import operator
 from enum import IntEnum
 
 from . import _library
-from .core import ArrayView, Handle, TensorDescriptor, array_view, run_staged
-from .gelu_backward import _empty_like
-from .swiglu import _SplitOperator, _check_out, _halved_shape, _new_array
+from ._dispatch import run
+from .core import ArrayView, TensorDescriptor, array_view, check_out, empty_like, new_array
+from .swiglu import _SplitOperator, _halved_shape
 
 __all__ = ["GeluApproximate", "GeluMul", "GeluMulBackward", "gelu_mul", "gelu_mul_backward"]
 
@@ -109,12 +109,7 @@ class _AttributeOperator(_SplitOperator):
             *(None if d is None else d.value for d in tensor_descs), *c_values), name)
         for key, value in checked.items():
             setattr(self, key, value)
-        self._lib = lib
-        self._raw = desc.value
-        self.handle = handle  # the descriptor must not outlive its handle
-        # The descriptor copies what it needs; these only let __call__ check arrays passed in.
-        self._layouts = tuple(None if d is None else (d.shape, d.strides, d.dtype)
-                              for d in tensor_descs)
+        self._set_created(lib, desc.value, handle, tensor_descs)
 
     @classmethod
     def for_arrays(cls, handle, *arrays, **attributes):
@@ -143,31 +138,6 @@ class _AttributeOperator(_SplitOperator):
         data = self._complete(data, "()") if len(data) < len(self._ARGUMENTS) else data
         return super().__call__(*data, workspace=workspace, workspace_size=workspace_size,
                                 stream=stream)
-
-
-def _run(cls, views, attributes, device, handle, stage):
-    """Create cls for the views (outputs first, the first one the only output; None for an
-    absent optional tensor) and run it, staged through device memory where pointers are not
-    host pointers."""
-    own_handle = handle is None
-    if own_handle:
-        handle = Handle(device)
-    try:
-        with cls.for_arrays(handle, *views, **attributes) as op:
-            stage = (not handle.host_memory) if stage is None else stage
-            present = [v for v in views if v is not None]
-            if stage:  # host arrays -> device memory -> host
-
-                def run(pointers):
-                    given = iter(pointers)
-                    op(*(None if v is None else next(given) for v in views))
-
-                run_staged(handle, present, 1, run)
-            else:
-                op(*(None if v is None else v.ptr for v in views))
-    finally:
-        if own_handle:
-            handle.close()
 
 
 class _GeluMulOperator(_AttributeOperator):
@@ -215,9 +185,9 @@ def gelu_mul(input, *, approximate="none", device="cpu", out=None, handle=None, 
     approximate = GeluApproximate.parse(approximate)
     input_view = array_view(input, "input")
     if out is None:
-        out = _new_array(input, input_view, _halved_shape(input_view.shape, -1))
-    out_view = _check_out(out, input_view.kind)
-    _run(GeluMul, [out_view, input_view], {"approximate": approximate}, device, handle, _stage)
+        out = new_array(input, input_view, _halved_shape(input_view.shape, -1))
+    out_view = check_out(out, input_view.kind)
+    run(GeluMul, [out_view, input_view], {"approximate": approximate}, device, handle, _stage)
     return out
 
 
@@ -240,8 +210,8 @@ def gelu_mul_backward(out_grad, input, *, approximate="none", device="cpu", out=
         raise TypeError(f"out_grad is a {out_grad_view.kind} array but input is a "
                         f"{input_view.kind} one; pass two of one kind")
     if out is None:
-        out = _empty_like(input, input_view)
-    out_view = _check_out(out, input_view.kind)
-    _run(GeluMulBackward, [out_view, out_grad_view, input_view], {"approximate": approximate},
+        out = empty_like(input, input_view)
+    out_view = check_out(out, input_view.kind)
+    run(GeluMulBackward, [out_view, out_grad_view, input_view], {"approximate": approximate},
          device, handle, _stage)
     return out

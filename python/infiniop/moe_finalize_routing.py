@@ -30,9 +30,9 @@ Bad index values are BAD_PARAM with nothing written.
 
 import operator
 
-from .core import Handle, array_view, run_staged
+from ._dispatch import run
+from .core import array_view, check_out, new_array
 from .gelu_mul import _AttributeOperator
-from .swiglu import _check_out, _new_array
 
 __all__ = ["MoeFinalizeRoutingV2", "MoeFinalizeRoutingV2Grad", "moe_finalize_routing_v2",
            "moe_finalize_routing_v2_grad"]
@@ -115,37 +115,6 @@ class MoeFinalizeRoutingV2Grad(_MoeOperator):
         return checked, list(checked.values())
 
 
-def _run(cls, views, attributes, device, handle, stage):
-    """Create cls for the views (in the C call's order, None for an absent tensor) and run it,
-    staged through device memory where pointers are not host pointers; the views named in
-    cls._OUTPUTS come back."""
-    own_handle = handle is None
-    if own_handle:
-        handle = Handle(device)
-    try:
-        with cls.for_arrays(handle, *views, **attributes) as op:
-            stage = (not handle.host_memory) if stage is None else stage
-            if stage:  # host arrays -> device memory -> host
-                # run_staged copies back its first num_outputs views: put the outputs first.
-                is_output = [name in cls._OUTPUTS for name in cls._ARGUMENTS]
-                order = sorted((i for i, v in enumerate(views) if v is not None),
-                               key=lambda i: not is_output[i])
-                num_outputs = sum(is_output[i] for i in order)
-
-                def run(pointers):
-                    data = [None] * len(views)
-                    for index, pointer in zip(order, pointers):
-                        data[index] = pointer
-                    op(*data)
-
-                run_staged(handle, [views[i] for i in order], num_outputs, run)
-            else:
-                op(*(None if v is None else v.ptr for v in views))
-    finally:
-        if own_handle:
-            handle.close()
-
-
 def _views(kind, **arrays):
     """{name: ArrayView or None} of the given arrays (None stays None), all of one kind."""
     views = {name: None if a is None else array_view(a, name) for name, a in arrays.items()}
@@ -179,9 +148,9 @@ def moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias
     views = _views(x_view.kind, expanded_row_idx=expanded_row_idx, x1=x1, x2=x2, bias=bias,
                    scales=scales, expert_idx=expert_idx)
     if out is None:
-        out = _new_array(expanded_x, x_view, _forward_out_shape(x_view, views))
-    out_view = _check_out(out, x_view.kind)
-    _run(MoeFinalizeRoutingV2,
+        out = new_array(expanded_x, x_view, _forward_out_shape(x_view, views))
+    out_view = check_out(out, x_view.kind)
+    run(MoeFinalizeRoutingV2,
          [out_view, x_view, views["expanded_row_idx"], views["x1"], views["x2"], views["bias"],
           views["scales"], views["expert_idx"]], attributes, device, handle, _stage)
     return out
@@ -225,13 +194,14 @@ def moe_finalize_routing_v2_grad(grad_y, expanded_row_idx, expanded_x=None, scal
     views = _views(g_view.kind, expanded_row_idx=expanded_row_idx, expanded_x=expanded_x,
                    scales=scales, expert_idx=expert_idx, bias=bias)
     if grad_expanded_x is None:
-        grad_expanded_x = _new_array(grad_y, g_view,
+        grad_expanded_x = new_array(grad_y, g_view,
                                      _grad_shape(g_view, views["expanded_row_idx"], attributes))
-    gx_view = _check_out(grad_expanded_x, g_view.kind)
+    gx_view = check_out(grad_expanded_x, g_view.kind, "grad_expanded_x")
     if grad_scales is None and views["scales"] is not None:
-        grad_scales = _new_array(scales, views["scales"], views["scales"].shape)
-    gs_view = None if grad_scales is None else _check_out(grad_scales, g_view.kind)
-    _run(MoeFinalizeRoutingV2Grad,
+        grad_scales = new_array(scales, views["scales"], views["scales"].shape)
+    gs_view = None if grad_scales is None else check_out(grad_scales, g_view.kind,
+                                                                "grad_scales")
+    run(MoeFinalizeRoutingV2Grad,
          [gx_view, gs_view, g_view, views["expanded_row_idx"], views["expanded_x"],
           views["scales"], views["expert_idx"], views["bias"]], attributes, device, handle,
          _stage)

@@ -30,9 +30,9 @@ expert_num, expert_capacity).
 """
 
 from .clipped_swiglu import _check_bool
-from .core import array_view
-from .moe_finalize_routing import _MoeOperator, _check_int64, _run, _views
-from .swiglu import _check_out, _new_array
+from ._dispatch import run
+from .core import array_view, check_out, new_array
+from .moe_finalize_routing import _MoeOperator, _check_int64, _views
 
 __all__ = ["MoeInitRoutingV2", "MoeInitRoutingV2Grad", "moe_init_routing_v2",
            "moe_init_routing_v2_grad"]
@@ -189,7 +189,7 @@ def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capac
         else:
             active = attributes["active_num"]
             shape = ((active if 0 < active < total else total), hidden)
-        expanded_x = _new_array(x, x_view, shape)
+        expanded_x = new_array(x, x_view, shape)
     if row_idx is None:
         row_idx = _new(x_view, index_dtype, (total,))
     if (counts is None and mode == 0
@@ -197,9 +197,9 @@ def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capac
         counts = _new(x_view, index_dtype, (experts,))
     if before is None and mode == 1 and attributes["expert_tokens_before_capacity_flag"]:
         before = _new(x_view, index_dtype, (experts,))
-    views = [_check_out(o, x_view.kind) if o is not None else None
-             for o in (expanded_x, row_idx, counts, before)]
-    _run(MoeInitRoutingV2, views + [x_view, idx_view], attributes, device, handle, _stage)
+    views = [check_out(o, x_view.kind, f"out[{i}]") if o is not None else None
+             for i, o in enumerate((expanded_x, row_idx, counts, before))]
+    run(MoeInitRoutingV2, views + [x_view, idx_view], attributes, device, handle, _stage)
     return expanded_x, row_idx, counts, before
 
 
@@ -224,7 +224,7 @@ def moe_init_routing_v2_grad(grad_expanded_x, expanded_row_idx, *, top_k, drop_p
         hidden = g_view.shape[-1] if g_view.shape else 0
         k = attributes["top_k"]
         rows = idx_view.numel // k if k > 0 else 0  # top_k <= 0: the library's BAD_PARAM
-        out = _new_array(grad_expanded_x, g_view, (rows, hidden))
-    out_view = _check_out(out, g_view.kind)
-    _run(MoeInitRoutingV2Grad, [out_view, g_view, idx_view], attributes, device, handle, _stage)
+        out = new_array(grad_expanded_x, g_view, (rows, hidden))
+    out_view = check_out(out, g_view.kind)
+    run(MoeInitRoutingV2Grad, [out_view, g_view, idx_view], attributes, device, handle, _stage)
     return out

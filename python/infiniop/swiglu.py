@@ -11,8 +11,9 @@ import ctypes
 import operator
 
 from . import _library
-from .core import ArrayView, Handle, TensorDescriptor, array_view, run_staged
-from .gelu_backward import _contiguous, _empty_like
+from ._dispatch import run
+from .core import (ArrayView, TensorDescriptor, array_view, check_out, contiguous_strides,
+                   empty_like, new_array)
 
 __all__ = ["SwiGlu", "SwiGluBackward", "swiglu", "swiglu_backward"]
 
@@ -45,11 +46,17 @@ class _SplitOperator:
         name = f"infiniopCreate{self._NAME}Descriptor"
         _library.check(getattr(lib, name)(handle.value, ctypes.byref(desc),
                                           *(d.value for d in tensor_descs), self.dim), name)
+        self._set_created(lib, desc.value, handle, tensor_descs)
+
+    def _set_created(self, lib, raw, handle, tensor_descs):
         self._lib = lib
-        self._raw = desc.value
+        self._raw = raw
         self.handle = handle  # the descriptor must not outlive its handle
         # The descriptor copies what it needs; these only let __call__ check arrays passed in.
-        self._layouts = tuple((d.shape, d.strides, d.dtype) for d in tensor_descs)
+        self._layouts = tuple(None if d is None else (d.shape, d.strides, d.dtype)
+                              for d in tensor_descs)
+        self._calculate = getattr(lib, f"infiniop{self._NAME}")
+        self._workspace_bytes = None  # asked once, on the first launch()
 
     @classmethod
     def for_arrays(cls, handle, *arrays, dim=-1):
@@ -85,7 +92,7 @@ class _SplitOperator:
             return data
         view = data if isinstance(data, ArrayView) else array_view(data, name)
         shape, strides, dtype = self._layouts[index]
-        expected_strides = strides if strides is not None else _contiguous(shape)
+        expected_strides = strides if strides is not None else contiguous_strides(shape)
         # The stride of a size-1 dimension is never used, so it need not match.
         same_strides = all(size == 1 or a == b
                            for size, a, b in zip(shape, view.strides, expected_strides))
@@ -103,20 +110,26 @@ class _SplitOperator:
                             f"arguments ({', '.join(self._ARGUMENTS)}), not {len(data)}")
         pointers = [self._pointer(d, i, n)
                     for i, (d, n) in enumerate(zip(data, self._ARGUMENTS))]
-        owned = None
         if workspace is None:
-            needed = self.workspace_size
-            if needed:
-                owned = workspace = self.handle.malloc(needed)
-                workspace_size = needed
+            self.launch(pointers, stream)
+            return
+        size = workspace_size if workspace_size is not None else 0
+        _library.check(self._calculate(self.value, workspace, size, *pointers, stream),
+                       f"infiniop{self._NAME}")
+
+    def launch(self, pointers, stream=None):
+        """The C call on raw pointers (the C call's order), with a workspace of the size the
+        descriptor asks for allocated here when it asks for one."""
+        size = self._workspace_bytes
+        if size is None:
+            size = self._workspace_bytes = self.workspace_size
+        workspace = self.handle.malloc(size) if size else None
         try:
-            size = workspace_size if workspace_size is not None else 0
-            name = f"infiniop{self._NAME}"
-            _library.check(getattr(self._lib, name)(self.value, workspace, size, *pointers,
-                                                    stream), name)
+            _library.check(self._calculate(self.value, workspace, size, *pointers, stream),
+                           f"infiniop{self._NAME}")
         finally:
-            if owned is not None:
-                self.handle.free(owned)
+            if workspace is not None:
+                self.handle.free(workspace)
 
     def close(self):
         raw, self._raw = getattr(self, "_raw", None), None
@@ -169,43 +182,7 @@ def _halved_shape(shape, dim):
     return tuple(shape)
 
 
-def _new_array(like, view, shape):
-    """A contiguous array of `shape` with like's kind and dtype, for an output."""
-    if view.kind == "torch":
-        import torch
-
-        return torch.empty(shape, dtype=like.dtype)
-    import numpy as np
-
-    return np.empty(shape, dtype=like.dtype)
-
-
-def _check_out(out, kind):
-    out_view = array_view(out, "out")
-    if out_view.kind != kind:
-        raise TypeError(f"out is a {out_view.kind} array but the inputs are {kind}")
-    if out_view.kind == "numpy" and not out.flags.writeable:
-        raise ValueError("out is a read-only numpy array (np.broadcast_to gives read-only views)")
-    return out_view
-
-
-def _run(cls, views, dim, device, handle, stage):
-    own_handle = handle is None
-    if own_handle:
-        handle = Handle(device)
-    try:
-        with cls.for_arrays(handle, *views, dim=dim) as op:
-            stage = (not handle.host_memory) if stage is None else stage
-            if stage:  # host arrays -> device memory -> host
-                run_staged(handle, views, 1, lambda pointers: op(*pointers))
-            else:
-                op(*(v.ptr for v in views))
-    finally:
-        if own_handle:
-            handle.close()
-
-
-def swiglu(x, *, dim=-1, device="cpu", out=None, handle=None, _stage=None):
+def swiglu(x, dim=-1, *, device="cpu", out=None, handle=None, _stage=None):
     """y = silu(x1) * x2, with x1, x2 the first and second halves of x along `dim`.
 
     x: a NumPy array (float32, float16) or a torch CPU tensor (float32, float16, bfloat16), any
@@ -218,13 +195,13 @@ def swiglu(x, *, dim=-1, device="cpu", out=None, handle=None, _stage=None):
     dim = _check_dim(dim)
     x_view = array_view(x, "x")
     if out is None:
-        out = _new_array(x, x_view, _halved_shape(x_view.shape, dim))
-    out_view = _check_out(out, x_view.kind)
-    _run(SwiGlu, [out_view, x_view], dim, device, handle, _stage)
+        out = new_array(x, x_view, _halved_shape(x_view.shape, dim))
+    out_view = check_out(out, x_view.kind)
+    run(SwiGlu, [out_view, x_view], {"dim": dim}, device, handle, _stage)
     return out
 
 
-def swiglu_backward(y_grad, x, *, dim=-1, device="cpu", out=None, handle=None, _stage=None):
+def swiglu_backward(y_grad, x, dim=-1, *, device="cpu", out=None, handle=None, _stage=None):
     """x_grad = concat(y_grad * x2 * silu'(x1), y_grad * silu(x1)) along `dim`, the gradient of
     swiglu(x, dim=dim) for the upstream gradient y_grad.
 
@@ -240,7 +217,7 @@ def swiglu_backward(y_grad, x, *, dim=-1, device="cpu", out=None, handle=None, _
         raise TypeError(f"y_grad is a {y_grad_view.kind} array but x is a {x_view.kind} one; "
                         "pass two of one kind")
     if out is None:
-        out = _empty_like(x, x_view)
-    out_view = _check_out(out, x_view.kind)
-    _run(SwiGluBackward, [out_view, y_grad_view, x_view], dim, device, handle, _stage)
+        out = empty_like(x, x_view)
+    out_view = check_out(out, x_view.kind)
+    run(SwiGluBackward, [out_view, y_grad_view, x_view], {"dim": dim}, device, handle, _stage)
     return out

@@ -338,7 +338,7 @@ def test_descriptor_reused_after_tensor_descriptors_are_gone(device):
             g = torch.randn(shape, generator=generator)
             out = torch.full(shape, float("nan"))
             run_op(handle, op, [out, x, g], 1)  # arrays
-            expected = infiniop.gelu_backward(g, x, **on(device))
+            expected = infiniop.gelu_backward(g, x, **on(device), approximate="tanh")
             assert torch.equal(out, expected)
             out.fill_(float("nan"))
             # raw pointers (device pointers to copies of the arrays on opencl)
@@ -366,7 +366,7 @@ def test_descriptor_shared_between_threads(device):
                 out = torch.empty(shape)
                 for _ in range(20):
                     run_op(handle, op, [out, x, g], 1)
-                return torch.equal(out, infiniop.gelu_backward(g, x, **on(device)))
+                return torch.equal(out, infiniop.gelu_backward(g, x, **on(device), approximate="tanh"))
 
             with ThreadPoolExecutor(4) as pool:
                 assert all(pool.map(work, range(8)))
@@ -378,45 +378,45 @@ def test_descriptor_shared_between_threads(device):
 def test_output_allocation():
     x = torch.randn(5, 7, dtype=torch.float16)
     g = torch.randn(7, 5, dtype=torch.float16).t()
-    result = infiniop.gelu_backward(g, x)
+    result = infiniop.gelu_backward(g, x, approximate="tanh")
     assert result.dtype == torch.float16 and result.shape == (5, 7)
     assert result.stride() == g.stride()  # allocated like grad_output
-    assert torch.equal(result, infiniop.gelu_backward(g, x, out=torch.empty(5, 7, dtype=torch.float16)))
+    assert torch.equal(result, infiniop.gelu_backward(g, x, out=torch.empty(5, 7, dtype=torch.float16), approximate="tanh"))
 
     a = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
-    result = infiniop.gelu_backward(np.ones_like(a), a)
+    result = infiniop.gelu_backward(np.ones_like(a), a, approximate="tanh")
     assert isinstance(result, np.ndarray) and result.dtype == np.float32 and result.shape == (3, 4)
 
 
 def test_argument_errors():
     x, a = torch.randn(3), np.ones(3, np.float32)
     with pytest.raises(TypeError, match="one kind"):
-        infiniop.gelu_backward(x, a)
+        infiniop.gelu_backward(x, a, approximate="tanh")
     with pytest.raises(TypeError):
-        infiniop.gelu_backward(x, x, out=a)
+        infiniop.gelu_backward(x, x, out=a, approximate="tanh")
     with pytest.raises(ValueError, match="read-only"):
-        infiniop.gelu_backward(a, a, out=np.broadcast_to(np.ones(1, np.float32), (3,)))
+        infiniop.gelu_backward(a, a, out=np.broadcast_to(np.ones(1, np.float32), (3,)), approximate="tanh")
     with pytest.raises(TypeError):
-        infiniop.gelu_backward([1.0], [1.0])
+        infiniop.gelu_backward([1.0], [1.0], approximate="tanh")
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_zero_size_and_high_rank(device):
     empty = torch.empty(0, 5)
-    assert infiniop.gelu_backward(empty, empty, **on(device)).shape == (0, 5)
+    assert infiniop.gelu_backward(empty, empty, **on(device), approximate="tanh").shape == (0, 5)
     shape = (2, 1, 2, 1, 2, 1, 2, 1, 2)  # nine dimensions
     x, g = torch.randn(shape), torch.randn(shape)
-    flat = infiniop.gelu_backward(g.ravel(), x.ravel(), **on(device))
-    np.testing.assert_array_equal(infiniop.gelu_backward(g, x, **on(device)).numpy().ravel(),
+    flat = infiniop.gelu_backward(g.ravel(), x.ravel(), **on(device), approximate="tanh")
+    np.testing.assert_array_equal(infiniop.gelu_backward(g, x, **on(device), approximate="tanh").numpy().ravel(),
                                   flat.numpy())
 
 
 def test_explicit_handle_overrides_device():
     x, g = torch.randn(100), torch.randn(100)
     with infiniop.Handle("cpu_reference") as handle:
-        via_handle = infiniop.gelu_backward(g, x, device="opencl", handle=handle)
+        via_handle = infiniop.gelu_backward(g, x, device="opencl", handle=handle, approximate="tanh")
         assert handle.is_open  # a handle given by the caller stays open
-    assert torch.equal(via_handle, infiniop.gelu_backward(g, x, device="cpu_reference"))
+    assert torch.equal(via_handle, infiniop.gelu_backward(g, x, device="cpu_reference", approximate="tanh"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -453,8 +453,8 @@ def test_staging_matches_direct(case):
     g1, x1, out1, storage1 = make()
     rng = np.random.default_rng(7)
     g2, x2, out2, storage2 = make()
-    direct = infiniop.gelu_backward(g1, x1, out=out1, _stage=False)
-    staged = infiniop.gelu_backward(g2, x2, out=out2, _stage=True)
+    direct = infiniop.gelu_backward(g1, x1, out=out1, _stage=False, approximate="tanh")
+    staged = infiniop.gelu_backward(g2, x2, out=out2, _stage=True, approximate="tanh")
     np.testing.assert_array_equal(staged, direct)
     if storage2 is not None:
         np.testing.assert_array_equal(storage2[:, ::2], 42.0)
@@ -464,6 +464,6 @@ def test_staging_keeps_partial_overlap_an_error():
     base = np.arange(16, dtype=np.float32)
     before = base.copy()
     with pytest.raises(InfiniopError) as info:
-        infiniop.gelu_backward(np.ones(8, np.float32), base[:8], out=base[12:4:-1], _stage=True)
+        infiniop.gelu_backward(np.ones(8, np.float32), base[:8], out=base[12:4:-1], _stage=True, approximate="tanh")
     assert info.value.status == Status.BAD_TENSOR_STRIDES
     np.testing.assert_array_equal(base, before)

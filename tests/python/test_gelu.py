@@ -213,7 +213,7 @@ def test_tanh_is_gelu_backward(device, dtype_name):
     g = gelu_backward.random_tensor(rng, (67, 131), dtype_name)
     x = gelu_backward.random_tensor(rng, (67, 131), dtype_name)
     v2 = infiniop.gelu_backward_v2(g, x, approximate="tanh", **on(device))
-    v1 = infiniop.gelu_backward(g, x, **on(device))
+    v1 = infiniop.gelu_backward(g, x, **on(device), approximate="tanh")
     assert torch.equal(v2.view(torch.int16 if dtype_name != "float32" else torch.int32),
                        v1.view(torch.int16 if dtype_name != "float32" else torch.int32))
 
@@ -372,7 +372,7 @@ def test_descriptor_objects():
         backward.close()
         with infiniop.GeluBackwardV2.for_arrays(handle, grad, x, g, approximate="tanh") as op:
             op(grad, x, g)
-            assert torch.equal(grad, infiniop.gelu_backward(g, x))
+            assert torch.equal(grad, infiniop.gelu_backward(g, x, approximate="tanh"))
         with pytest.raises(InfiniopError) as info:
             infiniop.Gelu.for_arrays(handle, y, x, approximate=5)
         assert info.value.status == Status.BAD_PARAM

@@ -213,7 +213,7 @@ def test_torch(device, dtype_name, layout, shape):
     x64, g64 = x.double().numpy().copy(), g.double().numpy().copy()
     outside = storage.clone()
 
-    result = infiniop.gelu_backward(g, x, **on(device), out=out)
+    result = infiniop.gelu_backward(g, x, **on(device), out=out, approximate="tanh")
 
     assert result is out
     assert result.shape == torch.Size(shape) and result.dtype == TORCH_DTYPES[dtype_name]
@@ -297,7 +297,7 @@ def test_numpy(device, dtype_name, layout, shape):
     g, x, out = build_numpy_case(layout, shape, dtype_name, rng)
     x64, g64 = x.astype(np.float64), g.astype(np.float64)  # copies, taken before any in-place
 
-    result = infiniop.gelu_backward(g, x, **on(device), out=out)
+    result = infiniop.gelu_backward(g, x, **on(device), out=out, approximate="tanh")
 
     assert result is out
     assert result.shape == shape and result.dtype == NUMPY_DTYPES[dtype_name]
@@ -322,7 +322,7 @@ def test_special_values_grid(device, dtype_name):
     x = torch.from_numpy(xs.ravel()).to(dtype)
     g = torch.from_numpy(gs.ravel()).to(dtype)
     out = torch.full_like(x, float("nan"))
-    infiniop.gelu_backward(g, x, **on(device), out=out)
+    infiniop.gelu_backward(g, x, **on(device), out=out, approximate="tanh")
     assert_matches_truth(out.double().numpy(), x.double().numpy(), g.double().numpy(),
                          dtype_name, f"{device} special grid")
 
@@ -332,7 +332,7 @@ def test_sign_of_infinity_far_left(device):
     """inf times the tiny negative derivative far left is -inf on every device (not NaN)."""
     x = torch.tensor([-8.0, -15.0, -25.0, -1e4, -3.0e38], dtype=torch.float32)
     g = torch.full_like(x, float("inf"))
-    result = infiniop.gelu_backward(g, x, **on(device))
+    result = infiniop.gelu_backward(g, x, **on(device), approximate="tanh")
     assert torch.equal(result, torch.full_like(x, float("-inf"))), (device, result)
 
 
@@ -361,8 +361,8 @@ def test_matches_cpu_reference(dtype_name, device):
     rng = rng_for("agree", dtype_name)
     shape = (256, 1031)
     g, x = random_tensor(rng, shape, dtype_name), random_tensor(rng, shape, dtype_name)
-    fast = infiniop.gelu_backward(g, x, **on(device)).double().numpy().ravel()
-    reference = infiniop.gelu_backward(g, x, device="cpu_reference").double().numpy().ravel()
+    fast = infiniop.gelu_backward(g, x, **on(device), approximate="tanh").double().numpy().ravel()
+    reference = infiniop.gelu_backward(g, x, device="cpu_reference", approximate="tanh").double().numpy().ravel()
     x64, g64 = x.double().numpy().ravel(), g.double().numpy().ravel()
     bound = allowed_error(x64, g64, gelu_backward_truth(x64, g64), dtype_name)
     np.testing.assert_array_equal(np.isnan(fast), np.isnan(reference))
@@ -379,7 +379,7 @@ def test_matches_cpu_reference(dtype_name, device):
 
 def expect_failure(status, *args, **kwargs):
     with pytest.raises(InfiniopError) as info:
-        infiniop.gelu_backward(*args, **kwargs)
+        infiniop.gelu_backward(*args, **kwargs, approximate="tanh")
     assert_infiniop_error(info.value, status)
     return info.value
 

@@ -1,0 +1,35 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Running an operator on arrays: the descriptor from the handle's cache, raw pointers into the
+C call, and staging through device memory where device pointers are not host pointers."""
+
+from .core import default_handle, run_staged
+
+
+def run(cls, views, attributes, device="cpu", handle=None, stage=None):
+    """Run operator class cls on `views` (ArrayViews in the C call's order, None for an absent
+    optional tensor) with `attributes` (cls's keywords). The handle defaults to the device's
+    default_handle(); the descriptor comes from its cache, keyed by everything the descriptor
+    is made from. stage: copy through device memory (default: when the handle's pointers are
+    not host pointers); the views named in cls._OUTPUTS (default: the first) come back."""
+    if handle is None:
+        handle = default_handle(device)
+    key = (cls, tuple(None if v is None else v[3:6] for v in views),  # (shape, strides, dtype)
+           tuple(attributes.items()))
+    op = handle.cached_descriptor(key, lambda: cls.for_arrays(handle, *views, **attributes))
+    if stage is None:
+        stage = not handle.host_memory
+    if not stage:
+        op.launch([None if v is None else v.ptr for v in views])
+        return
+    # run_staged copies back its first num_outputs views: put the outputs first.
+    outputs = getattr(cls, "_OUTPUTS", cls._ARGUMENTS[:1])
+    is_output = [name in outputs for name in cls._ARGUMENTS]
+    order = sorted((i for i, v in enumerate(views) if v is not None), key=lambda i: not is_output[i])
+
+    def launch(pointers):
+        data = [None] * len(views)
+        for index, pointer in zip(order, pointers):
+            data[index] = pointer
+        op.launch(data)
+
+    run_staged(handle, [views[i] for i in order], sum(is_output[i] for i in order), launch)
