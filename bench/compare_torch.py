@@ -14,6 +14,13 @@ or chunk, clamp, sigmoid, mul, at alpha 1.702, limit 7, bias 1), and their gradi
 autograd. The MoE finalize-routing pair (--ops moe_finalize_routing,moe_finalize_routing_grad,
 or all) runs at --moe-shape RxKxH (default 4096x8x4096, 64 experts) as index_select + einsum,
 and autograd of it for the grad, with the routing of infiniop-bench: a permutation of rows.
+
+--csv writes one comma-separated line per case after a header (op, dtype, shape, elements, bytes,
+best_ms, median_ms, gelem_s, gb_s, copy_gb_s, ratio, reps, threads, torch), the columns named as
+infiniop-bench --csv names them. --sweep-max N (N, NK = N x 1024, NM = N x 2^20) runs each case
+at 4K, 16K, 64K, ... up to N output elements, as infiniop-bench --sweep does: rows of --shape's
+columns for the elementwise operators, R of --moe-shape (K and H kept) for the MoE ones (a size
+below one MoE row is skipped), each timed for about --budget seconds (0.2 s in a sweep, else 1 s).
 """
 import argparse
 import statistics
@@ -150,10 +157,29 @@ def moe_cases(R, K, H, dtype, experts=64):
            R * K * H + R * K)
 
 
-def copy_time(nbytes, reps):
+def copy_time(nbytes, reps, budget=1.0):
     src = torch.ones(max(nbytes // 2, 1), dtype=torch.uint8)
     dst = torch.zeros_like(src)
-    return measure(lambda: dst.copy_(src), reps)
+    return measure(lambda: dst.copy_(src), reps, budget)
+
+
+def parse_count(text):
+    """N, NK (N x 1024) or NM (N x 2^20), as infiniop-bench --sweep-max reads it."""
+    scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:].upper(), 1)
+    return int(text[:-1] if scale > 1 else text) * scale
+
+
+def sweep_sizes(largest):
+    """4K, 16K, 64K, ... up to largest: infiniop-bench's sweep sizes."""
+    sizes, n = [], 4096
+    while n <= largest:
+        sizes.append(n)
+        n *= 4
+    return sizes
+
+
+CSV_COLUMNS = ("op,dtype,shape,elements,bytes,best_ms,median_ms,gelem_s,gb_s,copy_gb_s,ratio,reps,"
+               "threads,torch")
 
 
 def main():
@@ -163,29 +189,53 @@ def main():
     parser.add_argument("--moe-shape", default="4096x8x4096",
                         help="RxKxH of the MoE operators (default 4096x8x4096)")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (2)")
-    parser.add_argument("--reps", type=int, default=0, help="timed calls (default: ~1 s)")
+    parser.add_argument("--reps", type=int, default=0, help="timed calls (default: ~--budget s)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds of calls per case when --reps is 0 (1; 0.2 in a sweep)")
     parser.add_argument("--ops", default="gelu_backward",
                         help="comma-separated names, or 'all' (default gelu_backward)")
+    parser.add_argument("--csv", action="store_true", help="comma-separated lines, a header first")
+    parser.add_argument("--sweep-max", default=None,
+                        help="sweep 4K, 16K, ... up to this many output elements (e.g. 16M)")
     args = parser.parse_args()
     rows, cols = (int(v) for v in args.shape.split("x"))
+    moe_r, moe_k, moe_h = (int(v) for v in args.moe_shape.split("x"))
     wanted = None if args.ops == "all" else set(args.ops.split(","))
+    budget = args.budget if args.budget is not None else (0.2 if args.sweep_max else 1.0)
     torch.set_num_threads(args.threads)
-    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads")
-    print(f"{'op':30s} {'type':4s} {'shape':10s} {'best_ms':>8s} {'median_ms':>9s} "
-          f"{'Gelem/s':>7s} {'GB/s':>7s} {'copyGB/s':>8s} {'ratio':>5s} {'reps':>5s}")
+    # (elementwise rows, MoE R) per size: the given shapes, or the sweep's
+    if args.sweep_max:
+        sizes = [(max(n // cols, 1), n // moe_h) for n in sweep_sizes(parse_count(args.sweep_max))]
+    else:
+        sizes = [(rows, moe_r)]
+    if args.csv:
+        print(CSV_COLUMNS)
+    else:
+        print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads")
+        print(f"{'op':30s} {'type':4s} {'shape':10s} {'best_ms':>8s} {'median_ms':>9s} "
+              f"{'Gelem/s':>7s} {'GB/s':>7s} {'copyGB/s':>8s} {'ratio':>5s} {'reps':>5s}")
     names = {torch.float32: "f32", torch.bfloat16: "bf16"}
+    wants_moe = wanted is None or any(name.startswith("moe") for name in wanted)
     for dtype in (torch.float32, torch.bfloat16):
-        moe = moe_cases(*(int(v) for v in args.moe_shape.split("x")), dtype)
-        for name, fn, nbytes, elements in list(cases(rows, cols, dtype)) + list(moe):
-            if wanted is not None and name.split("(")[0] not in wanted:
-                continue
-            shape = args.moe_shape if name.startswith("moe") else args.shape
-            best, median, reps = measure(fn, args.reps)
-            copy_best, _, _ = copy_time(nbytes, reps)
-            gbs, copy_gbs = nbytes / best / 1e9, nbytes / copy_best / 1e9
-            print(f"{name:30s} {names[dtype]:4s} {shape:10s} {best * 1e3:8.3f} "
-                  f"{median * 1e3:9.3f} {elements / best / 1e9:7.3f} {gbs:7.2f} "
-                  f"{copy_gbs:8.2f} {gbs / copy_gbs:5.2f} {reps:5d}", flush=True)
+        for size_rows, size_r in sizes:
+            moe = moe_cases(size_r, moe_k, moe_h, dtype) if wants_moe and size_r > 0 else []
+            for name, fn, nbytes, elements in list(cases(size_rows, cols, dtype)) + list(moe):
+                if wanted is not None and name.split("(")[0] not in wanted:
+                    continue
+                shape = (f"{size_r}x{moe_k}x{moe_h}" if name.startswith("moe")
+                         else f"{size_rows}x{cols}")
+                best, median, reps = measure(fn, args.reps, budget)
+                copy_best, _, _ = copy_time(nbytes, reps, budget)
+                gbs, copy_gbs = nbytes / best / 1e9, nbytes / copy_best / 1e9
+                if args.csv:
+                    print(f'"{name}",{names[dtype]},{shape},{elements},{nbytes},{best * 1e3:.6f},'
+                          f"{median * 1e3:.6f},{elements / best / 1e9:.4f},{gbs:.3f},"
+                          f"{copy_gbs:.3f},{gbs / copy_gbs:.4f},{reps},"
+                          f"{torch.get_num_threads()},{torch.__version__}", flush=True)
+                else:
+                    print(f"{name:30s} {names[dtype]:4s} {shape:10s} {best * 1e3:8.3f} "
+                          f"{median * 1e3:9.3f} {elements / best / 1e9:7.3f} {gbs:7.2f} "
+                          f"{copy_gbs:8.2f} {gbs / copy_gbs:5.2f} {reps:5d}", flush=True)
 
 
 if __name__ == "__main__":
