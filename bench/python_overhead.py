@@ -112,15 +112,11 @@ def _problems(device):
     ]
 
 
-def _best_us(call, calls, repeats, clock):
-    call()  # warm: library load, descriptor cache, torch's first-call paths
-    best = float("inf")
-    for _ in range(repeats):
-        start = clock()
-        for _ in range(calls):
-            call()
-        best = min(best, (clock() - start) / calls * 1e6)
-    return best
+def _mean_us(call, calls, clock):
+    start = clock()
+    for _ in range(calls):
+        call()
+    return (clock() - start) / calls * 1e6
 
 
 def _raw_call(device, cls, arrays, attributes):
@@ -136,13 +132,13 @@ def _raw_call(device, cls, arrays, attributes):
     def call():
         function(raw, workspace, workspace_size, *pointers, None)
 
-    return call, (handle, op, workspace)  # keep them alive
+    return call, (handle, op, workspace, arrays)  # keep them alive
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--csv", action="store_true", help="comma-separated output")
     parser.add_argument("--wall", action="store_true", help="wall-clock time, not CPU time")
@@ -150,14 +146,24 @@ def main():
     clock = time.perf_counter if args.wall else time.thread_time
     torch.set_num_threads(1)
     columns = ("operator", "infiniop_us", "raw_c_us", "torch_us")
-    rows = []
+    problems = []
     for name, call, torch_call, raw in _problems(args.device):
         raw_call, keep = _raw_call(args.device, *raw)
-        rows.append((name, _best_us(call, args.calls, args.repeats, clock),
-                     _best_us(raw_call, args.calls, args.repeats, clock),
-                     None if torch_call is None else _best_us(torch_call, args.calls,
-                                                              args.repeats, clock)))
-        del keep
+        problems.append((name, [call, raw_call, torch_call], keep))
+        for function in (call, raw_call, torch_call):
+            if function is not None:
+                function()  # warm: library load, descriptor cache, torch's first-call paths
+    # Rounds over every operator, best of each: a slow spell of the machine hits every row
+    # alike instead of one row's whole measurement.
+    best = {name: [float("inf")] * 3 for name, _, _ in problems}
+    for _ in range(args.repeats):
+        for name, calls, _ in problems:
+            for column, function in enumerate(calls):
+                if function is not None:
+                    best[name][column] = min(best[name][column],
+                                             _mean_us(function, args.calls, clock))
+    rows = [(name, *(None if v == float("inf") else v for v in best[name]))
+            for name, _, _ in problems]
     print(f"# 1x64 F32 torch tensors, device {args.device}, best of {args.repeats} x "
           f"{args.calls} calls, microseconds of {'wall' if args.wall else 'thread CPU'} time "
           f"per call; cpu ISA {infiniop.cpu_isa_name()}, "

@@ -13,13 +13,13 @@ def run(cls, views, attributes, device="cpu", handle=None, stage=None):
     not host pointers); the views named in cls._OUTPUTS (default: the first) come back."""
     if handle is None:
         handle = default_handle(device)
-    key = (cls, tuple(None if v is None else v[3:6] for v in views),  # (shape, strides, dtype)
+    key = (cls, tuple([None if v is None else v[3:6] for v in views]),  # (shape, strides, dtype)
            tuple(attributes.items()))
     op = handle.cached_descriptor(key, lambda: cls.for_arrays(handle, *views, **attributes))
     if stage is None:
         stage = not handle.host_memory
     if not stage:
-        op.launch([None if v is None else v.ptr for v in views])
+        op.launch([None if v is None else v[2] for v in views])  # v[2]: v.ptr
         return
     # run_staged copies back its first num_outputs views: put the outputs first.
     outputs = getattr(cls, "_OUTPUTS", cls._ARGUMENTS[:1])

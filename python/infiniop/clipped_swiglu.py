@@ -19,7 +19,7 @@ import math
 import numbers
 
 from ._dispatch import run
-from .core import array_view, check_out, empty_like, new_array
+from .core import array_view, output
 from .gelu_mul import _AttributeOperator
 from .swiglu import _check_dim, _halved_shape
 
@@ -37,9 +37,10 @@ def _check_real(name, value):
     check. The C API takes float32: a value that rounds beyond float32's range is made the
     infinity it rounds to here (converting it is undefined behaviour in C); smaller ones are
     rounded by ctypes."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, not {type(value).__name__}")
-    value = float(value)
+    if type(value) is not float:  # a float skips the (slow) abstract-class check
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{name} must be a real number, not {type(value).__name__}")
+        value = float(value)
     if math.isfinite(value) and abs(value) >= _FLOAT32_OVERFLOW:
         value = math.copysign(math.inf, value)
     return value
@@ -126,9 +127,7 @@ def clipped_swiglu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=T
     attributes = _check_attributes(dim, alpha, limit, bias, interleaved)
     x_view = array_view(x, "x")
     group_view = _group_index_view(group_index)
-    if out is None:
-        out = new_array(x, x_view, _halved_shape(x_view.shape, attributes["dim"]))
-    out_view = check_out(out, x_view.kind)
+    out, out_view = output(out, x, x_view, _halved_shape(x_view.shape, attributes["dim"]))
     run(ClippedSwiglu, [out_view, x_view, group_view], attributes, device, handle, _stage)
     return out
 
@@ -151,9 +150,7 @@ def clipped_swiglu_backward(y_grad, x, dim=-1, *, alpha=1.702, limit=7.0, bias=1
         raise TypeError(f"y_grad is a {y_grad_view.kind} array but x is a {x_view.kind} one; "
                         "pass two of one kind")
     group_view = _group_index_view(group_index)
-    if out is None:
-        out = empty_like(x, x_view)
-    out_view = check_out(out, x_view.kind)
+    out, out_view = output(out, x, x_view)
     run(ClippedSwigluBackward, [out_view, y_grad_view, x_view, group_view], attributes,
          device, handle, _stage)
     return out

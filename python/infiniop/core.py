@@ -144,25 +144,30 @@ def _numpy_dtypes():
     }
 
 
-_TORCH_DTYPES = {}  # torch dtype -> DType, filled on first use
+_TORCH_DTYPES = {}  # torch dtype -> (DType, element size), filled on first use
 
 
 def _torch_dtypes(torch):
-    if _TORCH_DTYPES:
-        return _TORCH_DTYPES
-    _TORCH_DTYPES.update({
-        torch.float16: DType.F16,
-        torch.bfloat16: DType.BF16,
-        torch.float32: DType.F32,
-        torch.float64: DType.F64,
-        torch.int8: DType.I8,
-        torch.int16: DType.I16,
-        torch.int32: DType.I32,
-        torch.int64: DType.I64,
-        torch.uint8: DType.U8,
-        torch.bool: DType.BOOL,
-    })
+    if not _TORCH_DTYPES:
+        for dtype, ours in ((torch.float16, DType.F16), (torch.bfloat16, DType.BF16),
+                            (torch.float32, DType.F32), (torch.float64, DType.F64),
+                            (torch.int8, DType.I8), (torch.int16, DType.I16),
+                            (torch.int32, DType.I32), (torch.int64, DType.I64),
+                            (torch.uint8, DType.U8), (torch.bool, DType.BOOL)):
+            _TORCH_DTYPES[dtype] = ours, torch.empty((), dtype=dtype).element_size()
     return _TORCH_DTYPES
+
+
+_new_view = tuple.__new__
+
+
+def _refuse_tensor(obj, name, torch):
+    if obj.layout != torch.strided:
+        raise TypeError(f"{name}: only strided torch tensors are supported, not {obj.layout}")
+    if not obj.is_cpu:
+        raise ValueError(f"{name}: torch tensor is on {obj.device}; host (cpu) memory is "
+                         "required (the binding stages it to the device itself)")
+    raise TypeError(f"{name}: torch dtype {obj.dtype} has no infiniDtype_t")
 
 
 def array_view(obj, name="array"):
@@ -173,16 +178,12 @@ def array_view(obj, name="array"):
     """
     torch = sys.modules.get("torch")  # only a caller that imported torch can pass a tensor
     if torch is not None and isinstance(obj, torch.Tensor):
-        if obj.layout != torch.strided:
-            raise TypeError(f"{name}: only strided torch tensors are supported, not {obj.layout}")
-        if not obj.is_cpu:
-            raise ValueError(f"{name}: torch tensor is on {obj.device}; host (cpu) memory is "
-                             "required (the binding stages it to the device itself)")
-        dtype = _TORCH_DTYPES.get(obj.dtype) or _torch_dtypes(torch).get(obj.dtype)
-        if dtype is None:
-            raise TypeError(f"{name}: torch dtype {obj.dtype} has no infiniDtype_t")
-        return ArrayView(obj, "torch", obj.data_ptr(), tuple(obj.shape), obj.stride(), dtype,
-                         obj.element_size())
+        known = (_TORCH_DTYPES or _torch_dtypes(torch)).get(obj.dtype)
+        if known is None or not obj.is_cpu or obj.layout != torch.strided:
+            _refuse_tensor(obj, name, torch)
+        # tuple.__new__ skips the NamedTuple's Python-level __new__: this runs on every call.
+        return _new_view(ArrayView, (obj, "torch", obj.data_ptr(), tuple(obj.shape),
+                                     obj.stride(), known[0], known[1]))
 
     import numpy as np
 
@@ -269,16 +270,37 @@ class Handle:
         self._raw = handle.value
         self._descriptors = OrderedDict()
         self._descriptors_lock = threading.Lock()
+        self._workspaces = threading.local()  # .buffer: (pointer, size) of this thread's
+        self._workspace_buffers = set()  # every thread's, freed by close()
+
+    def workspace(self, size):
+        """Device memory of at least `size` bytes for the calling thread's operator calls on
+        this handle: kept for the next call (calls on one thread and stream run in order),
+        grown when too small, freed by close()."""
+        have = getattr(self._workspaces, "buffer", None)
+        if have is not None and have[1] >= size:
+            return have[0]
+        pointer = self.malloc(size)
+        with self._descriptors_lock:
+            self._workspace_buffers.add(pointer)
+        self._workspaces.buffer = pointer, size
+        if have is not None:
+            with self._descriptors_lock:
+                self._workspace_buffers.discard(have[0])
+            self.free(have[0])
+        return pointer
 
     def cached_descriptor(self, key, create):
         """The descriptor cached under key, else create()'s, cached (thread-safe). Creation
         runs outside the lock (an OpenCL build may take long); a racing twin is dropped."""
         cache, lock = self._descriptors, self._descriptors_lock
-        with lock:
-            op = cache.get(key)
-            if op is not None:
+        op = cache.get(key)  # a hit needs no lock: OrderedDict's methods hold the GIL
+        if op is not None:
+            try:
                 cache.move_to_end(key)
-                return op
+            except KeyError:  # dropped by another thread just now: still usable here
+                pass
+            return op
         op = create()
         with lock:
             existing = cache.get(key)
@@ -325,6 +347,9 @@ class Handle:
         self.clear_descriptors()
         raw, self._raw = getattr(self, "_raw", None), None
         if raw is not None:
+            for pointer in self._workspace_buffers:  # infiniopDestroyHandle would free them too
+                self._lib.infiniopFree(raw, pointer)
+            self._workspace_buffers.clear()
             _library.check(self._lib.infiniopDestroyHandle(raw), "infiniopDestroyHandle")
 
     def __enter__(self):
@@ -376,13 +401,17 @@ class Handle:
                        "infiniopStreamSynchronize")
 
 
-_DEFAULT_HANDLES = {}  # (device type, id) -> Handle
+_DEFAULT_HANDLES = {}  # (device type, id), and the arguments that named it -> Handle
 _DEFAULT_HANDLES_LOCK = threading.Lock()
 
 
 def default_handle(device="cpu"):
     """The process's Handle for a device (anything parse_device() takes), opened on first use
     and kept: what the functions on arrays use when no handle is given."""
+    try:
+        return _DEFAULT_HANDLES[device]  # also keyed by the argument as given: the fast path
+    except (KeyError, TypeError):
+        pass
     key = parse_device(device)
     handle = _DEFAULT_HANDLES.get(key)
     if handle is None:
@@ -390,6 +419,8 @@ def default_handle(device="cpu"):
             handle = _DEFAULT_HANDLES.get(key)
             if handle is None:
                 handle = _DEFAULT_HANDLES[key] = Handle(*key)
+            if device in _PARSED_DEVICES:  # hashable, and not one of many: remember it as given
+                _DEFAULT_HANDLES[device] = handle
     return handle
 
 
@@ -514,22 +545,31 @@ def contiguous_strides(shape):
     return tuple(reversed(strides))
 
 
-def empty_like(array, view):
-    """An output like `array` (a dense layout; broadcast inputs give a contiguous one)."""
-    if view.kind == "torch":
-        return sys.modules["torch"].empty_like(array)
+def output(out, like, like_view, shape=None, dtype=None, name="out"):
+    """(array, ArrayView) of an output: `out` checked when given (check_out), else a new array
+    of like's kind: like's shape and dense layout (torch.empty_like: a broadcast `like` gives a
+    contiguous one) when neither shape nor dtype is given, else contiguous of `shape` (like's
+    when None) and `dtype` (like's when None)."""
+    if out is not None:
+        return out, check_out(out, like_view.kind, name)
+    if like_view.kind == "torch":
+        torch = sys.modules["torch"]
+        if shape is None and dtype is None:
+            out = torch.empty_like(like)
+        else:
+            out = torch.empty(like_view.shape if shape is None else shape,
+                              dtype=like.dtype if dtype is None else dtype)
+        # A new host tensor of a known dtype: its view needs none of array_view's checks.
+        return out, _new_view(ArrayView, (out, "torch", out.data_ptr(), tuple(out.shape),
+                                          out.stride(), *_TORCH_DTYPES[out.dtype]))
     import numpy as np
 
-    return np.empty_like(array)
-
-
-def new_array(like, view, shape):
-    """A contiguous array of `shape` with like's kind and dtype, for an output."""
-    if view.kind == "torch":
-        return sys.modules["torch"].empty(shape, dtype=like.dtype)
-    import numpy as np
-
-    return np.empty(shape, dtype=like.dtype)
+    if shape is None and dtype is None:
+        out = np.empty_like(like)
+    else:
+        out = np.empty(like_view.shape if shape is None else shape,
+                       dtype=like.dtype if dtype is None else dtype)
+    return out, array_view(out, name)
 
 
 def check_out(out, kind, name="out"):

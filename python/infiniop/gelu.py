@@ -10,7 +10,7 @@ GeluBackward's. As torch.nn.functional.gelu and aten.gelu_backward(..., approxim
 """
 
 from ._dispatch import run
-from .core import array_view, check_out, empty_like
+from .core import array_view, output
 from .gelu_mul import GeluApproximate, _GeluMulOperator
 
 __all__ = ["Gelu", "GeluBackwardV2", "gelu", "gelu_backward_v2"]
@@ -47,9 +47,7 @@ def gelu(input, *, approximate="none", device="cpu", out=None, handle=None, _sta
     """
     approximate = GeluApproximate.parse(approximate)
     input_view = array_view(input, "input")
-    if out is None:
-        out = empty_like(input, input_view)
-    out_view = check_out(out, input_view.kind)
+    out, out_view = output(out, input, input_view)
     run(Gelu, [out_view, input_view], {"approximate": approximate}, device, handle, _stage)
     return out
 
@@ -71,9 +69,7 @@ def gelu_backward_v2(grad_output, input, *, approximate="none", device="cpu", ou
     if grad_output_view.kind != input_view.kind:
         raise TypeError(f"grad_output is a {grad_output_view.kind} array but input is a "
                         f"{input_view.kind} one; pass two of one kind")
-    if out is None:
-        out = empty_like(grad_output, grad_output_view)
-    out_view = check_out(out, grad_output_view.kind)
+    out, out_view = output(out, grad_output, grad_output_view)
     run(GeluBackwardV2, [out_view, input_view, grad_output_view], {"approximate": approximate},
          device, handle, _stage)
     return out

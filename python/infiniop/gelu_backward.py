@@ -4,7 +4,7 @@ gelu_backward(grad_output, input, *, approximate='none'), which runs it for 'tan
 GeluBackwardV2 for 'none' (the erf form)."""
 
 from ._dispatch import run
-from .core import array_view, check_out, empty_like
+from .core import array_view, output
 from .gelu import GeluBackwardV2
 from .gelu_mul import GeluApproximate, _AttributeOperator
 
@@ -53,9 +53,7 @@ def gelu_backward(grad_output, input, *, approximate="none", device="cpu", out=N
     if grad_output_view.kind != input_view.kind:
         raise TypeError(f"grad_output is a {grad_output_view.kind} array but input is a "
                         f"{input_view.kind} one; pass two of one kind")
-    if out is None:
-        out = empty_like(grad_output, grad_output_view)
-    out_view = check_out(out, grad_output_view.kind)
+    out, out_view = output(out, grad_output, grad_output_view)
     views = [out_view, input_view, grad_output_view]
     if approximate == GeluApproximate.TANH:
         run(GeluBackward, views, {}, device, handle, _stage)

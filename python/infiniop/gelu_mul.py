@@ -19,7 +19,7 @@ from enum import IntEnum
 
 from . import _library
 from ._dispatch import run
-from .core import ArrayView, TensorDescriptor, array_view, check_out, empty_like, new_array
+from .core import ArrayView, TensorDescriptor, array_view, output
 from .swiglu import _SplitOperator, _halved_shape
 
 __all__ = ["GeluApproximate", "GeluMul", "GeluMulBackward", "gelu_mul", "gelu_mul_backward"]
@@ -42,6 +42,8 @@ class GeluApproximate(IntEnum):
         """
         if isinstance(approximate, cls):
             return approximate
+        if isinstance(approximate, str) and approximate in _APPROXIMATE_NAMES:
+            return _APPROXIMATE_NAMES[approximate]
         if isinstance(approximate, str):
             try:
                 return cls[approximate.strip().upper()]
@@ -62,6 +64,9 @@ class GeluApproximate(IntEnum):
             return cls(value)
         except ValueError:
             return value
+
+
+_APPROXIMATE_NAMES = {"none": GeluApproximate.NONE, "tanh": GeluApproximate.TANH}  # fast path
 
 
 # --------------------------------------------------------------------------------------------
@@ -184,9 +189,7 @@ def gelu_mul(input, *, approximate="none", device="cpu", out=None, handle=None, 
     """
     approximate = GeluApproximate.parse(approximate)
     input_view = array_view(input, "input")
-    if out is None:
-        out = new_array(input, input_view, _halved_shape(input_view.shape, -1))
-    out_view = check_out(out, input_view.kind)
+    out, out_view = output(out, input, input_view, _halved_shape(input_view.shape, -1))
     run(GeluMul, [out_view, input_view], {"approximate": approximate}, device, handle, _stage)
     return out
 
@@ -209,9 +212,7 @@ def gelu_mul_backward(out_grad, input, *, approximate="none", device="cpu", out=
     if out_grad_view.kind != input_view.kind:
         raise TypeError(f"out_grad is a {out_grad_view.kind} array but input is a "
                         f"{input_view.kind} one; pass two of one kind")
-    if out is None:
-        out = empty_like(input, input_view)
-    out_view = check_out(out, input_view.kind)
+    out, out_view = output(out, input, input_view)
     run(GeluMulBackward, [out_view, out_grad_view, input_view], {"approximate": approximate},
          device, handle, _stage)
     return out

@@ -31,7 +31,7 @@ Bad index values are BAD_PARAM with nothing written.
 import operator
 
 from ._dispatch import run
-from .core import array_view, check_out, new_array
+from .core import array_view, check_out, output
 from .gelu_mul import _AttributeOperator
 
 __all__ = ["MoeFinalizeRoutingV2", "MoeFinalizeRoutingV2Grad", "moe_finalize_routing_v2",
@@ -40,12 +40,13 @@ __all__ = ["MoeFinalizeRoutingV2", "MoeFinalizeRoutingV2Grad", "moe_finalize_rou
 
 def _check_int64(name, value):
     """value as a Python int that fits int64_t (its validity is the library's to check)."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, not bool")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+    if type(value) is not int:  # bool is refused, numpy and torch integers are taken
+        if isinstance(value, bool):
+            raise TypeError(f"{name} must be an int, not bool")
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
     if not -2 ** 63 <= value < 2 ** 63:
         raise OverflowError(f"{name} {value} does not fit in int64_t")
     return value
@@ -147,9 +148,7 @@ def moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias
     x_view = array_view(expanded_x, "expanded_x")
     views = _views(x_view.kind, expanded_row_idx=expanded_row_idx, x1=x1, x2=x2, bias=bias,
                    scales=scales, expert_idx=expert_idx)
-    if out is None:
-        out = new_array(expanded_x, x_view, _forward_out_shape(x_view, views))
-    out_view = check_out(out, x_view.kind)
+    out, out_view = output(out, expanded_x, x_view, _forward_out_shape(x_view, views))
     run(MoeFinalizeRoutingV2,
          [out_view, x_view, views["expanded_row_idx"], views["x1"], views["x2"], views["bias"],
           views["scales"], views["expert_idx"]], attributes, device, handle, _stage)
@@ -193,14 +192,16 @@ def moe_finalize_routing_v2_grad(grad_y, expanded_row_idx, expanded_x=None, scal
     g_view = array_view(grad_y, "grad_y")
     views = _views(g_view.kind, expanded_row_idx=expanded_row_idx, expanded_x=expanded_x,
                    scales=scales, expert_idx=expert_idx, bias=bias)
-    if grad_expanded_x is None:
-        grad_expanded_x = new_array(grad_y, g_view,
-                                     _grad_shape(g_view, views["expanded_row_idx"], attributes))
-    gx_view = check_out(grad_expanded_x, g_view.kind, "grad_expanded_x")
-    if grad_scales is None and views["scales"] is not None:
-        grad_scales = new_array(scales, views["scales"], views["scales"].shape)
-    gs_view = None if grad_scales is None else check_out(grad_scales, g_view.kind,
-                                                                "grad_scales")
+    grad_expanded_x, gx_view = output(
+        grad_expanded_x, grad_y, g_view,
+        None if grad_expanded_x is not None else _grad_shape(g_view, views["expanded_row_idx"],
+                                                             attributes), name="grad_expanded_x")
+    if grad_scales is not None:
+        gs_view = check_out(grad_scales, g_view.kind, "grad_scales")
+    elif views["scales"] is not None:
+        grad_scales, gs_view = output(None, scales, views["scales"], views["scales"].shape)
+    else:
+        gs_view = None
     run(MoeFinalizeRoutingV2Grad,
          [gx_view, gs_view, g_view, views["expanded_row_idx"], views["expanded_x"],
           views["scales"], views["expert_idx"], views["bias"]], attributes, device, handle,

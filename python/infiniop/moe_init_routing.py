@@ -31,7 +31,7 @@ expert_num, expert_capacity).
 
 from .clipped_swiglu import _check_bool
 from ._dispatch import run
-from .core import array_view, check_out, new_array
+from .core import array_view, check_out, output
 from .moe_finalize_routing import _MoeOperator, _check_int64, _views
 
 __all__ = ["MoeInitRoutingV2", "MoeInitRoutingV2Grad", "moe_init_routing_v2",
@@ -128,16 +128,6 @@ def _index_dtype(index_dtype, like, kind):
     return np.dtype(name)
 
 
-def _new(like_view, dtype, shape):
-    if like_view.kind == "torch":
-        import torch
-
-        return torch.empty(shape, dtype=dtype)
-    import numpy as np
-
-    return np.empty(shape, dtype=dtype)
-
-
 def _split_out(out, count):
     """out as a list of `count` entries (None: allocate), from None or a tuple/list."""
     if out is None:
@@ -189,16 +179,22 @@ def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capac
         else:
             active = attributes["active_num"]
             shape = ((active if 0 < active < total else total), hidden)
-        expanded_x = new_array(x, x_view, shape)
-    if row_idx is None:
-        row_idx = _new(x_view, index_dtype, (total,))
-    if (counts is None and mode == 0
-            and attributes["expert_tokens_count_or_cumsum_flag"] in (1, 2)):
-        counts = _new(x_view, index_dtype, (experts,))
-    if before is None and mode == 1 and attributes["expert_tokens_before_capacity_flag"]:
-        before = _new(x_view, index_dtype, (experts,))
-    views = [check_out(o, x_view.kind, f"out[{i}]") if o is not None else None
-             for i, o in enumerate((expanded_x, row_idx, counts, before))]
+        expanded_x, expanded_view = output(None, x, x_view, shape)
+    else:
+        expanded_view = check_out(expanded_x, x_view.kind, "out[0]")
+    row_idx, row_view = output(row_idx, expert_idx, idx_view, (total,), index_dtype, "out[1]")
+    if counts is not None or (mode == 0
+                              and attributes["expert_tokens_count_or_cumsum_flag"] in (1, 2)):
+        counts, counts_view = output(counts, expert_idx, idx_view, (experts,), index_dtype,
+                                     "out[2]")
+    else:
+        counts_view = None
+    if before is not None or (mode == 1 and attributes["expert_tokens_before_capacity_flag"]):
+        before, before_view = output(before, expert_idx, idx_view, (experts,), index_dtype,
+                                     "out[3]")
+    else:
+        before_view = None
+    views = [expanded_view, row_view, counts_view, before_view]
     run(MoeInitRoutingV2, views + [x_view, idx_view], attributes, device, handle, _stage)
     return expanded_x, row_idx, counts, before
 
@@ -224,7 +220,8 @@ def moe_init_routing_v2_grad(grad_expanded_x, expanded_row_idx, *, top_k, drop_p
         hidden = g_view.shape[-1] if g_view.shape else 0
         k = attributes["top_k"]
         rows = idx_view.numel // k if k > 0 else 0  # top_k <= 0: the library's BAD_PARAM
-        out = new_array(grad_expanded_x, g_view, (rows, hidden))
-    out_view = check_out(out, g_view.kind)
+        out, out_view = output(None, grad_expanded_x, g_view, (rows, hidden))
+    else:
+        out_view = check_out(out, g_view.kind)
     run(MoeInitRoutingV2Grad, [out_view, g_view, idx_view], attributes, device, handle, _stage)
     return out

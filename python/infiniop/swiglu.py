@@ -12,8 +12,7 @@ import operator
 
 from . import _library
 from ._dispatch import run
-from .core import (ArrayView, TensorDescriptor, array_view, check_out, contiguous_strides,
-                   empty_like, new_array)
+from .core import ArrayView, TensorDescriptor, array_view, contiguous_strides, output
 
 __all__ = ["SwiGlu", "SwiGluBackward", "swiglu", "swiglu_backward"]
 
@@ -21,9 +20,10 @@ def _check_dim(dim, bits=32):
     """dim as a Python int that fits the C attribute (int32_t here, int64_t for ClippedSwiglu).
     Its range against the rank is the library's to check (BAD_PARAM); a value ctypes would
     silently wrap is refused here."""
-    if isinstance(dim, bool):
-        raise TypeError("dim must be an int, not bool")
-    dim = operator.index(dim)  # TypeError for floats and other non-integers
+    if type(dim) is not int:  # bool is refused, numpy and torch integers are taken
+        if isinstance(dim, bool):
+            raise TypeError("dim must be an int, not bool")
+        dim = operator.index(dim)  # TypeError for floats and other non-integers
     if not -2 ** (bits - 1) <= dim < 2 ** (bits - 1):
         raise OverflowError(f"dim {dim} does not fit in int{bits}_t")
     return dim
@@ -118,18 +118,15 @@ class _SplitOperator:
                        f"infiniop{self._NAME}")
 
     def launch(self, pointers, stream=None):
-        """The C call on raw pointers (the C call's order), with a workspace of the size the
-        descriptor asks for allocated here when it asks for one."""
+        """The C call on raw pointers (the C call's order), with the handle's workspace for
+        this thread (Handle.workspace) when the descriptor asks for one."""
         size = self._workspace_bytes
         if size is None:
             size = self._workspace_bytes = self.workspace_size
-        workspace = self.handle.malloc(size) if size else None
-        try:
-            _library.check(self._calculate(self.value, workspace, size, *pointers, stream),
-                           f"infiniop{self._NAME}")
-        finally:
-            if workspace is not None:
-                self.handle.free(workspace)
+        workspace = self.handle.workspace(size) if size else None
+        status = self._calculate(self.value, workspace, size, *pointers, stream)
+        if status:
+            _library.check(status, f"infiniop{self._NAME}")
 
     def close(self):
         raw, self._raw = getattr(self, "_raw", None), None
@@ -194,9 +191,7 @@ def swiglu(x, dim=-1, *, device="cpu", out=None, handle=None, _stage=None):
     """
     dim = _check_dim(dim)
     x_view = array_view(x, "x")
-    if out is None:
-        out = new_array(x, x_view, _halved_shape(x_view.shape, dim))
-    out_view = check_out(out, x_view.kind)
+    out, out_view = output(out, x, x_view, _halved_shape(x_view.shape, dim))
     run(SwiGlu, [out_view, x_view], {"dim": dim}, device, handle, _stage)
     return out
 
@@ -216,8 +211,6 @@ def swiglu_backward(y_grad, x, dim=-1, *, device="cpu", out=None, handle=None, _
     if y_grad_view.kind != x_view.kind:
         raise TypeError(f"y_grad is a {y_grad_view.kind} array but x is a {x_view.kind} one; "
                         "pass two of one kind")
-    if out is None:
-        out = empty_like(x, x_view)
-    out_view = check_out(out, x_view.kind)
+    out, out_view = output(out, x, x_view)
     run(SwiGluBackward, [out_view, y_grad_view, x_view], {"dim": dim}, device, handle, _stage)
     return out
