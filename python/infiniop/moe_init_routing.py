@@ -29,6 +29,8 @@ grad's mode 0 (same active_num); Init mode 1 with forward mode 3 and grad mode 1
 expert_num, expert_capacity).
 """
 
+import functools
+
 from .clipped_swiglu import _check_bool
 from ._dispatch import run
 from .core import array_view, check_out, output
@@ -38,7 +40,15 @@ __all__ = ["MoeInitRoutingV2", "MoeInitRoutingV2Grad", "moe_init_routing_v2",
            "moe_init_routing_v2_grad"]
 
 
-def _init_attributes(active_num, expert_capacity, expert_num, drop_pad_mode,
+def _init_attributes(*attributes):
+    """The checked attributes (a dict callers must not change), cached for hashable ones."""
+    try:
+        return _cached_init_attributes(*attributes)
+    except TypeError:  # unhashable, or refused: checked again to raise the check's own message
+        return _check_init_attributes(*attributes)
+
+
+def _check_init_attributes(active_num, expert_capacity, expert_num, drop_pad_mode,
                      expert_tokens_count_or_cumsum_flag, expert_tokens_before_capacity_flag):
     return {"active_num": _check_int64("active_num", active_num),
             "expert_capacity": _check_int64("expert_capacity", expert_capacity),
@@ -48,6 +58,10 @@ def _init_attributes(active_num, expert_capacity, expert_num, drop_pad_mode,
                 "expert_tokens_count_or_cumsum_flag", expert_tokens_count_or_cumsum_flag),
             "expert_tokens_before_capacity_flag": _check_bool(
                 "expert_tokens_before_capacity_flag", expert_tokens_before_capacity_flag)}
+
+
+# typed: True is refused where 1 is taken, so they must not share an entry.
+_cached_init_attributes = functools.lru_cache(maxsize=64, typed=True)(_check_init_attributes)
 
 
 class MoeInitRoutingV2(_MoeOperator):
