@@ -4,7 +4,9 @@
 # checkout with no INFINIOP_LIBRARY; nothing is written outside one mktemp directory.
 #  a. `pip install ./python` into a fresh venv (--system-site-packages, for torch and numpy),
 #     offline (--no-index: the build needs nothing downloaded); the library found only through
-#     the dynamic loader (LD_LIBRARY_PATH = the build folder).
+#     the dynamic loader (LD_LIBRARY_PATH = the build folder). There it also runs
+#     examples/python/train_moe_mlp.py, copied to the temporary folder: a two-layer MoE MLP
+#     trained with loss.backward() through infiniop.torch, checked against float64 torch.
 #  b. `cmake --install` staged under DESTDIR (prefix /usr); only PYTHONPATH names the installed
 #     package, which finds the installed library next to it (_install.json), with no
 #     LD_LIBRARY_PATH. Skipped when configured with -DINFINIOP_INSTALL_PYTHON=OFF.
@@ -49,6 +51,10 @@ installed=$("$venv_python" -c 'import importlib.metadata as m; print(m.version("
 echo "a. pip install ./python, library from LD_LIBRARY_PATH:"
 (cd "$work/elsewhere" &&
  LD_LIBRARY_PATH="$lib_dir" "$venv_python" "$work/check.py" "$site/infiniop" "$lib_dir" "$version")
+echo "a. examples/python/train_moe_mlp.py, copied outside the checkout, with the venv's python:"
+cp "$repo/examples/python/train_moe_mlp.py" "$work/elsewhere/"
+(cd "$work/elsewhere" && LD_LIBRARY_PATH="$lib_dir" "$venv_python" train_moe_mlp.py) ||
+  { echo "train_moe_mlp.py failed with the pip-installed package"; exit 1; }
 
 # b. cmake --install under DESTDIR; only PYTHONPATH.
 if [ "$install_python" = ON ] || [ "$install_python" = 1 ] || [ "$install_python" = TRUE ]; then
