@@ -13,9 +13,13 @@ def run(cls, views, attributes, device="cpu", handle=None, stage=None):
     not host pointers); the views named in cls._OUTPUTS (default: the first) come back."""
     if handle is None:
         handle = default_handle(device)
+    # Floats by their bits: -0.0 == 0.0, yet a bias of -0.0 gives another result.
     key = (cls, tuple([None if v is None else v[3:6] for v in views]),  # (shape, strides, dtype)
-           tuple(attributes.items()))
-    op = handle.cached_descriptor(key, lambda: cls.for_arrays(handle, *views, **attributes))
+           tuple([(k, v.hex()) if type(v) is float else (k, v) for k, v in attributes.items()]))
+    # The cached descriptor refers to its handle weakly: the handle's cache refers to it, and
+    # a strong reference back would keep a dropped handle alive until the cyclic collector.
+    op = handle.cached_descriptor(
+        key, lambda: cls.for_arrays(handle.weak_reference, *views, **attributes))
     if stage is None:
         stage = not handle.host_memory
     if not stage:

@@ -18,6 +18,7 @@ import os
 import threading
 from pathlib import Path
 
+from ._version import __version__
 from .enums import Status
 
 __all__ = [
@@ -178,7 +179,9 @@ def load_library(path=None):
             continue
         lib, reason = _open(candidate)
         if lib is not None:
-            return _declare(lib, str(candidate))
+            lib, reason = _declare(lib, str(candidate))
+            if lib is not None:
+                return lib
         reasons.append(f"{candidate}: {reason}")
     repo_root = REPO_ROOT if in_source_tree() else None
     if not explicit:
@@ -187,7 +190,9 @@ def load_library(path=None):
                            (f" or in {repo_root}/build*/" if repo_root is not None else ""))
         lib, reason = _open(LIBRARY_SONAME)
         if lib is not None:
-            return _declare(lib, _loaded_file(lib) or LIBRARY_SONAME)
+            lib, reason = _declare(lib, _loaded_file(lib) or LIBRARY_SONAME)
+            if lib is not None:
+                return lib
         reasons.append(f"the dynamic loader: {reason}")
     raise LibraryNotFoundError(
         f"cannot load {LIBRARY_NAME}{origin}; tried:\n  " + "\n  ".join(reasons) +
@@ -344,13 +349,20 @@ EXPORTED_FUNCTIONS = tuple(_PROTOTYPES)
 
 
 def _declare(lib, path):
-    """Declares the prototypes on `lib`, records the file it was loaded from; returns `lib`."""
+    """Declares the prototypes on `lib` and records the file it was loaded from: (lib, None),
+    or (None, why) when it lacks a function of this binding (e.g. an older libinfiniop.so.0:
+    the SONAME stays while functions are added)."""
+    missing = [name for name in _PROTOTYPES if not hasattr(lib, name)]
+    if missing:
+        return None, (f"not this binding's library ({__version__}): it lacks {missing[0]}" +
+                      (f" and {len(missing) - 1} more" if len(missing) > 1 else "") +
+                      " (an older libinfiniop?)")
     for name, (restype, argtypes) in _PROTOTYPES.items():
-        function = getattr(lib, name)  # AttributeError names a missing export clearly
+        function = getattr(lib, name)
         function.restype = restype
         function.argtypes = argtypes
     lib.infiniop_path = path
-    return lib
+    return lib, None
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Handle, TensorDescriptor, and the adaptation of NumPy arrays and torch tensors to the C API."""
 
+import contextlib
 import ctypes
 import functools
 import sys
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -149,12 +151,13 @@ _TORCH_DTYPES = {}  # torch dtype -> (DType, element size), filled on first use
 
 def _torch_dtypes(torch):
     if not _TORCH_DTYPES:
-        for dtype, ours in ((torch.float16, DType.F16), (torch.bfloat16, DType.BF16),
-                            (torch.float32, DType.F32), (torch.float64, DType.F64),
-                            (torch.int8, DType.I8), (torch.int16, DType.I16),
-                            (torch.int32, DType.I32), (torch.int64, DType.I64),
-                            (torch.uint8, DType.U8), (torch.bool, DType.BOOL)):
-            _TORCH_DTYPES[dtype] = ours, torch.empty((), dtype=dtype).element_size()
+        known = {dtype: (ours, torch.empty((), dtype=dtype).element_size())
+                 for dtype, ours in ((torch.float16, DType.F16), (torch.bfloat16, DType.BF16),
+                                     (torch.float32, DType.F32), (torch.float64, DType.F64),
+                                     (torch.int8, DType.I8), (torch.int16, DType.I16),
+                                     (torch.int32, DType.I32), (torch.int64, DType.I64),
+                                     (torch.uint8, DType.U8), (torch.bool, DType.BOOL))}
+        _TORCH_DTYPES.update(known)  # at once: another thread never sees it half filled
     return _TORCH_DTYPES
 
 
@@ -215,13 +218,14 @@ def parse_device(device, name="device"):
     """(device type, device id) from a device name ('cpu', 'cpu_reference', 'opencl'), a
     'type:index' string ('opencl:0'), a torch.device (its type and index), a Device or an int.
     The type is a Device, or a plain int for one newer than this binding (Device.parse)."""
+    key = type(device), device  # typed: True and 1.0 must not pass as 1
     try:
-        return _PARSED_DEVICES[device]
+        return _PARSED_DEVICES[key]
     except (KeyError, TypeError):  # TypeError: unhashable, parsed below (and refused)
         pass
     parsed = _parse_device(device, name)
     if len(_PARSED_DEVICES) < 64:
-        _PARSED_DEVICES[device] = parsed
+        _PARSED_DEVICES[key] = parsed
     return parsed
 
 
@@ -270,25 +274,42 @@ class Handle:
         self._raw = handle.value
         self._descriptors = OrderedDict()
         self._descriptors_lock = threading.Lock()
-        self._workspaces = threading.local()  # .buffer: (pointer, size) of this thread's
-        self._workspace_buffers = set()  # every thread's, freed by close()
+        self._spare_workspaces = []  # [(size, pointer)]: host-memory handles only
+        self.weak_reference = weakref.proxy(self)  # what the descriptors it caches hold
 
+    SPARE_WORKSPACES = 4  # kept for reuse; more than that are freed when given back
+
+    @contextlib.contextmanager
     def workspace(self, size):
-        """Device memory of at least `size` bytes for the calling thread's operator calls on
-        this handle: kept for the next call (calls on one thread and stream run in order),
-        grown when too small, freed by close()."""
-        have = getattr(self._workspaces, "buffer", None)
-        if have is not None and have[1] >= size:
-            return have[0]
-        pointer = self.malloc(size)
+        """Device memory of at least `size` bytes for one operator call, as a context manager
+        yielding its pointer. Where device pointers are host pointers the calls are synchronous,
+        so a buffer given back is reused by the next call (up to SPARE_WORKSPACES are kept;
+        close() frees them). Elsewhere calls are asynchronous on their stream: each gets its own
+        buffer, freed after the call is queued (infiniopFree waits for the calls using it)."""
+        if not self.host_memory:
+            pointer = self.malloc(size)
+            try:
+                yield pointer
+            finally:
+                self.free(pointer)
+            return
         with self._descriptors_lock:
-            self._workspace_buffers.add(pointer)
-        self._workspaces.buffer = pointer, size
-        if have is not None:
+            fitting = [spare for spare in self._spare_workspaces if spare[0] >= size]
+            buffer = min(fitting) if fitting else None
+            if buffer is not None:
+                self._spare_workspaces.remove(buffer)
+        if buffer is None:
+            buffer = size, self.malloc(size)
+        try:
+            yield buffer[1]
+        finally:
             with self._descriptors_lock:
-                self._workspace_buffers.discard(have[0])
-            self.free(have[0])
-        return pointer
+                self._spare_workspaces.append(buffer)
+                self._spare_workspaces.sort(reverse=True)  # the largest are kept
+                surplus = self._spare_workspaces[self.SPARE_WORKSPACES:]
+                del self._spare_workspaces[self.SPARE_WORKSPACES:]
+            for _, pointer in surplus:
+                self.free(pointer)
 
     def cached_descriptor(self, key, create):
         """The descriptor cached under key, else create()'s, cached (thread-safe). Creation
@@ -347,9 +368,9 @@ class Handle:
         self.clear_descriptors()
         raw, self._raw = getattr(self, "_raw", None), None
         if raw is not None:
-            for pointer in self._workspace_buffers:  # infiniopDestroyHandle would free them too
+            for _, pointer in self._spare_workspaces:  # infiniopDestroyHandle would free them too
                 self._lib.infiniopFree(raw, pointer)
-            self._workspace_buffers.clear()
+            self._spare_workspaces.clear()
             _library.check(self._lib.infiniopDestroyHandle(raw), "infiniopDestroyHandle")
 
     def __enter__(self):
@@ -401,26 +422,30 @@ class Handle:
                        "infiniopStreamSynchronize")
 
 
-_DEFAULT_HANDLES = {}  # (device type, id), and the arguments that named it -> Handle
+_DEFAULT_HANDLES = {}  # (device type, id), and (type, argument) that named it -> Handle
 _DEFAULT_HANDLES_LOCK = threading.Lock()
 
 
 def default_handle(device="cpu"):
     """The process's Handle for a device (anything parse_device() takes), opened on first use
-    and kept: what the functions on arrays use when no handle is given."""
-    try:
-        return _DEFAULT_HANDLES[device]  # also keyed by the argument as given: the fast path
+    and kept (opened again if it was closed): what the functions on arrays use when no handle
+    is given."""
+    try:  # also keyed by the argument as given (typed): the fast path
+        handle = _DEFAULT_HANDLES[type(device), device]
+        if handle._raw is not None:
+            return handle
     except (KeyError, TypeError):
         pass
-    key = parse_device(device)
-    handle = _DEFAULT_HANDLES.get(key)
-    if handle is None:
-        with _DEFAULT_HANDLES_LOCK:
-            handle = _DEFAULT_HANDLES.get(key)
-            if handle is None:
-                handle = _DEFAULT_HANDLES[key] = Handle(*key)
-            if device in _PARSED_DEVICES:  # hashable, and not one of many: remember it as given
-                _DEFAULT_HANDLES[device] = handle
+    parsed = parse_device(device)
+    with _DEFAULT_HANDLES_LOCK:
+        handle = _DEFAULT_HANDLES.get(parsed)
+        if handle is None or not handle.is_open:
+            handle = _DEFAULT_HANDLES[parsed] = Handle(*parsed)
+        if len(_DEFAULT_HANDLES) < 64:
+            try:
+                _DEFAULT_HANDLES[type(device), device] = handle
+            except TypeError:  # unhashable: found by its parsed value each time
+                pass
     return handle
 
 

@@ -23,7 +23,10 @@ def _check_dim(dim, bits=32):
     if type(dim) is not int:  # bool is refused, numpy and torch integers are taken
         if isinstance(dim, bool):
             raise TypeError("dim must be an int, not bool")
-        dim = operator.index(dim)  # TypeError for floats and other non-integers
+        try:
+            dim = operator.index(dim)
+        except TypeError:  # floats and other non-integers
+            raise TypeError(f"dim must be an int, not {type(dim).__name__}") from None
     if not -2 ** (bits - 1) <= dim < 2 ** (bits - 1):
         raise OverflowError(f"dim {dim} does not fit in int{bits}_t")
     return dim
@@ -104,7 +107,7 @@ class _SplitOperator:
 
     def __call__(self, *data, workspace=None, workspace_size=None, stream=None):
         """Run it on pointers or arrays given in the C call's order (outputs first). Without a
-        workspace, one of workspace_size bytes is allocated if needed."""
+        workspace, the handle lends one of the size the descriptor asks for (Handle.workspace)."""
         if len(data) != len(self._ARGUMENTS):
             raise TypeError(f"{type(self).__name__}() takes {len(self._ARGUMENTS)} data "
                             f"arguments ({', '.join(self._ARGUMENTS)}), not {len(data)}")
@@ -118,15 +121,20 @@ class _SplitOperator:
                        f"infiniop{self._NAME}")
 
     def launch(self, pointers, stream=None):
-        """The C call on raw pointers (the C call's order), with the handle's workspace for
-        this thread (Handle.workspace) when the descriptor asks for one."""
+        """The C call on raw pointers (the C call's order), with a workspace from the handle
+        (Handle.workspace) when the descriptor asks for one."""
         size = self._workspace_bytes
         if size is None:
             size = self._workspace_bytes = self.workspace_size
-        workspace = self.handle.workspace(size) if size else None
-        status = self._calculate(self.value, workspace, size, *pointers, stream)
-        if status:
-            _library.check(status, f"infiniop{self._NAME}")
+        if not size:
+            status = self._calculate(self.value, None, 0, *pointers, stream)
+            if status:
+                _library.check(status, f"infiniop{self._NAME}")
+            return
+        with self.handle.workspace(size) as workspace:
+            status = self._calculate(self.value, workspace, size, *pointers, stream)
+            if status:  # checked before the workspace goes back: freeing it resets the message
+                _library.check(status, f"infiniop{self._NAME}")
 
     def close(self):
         raw, self._raw = getattr(self, "_raw", None), None

@@ -3,7 +3,10 @@
 the default handle per device, the descriptor cache (reuse, bound, threads, close), aten's
 gelu_backward signature and positional dims."""
 
+import _ctypes
+import gc
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -152,8 +155,12 @@ def test_positional_dim():
 
 
 def test_numpy_arrays_share_the_cache():
+    """A NumPy array and a torch tensor of one layout use one cached descriptor."""
     x = np.linspace(-4, 4, 24, dtype=np.float32).reshape(3, 8)
-    assert np.array_equal(infiniop.gelu(x), infiniop.gelu(torch.from_numpy(x)).numpy())
+    with infiniop.Handle("cpu") as handle:
+        from_numpy = infiniop.gelu(x, handle=handle)
+        assert np.array_equal(from_numpy, infiniop.gelu(torch.from_numpy(x), handle=handle).numpy())
+        assert len(_cache_keys(handle, infiniop.Gelu)) == 1
 
 
 @pytest.mark.skipif(not HAS_OPENCL, reason="no OpenCL device")
@@ -164,3 +171,132 @@ def test_opencl_reuses_its_handle_and_programs():
     cached = dict(handle._descriptors)
     assert torch.equal(infiniop.gelu(x, device="opencl"), first)
     assert dict(handle._descriptors) == cached  # the second call made nothing new
+
+
+# ----------------------------------------------------------------------------------------------
+# Review findings, each held by a test
+
+def test_workspaces_stay_bounded_as_threads_come_and_go():
+    """A descriptor asking for a workspace (an interleaved split of a strided x), run by 40
+    short-lived threads: the handle keeps at most SPARE_WORKSPACES buffers, results exact."""
+    x = torch.randn(5, 6, 7, 8)[:, :4, 1:4, ::3]
+    expected = infiniop.clipped_swiglu(x, 1, device="cpu_reference")
+    with infiniop.Handle("cpu") as handle:
+        op = infiniop.ClippedSwiglu.for_arrays(handle, torch.empty(5, 2, 3, 3), x, dim=1)
+        assert op.workspace_size > 0  # else this test tests nothing
+        op.close()
+        results = []
+        for _ in range(5):
+            threads = [threading.Thread(
+                target=lambda: results.append(infiniop.clipped_swiglu(x, 1, handle=handle)))
+                for _ in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert len(handle._spare_workspaces) <= handle.SPARE_WORKSPACES
+        assert len(results) == 40
+        for result in results:
+            torch.testing.assert_close(result, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(not HAS_OPENCL, reason="no OpenCL device")
+def test_opencl_calls_on_two_streams_each_get_their_workspace():
+    """Two MoeInitRoutingV2 descriptors (whose opencl workspace holds the routing tables the
+    kernels read later) queued alternately on two streams of one handle: each call's workspace
+    is its own, so every result equals the cpu device's."""
+    experts, hidden = 8, 256
+    with infiniop.Handle("opencl") as handle:
+        streams = [handle.stream_create(), handle.stream_create()]
+        problems = []
+        for tokens, seed in ((256, 1), (16, 2)):
+            generator = torch.Generator().manual_seed(seed)
+            ids = torch.topk(torch.randn(tokens, experts, generator=generator), 2).indices.int()
+            x = torch.randn(tokens, hidden, generator=generator)
+            expected = infiniop.moe_init_routing_v2(x, ids, expert_num=experts)[:2]
+            outputs = [torch.empty(tokens * 2, hidden), torch.empty(tokens * 2, dtype=torch.int32)]
+            op = infiniop.MoeInitRoutingV2.for_arrays(handle, *outputs, None, None, x, ids,
+                                                      expert_num=experts)
+            assert op.workspace_size > 0
+            device = []
+            for array in outputs + [x, ids]:
+                size = array.numel() * array.element_size()
+                pointer = handle.malloc(size)
+                handle.memcpy_host_to_device(pointer, array.data_ptr(), size)
+                device.append((pointer, size, array))
+            problems.append((op, device, expected))
+        for _ in range(20):
+            for (op, device, _), stream in zip(problems, streams):
+                pointers = [pointer for pointer, _, _ in device]
+                op(pointers[0], pointers[1], None, None, pointers[2], pointers[3], stream=stream)
+        for stream in streams:
+            handle.stream_synchronize(stream)
+        for op, device, expected in problems:
+            for (pointer, size, array), want in zip(device[:2], expected):
+                handle.memcpy_device_to_host(array.data_ptr(), pointer, size)
+                assert torch.equal(array, want.to(array.dtype))
+            op.close()
+        for stream in streams:
+            handle.stream_destroy(stream)
+
+
+def test_a_dropped_handle_goes_at_once():
+    """The descriptors a handle caches refer to it weakly: dropping the handle frees it (and its
+    OpenCL context, programs, memory) without waiting for the cyclic garbage collector."""
+    gc.disable()
+    try:
+        handle = infiniop.Handle("cpu")
+        infiniop.swiglu(torch.randn(2, 8), handle=handle)
+        assert handle._descriptors
+        reference = weakref.ref(handle)
+        del handle
+        assert reference() is None
+    finally:
+        gc.enable()
+
+
+def test_attributes_that_compare_equal_are_not_one_key():
+    """-0.0 == 0.0, but a bias of -0.0 keeps a zero's sign: the cache keys floats by bits."""
+    x = torch.tensor([[1.0, -0.0]])
+    with infiniop.Handle("cpu") as handle:
+        plus = infiniop.clipped_swiglu(x, bias=0.0, handle=handle)
+        minus = infiniop.clipped_swiglu(x, bias=-0.0, handle=handle)
+    with infiniop.Handle("cpu") as fresh:
+        assert torch.equal(torch.signbit(minus),
+                           torch.signbit(infiniop.clipped_swiglu(x, bias=-0.0, handle=fresh)))
+    assert torch.signbit(minus).item() and not torch.signbit(plus).item()
+
+
+@pytest.mark.parametrize("seen", [0, 1])
+def test_parse_device_is_typed(seen):
+    """True, False and 1.0 hash like 1 and 0: parsing an int first must not make them pass."""
+    parse_device(seen)
+    default_handle(seen)
+    for device in (True, False, 1.0, 0.0):
+        with pytest.raises(TypeError, match="^device: "):
+            parse_device(device)
+        with pytest.raises(TypeError, match="^device: "):
+            default_handle(device)
+
+
+def test_a_closed_default_handle_is_opened_again():
+    x = torch.randn(2, 8)
+    default_handle("cpu_reference").close()
+    assert torch.equal(infiniop.swiglu(x, device="cpu_reference"), infiniop.swiglu(x))
+    assert default_handle("cpu_reference").is_open
+
+
+def test_messages_name_the_argument():
+    x = torch.randn(2, 8)
+    with pytest.raises(TypeError, match="^dim must be an int, not float"):
+        infiniop.swiglu(x, 1.5)
+    with pytest.raises(TypeError, match="^dim must be an int, not bool"):
+        infiniop.swiglu(x, True)
+
+
+def test_a_library_lacking_functions_is_refused_with_the_reason():
+    """An older libinfiniop.so.0 (same SONAME, fewer functions) or any other library: a
+    LibraryNotFoundError saying what it lacks, never a raw AttributeError later."""
+    other = _ctypes.__file__  # a shared object that loads but has none of the functions
+    with pytest.raises(infiniop.LibraryNotFoundError, match="lacks infiniStatusString"):
+        infiniop.load_library(other)

@@ -5,8 +5,8 @@ A "DEF" library of the namespace `infiniop` defines one schema per function of i
 with two Python kernels each: CPU (the library's forward through the functional API, no
 autograd) and Autograd (the autograd.Function of infiniop.torch, whose backward runs the
 library's backward operator). Schemas cannot carry an infiniop.Handle, so these take
-device='cpu' | 'cpu_reference' | 'opencl' as a string and open a handle per call; use the
-Python functions for handle=.
+device='cpu' | 'cpu_reference' | 'opencl' as a string and use that device's default handle
+(infiniop.default_handle); use the Python functions for handle=.
 
     torch.ops.infiniop.swiglu(Tensor x, int dim=-1, *, str device='cpu') -> Tensor
     torch.ops.infiniop.gelu(Tensor input, *, str approximate='none', str device='cpu') -> Tensor
