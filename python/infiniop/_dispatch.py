@@ -5,17 +5,18 @@ C call, and staging through device memory where device pointers are not host poi
 from .core import default_handle, run_staged
 
 
-def run(cls, views, attributes, device="cpu", handle=None, stage=None):
+def run(cls, views, attributes, device="cpu", handle=None, stage=None, key_extra=()):
     """Run operator class cls on `views` (ArrayViews in the C call's order, None for an absent
     optional tensor) with `attributes` (cls's keywords). The handle defaults to the device's
     default_handle(); the descriptor comes from its cache, keyed by everything the descriptor
     is made from. stage: copy through device memory (default: when the handle's pointers are
-    not host pointers); the views named in cls._OUTPUTS (default: the first) come back."""
+    not host pointers); the views named in cls._OUTPUTS (default: the first) come back.
+    key_extra: what else tells descriptors apart where attributes compare equal but differ
+    (float attributes of -0.0 and 0.0)."""
     if handle is None:
         handle = default_handle(device)
-    # Floats by their bits: -0.0 == 0.0, yet a bias of -0.0 gives another result.
     key = (cls, tuple([None if v is None else v[3:6] for v in views]),  # (shape, strides, dtype)
-           tuple([(k, v.hex()) if type(v) is float else (k, v) for k, v in attributes.items()]))
+           tuple(attributes.items()), key_extra)
     # The cached descriptor refers to its handle weakly: the handle's cache refers to it, and
     # a strong reference back would keep a dropped handle alive until the cyclic collector.
     op = handle.cached_descriptor(

@@ -54,6 +54,14 @@ def _check_bool(name, value):
     raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
 
 
+def _zero_signs(attributes):
+    """run()'s key_extra: -0.0 == 0.0 (one cache key), yet a bias of -0.0 gives -0 results where
+    0.0 gives +0; so a zero attribute's sign is part of the key (nothing else is needed)."""
+    if attributes["alpha"] and attributes["limit"] and attributes["bias"]:
+        return ()
+    return tuple(math.copysign(1.0, attributes[k]) for k in ("alpha", "limit", "bias"))
+
+
 def _check_attributes(dim, alpha, limit, bias, interleaved):
     return {"dim": _check_dim(dim, bits=64), "alpha": _check_real("alpha", alpha),
             "limit": _check_real("limit", limit), "bias": _check_real("bias", bias),
@@ -128,7 +136,8 @@ def clipped_swiglu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=T
     x_view = array_view(x, "x")
     group_view = _group_index_view(group_index)
     out, out_view = output(out, x, x_view, _halved_shape(x_view.shape, attributes["dim"]))
-    run(ClippedSwiglu, [out_view, x_view, group_view], attributes, device, handle, _stage)
+    run(ClippedSwiglu, [out_view, x_view, group_view], attributes, device, handle, _stage,
+        _zero_signs(attributes))
     return out
 
 
@@ -152,5 +161,5 @@ def clipped_swiglu_backward(y_grad, x, dim=-1, *, alpha=1.702, limit=7.0, bias=1
     group_view = _group_index_view(group_index)
     out, out_view = output(out, x, x_view)
     run(ClippedSwigluBackward, [out_view, y_grad_view, x_view, group_view], attributes,
-         device, handle, _stage)
+        device, handle, _stage, _zero_signs(attributes))
     return out

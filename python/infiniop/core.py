@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Handle, TensorDescriptor, and the adaptation of NumPy arrays and torch tensors to the C API."""
 
-import contextlib
 import ctypes
 import functools
 import sys
@@ -279,37 +278,33 @@ class Handle:
 
     SPARE_WORKSPACES = 4  # kept for reuse; more than that are freed when given back
 
-    @contextlib.contextmanager
-    def workspace(self, size):
-        """Device memory of at least `size` bytes for one operator call, as a context manager
-        yielding its pointer. Where device pointers are host pointers the calls are synchronous,
-        so a buffer given back is reused by the next call (up to SPARE_WORKSPACES are kept;
-        close() frees them). Elsewhere calls are asynchronous on their stream: each gets its own
-        buffer, freed after the call is queued (infiniopFree waits for the calls using it)."""
+    def borrow_workspace(self, size):
+        """(size, pointer) of device memory of at least `size` bytes for one operator call;
+        give it back with give_back_workspace() once the call is queued. Where device pointers
+        are host pointers calls are synchronous, so a buffer given back is lent again (up to
+        SPARE_WORKSPACES are kept; close() frees them). Elsewhere calls are asynchronous on
+        their stream: each gets its own buffer, freed when given back (infiniopFree waits for
+        the calls using it), so calls on two streams never share one."""
+        if self.host_memory:
+            with self._descriptors_lock:
+                spares = self._spare_workspaces
+                for i, spare in enumerate(spares):
+                    if spare[0] >= size:
+                        return spares.pop(i)
+        return size, self.malloc(size)
+
+    def give_back_workspace(self, buffer):
         if not self.host_memory:
-            pointer = self.malloc(size)
-            try:
-                yield pointer
-            finally:
-                self.free(pointer)
+            self.free(buffer[1])
             return
         with self._descriptors_lock:
-            fitting = [spare for spare in self._spare_workspaces if spare[0] >= size]
-            buffer = min(fitting) if fitting else None
-            if buffer is not None:
-                self._spare_workspaces.remove(buffer)
-        if buffer is None:
-            buffer = size, self.malloc(size)
-        try:
-            yield buffer[1]
-        finally:
-            with self._descriptors_lock:
-                self._spare_workspaces.append(buffer)
-                self._spare_workspaces.sort(reverse=True)  # the largest are kept
-                surplus = self._spare_workspaces[self.SPARE_WORKSPACES:]
-                del self._spare_workspaces[self.SPARE_WORKSPACES:]
-            for _, pointer in surplus:
-                self.free(pointer)
+            spares = self._spare_workspaces
+            spares.append(buffer)
+            if len(spares) <= self.SPARE_WORKSPACES:
+                return
+            smallest = min(spares)
+            spares.remove(smallest)
+        self.free(smallest[1])
 
     def cached_descriptor(self, key, create):
         """The descriptor cached under key, else create()'s, cached (thread-safe). Creation

@@ -139,7 +139,7 @@ class _AttributeOperator(_SplitOperator):
     def __call__(self, *data, workspace=None, workspace_size=None, stream=None):
         """Run it on pointers or arrays given in the C call's order (outputs first; an absent
         optional tensor as None or left out). Without a workspace, the handle lends one of the
-        size the descriptor asks for (Handle.workspace)."""
+        size the descriptor asks for (Handle.borrow_workspace)."""
         data = self._complete(data, "()") if len(data) < len(self._ARGUMENTS) else data
         return super().__call__(*data, workspace=workspace, workspace_size=workspace_size,
                                 stream=stream)

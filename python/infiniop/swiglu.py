@@ -107,7 +107,7 @@ class _SplitOperator:
 
     def __call__(self, *data, workspace=None, workspace_size=None, stream=None):
         """Run it on pointers or arrays given in the C call's order (outputs first). Without a
-        workspace, the handle lends one of the size the descriptor asks for (Handle.workspace)."""
+        workspace, the handle lends one of the size the descriptor asks for (Handle.borrow_workspace)."""
         if len(data) != len(self._ARGUMENTS):
             raise TypeError(f"{type(self).__name__}() takes {len(self._ARGUMENTS)} data "
                             f"arguments ({', '.join(self._ARGUMENTS)}), not {len(data)}")
@@ -121,8 +121,8 @@ class _SplitOperator:
                        f"infiniop{self._NAME}")
 
     def launch(self, pointers, stream=None):
-        """The C call on raw pointers (the C call's order), with a workspace from the handle
-        (Handle.workspace) when the descriptor asks for one."""
+        """The C call on raw pointers (the C call's order), with a workspace borrowed from the
+        handle (Handle.borrow_workspace) when the descriptor asks for one."""
         size = self._workspace_bytes
         if size is None:
             size = self._workspace_bytes = self.workspace_size
@@ -131,10 +131,13 @@ class _SplitOperator:
             if status:
                 _library.check(status, f"infiniop{self._NAME}")
             return
-        with self.handle.workspace(size) as workspace:
-            status = self._calculate(self.value, workspace, size, *pointers, stream)
+        workspace = self.handle.borrow_workspace(size)
+        try:
+            status = self._calculate(self.value, workspace[1], size, *pointers, stream)
             if status:  # checked before the workspace goes back: freeing it resets the message
                 _library.check(status, f"infiniop{self._NAME}")
+        finally:
+            self.handle.give_back_workspace(workspace)
 
     def close(self):
         raw, self._raw = getattr(self, "_raw", None), None
