@@ -1,0 +1,1007 @@
+// SPDX-License-Identifier: Apache-2.0
+// One table of bad inputs (issue 16 item 4): every row names an operator, a case, the call that
+// must fail and its documented status. One parametrized test runs every row on every built
+// device: the call returns the status, infiniopGetLastError() says why, the descriptor
+// out-pointer (or size out-pointer) is not written and every byte of every buffer (outputs
+// poisoned, inputs, index data) is unchanged, read back from the device. docs/errors.md is
+// generated from the same table; BadInputTableDocs.ErrorsMdMatchesTable keeps it true
+// (INFINIOP_WRITE_ERRORS_MD=1 rewrites it).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "device_memory.h"
+#include "device_param.h"
+#include "tensor_buffer.h"
+
+namespace infiniop_test {
+namespace {
+
+// One tensor argument of an operator, in the API's order.
+struct Slot {
+  const char *name;
+  std::vector<size_t> shape;
+  infiniDtype_t dtype;
+  bool output;
+  bool nullable;                // the descriptor may be NULL
+  std::vector<int64_t> values;  // index data (written as the slot's integer dtype)
+  bool absent = false;          // passed as a NULL descriptor (unused in this configuration)
+};
+
+using Attrs = std::vector<double>;
+using Descs = std::vector<infiniopTensorDescriptor_t>;
+using Ptrs = std::vector<void *>;
+
+struct OpSpec {
+  const char *name;
+  std::vector<Slot> slots;
+  Attrs attrs;
+  std::function<infiniStatus_t(infiniopHandle_t, void **, const Descs &, const Attrs &)> create;
+  std::function<infiniStatus_t(void *, size_t *)> workspace;
+  std::function<infiniStatus_t(void *, void *, size_t, const Ptrs &)> calculate;
+  std::function<infiniStatus_t(void *)> destroy;
+};
+
+template <class D>
+D as(void *p) {
+  return reinterpret_cast<D>(p);
+}
+template <class D>
+D *asOut(void **p) {
+  return reinterpret_cast<D *>(p);
+}
+int64_t i64(double v) {
+  return static_cast<int64_t>(v);
+}
+float f32(double v) {
+  return static_cast<float>(v);
+}
+
+constexpr auto F32 = INFINI_DTYPE_F32;
+constexpr auto I32 = INFINI_DTYPE_I32;
+constexpr auto I64 = INFINI_DTYPE_I64;
+
+// Every operator with a small valid configuration (shapes (R, H) = (2, 4), K = 1).
+const std::vector<OpSpec> &specs() {
+  static const std::vector<OpSpec> all = {
+      {"GeluBackward",
+       {{"grad_input", {2, 4}, F32, true, false, {}},
+        {"input", {2, 4}, F32, false, false, {}},
+        {"grad_output", {2, 4}, F32, false, false, {}}},
+       {},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &) {
+         return infiniopCreateGeluBackwardDescriptor(h, asOut<infiniopGeluBackwardDescriptor_t>(d),
+                                                     t[0], t[1], t[2]);
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetGeluBackwardWorkspaceSize(as<infiniopGeluBackwardDescriptor_t>(d), s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p) {
+         return infiniopGeluBackward(as<infiniopGeluBackwardDescriptor_t>(d), w, ws, p[0], p[1],
+                                     p[2], nullptr);
+       },
+       [](void *d) {
+         return infiniopDestroyGeluBackwardDescriptor(as<infiniopGeluBackwardDescriptor_t>(d));
+       }},
+      {"Gelu",
+       {{"output", {2, 4}, F32, true, false, {}}, {"input", {2, 4}, F32, false, false, {}}},
+       {1},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateGeluDescriptor(h, asOut<infiniopGeluDescriptor_t>(d), t[0], t[1],
+                                             static_cast<infiniopGeluApproximate_t>(i64(a[0])));
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetGeluWorkspaceSize(as<infiniopGeluDescriptor_t>(d), s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p) {
+         return infiniopGelu(as<infiniopGeluDescriptor_t>(d), w, ws, p[0], p[1], nullptr);
+       },
+       [](void *d) { return infiniopDestroyGeluDescriptor(as<infiniopGeluDescriptor_t>(d)); }},
+      {"GeluBackwardV2",
+       {{"grad_input", {2, 4}, F32, true, false, {}},
+        {"input", {2, 4}, F32, false, false, {}},
+        {"grad_output", {2, 4}, F32, false, false, {}}},
+       {0},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateGeluBackwardV2Descriptor(
+             h, asOut<infiniopGeluBackwardV2Descriptor_t>(d), t[0], t[1], t[2],
+             static_cast<infiniopGeluApproximate_t>(i64(a[0])));
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetGeluBackwardV2WorkspaceSize(as<infiniopGeluBackwardV2Descriptor_t>(d),
+                                                       s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p) {
+         return infiniopGeluBackwardV2(as<infiniopGeluBackwardV2Descriptor_t>(d), w, ws, p[0], p[1],
+                                       p[2], nullptr);
+       },
+       [](void *d) {
+         return infiniopDestroyGeluBackwardV2Descriptor(as<infiniopGeluBackwardV2Descriptor_t>(d));
+       }},
+      {"SwiGlu",
+       {{"y", {2, 4}, F32, true, false, {}}, {"x", {2, 8}, F32, false, false, {}}},
+       {-1},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateSwiGluDescriptor(h, asOut<infiniopSwiGluDescriptor_t>(d), t[0], t[1],
+                                               static_cast<int32_t>(a[0]));
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetSwiGluWorkspaceSize(as<infiniopSwiGluDescriptor_t>(d), s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p) {
+         return infiniopSwiGlu(as<infiniopSwiGluDescriptor_t>(d), w, ws, p[0], p[1], nullptr);
+       },
+       [](void *d) { return infiniopDestroySwiGluDescriptor(as<infiniopSwiGluDescriptor_t>(d)); }},
+      {"SwiGluBackward",
+       {{"x_grad", {2, 8}, F32, true, false, {}},
+        {"y_grad", {2, 4}, F32, false, false, {}},
+        {"x", {2, 8}, F32, false, false, {}}},
+       {-1},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateSwiGluBackwardDescriptor(
+             h, asOut<infiniopSwiGluBackwardDescriptor_t>(d), t[0], t[1], t[2],
+             static_cast<int32_t>(a[0]));
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetSwiGluBackwardWorkspaceSize(as<infiniopSwiGluBackwardDescriptor_t>(d),
+                                                       s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p) {
+         return infiniopSwiGluBackward(as<infiniopSwiGluBackwardDescriptor_t>(d), w, ws, p[0], p[1],
+                                       p[2], nullptr);
+       },
+       [](void *d) {
+         return infiniopDestroySwiGluBackwardDescriptor(as<infiniopSwiGluBackwardDescriptor_t>(d));
+       }},
+      {"GeluMul",
+       {{"out", {2, 4}, F32, true, false, {}}, {"input", {2, 8}, F32, false, false, {}}},
+       {1},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateGeluMulDescriptor(h, asOut<infiniopGeluMulDescriptor_t>(d), t[0],
+                                                t[1],
+                                                static_cast<infiniopGeluApproximate_t>(i64(a[0])));
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetGeluMulWorkspaceSize(as<infiniopGeluMulDescriptor_t>(d), s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p) {
+         return infiniopGeluMul(as<infiniopGeluMulDescriptor_t>(d), w, ws, p[0], p[1], nullptr);
+       },
+       [](void *d) {
+         return infiniopDestroyGeluMulDescriptor(as<infiniopGeluMulDescriptor_t>(d));
+       }},
+      {"GeluMulBackward",
+       {{"input_grad", {2, 8}, F32, true, false, {}},
+        {"out_grad", {2, 4}, F32, false, false, {}},
+        {"input", {2, 8}, F32, false, false, {}}},
+       {0},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateGeluMulBackwardDescriptor(
+             h, asOut<infiniopGeluMulBackwardDescriptor_t>(d), t[0], t[1], t[2],
+             static_cast<infiniopGeluApproximate_t>(i64(a[0])));
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetGeluMulBackwardWorkspaceSize(as<infiniopGeluMulBackwardDescriptor_t>(d),
+                                                        s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p) {
+         return infiniopGeluMulBackward(as<infiniopGeluMulBackwardDescriptor_t>(d), w, ws, p[0],
+                                        p[1], p[2], nullptr);
+       },
+       [](void *d) {
+         return infiniopDestroyGeluMulBackwardDescriptor(
+             as<infiniopGeluMulBackwardDescriptor_t>(d));
+       }},
+      {"ClippedSwiglu",
+       {{"y", {2, 4}, F32, true, false, {}},
+        {"x", {2, 8}, F32, false, false, {}},
+        {"group_index", {1}, I64, false, true, {2}}},
+       {-1, 1.702, 7.0, 1.0, 1},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateClippedSwigluDescriptor(
+             h, asOut<infiniopClippedSwigluDescriptor_t>(d), t[0], t[1], t[2], i64(a[0]), f32(a[1]),
+             f32(a[2]), f32(a[3]), a[4] != 0);
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetClippedSwigluWorkspaceSize(as<infiniopClippedSwigluDescriptor_t>(d), s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p) {
+         return infiniopClippedSwiglu(as<infiniopClippedSwigluDescriptor_t>(d), w, ws, p[0], p[1],
+                                      p[2], nullptr);
+       },
+       [](void *d) {
+         return infiniopDestroyClippedSwigluDescriptor(as<infiniopClippedSwigluDescriptor_t>(d));
+       }},
+      {"ClippedSwigluBackward",
+       {{"x_grad", {2, 8}, F32, true, false, {}},
+        {"y_grad", {2, 4}, F32, false, false, {}},
+        {"x", {2, 8}, F32, false, false, {}},
+        {"group_index", {1}, I64, false, true, {2}}},
+       {-1, 1.702, 7.0, 1.0, 0},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateClippedSwigluBackwardDescriptor(
+             h, asOut<infiniopClippedSwigluBackwardDescriptor_t>(d), t[0], t[1], t[2], t[3],
+             i64(a[0]), f32(a[1]), f32(a[2]), f32(a[3]), a[4] != 0);
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetClippedSwigluBackwardWorkspaceSize(
+             as<infiniopClippedSwigluBackwardDescriptor_t>(d), s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p) {
+         return infiniopClippedSwigluBackward(as<infiniopClippedSwigluBackwardDescriptor_t>(d), w,
+                                              ws, p[0], p[1], p[2], p[3], nullptr);
+       },
+       [](void *d) {
+         return infiniopDestroyClippedSwigluBackwardDescriptor(
+             as<infiniopClippedSwigluBackwardDescriptor_t>(d));
+       }},
+      {"MoeFinalizeRoutingV2",
+       {{"out", {2, 4}, F32, true, false, {}},
+        {"expanded_x", {2, 4}, F32, false, false, {}},
+        {"expanded_row_idx", {2}, I32, false, false, {1, 0}},
+        {"x1", {2, 4}, F32, false, true, {}},
+        {"x2", {2, 4}, F32, false, true, {}},
+        {"bias", {3, 4}, F32, false, true, {}},
+        {"scales", {2, 1}, F32, false, true, {}},
+        {"expert_idx", {2, 1}, I32, false, true, {2, 0}}},
+       {0},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateMoeFinalizeRoutingV2Descriptor(
+             h, asOut<infiniopMoeFinalizeRoutingV2Descriptor_t>(d), t[0], t[1], t[2], t[3], t[4],
+             t[5], t[6], t[7], i64(a[0]));
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetMoeFinalizeRoutingV2WorkspaceSize(
+             as<infiniopMoeFinalizeRoutingV2Descriptor_t>(d), s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p) {
+         return infiniopMoeFinalizeRoutingV2(as<infiniopMoeFinalizeRoutingV2Descriptor_t>(d), w, ws,
+                                             p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7],
+                                             nullptr);
+       },
+       [](void *d) {
+         return infiniopDestroyMoeFinalizeRoutingV2Descriptor(
+             as<infiniopMoeFinalizeRoutingV2Descriptor_t>(d));
+       }},
+      {"MoeFinalizeRoutingV2Grad",
+       {{"grad_expanded_x", {2, 4}, F32, true, false, {}},
+        {"grad_scales", {2, 1}, F32, true, true, {}},
+        {"grad_y", {2, 4}, F32, false, false, {}},
+        {"expanded_row_idx", {2}, I32, false, false, {1, 0}},
+        {"expanded_x", {2, 4}, F32, false, true, {}},
+        {"scales", {2, 1}, F32, false, true, {}},
+        {"expert_idx", {2, 1}, I32, false, true, {2, 0}},
+        {"bias", {3, 4}, F32, false, true, {}}},
+       {0, 0, 3, 0},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateMoeFinalizeRoutingV2GradDescriptor(
+             h, asOut<infiniopMoeFinalizeRoutingV2GradDescriptor_t>(d), t[0], t[1], t[2], t[3],
+             t[4], t[5], t[6], t[7], i64(a[0]), i64(a[1]), i64(a[2]), i64(a[3]));
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetMoeFinalizeRoutingV2GradWorkspaceSize(
+             as<infiniopMoeFinalizeRoutingV2GradDescriptor_t>(d), s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p) {
+         return infiniopMoeFinalizeRoutingV2Grad(
+             as<infiniopMoeFinalizeRoutingV2GradDescriptor_t>(d), w, ws, p[0], p[1], p[2], p[3],
+             p[4], p[5], p[6], p[7], nullptr);
+       },
+       [](void *d) {
+         return infiniopDestroyMoeFinalizeRoutingV2GradDescriptor(
+             as<infiniopMoeFinalizeRoutingV2GradDescriptor_t>(d));
+       }},
+      {"MoeInitRoutingV2",
+       {{"expanded_x", {2, 4}, F32, true, false, {}},
+        {"expanded_row_idx", {2}, I32, true, false, {}},
+        {"expert_tokens_count_or_cumsum", {3}, I64, true, true, {}},
+        {"expert_tokens_before_capacity", {3}, I64, true, true, {}, true},  // mode 1 only
+        {"x", {2, 4}, F32, false, false, {}},
+        {"expert_idx", {2, 1}, I32, false, false, {2, 0}}},
+       {0, 0, 3, 0, 1, 0},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateMoeInitRoutingV2Descriptor(
+             h, asOut<infiniopMoeInitRoutingV2Descriptor_t>(d), t[0], t[1], t[2], t[3], t[4], t[5],
+             i64(a[0]), i64(a[1]), i64(a[2]), i64(a[3]), i64(a[4]), a[5] != 0);
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetMoeInitRoutingV2WorkspaceSize(
+             as<infiniopMoeInitRoutingV2Descriptor_t>(d), s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p) {
+         return infiniopMoeInitRoutingV2(as<infiniopMoeInitRoutingV2Descriptor_t>(d), w, ws, p[0],
+                                         p[1], p[2], p[3], p[4], p[5], nullptr);
+       },
+       [](void *d) {
+         return infiniopDestroyMoeInitRoutingV2Descriptor(
+             as<infiniopMoeInitRoutingV2Descriptor_t>(d));
+       }},
+      {"MoeInitRoutingV2Grad",
+       {{"grad_x", {2, 4}, F32, true, false, {}},
+        {"grad_expanded_x", {2, 4}, F32, false, false, {}},
+        {"expanded_row_idx", {2}, I32, false, false, {1, 0}}},
+       {1, 0, 0},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateMoeInitRoutingV2GradDescriptor(
+             h, asOut<infiniopMoeInitRoutingV2GradDescriptor_t>(d), t[0], t[1], t[2], i64(a[0]),
+             i64(a[1]), i64(a[2]));
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetMoeInitRoutingV2GradWorkspaceSize(
+             as<infiniopMoeInitRoutingV2GradDescriptor_t>(d), s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p) {
+         return infiniopMoeInitRoutingV2Grad(as<infiniopMoeInitRoutingV2GradDescriptor_t>(d), w, ws,
+                                             p[0], p[1], p[2], nullptr);
+       },
+       [](void *d) {
+         return infiniopDestroyMoeInitRoutingV2GradDescriptor(
+             as<infiniopMoeInitRoutingV2GradDescriptor_t>(d));
+       }},
+  };
+  return all;
+}
+
+const OpSpec &spec(const std::string &name) {
+  for (const OpSpec &s : specs())
+    if (name == s.name) return s;
+  static OpSpec none{};
+  ADD_FAILURE() << "no operator " << name;
+  return none;
+}
+
+size_t slotIndex(const OpSpec &op, const std::string &name) {
+  for (size_t i = 0; i < op.slots.size(); ++i)
+    if (name == op.slots[i].name) return i;
+  ADD_FAILURE() << op.name << " has no tensor " << name;
+  return 0;
+}
+
+enum class Call { kCreate, kWorkspaceSize, kCalculate, kDestroy };
+const char *callName(Call c) {
+  switch (c) {
+    case Call::kCreate:
+      return "create";
+    case Call::kWorkspaceSize:
+      return "workspace size";
+    case Call::kCalculate:
+      return "calculate";
+    default:
+      return "destroy";
+  }
+}
+
+// What a row breaks, applied to the operator's valid configuration.
+struct Broken {
+  std::vector<Slot> slots;
+  std::vector<std::vector<ptrdiff_t>> strides;  // empty: contiguous
+  std::vector<bool> null_desc, null_data;
+  std::vector<int> alias;  // data pointer = that slot's buffer; -1 none
+  Attrs attrs;
+  bool null_handle = false, null_desc_out = false, null_size_out = false;
+  enum class Desc { kOwn, kNull, kOtherOperator, kTensor } desc = Desc::kOwn;
+  enum class Workspace { kEnough, kOneByteShort, kNullWithSize } workspace = Workspace::kEnough;
+
+  explicit Broken(const OpSpec &op)
+      : slots(op.slots),
+        strides(op.slots.size()),
+        null_desc(op.slots.size(), false),
+        null_data(op.slots.size(), false),
+        alias(op.slots.size(), -1),
+        attrs(op.attrs) {
+    for (size_t i = 0; i < slots.size(); ++i) null_desc[i] = slots[i].absent;
+  }
+  Slot &slot(const OpSpec &op, const char *name) { return slots[slotIndex(op, name)]; }
+};
+
+struct Row {
+  std::string op;    // operator (or TensorDescriptor)
+  std::string name;  // the case, an identifier
+  Call call;
+  infiniStatus_t expected;
+  std::string what;  // for docs/errors.md
+  std::function<void(const OpSpec &, Broken &)> apply;
+};
+
+// A row that only changes attributes, index values or one slot.
+using Apply = std::function<void(const OpSpec &, Broken &)>;
+
+Apply setAttr(size_t i, double v) {
+  return [i, v](const OpSpec &, Broken &s) { s.attrs[i] = v; };
+}
+Apply setValues(const char *slot, std::vector<int64_t> values) {
+  return [slot, values](const OpSpec &op, Broken &s) { s.slot(op, slot).values = values; };
+}
+Apply setShape(const char *slot, std::vector<size_t> shape) {
+  return [slot, shape](const OpSpec &op, Broken &s) { s.slot(op, slot).shape = shape; };
+}
+Apply setDtype(const char *slot, infiniDtype_t dtype) {
+  return [slot, dtype](const OpSpec &op, Broken &s) { s.slot(op, slot).dtype = dtype; };
+}
+Apply dropDesc(const char *slot) {
+  return [slot](const OpSpec &op, Broken &s) { s.null_desc[slotIndex(op, slot)] = true; };
+}
+Apply both(Apply a, Apply b) {
+  return [a, b](const OpSpec &op, Broken &s) {
+    a(op, s);
+    b(op, s);
+  };
+}
+
+bool isIndexDtype(infiniDtype_t d) {
+  return d == I32 || d == I64;
+}
+
+// Rows every operator has, derived from its slots.
+void addGenericRows(const OpSpec &op, std::vector<Row> &rows) {
+  const std::string o = op.name;
+  const auto add = [&](std::string name, Call call, infiniStatus_t expected, std::string what,
+                       Apply apply) {
+    rows.push_back({o, std::move(name), call, expected, std::move(what), std::move(apply)});
+  };
+  add("NullHandle", Call::kCreate, INFINI_STATUS_NULL_POINTER, "NULL handle",
+      [](const OpSpec &, Broken &s) { s.null_handle = true; });
+  add("NullDescriptorOut", Call::kCreate, INFINI_STATUS_NULL_POINTER, "NULL descriptor out-pointer",
+      [](const OpSpec &, Broken &s) { s.null_desc_out = true; });
+  for (size_t i = 0; i < op.slots.size(); ++i) {
+    const Slot &slot = op.slots[i];
+    const std::string n = slot.name;
+    if (slot.absent) continue;
+    if (!slot.nullable)
+      add("NullDesc_" + n, Call::kCreate, INFINI_STATUS_NULL_POINTER, "NULL `" + n + "` descriptor",
+          [i](const OpSpec &, Broken &s) { s.null_desc[i] = true; });
+    add("NullData_" + n, Call::kCalculate, INFINI_STATUS_NULL_POINTER,
+        "NULL `" + n + "` data pointer (descriptor given)",
+        [i](const OpSpec &, Broken &s) { s.null_data[i] = true; });
+    if (isIndexDtype(slot.dtype)) {
+      add("IndexI16_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_DTYPE,
+          "`" + n + "` of dtype I16 (an index tensor: I32 or I64)",
+          [i](const OpSpec &, Broken &s) { s.slots[i].dtype = INFINI_DTYPE_I16; });
+      add("FloatDtype_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_DTYPE,
+          "`" + n + "` of dtype F32 (an index tensor)",
+          [i](const OpSpec &, Broken &s) { s.slots[i].dtype = F32; });
+    } else {
+      add("DtypeMismatch_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_DTYPE,
+          "`" + n + "` F16, the others F32",
+          [i](const OpSpec &, Broken &s) { s.slots[i].dtype = INFINI_DTYPE_F16; });
+      add("LastDimPlusOne_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_SHAPE,
+          "`" + n + "`'s last dim one longer",
+          [i](const OpSpec &, Broken &s) { s.slots[i].shape.back() += 1; });
+    }
+    if (slot.output) {
+      add("SelfOverlapping_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_STRIDES,
+          "`" + n + "` overlapping itself (stride 0 on its first dim)",
+          [i](const OpSpec &, Broken &s) {
+            std::vector<ptrdiff_t> st(s.slots[i].shape.size(), 1);
+            for (size_t d = st.size() - 1; d-- > 0;)
+              st[d] = st[d + 1] * static_cast<ptrdiff_t>(s.slots[i].shape[d + 1]);
+            st[0] = 0;
+            s.strides[i] = st;
+          });
+    }
+  }
+  bool has_float_input = false;
+  for (const Slot &s : op.slots) has_float_input |= !isIndexDtype(s.dtype) && !s.output;
+  add("AllI32", Call::kCreate, INFINI_STATUS_BAD_TENSOR_DTYPE, "every float tensor I32",
+      [](const OpSpec &, Broken &s) {
+        for (Slot &slot : s.slots)
+          if (!isIndexDtype(slot.dtype)) slot.dtype = I32;
+      });
+  add("AllF64", Call::kCreate, INFINI_STATUS_BAD_TENSOR_DTYPE, "every float tensor F64",
+      [](const OpSpec &, Broken &s) {
+        for (Slot &slot : s.slots)
+          if (!isIndexDtype(slot.dtype)) slot.dtype = INFINI_DTYPE_F64;
+      });
+  // The first output at the address of an input, in another layout (transposed when the shapes
+  // are equal; else a shorter view at the same address).
+  if (has_float_input) {
+    add("OutputAliasesInputOtherLayout", Call::kCalculate, INFINI_STATUS_BAD_TENSOR_STRIDES,
+        "the first output at an input's address with another layout",
+        [](const OpSpec &, Broken &s) {
+          const Slot &out = s.slots[0];
+          int target = -1;
+          for (size_t i = 0; i < s.slots.size() && target < 0; ++i)
+            if (!s.slots[i].output && s.slots[i].shape == out.shape &&
+                s.slots[i].dtype == out.dtype)
+              target = static_cast<int>(i);
+          if (target >= 0) {
+            s.strides[0] = columnMajorStrides(out.shape);
+          } else {
+            for (size_t i = 0; i < s.slots.size() && target < 0; ++i)
+              if (!s.slots[i].output && s.slots[i].dtype == out.dtype) target = static_cast<int>(i);
+          }
+          s.alias[0] = target;
+        });
+  }
+  // The second output present at the first output's address.
+  int outputs = 0;
+  for (const Slot &slot : op.slots) outputs += slot.output && !slot.absent;
+  if (outputs > 1)
+    add("OutputsOverlap", Call::kCalculate, INFINI_STATUS_BAD_TENSOR_STRIDES,
+        "the second output at the first output's address", [](const OpSpec &, Broken &s) {
+          for (size_t i = 1; i < s.slots.size(); ++i)
+            if (s.slots[i].output && !s.slots[i].absent) {
+              s.alias[i] = 0;
+              return;
+            }
+        });
+  add("NullDescriptor_Calculate", Call::kCalculate, INFINI_STATUS_NULL_POINTER, "NULL descriptor",
+      [](const OpSpec &, Broken &s) { s.desc = Broken::Desc::kNull; });
+  add("NullDescriptor_WorkspaceSize", Call::kWorkspaceSize, INFINI_STATUS_NULL_POINTER,
+      "NULL descriptor", [](const OpSpec &, Broken &s) { s.desc = Broken::Desc::kNull; });
+  add("NullDescriptor_Destroy", Call::kDestroy, INFINI_STATUS_NULL_POINTER, "NULL descriptor",
+      [](const OpSpec &, Broken &s) { s.desc = Broken::Desc::kNull; });
+  add("NullSizeOut", Call::kWorkspaceSize, INFINI_STATUS_NULL_POINTER, "NULL size out-pointer",
+      [](const OpSpec &, Broken &s) { s.null_size_out = true; });
+  for (Call c : {Call::kCalculate, Call::kWorkspaceSize, Call::kDestroy}) {
+    const std::string suffix = c == Call::kCalculate       ? "_Calculate"
+                               : c == Call::kWorkspaceSize ? "_WorkspaceSize"
+                                                           : "_Destroy";
+    add("OtherOperatorsDescriptor" + suffix, c, INFINI_STATUS_BAD_PARAM,
+        "another operator's descriptor",
+        [](const OpSpec &, Broken &s) { s.desc = Broken::Desc::kOtherOperator; });
+    add("TensorDescriptorAsDescriptor" + suffix, c, INFINI_STATUS_BAD_PARAM,
+        "a tensor descriptor as the descriptor",
+        [](const OpSpec &, Broken &s) { s.desc = Broken::Desc::kTensor; });
+  }
+  add("WorkspaceOneByteShort", Call::kCalculate, INFINI_STATUS_INSUFFICIENT_WORKSPACE,
+      "workspace one byte short (where the device asks for one)",
+      [](const OpSpec &, Broken &s) { s.workspace = Broken::Workspace::kOneByteShort; });
+  add("NullWorkspace", Call::kCalculate, INFINI_STATUS_NULL_POINTER,
+      "NULL workspace with its size (where the device asks for one)",
+      [](const OpSpec &, Broken &s) { s.workspace = Broken::Workspace::kNullWithSize; });
+}
+
+// Rows of one operator's own rules (attributes, shape rules, index values).
+void addOperatorRows(std::vector<Row> &rows) {
+  const auto add = [&](const char *op, const char *name, Call call, infiniStatus_t expected,
+                       const char *what, Apply apply) {
+    rows.push_back({op, name, call, expected, what, std::move(apply)});
+  };
+  const auto P = INFINI_STATUS_BAD_PARAM;
+  const auto S = INFINI_STATUS_BAD_TENSOR_SHAPE;
+  const auto C = Call::kCreate;
+  const auto K = Call::kCalculate;
+  for (const char *op : {"Gelu", "GeluBackwardV2", "GeluMul", "GeluMulBackward"}) {
+    add(op, "ApproximateTwo", C, P, "`approximate` 2", setAttr(0, 2));
+    add(op, "ApproximateNegative", C, P, "`approximate` -1", setAttr(0, -1));
+  }
+  add("GeluMul", "OddLastDim", C, S, "`input`'s last dim odd",
+      both(setShape("input", {2, 7}), setShape("out", {2, 3})));
+  add("GeluMulBackward", "OddLastDim", C, S, "`input`'s last dim odd",
+      both(both(setShape("input", {2, 7}), setShape("input_grad", {2, 7})),
+           setShape("out_grad", {2, 3})));
+  add("GeluBackward", "RankDiffers", C, S, "`grad_output` of another rank",
+      setShape("grad_output", {1, 2, 4}));
+  for (const char *op : {"SwiGlu", "SwiGluBackward"}) {
+    add(op, "DimTooLarge", C, P, "`dim` 2 (rank 2)", setAttr(0, 2));
+    add(op, "DimTooSmall", C, P, "`dim` -3 (rank 2)", setAttr(0, -3));
+  }
+  add("SwiGlu", "OddSplit", C, S, "`x`'s split dim odd",
+      both(setShape("x", {2, 7}), setShape("y", {2, 3})));
+  add("SwiGluBackward", "OddSplit", C, S, "`x`'s split dim odd",
+      both(both(setShape("x", {2, 7}), setShape("x_grad", {2, 7})), setShape("y_grad", {2, 3})));
+  for (const char *op : {"ClippedSwiglu", "ClippedSwigluBackward"}) {
+    add(op, "DimTooLarge", C, P, "`dim` 2 (rank 2)", setAttr(0, 2));
+    add(op, "DimTooSmall", C, P, "`dim` -3 (rank 2)", setAttr(0, -3));
+    add(op, "LimitZero", C, P, "`limit` 0", setAttr(2, 0));
+    add(op, "LimitNegative", C, P, "`limit` -1", setAttr(2, -1));
+    add(op, "LimitNaN", C, P, "`limit` NaN", setAttr(2, std::nan("")));
+    add(op, "AlphaNaN", C, P, "`alpha` NaN", setAttr(1, std::nan("")));
+    add(op, "AlphaInfinite", C, P, "`alpha` +inf",
+        setAttr(1, std::numeric_limits<double>::infinity()));
+    add(op, "BiasInfinite", C, P, "`bias` -inf",
+        setAttr(3, -std::numeric_limits<double>::infinity()));
+    add(op, "GroupIndexRank2", C, S, "`group_index` of rank 2", setShape("group_index", {1, 1}));
+    add(op, "GroupIndexI32", C, INFINI_STATUS_BAD_TENSOR_DTYPE, "`group_index` INT32",
+        setDtype("group_index", I32));
+    add(op, "GroupCountNegative", K, P, "a negative `group_index` count",
+        setValues("group_index", {-1}));
+    add(op, "GroupCountMin", K, P, "`group_index` count INT64_MIN",
+        setValues("group_index", {INT64_MIN}));
+  }
+  // A staged layout (dim 0 over padded rows) needs a workspace on every device (ClippedSwiglu).
+  const auto staged = [](Broken::Workspace w) {
+    return [w](const OpSpec &op, Broken &s) {
+      s.attrs[0] = 0;
+      for (size_t i = 0; i < s.slots.size(); ++i) {
+        if (isIndexDtype(s.slots[i].dtype)) continue;
+        s.slots[i].shape =
+            op.slots[i].shape[1] == 4 ? std::vector<size_t>{2, 2} : std::vector<size_t>{4, 2};
+        s.strides[i] = paddedStrides(s.slots[i].shape);
+      }
+      s.workspace = w;
+    };
+  };
+  for (const char *op : {"ClippedSwiglu"}) {
+    add(op, "StagedWorkspaceOneByteShort", K, INFINI_STATUS_INSUFFICIENT_WORKSPACE,
+        "a staged layout (dim 0, padded rows) with its workspace one byte short",
+        staged(Broken::Workspace::kOneByteShort));
+    add(op, "StagedNullWorkspace", K, INFINI_STATUS_NULL_POINTER,
+        "a staged layout with a NULL workspace of the right size",
+        staged(Broken::Workspace::kNullWithSize));
+  }
+  add("ClippedSwiglu", "OddSplit", C, S, "`x`'s split dim odd",
+      both(setShape("x", {2, 7}), setShape("y", {2, 3})));
+  add("ClippedSwigluBackward", "OddSplit", C, S, "`x`'s split dim odd",
+      both(both(setShape("x", {2, 7}), setShape("x_grad", {2, 7})), setShape("y_grad", {2, 3})));
+
+  // MoeFinalizeRoutingV2: R = 2, K = 1, E = 3, H = 4.
+  const char *fin = "MoeFinalizeRoutingV2";
+  add(fin, "ModeFour", C, P, "`drop_pad_mode` 4", setAttr(0, 4));
+  add(fin, "ModeNegative", C, P, "`drop_pad_mode` -1", setAttr(0, -1));
+  add(fin, "RowIdxOutOfRange", K, P, "`expanded_row_idx` value R*K",
+      setValues("expanded_row_idx", {2, 0}));
+  add(fin, "RowIdxNegative", K, P, "`expanded_row_idx` value -1 (dropless mode)",
+      setValues("expanded_row_idx", {-1, 0}));
+  add(fin, "ExpertIdxOutOfRange", K, P, "`expert_idx` value E", setValues("expert_idx", {3, 0}));
+  add(fin, "ExpertIdxNegative", K, P, "`expert_idx` value -1", setValues("expert_idx", {-1, 0}));
+  add(fin, "RowIdxLength", C, S, "`expanded_row_idx` not R*K long",
+      setShape("expanded_row_idx", {3}));
+  add(fin, "ScalesShape", C, S, "`scales` not (R, K)", setShape("scales", {3, 1}));
+  add(fin, "BiasWithoutExpertIdx", C, P, "`bias` without `expert_idx`", dropDesc("expert_idx"));
+  add(fin, "X2WithoutX1", C, P, "`x2` without `x1`", dropDesc("x1"));
+  const char *fing = "MoeFinalizeRoutingV2Grad";
+  add(fing, "ModeFour", C, P, "`drop_pad_mode` 4", setAttr(0, 4));
+  add(fing, "RowIdxOutOfRange", K, P, "`expanded_row_idx` value R*K",
+      setValues("expanded_row_idx", {2, 0}));
+  add(fing, "RowIdxNegative", K, P, "`expanded_row_idx` value -1 (dropless mode)",
+      setValues("expanded_row_idx", {-1, 0}));
+  add(fing, "ExpertIdxOutOfRange", K, P, "`expert_idx` value E", setValues("expert_idx", {3, 0}));
+  add(fing, "RowIdxLength", C, S, "`expanded_row_idx` not R*K long",
+      setShape("expanded_row_idx", {3}));
+
+  const char *init = "MoeInitRoutingV2";
+  add(init, "ModeTwo", C, P, "`drop_pad_mode` 2", setAttr(3, 2));
+  add(init, "ExpertNumZero", C, P, "`expert_num` 0", setAttr(2, 0));
+  add(init, "ActiveNumNegative", C, P, "`active_num` -1", setAttr(0, -1));
+  add(init, "CountFlagThree", C, P, "`expert_tokens_count_or_cumsum_flag` 3", setAttr(4, 3));
+  add(init, "CountLength", C, S, "`expert_tokens_count_or_cumsum` not E long",
+      setShape("expert_tokens_count_or_cumsum", {2}));
+  add(init, "ExpertIdxOutOfRange", K, P, "`expert_idx` value `expert_num`",
+      setValues("expert_idx", {3, 0}));
+  add(init, "ExpertIdxNegative", K, P, "`expert_idx` value -1", setValues("expert_idx", {-1, 0}));
+  add(init, "RowIdxLength", C, S, "`expanded_row_idx` not R*K long",
+      setShape("expanded_row_idx", {3}));
+  add(init, "ExpertIdxRank1", C, S, "`expert_idx` of rank 1", setShape("expert_idx", {2}));
+
+  const char *initg = "MoeInitRoutingV2Grad";
+  add(initg, "TopKZero", C, P, "`top_k` 0", setAttr(0, 0));
+  add(initg, "ModeTwo", C, P, "`drop_pad_mode` 2", setAttr(1, 2));
+  add(initg, "ActiveNumNegative", C, P, "`active_num` -1", setAttr(2, -1));
+  add(initg, "RowIdxOutOfRange", K, P, "`expanded_row_idx` value R*top_k",
+      setValues("expanded_row_idx", {2, 0}));
+  add(initg, "RowIdxNegative", K, P, "`expanded_row_idx` value -1 (dropless mode)",
+      setValues("expanded_row_idx", {-1, 0}));
+  add(initg, "RowIdxLength", C, S, "`expanded_row_idx` not R*top_k long",
+      setShape("expanded_row_idx", {3}));
+}
+
+// Tensor descriptor rows: the shape and stride checks every operator relies on.
+struct TensorRow {
+  const char *name;
+  const char *what;
+  infiniStatus_t expected;
+  std::vector<size_t> shape;
+  std::vector<ptrdiff_t> strides;
+  infiniDtype_t dtype;
+};
+const std::vector<TensorRow> &tensorRows() {
+  static const std::vector<TensorRow> rows = {
+      {"ShapeProductOverflows",
+       "shape product past 2^64 ({2^32, 2^32, 2})",
+       INFINI_STATUS_BAD_TENSOR_SHAPE,
+       {size_t{1} << 32, size_t{1} << 32, 2},
+       {},
+       F32},
+      {"BytesOverflow",
+       "bytes past the headroom ({2^60} F32)",
+       INFINI_STATUS_BAD_TENSOR_SHAPE,
+       {size_t{1} << 60},
+       {},
+       F32},
+      {"StrideExtentOverflows",
+       "stride extent past PTRDIFF_MAX",
+       INFINI_STATUS_BAD_TENSOR_STRIDES,
+       {2},
+       {PTRDIFF_MAX / 2},
+       INFINI_DTYPE_F16},
+      {"InvalidDtype",
+       "dtype INVALID",
+       INFINI_STATUS_BAD_TENSOR_DTYPE,
+       {2},
+       {},
+       INFINI_DTYPE_INVALID},
+      {"DtypeOutsideEnum",
+       "dtype 99",
+       INFINI_STATUS_BAD_TENSOR_DTYPE,
+       {2},
+       {},
+       static_cast<infiniDtype_t>(99)},
+      {"RankTooLarge",
+       "rank INFINIOP_MAX_NDIM + 1",
+       INFINI_STATUS_BAD_TENSOR_SHAPE,
+       std::vector<size_t>(INFINIOP_MAX_NDIM + 1, 1),
+       {},
+       F32},
+  };
+  return rows;
+}
+
+// Rows to skip, with the reason: known defects not fixed here.
+const std::map<std::string, std::string> &knownDefects() {
+  static const std::map<std::string, std::string> defects = {};
+  return defects;
+}
+
+const std::vector<Row> &table() {
+  static const std::vector<Row> rows = [] {
+    std::vector<Row> r;
+    for (const OpSpec &op : specs()) addGenericRows(op, r);
+    addOperatorRows(r);
+    return r;
+  }();
+  return rows;
+}
+
+std::string statusName(infiniStatus_t s) {
+  return infiniStatusString(s);
+}
+
+// --- the test -------------------------------------------------------------------------------
+
+// Parametrized by (device, operator): one process per pair under ctest (not one per row, which
+// cost minutes in process starts); each row runs under a SCOPED_TRACE naming it.
+class BadInputTable : public DeviceTestBase,
+                      public ::testing::WithParamInterface<std::tuple<infiniDevice_t, size_t>> {
+ protected:
+  void SetUp() override { selectDeviceType(std::get<0>(GetParam())); }
+  void runRow(const Row &row);
+  std::vector<std::string> skipped_;
+  ~BadInputTable() override {
+    for (auto d : tensors_) infiniopDestroyTensorDescriptor(d);
+  }
+  infiniopTensorDescriptor_t tensor(const Slot &s, const std::vector<ptrdiff_t> &strides) {
+    infiniopTensorDescriptor_t t = nullptr;
+    EXPECT_EQ(infiniopCreateTensorDescriptor(&t, s.shape.size(), s.shape.data(),
+                                             strides.empty() ? nullptr : strides.data(), s.dtype),
+              INFINI_STATUS_SUCCESS)
+        << s.name << ": " << infiniopGetLastError();
+    tensors_.push_back(t);
+    return t;
+  }
+  std::vector<infiniopTensorDescriptor_t> tensors_;
+};
+
+void writeValues(TensorBuffer &b, const std::vector<int64_t> &values) {
+  for (size_t i = 0; i < b.numel() && i < values.size(); ++i) {
+    if (b.dtype() == I64) {
+      std::memcpy(b.at(i), &values[i], 8);
+    } else if (b.dtype() == I32) {
+      const int32_t v = static_cast<int32_t>(values[i]);
+      std::memcpy(b.at(i), &v, 4);
+    }
+  }
+}
+
+// INFINIOP_TABLE_VERBOSE=1 prints each row's message (to review that it fails for its reason).
+void expectMessage(const Row &row) {
+  const std::string message = infiniopGetLastError();
+  EXPECT_NE(message, "") << row.op << "." << row.name << ": no message from infiniopGetLastError()";
+  static const bool verbose = std::getenv("INFINIOP_TABLE_VERBOSE") != nullptr;
+  if (verbose) std::cout << "  " << row.op << "." << row.name << ": " << message << "\n";
+}
+
+void BadInputTable::runRow(const Row &row) {
+  {
+    const auto defect = knownDefects().find(row.op + "." + row.name);
+    if (defect != knownDefects().end()) {
+      skipped_.push_back(row.name + " (known defect: " + defect->second + ")");
+      return;
+    }
+  }
+  const OpSpec &op = spec(row.op);
+  Broken s(op);
+  row.apply(op, s);
+  const size_t n = s.slots.size();
+  Descs descs(n, nullptr);
+  for (size_t i = 0; i < n; ++i)
+    if (!s.null_desc[i]) descs[i] = tensor(s.slots[i], s.strides[i]);
+
+  void *const sentinel = reinterpret_cast<void *>(uintptr_t{0x5eed});
+  if (row.call == Call::kCreate) {
+    void *desc = sentinel;
+    EXPECT_EQ(statusName(op.create(s.null_handle ? nullptr : handle(),
+                                   s.null_desc_out ? nullptr : &desc, descs, s.attrs)),
+              statusName(row.expected))
+        << infiniopGetLastError();
+    expectMessage(row);
+    EXPECT_EQ(desc, sentinel) << "descriptor out-pointer written on failure";
+    if (desc != sentinel && desc) op.destroy(desc);
+    return;
+  }
+
+  void *desc = nullptr;
+  ASSERT_EQ(op.create(handle(), &desc, descs, s.attrs), INFINI_STATUS_SUCCESS)
+      << infiniopGetLastError();
+  void *other = nullptr;  // another operator's descriptor, for the kind rows
+  const OpSpec &other_op = specs()[(&op - specs().data() + 1) % specs().size()];
+  if (s.desc == Broken::Desc::kOtherOperator) {
+    Broken os(other_op);
+    Descs od(os.slots.size(), nullptr);
+    for (size_t i = 0; i < od.size(); ++i)
+      if (!os.null_desc[i]) od[i] = tensor(os.slots[i], {});
+    ASSERT_EQ(other_op.create(handle(), &other, od, os.attrs), INFINI_STATUS_SUCCESS)
+        << infiniopGetLastError();
+  }
+  void *target = s.desc == Broken::Desc::kOwn             ? desc
+                 : s.desc == Broken::Desc::kNull          ? nullptr
+                 : s.desc == Broken::Desc::kOtherOperator ? other
+                                                          : static_cast<void *>(descs[0]);
+
+  size_t workspace_size = 0;
+  ASSERT_EQ(op.workspace(desc, &workspace_size), INFINI_STATUS_SUCCESS) << infiniopGetLastError();
+  if (row.call == Call::kWorkspaceSize) {
+    size_t size = 12345;
+    EXPECT_EQ(statusName(op.workspace(target, s.null_size_out ? nullptr : &size)),
+              statusName(row.expected));
+    expectMessage(row);
+    EXPECT_EQ(size, 12345u) << "size written on failure";
+  } else if (row.call == Call::kDestroy) {
+    EXPECT_EQ(statusName(op.destroy(target)), statusName(row.expected));
+    expectMessage(row);
+  } else {
+    if (s.workspace != Broken::Workspace::kEnough && workspace_size == 0) {
+      EXPECT_EQ(op.destroy(desc), INFINI_STATUS_SUCCESS);
+      skipped_.push_back(row.name + " (no workspace on this device)");
+      return;
+    }
+    // Every buffer poisoned (0xAB) with guards, index data written; staged to the device.
+    std::vector<std::unique_ptr<TensorBuffer>> buffers;
+    for (size_t i = 0; i < n; ++i) {
+      buffers.push_back(
+          std::make_unique<TensorBuffer>(s.slots[i].shape, s.strides[i], s.slots[i].dtype));
+      writeValues(*buffers.back(), s.slots[i].values);
+    }
+    std::vector<std::vector<uint8_t>> before;
+    DeviceMirror device(handle());
+    for (auto &b : buffers) {
+      before.push_back(b->storage());
+      device.add(*b);
+    }
+    Ptrs ptrs(n, nullptr);
+    for (size_t i = 0; i < n; ++i) {
+      if (s.null_data[i] || s.null_desc[i]) continue;
+      ptrs[i] = device(*buffers[s.alias[i] >= 0 ? static_cast<size_t>(s.alias[i]) : i]);
+    }
+    void *workspace = device.scratch(workspace_size);
+    size_t given = workspace_size;
+    if (s.workspace == Broken::Workspace::kOneByteShort) given -= 1;
+    if (s.workspace == Broken::Workspace::kNullWithSize) workspace = nullptr;
+    EXPECT_EQ(statusName(op.calculate(target, workspace, given, ptrs)), statusName(row.expected))
+        << infiniopGetLastError();
+    expectMessage(row);
+    device.download();
+    for (size_t i = 0; i < n; ++i)
+      EXPECT_TRUE(buffers[i]->storage() == before[i])
+          << "`" << s.slots[i].name << "` changed by a failed call";
+  }
+  if (other) {
+    EXPECT_EQ(other_op.destroy(other), INFINI_STATUS_SUCCESS);
+  }
+  if (!(row.call == Call::kDestroy && target == desc)) {
+    EXPECT_EQ(op.destroy(desc), INFINI_STATUS_SUCCESS) << infiniopGetLastError();
+  }
+}
+
+TEST_P(BadInputTable, EveryRowFailsWithItsStatusAMessageAndNoWrite) {
+  const OpSpec &op = specs()[std::get<1>(GetParam())];
+  size_t ran = 0;
+  for (const Row &row : table()) {
+    if (row.op != op.name) continue;
+    SCOPED_TRACE(std::string(op.name) + "." + row.name + " (" + callName(row.call) + ")");
+    runRow(row);
+    ++ran;
+    if (HasFatalFailure()) return;
+  }
+  std::string skipped;
+  for (const std::string &name : skipped_) skipped += " " + name;
+  std::cout << "[ table    ] " << ran << " rows, " << skipped_.size() << " skipped:" << skipped
+            << "\n";
+}
+
+std::vector<size_t> operatorIndices() {
+  std::vector<size_t> v(specs().size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = i;
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, BadInputTable,
+    ::testing::Combine(::testing::ValuesIn(builtDeviceTypes()),
+                       ::testing::ValuesIn(operatorIndices())),
+    [](const ::testing::TestParamInfo<std::tuple<infiniDevice_t, size_t>> &info) {
+      return std::string(deviceInfo(std::get<0>(info.param)).name) + "_" +
+             specs()[std::get<1>(info.param)].name;
+    });
+
+TEST(BadTensorDescriptor, EveryRowFailsWithItsStatusAndAMessage) {
+  for (const TensorRow &row : tensorRows()) {
+    SCOPED_TRACE(row.name);
+    infiniopTensorDescriptor_t t = reinterpret_cast<infiniopTensorDescriptor_t>(uintptr_t{0x5eed});
+    EXPECT_EQ(statusName(infiniopCreateTensorDescriptor(
+                  &t, row.shape.size(), row.shape.data(),
+                  row.strides.empty() ? nullptr : row.strides.data(), row.dtype)),
+              statusName(row.expected));
+    EXPECT_NE(std::string(infiniopGetLastError()), "");
+    EXPECT_EQ(t, reinterpret_cast<infiniopTensorDescriptor_t>(uintptr_t{0x5eed}));
+  }
+}
+
+// --- docs/errors.md -------------------------------------------------------------------------
+
+std::string errorsMarkdown() {
+  std::ostringstream md;
+  md << "# Errors\n\n"
+        "<!-- Generated from tests/cpp/bad_input_table_test.cc; the ctest\n"
+        "     BadInputTableDocs.ErrorsMdMatchesTable fails when this file and the table differ.\n"
+        "     Regenerate: INFINIOP_WRITE_ERRORS_MD=1 build/tests/infiniop-tests\n"
+        "     --gtest_filter=BadInputTableDocs.* -->\n\n"
+        "Every public function returns an `infiniStatus_t`. On failure:\n\n"
+        "- the status names the kind of error (the table below lists, per operator, the status\n"
+        "  of each bad input);\n"
+        "- `infiniopGetLastError()` (thread-local) returns a non-empty message saying why; it is\n"
+        "  empty after a successful call;\n"
+        "- nothing is written: no output element, no descriptor or size out-pointer;\n"
+        "- nothing leaks: whatever the call allocated is freed (the sanitizer builds' leak\n"
+        "  checker runs this test too).\n\n"
+        "The test `tests/cpp/bad_input_table_test.cc` runs every row below on every built\n"
+        "device (cpu, cpu_reference, opencl), with every buffer poisoned and compared bytewise\n"
+        "before and after the call. A row that says \"where the device asks for one\" is\n"
+        "skipped on a device whose workspace for that configuration is 0 bytes. Each\n"
+        "operator's valid configuration is small (R = 2 rows, H = 4, K = 1, E = 3 experts);\n"
+        "the row says what it breaks.\n\n";
+  md << "## Tensor descriptors\n\n| case | bad input | status |\n|---|---|---|\n";
+  for (const TensorRow &r : tensorRows())
+    md << "| " << r.name << " | " << r.what << " | `" << statusName(r.expected) << "` |\n";
+  for (const OpSpec &op : specs()) {
+    md << "\n## " << op.name << "\n\n| case | call | bad input | status |\n|---|---|---|---|\n";
+    for (const Row &r : table()) {
+      if (r.op != op.name) continue;
+      md << "| " << r.name << " | " << callName(r.call) << " | " << r.what << " | `"
+         << statusName(r.expected) << "` |";
+      const auto defect = knownDefects().find(r.op + "." + r.name);
+      if (defect != knownDefects().end()) md << " known defect: " << defect->second;
+      md << "\n";
+    }
+  }
+  return md.str();
+}
+
+TEST(BadInputTableDocs, ErrorsMdMatchesTable) {
+  const std::string path = std::string(INFINIOP_SOURCE_DIR) + "/docs/errors.md";
+  const std::string expected = errorsMarkdown();
+  const char *write = std::getenv("INFINIOP_WRITE_ERRORS_MD");
+  if (write && *write) {
+    std::ofstream(path, std::ios::binary) << expected;
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream actual;
+  actual << in.rdbuf();
+  EXPECT_TRUE(actual.str() == expected)
+      << path << " differs from the table; regenerate it with INFINIOP_WRITE_ERRORS_MD=1";
+}
+
+}  // namespace
+}  // namespace infiniop_test
