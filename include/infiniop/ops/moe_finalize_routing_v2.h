@@ -10,11 +10,12 @@
 /* The MoE combine: out[r] = x1[r] + x2[r] + sum_k scales[r,k] * (expanded_x[idx] + bias[e]),
  * e = expert_idx[r,k], idx = expanded_row_idx[k*R + r] (drop_pad_mode 0, 1: column layout) or
  * expanded_row_idx[r*K + k] (2, 3: row layout). Shapes: out, x1, x2 (R, H); scales, expert_idx
- * (R, K), INT32 expert_idx; expanded_row_idx (R*K) INT32; bias (E, H); expanded_x (R*K, H) in
- * modes 0 and 2, (E, C, H) in modes 1 and 3, where idx = -1 is a dropped token (a zero row; its
- * bias is still added and scaled) and bias, if given, has E rows. x1, x2, bias, scales and
- * expert_idx may be NULL descriptors: x2 needs x1, bias needs expert_idx, and without scales K = 1
- * with weight 1. Index values out of range are BAD_PARAM with nothing written. No workspace. */
+ * (R, K); expanded_row_idx (R*K); the two index tensors INT32 or INT64 each; scales F32 or
+ * the rows' dtype; bias (E, H); expanded_x (R*K, H) in modes 0 and 2, (E, C, H) in modes 1 and 3,
+ * where idx = -1 is a dropped token (a zero row; its bias is still added and scaled) and bias, if
+ * given, has E rows. x1, x2, bias, scales and expert_idx may be NULL descriptors: x2 needs x1,
+ * bias needs expert_idx, and without scales K = 1 with weight 1. Index values out of range are
+ * BAD_PARAM with nothing written. No workspace. */
 typedef struct InfiniopMoeFinalizeRoutingV2Descriptor *infiniopMoeFinalizeRoutingV2Descriptor_t;
 
 __INFINI_C infiniStatus_t infiniopCreateMoeFinalizeRoutingV2Descriptor(
