@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// The C API's enum parameters with any int value, as a C caller may pass them: in C an enum is
+// an int, while C++ (fuzz_operators.cc) may not even form an enum value outside the enumerators'
+// range (UBSan's -fsanitize=enum). The harness passes attributes through these.
+#include "infiniop.h"
+
+infiniStatus_t fuzzCreateTensorDescriptor(infiniopTensorDescriptor_t *desc, size_t ndim,
+                                          const size_t *shape, const ptrdiff_t *strides,
+                                          int dtype) {
+  return infiniopCreateTensorDescriptor(desc, ndim, shape, strides, (infiniDtype_t)dtype);
+}
+
+infiniStatus_t fuzzCreateGeluDescriptor(infiniopHandle_t handle, infiniopGeluDescriptor_t *desc,
+                                        infiniopTensorDescriptor_t output,
+                                        infiniopTensorDescriptor_t input, int approximate) {
+  return infiniopCreateGeluDescriptor(handle, desc, output, input,
+                                      (infiniopGeluApproximate_t)approximate);
+}
+
+infiniStatus_t fuzzCreateGeluMulDescriptor(infiniopHandle_t handle,
+                                           infiniopGeluMulDescriptor_t *desc,
+                                           infiniopTensorDescriptor_t out,
+                                           infiniopTensorDescriptor_t input, int approximate) {
+  return infiniopCreateGeluMulDescriptor(handle, desc, out, input,
+                                         (infiniopGeluApproximate_t)approximate);
+}
+
+infiniStatus_t fuzzCreateGeluBackwardV2Descriptor(infiniopHandle_t handle,
+                                                  infiniopGeluBackwardV2Descriptor_t *desc,
+                                                  infiniopTensorDescriptor_t grad_input,
+                                                  infiniopTensorDescriptor_t input,
+                                                  infiniopTensorDescriptor_t grad_output,
+                                                  int approximate) {
+  return infiniopCreateGeluBackwardV2Descriptor(handle, desc, grad_input, input, grad_output,
+                                                (infiniopGeluApproximate_t)approximate);
+}
+
+infiniStatus_t fuzzCreateGeluMulBackwardDescriptor(infiniopHandle_t handle,
+                                                   infiniopGeluMulBackwardDescriptor_t *desc,
+                                                   infiniopTensorDescriptor_t input_grad,
+                                                   infiniopTensorDescriptor_t out_grad,
+                                                   infiniopTensorDescriptor_t input,
+                                                   int approximate) {
+  return infiniopCreateGeluMulBackwardDescriptor(handle, desc, input_grad, out_grad, input,
+                                                 (infiniopGeluApproximate_t)approximate);
+}

@@ -1,0 +1,1009 @@
+// SPDX-License-Identifier: Apache-2.0
+// One libFuzzer target over every operator of the C API (tests/fuzz/README.md).
+//
+// The input decodes to an operator and its call: tensor shapes (built around the operator's own
+// shape rules, then perturbed: rank 0-9, dims 0, 1, odd and overflowing), layouts (contiguous,
+// padded, negative, zero, overlapping, transposed, huge strides), dtypes (valid and any enum
+// value), attributes (dims out of range, NaN/inf/negative floats, every mode and count), index and
+// count data (in range, -1, out of range, duplicates), the workspace (exact, too small, NULL,
+// larger) and NULL pointers. The same call runs on cpu and cpu_reference (and opencl when
+// INFINIOP_FUZZ_OPENCL=1), each on its own buffers, filled alike: storage spans what the strides
+// reach, fenced by guard bytes. Checked (a violation is a trap, which libFuzzer reports):
+//   - a failed create or call leaves every buffer byte unchanged and infiniopGetLastError()
+//     non-empty;
+//   - a successful one leaves guards and inputs unchanged and the last error empty;
+//   - cpu and cpu_reference agree on the status (but for workspace sizes, which may differ);
+//   - where both succeed, cpu's outputs equal cpu_reference's within the operator's F32 bound
+//     (tests/accuracy_bounds.json, with an allowance for cancellation) plus, for F16/BF16, one
+//     ulp of the output type; index and count outputs are exact.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "infiniop.h"
+
+extern "C" {  // enum_calls.c: the enum parameters as ints, as C passes them
+infiniStatus_t fuzzCreateTensorDescriptor(infiniopTensorDescriptor_t *, size_t, const size_t *,
+                                          const ptrdiff_t *, int);
+infiniStatus_t fuzzCreateGeluDescriptor(infiniopHandle_t, infiniopGeluDescriptor_t *,
+                                        infiniopTensorDescriptor_t, infiniopTensorDescriptor_t,
+                                        int);
+infiniStatus_t fuzzCreateGeluMulDescriptor(infiniopHandle_t, infiniopGeluMulDescriptor_t *,
+                                           infiniopTensorDescriptor_t, infiniopTensorDescriptor_t,
+                                           int);
+infiniStatus_t fuzzCreateGeluBackwardV2Descriptor(infiniopHandle_t,
+                                                  infiniopGeluBackwardV2Descriptor_t *,
+                                                  infiniopTensorDescriptor_t,
+                                                  infiniopTensorDescriptor_t,
+                                                  infiniopTensorDescriptor_t, int);
+infiniStatus_t fuzzCreateGeluMulBackwardDescriptor(infiniopHandle_t,
+                                                   infiniopGeluMulBackwardDescriptor_t *,
+                                                   infiniopTensorDescriptor_t,
+                                                   infiniopTensorDescriptor_t,
+                                                   infiniopTensorDescriptor_t, int);
+}
+
+namespace {
+
+[[noreturn]] void fail(const char *what, const std::string &detail) {
+  std::fprintf(stderr, "\n=== infiniop fuzz check failed: %s\n%s\n", what, detail.c_str());
+  std::fflush(stderr);
+  __builtin_trap();
+}
+
+// The fuzz input, read front to back; past its end every read is 0.
+class Input {
+ public:
+  Input(const uint8_t *data, size_t size) : p_(data), end_(data + size) {}
+  uint8_t u8() { return p_ < end_ ? *p_++ : 0; }
+  uint16_t u16() { return static_cast<uint16_t>(u8() | u8() << 8); }
+  uint32_t u32() { return u16() | static_cast<uint32_t>(u16()) << 16; }
+  uint64_t u64() { return u32() | static_cast<uint64_t>(u32()) << 32; }
+  size_t pick(size_t n) { return n ? u8() % n : 0; }
+  bool chance(unsigned in256) { return u8() < in256; }  // true with probability in256/256
+
+ private:
+  const uint8_t *p_, *end_;
+};
+
+const size_t kDims[] = {0,
+                        1,
+                        2,
+                        3,
+                        4,
+                        5,
+                        7,
+                        8,
+                        16,
+                        33,
+                        size_t{1} << 20,
+                        size_t{1} << 31,
+                        size_t{1} << 40,
+                        SIZE_MAX / 3,
+                        SIZE_MAX};
+
+// A dim: usually small, sometimes from the table of edges.
+size_t fuzzDim(Input &in) {
+  const uint8_t b = in.u8();
+  if (b < 200) return b % 9;
+  return kDims[b % (sizeof kDims / sizeof kDims[0])];
+}
+
+float fuzzFloat(Input &in) {
+  static const float table[] = {0.0f,  -0.0f,  1.0f, -1.0f,    0.5f,      1.702f, 7.0f,  -7.0f,
+                                1e-3f, 100.0f, NAN,  INFINITY, -INFINITY, 1e-40f, 3e38f, -2.5f};
+  const uint8_t b = in.u8();
+  if (b < 160) return table[b % 16];
+  uint32_t bits = in.u32();
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+int64_t fuzzInt(Input &in, int64_t usual) {
+  static const int64_t table[] = {
+      0, 1, 2, 3, -1, -2, 7, INT32_MAX, int64_t{INT32_MAX} + 1, INT64_MAX, INT64_MIN, 1 << 20};
+  const uint8_t b = in.u8();
+  if (b < 170) return usual;
+  if (b < 230) return table[b % 12];
+  return static_cast<int64_t>(in.u64());
+}
+
+bool isFloatDtype(int d) {
+  return d == INFINI_DTYPE_F32 || d == INFINI_DTYPE_F16 || d == INFINI_DTYPE_BF16;
+}
+size_t dtypeBytes(int d) {
+  switch (d) {
+    case INFINI_DTYPE_F16:
+    case INFINI_DTYPE_BF16:
+    case INFINI_DTYPE_I16:
+    case INFINI_DTYPE_U16:
+      return 2;
+    case INFINI_DTYPE_F32:
+    case INFINI_DTYPE_I32:
+    case INFINI_DTYPE_U32:
+      return 4;
+    case INFINI_DTYPE_F64:
+    case INFINI_DTYPE_I64:
+    case INFINI_DTYPE_U64:
+      return 8;
+    default:
+      return 1;
+  }
+}
+
+float f32FromHalf(uint16_t h, int dtype) {
+  if (dtype == INFINI_DTYPE_BF16) {
+    uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  const uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 31, man = h & 1023;
+  float v;
+  if (exp == 0)
+    v = std::ldexp(static_cast<float>(man), -24);
+  else if (exp == 31)
+    v = man ? NAN : INFINITY;
+  else
+    v = std::ldexp(static_cast<float>(man | 1024), static_cast<int>(exp) - 25);
+  return sign ? -v : v;
+}
+
+// Roles of a tensor in a call.
+enum Role { kInput, kIndex, kOutput, kOutIndex };
+
+struct Tensor {
+  bool present = true;  // false: a NULL descriptor (and a NULL data pointer)
+  Role role = kInput;
+  std::vector<size_t> shape;
+  std::vector<ptrdiff_t> strides;
+  bool null_strides = true;
+  int dtype = INFINI_DTYPE_F32;
+  // Index data: values drawn mostly from [lo, hi).
+  int64_t lo = 0, hi = 1;
+  // Derived: the element span the view reaches and the origin's offset in it, in elements.
+  bool span_ok = false;
+  size_t span = 0, origin = 0;
+};
+
+const ptrdiff_t kHugeStride = ptrdiff_t{1} << 40;
+
+// Strides for `t.shape`: contiguous most often, else a layout of the fuzzer's choosing.
+void fuzzLayout(Input &in, Tensor &t) {
+  const size_t n = t.shape.size();
+  t.strides.assign(n, 0);
+  ptrdiff_t step = 1;
+  for (size_t d = n; d-- > 0;) {
+    t.strides[d] = step;
+    step *= static_cast<ptrdiff_t>(t.shape[d] ? (t.shape[d] > 64 ? 64 : t.shape[d]) : 1);
+  }
+  const uint8_t kind = in.u8();
+  t.null_strides = kind < 110;
+  if (kind < 140 || n == 0) return;
+  t.null_strides = false;
+  const size_t d = in.pick(n);
+  switch (kind % 8) {
+    case 0:  // padded: nothing merges
+      step = 1;
+      for (size_t e = n; e-- > 0;) {
+        t.strides[e] = step;
+        step *= static_cast<ptrdiff_t>((t.shape[e] > 64 ? 64 : t.shape[e]) + 1);
+      }
+      break;
+    case 1:
+      t.strides[d] = -t.strides[d];
+      break;
+    case 2:
+      t.strides[d] = 0;
+      break;
+    case 3:  // overlapping
+      for (auto &s : t.strides) s = 1;
+      break;
+    case 4: {  // column-major
+      step = 1;
+      for (size_t e = 0; e < n; ++e) {
+        t.strides[e] = step;
+        step *= static_cast<ptrdiff_t>(t.shape[e] ? (t.shape[e] > 64 ? 64 : t.shape[e]) : 1);
+      }
+      break;
+    }
+    case 5:
+      t.strides[d] = in.chance(128) ? kHugeStride : -kHugeStride;
+      break;
+    case 6:
+      t.strides[d] = static_cast<ptrdiff_t>(in.u64());
+      break;
+    default:
+      for (auto &s : t.strides) s = -s;
+      break;
+  }
+}
+
+// Perturbs a tensor now and then: its shape, rank, dtype or presence.
+void fuzzPerturb(Input &in, Tensor &t, bool nullable) {
+  const uint8_t b = in.u8();
+  if (b < 200) return;
+  switch (b % 6) {
+    case 0:
+      if (!t.shape.empty()) t.shape[in.pick(t.shape.size())] = fuzzDim(in);
+      break;
+    case 1: {
+      const size_t rank = in.pick(10);
+      t.shape.resize(rank);
+      for (auto &s : t.shape) s = fuzzDim(in);
+      break;
+    }
+    case 2:
+      if (!t.shape.empty()) t.shape.pop_back();
+      break;
+    case 3:
+      t.dtype = in.u8() % 24 - 2;  // every enum value, some outside it
+      break;
+    case 4:
+      t.present = false;
+      break;
+    default:
+      t.shape.push_back(fuzzDim(in));
+      break;
+  }
+  (void)nullable;
+}
+
+// The span of elements the view reaches, or false when it overflows or is too large to test.
+bool computeSpan(Tensor &t) {
+  const size_t n = t.shape.size();
+  std::vector<ptrdiff_t> strides = t.strides;
+  if (t.null_strides) {
+    ptrdiff_t step = 1;
+    for (size_t d = n; d-- > 0;) {
+      strides[d] = step;
+      if (__builtin_mul_overflow(step, static_cast<ptrdiff_t>(t.shape[d] ? t.shape[d] : 1), &step))
+        step = PTRDIFF_MAX;  // only matters when a later dim is > 1: caught below
+    }
+  }
+  size_t numel = 1;
+  for (size_t s : t.shape)
+    if (__builtin_mul_overflow(numel, s, &numel)) numel = SIZE_MAX;
+  if (numel == 0) {
+    t.span = 0;
+    t.origin = 0;
+    return t.span_ok = true;
+  }
+  if (numel > (size_t{1} << 16)) return t.span_ok = false;  // also bounds the reaches below
+  __int128 lowest = 0, highest = 0;
+  for (size_t d = 0; d < n; ++d) {
+    const __int128 reach =
+        static_cast<__int128>(strides[d]) * static_cast<__int128>(t.shape[d] - 1);
+    (reach < 0 ? lowest : highest) += reach;
+  }
+  const __int128 span = highest - lowest + 1;
+  if (span > (1 << 16)) return t.span_ok = false;
+  t.span = static_cast<size_t>(span);
+  t.origin = static_cast<size_t>(-lowest);
+  return t.span_ok = true;
+}
+
+constexpr size_t kGuard = 32;
+constexpr uint8_t kGuardByte = 0xCD, kPoisonByte = 0xAB;
+
+// One device's buffers for one call.
+struct Buffer {
+  std::vector<uint8_t> bytes;  // guard, span, guard
+  void *data(const Tensor &t) { return bytes.data() + kGuard + t.origin * dtypeBytes(t.dtype); }
+};
+
+// Fills the inputs' spans from the fuzz input (the same bytes for every device).
+std::vector<uint8_t> fillBytes(Input &in, const Tensor &t) {
+  const size_t es = dtypeBytes(t.dtype);
+  std::vector<uint8_t> span(t.span * es, kPoisonByte);
+  if (t.role == kOutput || t.role == kOutIndex) return span;
+  const uint64_t seed = in.u32();
+  const uint8_t special_rate = in.u8();
+  for (size_t i = 0; i < t.span; ++i) {
+    uint64_t z = (seed + i) * 0x9E3779B97F4A7C15ull;
+    z ^= z >> 31;
+    z *= 0x94D049BB133111EBull;
+    z ^= z >> 29;
+    if (t.role == kIndex && (t.dtype == INFINI_DTYPE_I32 || t.dtype == INFINI_DTYPE_I64)) {
+      int64_t v;
+      const uint8_t b = static_cast<uint8_t>(z >> 56);
+      const int64_t range = t.hi - t.lo;
+      if (b >= special_rate / 4 || range <= 0)
+        v = range > 0 ? t.lo + static_cast<int64_t>((z >> 8) % static_cast<uint64_t>(range)) : t.lo;
+      else if (b % 4 == 0)
+        v = -1;
+      else if (b % 4 == 1)
+        v = t.hi;
+      else if (b % 4 == 2)
+        v = t.lo - 1;
+      else
+        v = static_cast<int64_t>(z);
+      if (t.dtype == INFINI_DTYPE_I32) {
+        const int32_t w = static_cast<int32_t>(v);
+        std::memcpy(&span[i * 4], &w, 4);
+      } else {
+        std::memcpy(&span[i * 8], &v, 8);
+      }
+    } else if (isFloatDtype(t.dtype)) {
+      float f;
+      const uint8_t b = static_cast<uint8_t>(z >> 56);
+      if (b < special_rate / 8) {
+        static const float specials[] = {NAN,   INFINITY, -INFINITY, 0.0f,
+                                         -0.0f, 1e-40f,   6e4f,      -88.0f};
+        f = specials[b % 8];
+      } else {
+        const double unit = static_cast<double>((z >> 11) & ((1ull << 40) - 1)) * 0x1p-40;
+        f = static_cast<float>((2 * unit - 1) * ((z & 3) == 0   ? 100.0
+                                                 : (z & 3) == 1 ? 1e-2
+                                                                : 10.0));
+      }
+      if (t.dtype == INFINI_DTYPE_F32) {
+        std::memcpy(&span[i * 4], &f, 4);
+      } else {
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        uint16_t h;
+        if (t.dtype == INFINI_DTYPE_BF16) {
+          h = static_cast<uint16_t>(bits >> 16);  // truncation: any BF16 value will do
+        } else {
+          // F16 from a few bit fields: sign, exponent and mantissa straight from z.
+          h = static_cast<uint16_t>(z >> 16);
+          if ((h & 0x7C00) == 0x7C00 && b >= special_rate / 8) h &= 0xBFFF;  // mostly finite
+        }
+        std::memcpy(&span[i * 2], &h, 2);
+      }
+    } else {
+      for (size_t k = 0; k < es; ++k) span[i * es + k] = static_cast<uint8_t>(z >> (8 * k));
+    }
+  }
+  return span;
+}
+
+// ---- the operators ---------------------------------------------------------------------------
+
+enum Op {
+  kGelu,
+  kGeluBackward,
+  kGeluBackwardV2,
+  kGeluMul,
+  kGeluMulBackward,
+  kSwiGlu,
+  kSwiGluBackward,
+  kClippedSwiglu,
+  kClippedSwigluBackward,
+  kMoeFinalize,
+  kMoeFinalizeGrad,
+  kMoeInit,
+  kMoeInitGrad,
+  kOpCount
+};
+const char *const kOpNames[] = {"Gelu",
+                                "GeluBackward",
+                                "GeluBackwardV2",
+                                "GeluMul",
+                                "GeluMulBackward",
+                                "SwiGlu",
+                                "SwiGluBackward",
+                                "ClippedSwiglu",
+                                "ClippedSwigluBackward",
+                                "MoeFinalizeRoutingV2",
+                                "MoeFinalizeRoutingV2Grad",
+                                "MoeInitRoutingV2",
+                                "MoeInitRoutingV2Grad"};
+// F32 bounds in u (tests/accuracy_bounds.json); the MoE sums get 16 u per term.
+const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6, 4, 6, 16, 16, 0, 16};
+
+struct Case {
+  Op op = kGelu;
+  std::vector<Tensor> t;  // in the order of the create call's tensor arguments
+  int64_t i[6] = {};      // integer attributes
+  float f[3] = {};        // float attributes
+  bool flag = false;
+  int approximate = 0;
+  // Faults: 0 none; else which pointer is NULL (see call()).
+  int null_what = 0;
+  int workspace_mode = 0;  // 0 exact, 1 one byte short, 2 NULL, 3 larger
+  bool null_size_ptr = false;
+};
+
+Tensor makeT(Role role, std::vector<size_t> shape, int dtype) {
+  Tensor t;
+  t.role = role;
+  t.shape = std::move(shape);
+  t.dtype = dtype;
+  return t;
+}
+
+int fuzzFloatDtype(Input &in) {
+  const int d[] = {INFINI_DTYPE_F32, INFINI_DTYPE_F16, INFINI_DTYPE_BF16, INFINI_DTYPE_F32};
+  return d[in.pick(4)];
+}
+int fuzzIndexDtype(Input &in) {
+  return in.chance(128) ? INFINI_DTYPE_I32 : INFINI_DTYPE_I64;
+}
+
+std::vector<size_t> fuzzShape(Input &in, size_t min_rank) {
+  size_t rank = in.pick(5);
+  if (in.chance(16)) rank = in.pick(10);
+  if (rank < min_rank) rank = min_rank;
+  std::vector<size_t> s(rank);
+  for (auto &d : s) {
+    d = in.u8() % 6;
+    if (rank > 4 && d > 2) d = 2;
+  }
+  return s;
+}
+
+size_t fuzzDimIndex(Input &in, size_t rank, int64_t *attribute) {
+  // dim attribute: in range mostly (either sign), sometimes anything.
+  const int64_t r = static_cast<int64_t>(rank ? rank : 1);
+  int64_t d = static_cast<int64_t>(in.pick(static_cast<size_t>(r)));
+  if (in.chance(64)) d -= r;
+  *attribute = fuzzInt(in, d);
+  return static_cast<size_t>(d);
+}
+
+Case decode(Input &in) {
+  Case c;
+  c.op = static_cast<Op>(in.pick(kOpCount));
+  const int fd = fuzzFloatDtype(in);
+  c.approximate = in.chance(240) ? static_cast<int>(in.pick(2)) : static_cast<int>(in.u32());
+  switch (c.op) {
+    case kGelu:
+    case kGeluBackward:
+    case kGeluBackwardV2: {
+      const auto s = fuzzShape(in, 0);
+      c.t.push_back(makeT(kOutput, s, fd));
+      c.t.push_back(makeT(kInput, s, fd));
+      if (c.op != kGelu) c.t.push_back(makeT(kInput, s, fd));
+      break;
+    }
+    case kGeluMul:
+    case kGeluMulBackward:
+    case kSwiGlu:
+    case kSwiGluBackward:
+    case kClippedSwiglu:
+    case kClippedSwigluBackward: {
+      auto x = fuzzShape(in, 1);
+      size_t d = x.size() - 1;
+      if (c.op != kGeluMul && c.op != kGeluMulBackward) d = fuzzDimIndex(in, x.size(), &c.i[0]);
+      if (d < x.size()) x[d] *= 2;
+      auto y = x;
+      if (d < y.size()) y[d] /= 2;
+      if (c.op == kGeluMul || c.op == kSwiGlu || c.op == kClippedSwiglu) {
+        c.t.push_back(makeT(kOutput, y, fd));
+        c.t.push_back(makeT(kInput, x, fd));
+      } else {  // input_grad / x_grad, then out_grad / y_grad, then input / x
+        c.t.push_back(makeT(kOutput, x, fd));
+        c.t.push_back(makeT(kInput, y, fd));
+        c.t.push_back(makeT(kInput, x, fd));
+      }
+      if (c.op == kClippedSwiglu || c.op == kClippedSwigluBackward) {
+        size_t pre = 1;
+        for (size_t k = 0; k < d && k < x.size(); ++k) pre *= x[k];
+        Tensor g = makeT(kIndex, {in.pick(4) + 1}, INFINI_DTYPE_I64);
+        g.lo = 0;
+        g.hi = static_cast<int64_t>(pre) + 1;
+        g.present = in.chance(128);
+        c.t.push_back(g);
+        c.f[0] = in.chance(200) ? 1.702f : fuzzFloat(in);  // alpha
+        c.f[1] = in.chance(200) ? 7.0f : fuzzFloat(in);    // limit
+        c.f[2] = in.chance(200) ? 1.0f : fuzzFloat(in);    // bias
+        c.flag = in.chance(128);                           // interleaved
+      }
+      break;
+    }
+    case kMoeFinalize: {
+      const size_t R = in.pick(6), H = in.pick(7), K = in.pick(4) + 1, E = in.pick(4) + 1,
+                   C = in.pick(5);
+      const int64_t mode = fuzzInt(in, static_cast<int64_t>(in.pick(4)));
+      c.i[0] = mode;
+      const bool padded = mode == 1 || mode == 3;
+      const bool has_scales = in.chance(192);
+      const size_t k = has_scales ? K : 1;
+      c.t.push_back(makeT(kOutput, {R, H}, fd));
+      c.t.push_back(
+          makeT(kInput, padded ? std::vector<size_t>{E, C, H} : std::vector<size_t>{R * k, H}, fd));
+      Tensor idx = makeT(kIndex, {R * k}, fuzzIndexDtype(in));
+      idx.lo = padded ? -1 : 0;
+      idx.hi = padded ? static_cast<int64_t>(E * C) : static_cast<int64_t>(R * k);
+      c.t.push_back(idx);
+      Tensor x1 = makeT(kInput, {R, H}, fd), x2 = x1;
+      x1.present = in.chance(160);
+      x2.present = x1.present && in.chance(128);
+      c.t.push_back(x1);
+      c.t.push_back(x2);
+      const bool has_bias = in.chance(128);
+      Tensor bias = makeT(kInput, {E, H}, fd);
+      bias.present = has_bias;
+      c.t.push_back(bias);
+      Tensor scales = makeT(kInput, {R, K}, in.chance(64) ? INFINI_DTYPE_F32 : fd);
+      scales.present = has_scales;
+      c.t.push_back(scales);
+      Tensor eidx = makeT(kIndex, {R, k}, fuzzIndexDtype(in));
+      eidx.hi = static_cast<int64_t>(E);
+      eidx.present = has_bias || in.chance(64);
+      c.t.push_back(eidx);
+      break;
+    }
+    case kMoeFinalizeGrad: {
+      const size_t R = in.pick(6), H = in.pick(7), K = in.pick(4) + 1, E = in.pick(4) + 1,
+                   C = in.pick(5) + 1;
+      const int64_t mode = fuzzInt(in, static_cast<int64_t>(in.pick(2)));
+      const bool has_scales = in.chance(192);
+      const size_t k = has_scales ? K : 1;
+      const int64_t active = in.chance(128) ? 0 : static_cast<int64_t>(in.pick(R * k + 2));
+      const size_t rows = active > 0 && static_cast<size_t>(active) < R * k ? active : R * k;
+      c.i[0] = mode;
+      c.i[1] = fuzzInt(in, active);
+      c.i[2] = fuzzInt(in, static_cast<int64_t>(E));
+      c.i[3] = fuzzInt(in, static_cast<int64_t>(C));
+      const std::vector<size_t> gex =
+          mode == 1 ? std::vector<size_t>{E, C, H} : std::vector<size_t>{rows, H};
+      c.t.push_back(makeT(kOutput, gex, fd));
+      Tensor gs = makeT(kOutput, {R, K}, fd);
+      gs.present = has_scales && in.chance(200);
+      c.t.push_back(gs);
+      c.t.push_back(makeT(kInput, {R, H}, fd));
+      Tensor idx = makeT(kIndex, {R * k}, fuzzIndexDtype(in));
+      idx.lo = mode == 1 ? -1 : 0;
+      idx.hi = mode == 1 ? static_cast<int64_t>(E * C) : static_cast<int64_t>(R * k);
+      c.t.push_back(idx);
+      Tensor ex = makeT(kInput, gex, fd);
+      ex.present = has_scales || in.chance(32);
+      c.t.push_back(ex);
+      Tensor scales = makeT(kInput, {R, K}, fd);
+      scales.present = has_scales;
+      c.t.push_back(scales);
+      const bool has_bias = in.chance(100);
+      Tensor eidx = makeT(kIndex, {R, k}, fuzzIndexDtype(in));
+      eidx.hi = static_cast<int64_t>(E);
+      eidx.present = has_bias || in.chance(32);
+      c.t.push_back(eidx);
+      Tensor bias = makeT(kInput, {E, H}, fd);
+      bias.present = has_bias;
+      c.t.push_back(bias);
+      break;
+    }
+    case kMoeInit: {
+      const size_t R = in.pick(6), H = in.pick(7), K = in.pick(4) + 1, E = in.pick(5) + 1,
+                   C = in.pick(5) + 1;
+      const int64_t mode = fuzzInt(in, static_cast<int64_t>(in.pick(2)));
+      const int64_t active = in.chance(128) ? 0 : static_cast<int64_t>(in.pick(R * K + 2));
+      const size_t rows = active > 0 && static_cast<size_t>(active) < R * K ? active : R * K;
+      c.i[0] = fuzzInt(in, active);
+      c.i[1] = fuzzInt(in, static_cast<int64_t>(C));
+      c.i[2] = fuzzInt(in, static_cast<int64_t>(E));
+      c.i[3] = mode;
+      c.i[4] = fuzzInt(in, static_cast<int64_t>(in.pick(3)));  // count_or_cumsum flag
+      c.flag = in.chance(128);
+      c.t.push_back(makeT(
+          kOutput, mode == 1 ? std::vector<size_t>{E, C, H} : std::vector<size_t>{rows, H}, fd));
+      c.t.push_back(makeT(kOutIndex, {R * K}, fuzzIndexDtype(in)));
+      Tensor cnt = makeT(kOutIndex, {E}, fuzzIndexDtype(in));
+      cnt.present = c.i[4] != 0 || in.chance(32);
+      c.t.push_back(cnt);
+      Tensor cap = makeT(kOutIndex, {E}, fuzzIndexDtype(in));
+      cap.present = c.flag || in.chance(32);
+      c.t.push_back(cap);
+      c.t.push_back(makeT(kInput, {R, H}, fd));
+      Tensor eidx = makeT(kIndex, {R, K}, fuzzIndexDtype(in));
+      eidx.hi = static_cast<int64_t>(E);
+      c.t.push_back(eidx);
+      break;
+    }
+    default: {  // kMoeInitGrad
+      const size_t R = in.pick(6), H = in.pick(7), K = in.pick(4) + 1, E = in.pick(5) + 1,
+                   C = in.pick(5) + 1;
+      const int64_t mode = fuzzInt(in, static_cast<int64_t>(in.pick(2)));
+      const int64_t active = in.chance(128) ? 0 : static_cast<int64_t>(in.pick(R * K + 2));
+      const size_t rows = active > 0 && static_cast<size_t>(active) < R * K ? active : R * K;
+      c.i[0] = fuzzInt(in, static_cast<int64_t>(K));
+      c.i[1] = mode;
+      c.i[2] = fuzzInt(in, active);
+      c.t.push_back(makeT(kOutput, {R, H}, fd));
+      c.t.push_back(makeT(
+          kInput, mode == 1 ? std::vector<size_t>{E, C, H} : std::vector<size_t>{rows, H}, fd));
+      Tensor idx = makeT(kIndex, {R * K}, fuzzIndexDtype(in));
+      idx.lo = mode == 1 ? -1 : 0;
+      idx.hi = mode == 1 ? static_cast<int64_t>(E * C) : static_cast<int64_t>(R * K);
+      c.t.push_back(idx);
+      break;
+    }
+  }
+  for (Tensor &t : c.t) {
+    fuzzPerturb(in, t, true);
+    fuzzLayout(in, t);
+  }
+  if (in.chance(24)) c.null_what = 1 + static_cast<int>(in.pick(c.t.size() + 3));
+  c.workspace_mode = in.chance(200) ? 0 : static_cast<int>(in.pick(4));
+  c.null_size_ptr = in.chance(4);
+  return c;
+}
+
+// ---- one call on one device ------------------------------------------------------------------
+
+struct Run {
+  infiniStatus_t create = INFINI_STATUS_SUCCESS, call = INFINI_STATUS_SUCCESS;
+  bool called = false;
+  size_t workspace = 0;
+  std::vector<Buffer> buffers;
+};
+
+infiniopTensorDescriptor_t makeDesc(const Tensor &t, bool *ok) {
+  infiniopTensorDescriptor_t d = nullptr;
+  if (!t.present) return nullptr;
+  const infiniStatus_t s = infiniopCreateTensorDescriptor(
+      &d, t.shape.size(), t.shape.data(), t.null_strides ? nullptr : t.strides.data(),
+      static_cast<infiniDtype_t>(t.dtype));
+  const char *err = infiniopGetLastError();
+  if (s != INFINI_STATUS_SUCCESS) {
+    if (!err || !*err) fail("tensor descriptor failed without a message", infiniStatusString(s));
+    *ok = false;
+    return nullptr;
+  }
+  if (err && *err) fail("tensor descriptor succeeded with a message", err);
+  return d;
+}
+
+#define OP_CALL(Name, Create, ...)                                                 \
+  do {                                                                             \
+    infiniop##Name##Descriptor_t od = nullptr;                                     \
+    r.create = Create(h, c.null_what == 1 ? nullptr : &od, __VA_ARGS__);           \
+    checkMessage(r.create, "create " #Name);                                       \
+    if (r.create != INFINI_STATUS_SUCCESS) break;                                  \
+    size_t ws = 0;                                                                 \
+    const infiniStatus_t wst =                                                     \
+        infiniopGet##Name##WorkspaceSize(od, c.null_size_ptr ? nullptr : &ws);     \
+    checkMessage(wst, "workspace size " #Name);                                    \
+    if (c.null_size_ptr) {                                                         \
+      if (wst == INFINI_STATUS_SUCCESS) fail("NULL size pointer accepted", #Name); \
+      if (infiniopGet##Name##WorkspaceSize(od, &ws) != INFINI_STATUS_SUCCESS)      \
+        fail("workspace size failed", #Name);                                      \
+    } else if (wst != INFINI_STATUS_SUCCESS) {                                     \
+      fail("workspace size failed", #Name);                                        \
+    }                                                                              \
+    r.workspace = ws;                                                              \
+    if (runnable) {                                                                \
+      std::vector<uint8_t> wsbuf(ws + 64, kPoisonByte);                            \
+      void *w = ws ? wsbuf.data() : nullptr;                                       \
+      size_t wsize = ws;                                                           \
+      if (c.workspace_mode == 1 && ws) wsize = ws - 1;                             \
+      if (c.workspace_mode == 2) w = nullptr;                                      \
+      if (c.workspace_mode == 3) {                                                 \
+        w = wsbuf.data();                                                          \
+        wsize = ws + 64;                                                           \
+      }                                                                            \
+      r.called = true;                                                             \
+      snapshot = r.buffers;                                                        \
+      r.call = infiniop##Name(od, w, wsize, CALL_ARGS);                            \
+      checkMessage(r.call, #Name);                                                 \
+    }                                                                              \
+    if (infiniopDestroy##Name##Descriptor(od) != INFINI_STATUS_SUCCESS)            \
+      fail("destroy failed", #Name);                                               \
+  } while (0)
+
+#define CREATE_CALL(Name, ...) OP_CALL(Name, infiniopCreate##Name##Descriptor, __VA_ARGS__)
+#define CREATE_CALL_INT(Name, ...) OP_CALL(Name, fuzzCreate##Name##Descriptor, __VA_ARGS__)
+
+void checkMessage(infiniStatus_t s, const char *what) {
+  const char *err = infiniopGetLastError();
+  if (!err) fail("infiniopGetLastError returned NULL", what);
+  if (s != INFINI_STATUS_SUCCESS && !*err)
+    fail("failure without a message", std::string(what) + ": " + infiniStatusString(s));
+  if (s == INFINI_STATUS_SUCCESS && *err)
+    fail("success with a message", std::string(what) + ": " + err);
+}
+
+std::string describe(const Case &c) {
+  std::string s = std::string("op ") + kOpNames[c.op] + " i=[";
+  for (int64_t v : c.i) s += std::to_string(v) + ",";
+  s += "] f=[" + std::to_string(c.f[0]) + "," + std::to_string(c.f[1]) + "," +
+       std::to_string(c.f[2]) + "] flag=" + std::to_string(c.flag) +
+       " approx=" + std::to_string(c.approximate) + " null=" + std::to_string(c.null_what) +
+       " ws_mode=" + std::to_string(c.workspace_mode) + "\n";
+  for (size_t k = 0; k < c.t.size(); ++k) {
+    const Tensor &t = c.t[k];
+    s += "  t" + std::to_string(k) + (t.present ? "" : " (NULL)") + " dtype " +
+         std::to_string(t.dtype) + " shape [";
+    for (size_t d : t.shape) s += std::to_string(d) + ",";
+    s += "] strides ";
+    if (t.null_strides) {
+      s += "NULL";
+    } else {
+      s += "[";
+      for (ptrdiff_t d : t.strides) s += std::to_string(d) + ",";
+      s += "]";
+    }
+    s += "\n";
+  }
+  return s;
+}
+
+Run runOn(infiniopHandle_t handle, const Case &c, const std::vector<std::vector<uint8_t>> &fill,
+          bool runnable) {
+  Run r;
+  r.buffers.resize(c.t.size());
+  std::vector<void *> p(c.t.size(), nullptr);
+  for (size_t k = 0; k < c.t.size(); ++k) {
+    const Tensor &t = c.t[k];
+    Buffer &b = r.buffers[k];
+    b.bytes.assign(kGuard, kGuardByte);
+    if (runnable) b.bytes.insert(b.bytes.end(), fill[k].begin(), fill[k].end());
+    b.bytes.insert(b.bytes.end(), kGuard, kGuardByte);
+    if (t.present) p[k] = b.data(t);
+    if (c.null_what >= 4 && static_cast<size_t>(c.null_what - 4) == k) p[k] = nullptr;
+  }
+  bool ok = true;
+  std::vector<infiniopTensorDescriptor_t> d(c.t.size());
+  for (size_t k = 0; k < c.t.size(); ++k) d[k] = makeDesc(c.t[k], &ok);
+  std::vector<Buffer> snapshot = r.buffers;
+  infiniopHandle_t h = c.null_what == 2 ? nullptr : handle;
+  void *stream = nullptr;
+  const int approx = c.approximate;
+  if (!ok) {
+    r.create = INFINI_STATUS_BAD_PARAM;  // a descriptor the library refused: nothing to call
+  } else {
+    switch (c.op) {
+#define CALL_ARGS p[0], p[1], stream
+      case kGelu:
+        CREATE_CALL_INT(Gelu, d[0], d[1], approx);
+        break;
+      case kGeluMul:
+        CREATE_CALL_INT(GeluMul, d[0], d[1], approx);
+        break;
+#undef CALL_ARGS
+#define CALL_ARGS p[0], p[1], stream
+      case kSwiGlu:
+        CREATE_CALL(SwiGlu, d[0], d[1], static_cast<int32_t>(c.i[0]));
+        break;
+#undef CALL_ARGS
+#define CALL_ARGS p[0], p[1], p[2], stream
+      case kGeluBackward:
+        CREATE_CALL(GeluBackward, d[0], d[1], d[2]);
+        break;
+      case kGeluBackwardV2:
+        CREATE_CALL_INT(GeluBackwardV2, d[0], d[1], d[2], approx);
+        break;
+      case kGeluMulBackward:
+        CREATE_CALL_INT(GeluMulBackward, d[0], d[1], d[2], approx);
+        break;
+      case kSwiGluBackward:
+        CREATE_CALL(SwiGluBackward, d[0], d[1], d[2], static_cast<int32_t>(c.i[0]));
+        break;
+      case kClippedSwiglu:
+        CREATE_CALL(ClippedSwiglu, d[0], d[1], d[2], c.i[0], c.f[0], c.f[1], c.f[2], c.flag);
+        break;
+#undef CALL_ARGS
+#define CALL_ARGS p[0], p[1], p[2], p[3], stream
+      case kClippedSwigluBackward:
+        CREATE_CALL(ClippedSwigluBackward, d[0], d[1], d[2], d[3], c.i[0], c.f[0], c.f[1], c.f[2],
+                    c.flag);
+        break;
+      case kMoeInitGrad:
+#undef CALL_ARGS
+#define CALL_ARGS p[0], p[1], p[2], stream
+        CREATE_CALL(MoeInitRoutingV2Grad, d[0], d[1], d[2], c.i[0], c.i[1], c.i[2]);
+        break;
+#undef CALL_ARGS
+#define CALL_ARGS p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], stream
+      case kMoeFinalize:
+        CREATE_CALL(MoeFinalizeRoutingV2, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], c.i[0]);
+        break;
+      case kMoeFinalizeGrad:
+        CREATE_CALL(MoeFinalizeRoutingV2Grad, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7],
+                    c.i[0], c.i[1], c.i[2], c.i[3]);
+        break;
+#undef CALL_ARGS
+#define CALL_ARGS p[0], p[1], p[2], p[3], p[4], p[5], stream
+      case kMoeInit:
+        CREATE_CALL(MoeInitRoutingV2, d[0], d[1], d[2], d[3], d[4], d[5], c.i[0], c.i[1], c.i[2],
+                    c.i[3], c.i[4], c.flag);
+        break;
+#undef CALL_ARGS
+      default:
+        break;
+    }
+  }
+  for (auto desc : d)
+    if (desc && infiniopDestroyTensorDescriptor(desc) != INFINI_STATUS_SUCCESS)
+      fail("tensor descriptor destroy failed", describe(c));
+  // What a call may have written.
+  for (size_t k = 0; k < c.t.size(); ++k) {
+    const Buffer &now = r.buffers[k], &before = snapshot[k];
+    const bool failed =
+        r.create != INFINI_STATUS_SUCCESS || (r.called && r.call != INFINI_STATUS_SUCCESS);
+    const bool output = c.t[k].role == kOutput || c.t[k].role == kOutIndex;
+    for (size_t b = 0; b < now.bytes.size(); ++b) {
+      const bool guard = b < kGuard || b >= now.bytes.size() - kGuard;
+      if (now.bytes[b] == before.bytes[b]) continue;
+      if (failed)
+        fail(
+            "a failed call wrote a byte",
+            std::string(infiniStatusString(r.create == INFINI_STATUS_SUCCESS ? r.call : r.create)) +
+                " tensor " + std::to_string(k) + " byte " + std::to_string(b) + "\n" + describe(c));
+      if (guard)
+        fail("a guard byte was written",
+             "tensor " + std::to_string(k) + " byte " + std::to_string(b) + "\n" + describe(c));
+      if (!output)
+        fail("an input was written",
+             "tensor " + std::to_string(k) + " byte " + std::to_string(b) + "\n" + describe(c));
+    }
+  }
+  return r;
+}
+
+double valueAt(const uint8_t *p, int dtype) {
+  switch (dtype) {
+    case INFINI_DTYPE_F32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case INFINI_DTYPE_F16:
+    case INFINI_DTYPE_BF16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return f32FromHalf(h, dtype);
+    }
+    case INFINI_DTYPE_I32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case INFINI_DTYPE_I64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
+    default:
+      return *p;
+  }
+}
+
+double ulpOf(int dtype, double v) {
+  const int mantissa_bits = dtype == INFINI_DTYPE_F16 ? 10 : dtype == INFINI_DTYPE_BF16 ? 7 : 23;
+  const int min_exponent = dtype == INFINI_DTYPE_F16 ? -14 : -126;
+  int e = v == 0 || !std::isfinite(v) ? min_exponent : std::ilogb(v);
+  if (e < min_exponent) e = min_exponent;
+  return std::ldexp(1.0, e - mantissa_bits);
+}
+
+// The largest finite |value| among the call's floating inputs: the scale of the terms summed.
+double inputScale(const Case &c, const std::vector<std::vector<uint8_t>> &fill) {
+  double m = 1;
+  for (size_t k = 0; k < c.t.size(); ++k) {
+    const Tensor &t = c.t[k];
+    if (t.role != kInput || !isFloatDtype(t.dtype)) continue;
+    const size_t es = dtypeBytes(t.dtype);
+    for (size_t i = 0; i * es < fill[k].size(); ++i) {
+      const double v = std::fabs(valueAt(&fill[k][i * es], t.dtype));
+      if (std::isfinite(v) && v > m) m = v;
+    }
+  }
+  return m;
+}
+
+void compare(const Case &c, const Run &cpu, const Run &ref,
+             const std::vector<std::vector<uint8_t>> &fill) {
+  const double scale = inputScale(c, fill);
+  double attr = 1;
+  if (c.op == kClippedSwiglu || c.op == kClippedSwigluBackward)
+    for (float f : c.f)
+      if (std::isfinite(f)) attr = std::fmax(attr, std::fabs(f));
+  // The bound's condition c (docs/accuracy.md): the |argument| of an exponential the kernel
+  // rounds first, 2u of gelu_tanh and alpha a of ClippedSwiglu, at most 88 (exp's clamp).
+  double cond = 0;
+  const bool tanh = c.op == kGeluBackward ||
+                    (c.approximate == 1 && (c.op == kGelu || c.op == kGeluBackwardV2 ||
+                                            c.op == kGeluMul || c.op == kGeluMulBackward));
+  if (tanh) cond = 2 * 0.7978845608 * (scale + 0.044715 * scale * scale * scale);
+  if (c.op == kClippedSwiglu || c.op == kClippedSwigluBackward)
+    cond = std::fabs(c.f[0]) * std::fmin(scale, std::fabs(c.f[1]));
+  cond = std::isnan(cond) ? 88 : std::fmin(cond, 88);
+  for (size_t k = 0; k < c.t.size(); ++k) {
+    const Tensor &t = c.t[k];
+    if (t.role != kOutput && t.role != kOutIndex) continue;
+    const size_t es = dtypeBytes(t.dtype);
+    const auto &a = cpu.buffers[k].bytes, &b = ref.buffers[k].bytes;
+    for (size_t i = kGuard; i + es <= a.size() - kGuard; i += es) {
+      const double x = valueAt(&a[i], t.dtype), y = valueAt(&b[i], t.dtype);
+      if (x == y || (std::isnan(x) && std::isnan(y))) continue;
+      bool ok = false;
+      const double magnitude = scale * scale * attr * attr * attr;
+      // Where the magnitudes multiply past 1e36 (alpha or bias near FLT_MAX) the bound's floor
+      // term (exp clamped at exp(-87), times |dy (b + bias) alpha a|) is itself huge and this
+      // oracle does not model it; one such case is open (tests/fuzz/README.md, Findings: cpu NaN
+      // where cpu_reference gives an infinity).
+      if (isFloatDtype(t.dtype) && t.role == kOutput && !(std::isfinite(x) && std::isfinite(y)) &&
+          magnitude > 1e36)
+        continue;
+      if (isFloatDtype(t.dtype) && t.role == kOutput && std::isfinite(x) && std::isfinite(y)) {
+        // The documented K u terms (1 + c), with terms and c taken at the inputs' (and the
+        // attributes') largest magnitude, for the cancellation the bound allows.
+        const double terms = magnitude * (c.op >= kMoeFinalize ? 8 : 1);
+        double tol = kBoundU[c.op] * 0x1p-24 * 2 * (1 + cond) * (std::fabs(y) + terms) + 0x1p-140;
+        if (t.dtype != INFINI_DTYPE_F32) tol += ulpOf(t.dtype, std::fabs(y));
+        ok = std::fabs(x - y) <= tol;
+      }
+      if (!ok) {
+        char msg[256];
+        std::snprintf(msg, sizeof msg, "tensor %zu element %zu: cpu %.9g, cpu_reference %.9g\n", k,
+                      (i - kGuard) / es, x, y);
+        std::string inputs;
+        for (size_t m = 0; m < c.t.size(); ++m) {
+          if (c.t[m].role != kInput || !isFloatDtype(c.t[m].dtype)) continue;
+          const size_t ies = dtypeBytes(c.t[m].dtype);
+          inputs += "  input t" + std::to_string(m) + " span:";
+          for (size_t e = 0; e < 16 && (e + 1) * ies <= fill[m].size(); ++e) {
+            char v[32];
+            std::snprintf(v, sizeof v, " %.9g", valueAt(&fill[m][e * ies], c.t[m].dtype));
+            inputs += v;
+          }
+          inputs += "\n";
+        }
+        fail("cpu differs from cpu_reference", msg + describe(c) + inputs);
+      }
+    }
+  }
+}
+
+struct Handles {
+  infiniopHandle_t cpu = nullptr, ref = nullptr, cl = nullptr;
+  Handles() {
+    if (infiniopCreateHandle(&cpu, INFINI_DEVICE_CPU, 0) != INFINI_STATUS_SUCCESS ||
+        infiniopCreateHandle(&ref, INFINI_DEVICE_CPU_REFERENCE, 0) != INFINI_STATUS_SUCCESS)
+      fail("no cpu or cpu_reference handle", infiniopGetLastError());
+    const char *env = std::getenv("INFINIOP_FUZZ_OPENCL");
+    if (env && *env == '1' &&
+        infiniopCreateHandle(&cl, INFINI_DEVICE_OPENCL, 0) != INFINI_STATUS_SUCCESS)
+      fail("INFINIOP_FUZZ_OPENCL=1 but no opencl handle", infiniopGetLastError());
+  }
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static Handles handles;
+  Input in(data, size);
+  Case c = decode(in);
+  bool runnable = true;
+  size_t total = 0;
+  for (Tensor &t : c.t) {
+    if (!computeSpan(t)) runnable = false;
+    total += t.span * dtypeBytes(t.dtype);
+  }
+  if (total > (size_t{1} << 20)) runnable = false;
+  std::vector<std::vector<uint8_t>> fill(c.t.size());
+  if (runnable)
+    for (size_t k = 0; k < c.t.size(); ++k) fill[k] = fillBytes(in, c.t[k]);
+  const Run cpu = runOn(handles.cpu, c, fill, runnable);
+  const Run ref = runOn(handles.ref, c, fill, runnable);
+  if (cpu.create != ref.create)
+    fail("cpu and cpu_reference disagree on create", std::string(infiniStatusString(cpu.create)) +
+                                                         " vs " + infiniStatusString(ref.create) +
+                                                         "\n" + describe(c));
+  if (cpu.called && ref.called && cpu.call != ref.call &&
+      (c.workspace_mode == 0 || c.workspace_mode == 3))
+    fail("cpu and cpu_reference disagree on the call",
+         std::string(infiniStatusString(cpu.call)) + " vs " + infiniStatusString(ref.call) +
+             " (workspace sizes " + std::to_string(cpu.workspace) + ", " +
+             std::to_string(ref.workspace) + ")\n" + describe(c));
+  if (cpu.called && ref.called && cpu.call == INFINI_STATUS_SUCCESS &&
+      ref.call == INFINI_STATUS_SUCCESS)
+    compare(c, cpu, ref, fill);
+  if (handles.cl) {
+    // Create and workspace size only: opencl data pointers are device memory, not host buffers.
+    const Run cl = runOn(handles.cl, c, fill, false);
+    if (cl.create != ref.create)
+      fail("opencl and cpu_reference disagree on create",
+           std::string(infiniStatusString(cl.create)) + " vs " + infiniStatusString(ref.create) +
+               "\n" + describe(c));
+  }
+  return 0;
+}

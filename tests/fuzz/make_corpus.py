@@ -1,0 +1,27 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Writes the seed corpus of tests/fuzz/fuzz_operators.cc into tests/fuzz/corpus/: for each of
+the 13 operators (the input's first byte), one input of zeros past it (contiguous F32, default
+attributes), one of small bytes (small shapes, valid data) and one of random bytes (anything),
+deterministic. libFuzzer grows it from there; re-run after changing the decoder."""
+import os
+import random
+
+OPERATORS = ["gelu", "gelu_backward", "gelu_backward_v2", "gelu_mul", "gelu_mul_backward",
+             "swiglu", "swiglu_backward", "clipped_swiglu", "clipped_swiglu_backward",
+             "moe_finalize_routing_v2", "moe_finalize_routing_v2_grad", "moe_init_routing_v2",
+             "moe_init_routing_v2_grad"]
+
+here = os.path.dirname(os.path.abspath(__file__))
+out = os.path.join(here, "corpus")
+os.makedirs(out, exist_ok=True)
+rng = random.Random(16)
+for op, name in enumerate(OPERATORS):
+    seeds = {
+        "zeros": bytes([op]) + bytes(48),
+        "small": bytes([op] + [rng.randrange(0, 100) for _ in range(80)]),
+        "random": bytes([op] + [rng.randrange(0, 256) for _ in range(120)]),
+    }
+    for kind, data in seeds.items():
+        with open(os.path.join(out, f"{op:02d}-{name}-{kind}"), "wb") as f:
+            f.write(data)

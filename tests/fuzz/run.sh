@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Builds (if needed) the libFuzzer target and runs it over tests/fuzz/corpus for a bounded time.
+#   tests/fuzz/run.sh [SECONDS] [extra libFuzzer flags...]      (default 60 seconds)
+# Environment: BUILD_DIR (default build-fuzz), JOBS (default 2), INFINIOP_FUZZ_OPENCL=1 to also
+# create every descriptor on opencl. New inputs go to $BUILD_DIR/fuzz-corpus (the seed corpus in
+# the repository is only read); crashes to $BUILD_DIR/fuzz-artifacts/. See tests/fuzz/README.md.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+seconds="${1:-60}"
+shift || true
+build="${BUILD_DIR:-build-fuzz}"
+# The fuzz build compiles one Highway target, AVX2 where the processor has it (the cpu device's
+# usual path), else the baseline: with ASan, UBSan and coverage each target of each kernel file
+# costs minutes. -O1 and line tables only: libFuzzer's usual build, several times faster to
+# compile than -O2 -g.
+arch=""
+grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && arch="-march=haswell"
+if [ ! -f "${build}/CMakeCache.txt" ]; then
+  CC=clang CXX=clang++ cmake -S . -B "${build}" -DCMAKE_BUILD_TYPE=None \
+    -DINFINIOP_FUZZ=ON -DINFINIOP_BUILD_TESTS=OFF -DINFINIOP_BUILD_BENCH=OFF \
+    -DINFINIOP_INSTALL_PYTHON=OFF "-DCMAKE_C_FLAGS=-O1 -gline-tables-only" \
+    "-DCMAKE_CXX_FLAGS=-O1 -gline-tables-only ${arch} -DHWY_COMPILE_ONLY_STATIC=1"
+fi
+cmake --build "${build}" -j"${JOBS:-2}" --target infiniop-fuzz-operators
+mkdir -p "${build}/fuzz-corpus" "${build}/fuzz-artifacts"
+# detect_leaks: every create is destroyed; a leak is a finding. OMP_NUM_THREADS=2 keeps the cpu
+# device parallel without oversubscribing small machines.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
+exec "${build}/tests/fuzz/infiniop-fuzz-operators" -max_total_time="${seconds}" \
+  -artifact_prefix="${build}/fuzz-artifacts/" -print_final_stats=1 "$@" \
+  "${build}/fuzz-corpus" tests/fuzz/corpus
