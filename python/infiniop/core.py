@@ -93,11 +93,6 @@ class ArrayView(NamedTuple):
     itemsize: int
 
     @property
-    def layout(self):
-        """(shape, strides, dtype): what a descriptor is made from."""
-        return self.shape, self.strides, self.dtype
-
-    @property
     def numel(self):
         n = 1
         for size in self.shape:
