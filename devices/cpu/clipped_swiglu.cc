@@ -110,7 +110,15 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
     if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, dA, dB))) {  // the exact path, for those lanes only
       const auto exact = ExactLanes(d, fast.a, dA, dB);
       const ClippedGate<V> c(d, *this, A, B, true);
-      dA = hn::IfThenElse(exact, hn::Mul(hn::Mul(dy, hn::Add(c.b, hn::Set(d, bias))), c.slope), dA);
+      // dy (b + bias) first, unless that alone overflows from finite factors (bias near
+      // FLT_MAX): then dy slope first, which overflows only where dA does.
+      const V b_bias_exact = hn::Add(c.b, hn::Set(d, bias));
+      const V g_exact = hn::Mul(dy, b_bias_exact);
+      const auto overflowed =
+          hn::AndNot(hn::IsFinite(g_exact), hn::And(hn::IsFinite(dy), hn::IsFinite(b_bias_exact)));
+      const V dA_exact = hn::IfThenElse(overflowed, hn::Mul(hn::Mul(dy, c.slope), b_bias_exact),
+                                        hn::Mul(g_exact, c.slope));
+      dA = hn::IfThenElse(exact, dA_exact, dA);
       dB = hn::IfThenElse(exact, hn::Mul(dy, c.g), dB);
     }
     const V limit = hn::Set(d, this->limit);

@@ -770,6 +770,36 @@ TEST_P(DeviceTest, ClippedSwigluHugeFiniteA) {
     }
 }
 
+// A finite bias near FLT_MAX: dy (b + bias) alone overflows F32 while dA, scaled down by the
+// slope, is finite. Found by tests/fuzz (cpu and opencl gave -inf).
+TEST_P(DeviceTest, ClippedSwigluBackwardHugeFiniteBias) {
+  for (infiniDtype_t dtype : {INFINI_DTYPE_F32, INFINI_DTYPE_BF16}) {
+    Attrs at;
+    at.alpha = 1.702f;
+    at.limit = 1e30f;
+    at.bias = 2.28e38f;
+    SCOPED_TRACE(attrsName(at) + " " + infiniop::dtypeName(dtype));
+    const float As[] = {-3.0f, -50.0f, -8.0f}, dys[] = {10.0f, 10.0f, -4.0f};
+    TensorBuffer x({3, 2}, dtype), dy({3, 1}, dtype), dx({3, 2}, dtype);
+    for (size_t r = 0; r < 3; ++r) {
+      x.set(2 * r, As[r]);
+      x.set(2 * r + 1, 1.0f);
+      dy.set(r, dys[r]);
+    }
+    dx.poison();
+    ASSERT_EQ(runBackward(handle(), dx, dx.data(), dy, x, nullptr, at), INFINI_STATUS_SUCCESS)
+        << last_error;
+    for (size_t r = 0; r < 3; ++r) {
+      const Truth t = oracle(dtype, x.get(2 * r), x.get(2 * r + 1), dy.get(r), at);
+      SCOPED_TRACE("A=" + std::to_string(x.get(2 * r)) + " dy=" + std::to_string(dy.get(r)));
+      EXPECT_EQ(compareToTruth(dtype, dx.get(2 * r), t.dA, t.tol_dA), "")
+          << "dA, got " << dx.get(2 * r);
+      EXPECT_EQ(compareToTruth(dtype, dx.get(2 * r + 1), t.dB, t.tol_dB), "")
+          << "dB, got " << dx.get(2 * r + 1);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- dims x groups x layouts x sizes
 using Param = std::tuple<DeviceParam, infiniDtype_t, Layout>;
 

@@ -20,7 +20,12 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   // the special values' exact path
   if (!(isfinite(fast.a) && fast_path_holds(dA) && fast_path_holds(dB))) {
     const clipped_gate_t c = clipped_gate(alpha, limit, A, B, true);
-    dA = dy * (c.b + bias) * c.slope;
+    // dy (b + bias) first, unless that alone overflows from finite factors (bias near
+    // FLT_MAX): then dy slope first, which overflows only where dA does.
+    const float b_bias_exact = c.b + bias, g_exact = dy * b_bias_exact;
+    dA = (!isfinite(g_exact) && isfinite(dy) && isfinite(b_bias_exact))
+             ? dy * c.slope * b_bias_exact
+             : g_exact * c.slope;
     dB = dy * c.g;
   }
   out[0] = A <= limit ? dA : 0.0f;
