@@ -19,10 +19,24 @@ size_t streamMinBytes() {
   return bytes;
 }
 
+int callThreads() {
+  static const int configured = [] {
+    const char *text = std::getenv("INFINIOP_NUM_THREADS");
+    char *end = nullptr;
+    const long value = text ? std::strtol(text, &end, 10) : 0;
+    // Anything but a positive integer (unset, empty, 0, -3, "four") leaves OpenMP's setting.
+    return text && *text && end && !*end && value > 0 ? static_cast<int>(std::min(value, 1L << 20))
+                                                      : 0;
+  }();
+  if (omp_in_parallel()) return 1;
+  const int wanted = configured > 0 ? configured : omp_get_max_threads();
+  return std::max(1, std::min(wanted, omp_get_num_procs()));
+}
+
 void runRanges(const elementwise::Plan &plan, const void *attributes, char *const *operands,
                size_t first, size_t last, RangeFn range) {
   const size_t n = last - first;
-  const int threads = n < kParallelThreshold ? 1 : omp_get_max_threads();
+  const int threads = n < kParallelThreshold ? 1 : callThreads();
   if (threads <= 1) {
     range(plan, attributes, operands, first, last);
     return;

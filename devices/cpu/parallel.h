@@ -32,6 +32,13 @@ inline bool streamOutputs(const elementwise::Plan &plan) {
          streamMinBytes();
 }
 
+// Threads one large call may use: $INFINIOP_NUM_THREADS when it is a positive integer, else
+// omp_get_max_threads() (OMP_NUM_THREADS or omp_set_num_threads); never more than the processors
+// this process may run on (more only slow a memory-bound kernel), and 1 inside an enclosing OpenMP
+// parallel region (the caller already splits the work). Each calling thread gets its own team,
+// so K callers use up to K times this many threads.
+int callThreads();
+
 // Runs elements [begin, end) of the plan, split over threads when there are enough of them.
 void runRanges(const elementwise::Plan &plan, const void *attributes, char *const *operands,
                size_t begin, size_t end, RangeFn range);
@@ -73,7 +80,12 @@ void parallelRanges(size_t n, size_t cost_per_item, const Body &body) {
     if (n > 0) body(size_t{0}, n);
     return;
   }
-#pragma omp parallel
+  const int threads = callThreads();
+  if (threads <= 1) {
+    body(size_t{0}, n);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
   {
     const size_t team = static_cast<size_t>(omp_get_num_threads());
     const size_t chunk = (n + team - 1) / team;
