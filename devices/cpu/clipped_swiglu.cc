@@ -119,7 +119,14 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
       const V dA_exact = hn::IfThenElse(overflowed, hn::Mul(hn::Mul(dy, c.slope), b_bias_exact),
                                         hn::Mul(g_exact, c.slope));
       dA = hn::IfThenElse(exact, dA_exact, dA);
-      dB = hn::IfThenElse(exact, hn::Mul(dy, c.g), dB);
+      // A far-left gate of a finite non-zero a may underflow to 0 (|a_clamped s| < 2^-149 when
+      // alpha is huge); times an infinite dy its limit is an infinity of a's sign times dy's.
+      const auto gate_underflow =
+          hn::And(hn::Eq(c.g, hn::Zero(d)), hn::And(hn::IsFinite(c.a), hn::Ne(c.a, hn::Zero(d))));
+      const V dB_exact =
+          hn::IfThenElse(hn::And(gate_underflow, hn::IsInf(dy)),
+                         hn::Mul(dy, hn::CopySign(hn::Set(d, 1.0f), c.a)), hn::Mul(dy, c.g));
+      dB = hn::IfThenElse(exact, dB_exact, dB);
     }
     const V limit = hn::Set(d, this->limit);
     dA = hn::IfThenElseZero(hn::Le(A, limit), dA);

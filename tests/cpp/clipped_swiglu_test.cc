@@ -800,6 +800,39 @@ TEST_P(DeviceTest, ClippedSwigluBackwardHugeFiniteBias) {
   }
 }
 
+// Found by tests/fuzz (tests/fuzz/findings/clipped_swiglu_backward_huge_alpha_nan): with a huge
+// alpha the far-left gate a sigmoid(alpha a) of a finite a underflows to 0 in F32, and an
+// infinite dy times it gave NaN on cpu and opencl where the limit is an infinity.
+TEST_P(DeviceTest, ClippedSwigluBackwardUnderflowedGateTimesInfiniteDy) {
+  for (infiniDtype_t dtype : {INFINI_DTYPE_F32, INFINI_DTYPE_BF16}) {
+    Attrs at;
+    at.alpha = 6.67e35f;
+    at.limit = 7.0f;
+    at.bias = 0.5f;
+    SCOPED_TRACE(attrsName(at) + " " + infiniop::dtypeName(dtype));
+    const float As[] = {-3.0f, -3.0f, -0.5f, -1e-3f};
+    const float Bs[] = {1.0f, 2.0f, -1.0f, 6.5f};
+    const float dys[] = {-INFINITY, INFINITY, INFINITY, -INFINITY};
+    TensorBuffer x({4, 2}, dtype), dy({4, 1}, dtype), dx({4, 2}, dtype);
+    for (size_t r = 0; r < 4; ++r) {
+      x.set(2 * r, As[r]);
+      x.set(2 * r + 1, Bs[r]);
+      dy.set(r, dys[r]);
+    }
+    dx.poison();
+    ASSERT_EQ(runBackward(handle(), dx, dx.data(), dy, x, nullptr, at), INFINI_STATUS_SUCCESS)
+        << last_error;
+    for (size_t r = 0; r < 4; ++r) {
+      const Truth t = oracle(dtype, x.get(2 * r), x.get(2 * r + 1), dy.get(r), at);
+      SCOPED_TRACE("A=" + std::to_string(x.get(2 * r)) + " dy=" + std::to_string(dy.get(r)));
+      EXPECT_EQ(compareToTruth(dtype, dx.get(2 * r), t.dA, t.tol_dA), "")
+          << "dA, got " << dx.get(2 * r);
+      EXPECT_EQ(compareToTruth(dtype, dx.get(2 * r + 1), t.dB, t.tol_dB), "")
+          << "dB, got " << dx.get(2 * r + 1);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- dims x groups x layouts x sizes
 using Param = std::tuple<DeviceParam, infiniDtype_t, Layout>;
 
