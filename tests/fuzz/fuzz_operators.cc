@@ -7,13 +7,15 @@
 // value), attributes (dims out of range, NaN/inf/negative floats, every mode and count), index and
 // count data (in range, -1, out of range, duplicates), the workspace (exact, too small, NULL,
 // larger) and NULL pointers. The same call runs on cpu and cpu_reference (and opencl when
-// INFINIOP_FUZZ_OPENCL=1), each on its own buffers, filled alike: storage spans what the strides
-// reach, fenced by guard bytes. Checked (a violation is a trap, which libFuzzer reports):
+// INFINIOP_FUZZ_OPENCL=1, on device copies of the buffers, read back after the call), each on its
+// own buffers, filled alike: storage spans what the strides reach, fenced by guard bytes.
+// Checked (a violation is a trap, which libFuzzer reports):
 //   - a failed create or call leaves every buffer byte unchanged and infiniopGetLastError()
 //     non-empty;
 //   - a successful one leaves guards and inputs unchanged and the last error empty;
-//   - cpu and cpu_reference agree on the status (but for workspace sizes, which may differ);
-//   - where both succeed, cpu's outputs equal cpu_reference's within the operator's F32 bound
+//   - cpu (and opencl) agree with cpu_reference on the status (but for workspace sizes, which may
+//     differ);
+//   - where both succeed, the outputs equal cpu_reference's within the operator's F32 bound
 //     (tests/accuracy_bounds.json, with an allowance for cancellation) plus, for F16/BF16, one
 //     ulp of the output type; index and count outputs are exact.
 #include <cmath>
@@ -671,18 +673,20 @@ infiniopTensorDescriptor_t makeDesc(const Tensor &t, bool *ok) {
     r.workspace = ws;                                                              \
     if (runnable) {                                                                \
       std::vector<uint8_t> wsbuf(ws + 64, kPoisonByte);                            \
-      void *w = ws ? wsbuf.data() : nullptr;                                       \
+      void *const wbase = copies.upload(wsbuf);                                    \
+      void *w = ws ? wbase : nullptr;                                              \
       size_t wsize = ws;                                                           \
       if (c.workspace_mode == 1 && ws) wsize = ws - 1;                             \
       if (c.workspace_mode == 2) w = nullptr;                                      \
       if (c.workspace_mode == 3) {                                                 \
-        w = wsbuf.data();                                                          \
+        w = wbase;                                                                 \
         wsize = ws + 64;                                                           \
       }                                                                            \
       r.called = true;                                                             \
       snapshot = r.buffers;                                                        \
       r.call = infiniop##Name(od, w, wsize, CALL_ARGS);                            \
       checkMessage(r.call, #Name);                                                 \
+      download();                                                                  \
     }                                                                              \
     if (infiniopDestroy##Name##Descriptor(od) != INFINI_STATUS_SUCCESS)            \
       fail("destroy failed", #Name);                                               \
@@ -725,20 +729,56 @@ std::string describe(const Case &c) {
   return s;
 }
 
-Run runOn(infiniopHandle_t handle, const Case &c, const std::vector<std::vector<uint8_t>> &fill,
-          bool runnable) {
+// A device whose pointers are not host memory (opencl): each buffer (guards included) gets its own
+// allocation holding a copy of its bytes, and is read back after the call, so the checks below
+// see what the device wrote. With a NULL handle (host memory) the host bytes are used directly.
+struct DeviceCopies {
+  infiniopHandle_t handle = nullptr;
+  std::vector<void *> allocations;
+  DeviceCopies(const DeviceCopies &) = delete;
+  DeviceCopies &operator=(const DeviceCopies &) = delete;
+  explicit DeviceCopies(infiniopHandle_t h) : handle(h) {}
+  ~DeviceCopies() {
+    for (void *p : allocations)
+      if (infiniopFree(handle, p) != INFINI_STATUS_SUCCESS) fail("free failed", "");
+  }
+  void *upload(std::vector<uint8_t> &host) {
+    if (!handle) return host.data();
+    void *p = nullptr;
+    if (infiniopMalloc(handle, &p, host.size()) != INFINI_STATUS_SUCCESS ||
+        infiniopMemcpyHostToDevice(handle, p, host.data(), host.size(), nullptr) !=
+            INFINI_STATUS_SUCCESS)
+      fail("staging to the device failed", infiniopGetLastError());
+    allocations.push_back(p);
+    return p;
+  }
+  void download(std::vector<uint8_t> &host, const void *device) {
+    if (handle && infiniopMemcpyDeviceToHost(handle, host.data(), device, host.size(), nullptr) !=
+                      INFINI_STATUS_SUCCESS)
+      fail("reading back from the device failed", infiniopGetLastError());
+  }
+};
+
+Run runOn(infiniopHandle_t handle, bool device_memory, const Case &c,
+          const std::vector<std::vector<uint8_t>> &fill, bool runnable) {
   Run r;
   r.buffers.resize(c.t.size());
-  std::vector<void *> p(c.t.size(), nullptr);
+  std::vector<void *> p(c.t.size(), nullptr), base(c.t.size(), nullptr);
+  DeviceCopies copies(device_memory ? handle : nullptr);
   for (size_t k = 0; k < c.t.size(); ++k) {
     const Tensor &t = c.t[k];
     Buffer &b = r.buffers[k];
     b.bytes.assign(kGuard, kGuardByte);
     if (runnable) b.bytes.insert(b.bytes.end(), fill[k].begin(), fill[k].end());
     b.bytes.insert(b.bytes.end(), kGuard, kGuardByte);
-    if (t.present) p[k] = b.data(t);
+    base[k] = copies.upload(b.bytes);
+    const ptrdiff_t origin = static_cast<uint8_t *>(b.data(t)) - b.bytes.data();
+    if (t.present) p[k] = static_cast<uint8_t *>(base[k]) + origin;
     if (c.null_what >= 4 && static_cast<size_t>(c.null_what - 4) == k) p[k] = nullptr;
   }
+  auto download = [&] {
+    for (size_t k = 0; k < c.t.size(); ++k) copies.download(r.buffers[k].bytes, base[k]);
+  };
   bool ok = true;
   std::vector<infiniopTensorDescriptor_t> d(c.t.size());
   for (size_t k = 0; k < c.t.size(); ++k) d[k] = makeDesc(c.t[k], &ok);
@@ -889,7 +929,7 @@ double inputScale(const Case &c, const std::vector<std::vector<uint8_t>> &fill) 
   return m;
 }
 
-void compare(const Case &c, const Run &cpu, const Run &ref,
+void compare(const char *device, const Case &c, const Run &cpu, const Run &ref,
              const std::vector<std::vector<uint8_t>> &fill) {
   const double scale = inputScale(c, fill);
   double attr = 1;
@@ -947,10 +987,30 @@ void compare(const Case &c, const Run &cpu, const Run &ref,
           }
           inputs += "\n";
         }
-        fail("cpu differs from cpu_reference", msg + describe(c) + inputs);
+        fail((std::string(device) + " differs from cpu_reference").c_str(),
+             msg + describe(c) + inputs);
       }
     }
   }
+}
+
+// The same statuses as cpu_reference (the workspace, whose size may differ, aside) and, where
+// both succeed, the same results within the operator's bound.
+void checkAgainstReference(const char *device, const Case &c, const Run &run, const Run &ref,
+                           const std::vector<std::vector<uint8_t>> &fill) {
+  if (run.create != ref.create)
+    fail((std::string(device) + " and cpu_reference disagree on create").c_str(),
+         std::string(infiniStatusString(run.create)) + " vs " + infiniStatusString(ref.create) +
+             "\n" + describe(c));
+  if (run.called && ref.called && run.call != ref.call &&
+      (c.workspace_mode == 0 || c.workspace_mode == 3))
+    fail((std::string(device) + " and cpu_reference disagree on the call").c_str(),
+         std::string(infiniStatusString(run.call)) + " vs " + infiniStatusString(ref.call) +
+             " (workspace sizes " + std::to_string(run.workspace) + ", " +
+             std::to_string(ref.workspace) + ")\n" + describe(c));
+  if (run.called && ref.called && run.call == INFINI_STATUS_SUCCESS &&
+      ref.call == INFINI_STATUS_SUCCESS)
+    compare(device, c, run, ref, fill);
 }
 
 struct Handles {
@@ -963,6 +1023,12 @@ struct Handles {
     if (env && *env == '1' &&
         infiniopCreateHandle(&cl, INFINI_DEVICE_OPENCL, 0) != INFINI_STATUS_SUCCESS)
       fail("INFINIOP_FUZZ_OPENCL=1 but no opencl handle", infiniopGetLastError());
+  }
+  // At exit, before LeakSanitizer looks: whatever a handle still held would count as leaked.
+  ~Handles() {
+    for (infiniopHandle_t h : {cpu, ref, cl})
+      if (h && infiniopDestroyHandle(h) != INFINI_STATUS_SUCCESS)
+        fail("handle destroy failed", infiniopGetLastError());
   }
 };
 
@@ -982,28 +1048,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::vector<std::vector<uint8_t>> fill(c.t.size());
   if (runnable)
     for (size_t k = 0; k < c.t.size(); ++k) fill[k] = fillBytes(in, c.t[k]);
-  const Run cpu = runOn(handles.cpu, c, fill, runnable);
-  const Run ref = runOn(handles.ref, c, fill, runnable);
-  if (cpu.create != ref.create)
-    fail("cpu and cpu_reference disagree on create", std::string(infiniStatusString(cpu.create)) +
-                                                         " vs " + infiniStatusString(ref.create) +
-                                                         "\n" + describe(c));
-  if (cpu.called && ref.called && cpu.call != ref.call &&
-      (c.workspace_mode == 0 || c.workspace_mode == 3))
-    fail("cpu and cpu_reference disagree on the call",
-         std::string(infiniStatusString(cpu.call)) + " vs " + infiniStatusString(ref.call) +
-             " (workspace sizes " + std::to_string(cpu.workspace) + ", " +
-             std::to_string(ref.workspace) + ")\n" + describe(c));
-  if (cpu.called && ref.called && cpu.call == INFINI_STATUS_SUCCESS &&
-      ref.call == INFINI_STATUS_SUCCESS)
-    compare(c, cpu, ref, fill);
-  if (handles.cl) {
-    // Create and workspace size only: opencl data pointers are device memory, not host buffers.
-    const Run cl = runOn(handles.cl, c, fill, false);
-    if (cl.create != ref.create)
-      fail("opencl and cpu_reference disagree on create",
-           std::string(infiniStatusString(cl.create)) + " vs " + infiniStatusString(ref.create) +
-               "\n" + describe(c));
-  }
+  const Run ref = runOn(handles.ref, false, c, fill, runnable);
+  checkAgainstReference("cpu", c, runOn(handles.cpu, false, c, fill, runnable), ref, fill);
+  // opencl: the same call on device copies of the same bytes.
+  if (handles.cl)
+    checkAgainstReference("opencl", c, runOn(handles.cl, true, c, fill, runnable), ref, fill);
   return 0;
 }
