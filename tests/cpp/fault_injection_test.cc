@@ -692,8 +692,11 @@ class WarmHandles : public ::testing::Environment {
     return h;
   }
   void TearDown() override {
-    for (auto &entry : handles())
-      if (entry.second) EXPECT_EQ(infiniopDestroyHandle(entry.second), INFINI_STATUS_SUCCESS);
+    for (auto &entry : handles()) {
+      if (entry.second) {
+        EXPECT_EQ(infiniopDestroyHandle(entry.second), INFINI_STATUS_SUCCESS);
+      }
+    }
     handles().clear();
   }
 
