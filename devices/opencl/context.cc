@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Device choice, and the lifetime of an OpenCL handle's state: context, default queue, tables.
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <memory>
@@ -83,7 +84,8 @@ infiniStatus_t chooseIndex(int device_id, long *index) {
   char *end = nullptr;
   errno = 0;
   *index = std::strtol(env, &end, 10);
-  if (errno || *end || *index < 0)
+  // Digits only: strtol alone also takes leading blanks and a sign (" 0", "+1").
+  if (!std::isdigit(static_cast<unsigned char>(*env)) || errno || *end || *index < 0)
     return fail(INFINI_STATUS_DEVICE_NOT_FOUND, std::string(kWhere) + ": INFINIOP_OPENCL_DEVICE='" +
                                                     env + "' is not a device index");
   return INFINI_STATUS_SUCCESS;

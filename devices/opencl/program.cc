@@ -2,8 +2,10 @@
 #include "opencl/program.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -54,15 +56,38 @@ std::string cachePath(const State &s, const std::string &source, const std::stri
   return std::string(dir) + "/" + name;
 }
 
-// A program from a cached binary, or NULL if there is none or it does not load.
+// A cache file: this header, then the binary. Drivers do not survive every malformed binary
+// (PoCL asserts on a truncated one), so a file whose size or checksum does not match its header
+// (a full disk, a crash mid-copy, corruption) is never passed to the driver: the program is
+// rebuilt from source and the file rewritten.
+struct CacheHeader {
+  char magic[8];
+  uint64_t size;      // of the binary
+  uint64_t checksum;  // FNV-1a of the binary
+};
+constexpr char kCacheMagic[8] = {'i', 'n', 'f', 'o', 'p', 'c', 'l', '1'};
+
+uint64_t checksum(const unsigned char *data, size_t size) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < size; ++i) hash = (hash ^ data[i]) * 0x100000001b3ull;
+  return hash;
+}
+
+// A program from a cached binary, or NULL if there is none, it fails the header's checks or it
+// does not load.
 cl_program loadBinary(const State &s, const std::string &path, const std::string &options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return nullptr;
-  const std::vector<unsigned char> binary((std::istreambuf_iterator<char>(in)),
-                                          std::istreambuf_iterator<char>());
-  if (binary.empty()) return nullptr;
-  const unsigned char *data = binary.data();
-  const size_t size = binary.size();
+  const std::vector<unsigned char> file((std::istreambuf_iterator<char>(in)),
+                                        std::istreambuf_iterator<char>());
+  CacheHeader header{};
+  if (file.size() <= sizeof header) return nullptr;
+  std::memcpy(&header, file.data(), sizeof header);
+  const unsigned char *data = file.data() + sizeof header;
+  const size_t size = file.size() - sizeof header;
+  if (std::memcmp(header.magic, kCacheMagic, sizeof kCacheMagic) != 0 || header.size != size ||
+      header.checksum != checksum(data, size))
+    return nullptr;
   cl_int code = CL_SUCCESS, binary_status = CL_SUCCESS;
   cl_program program =
       clCreateProgramWithBinary(s.context, 1, &s.device, &size, &data, &binary_status, &code);
@@ -91,9 +116,14 @@ void storeBinary(cl_program program, const std::string &path) {
   // A name of this process and program's own: concurrent writers never share a temporary file.
   const std::string temporary = path + ".tmp" + std::to_string(getpid()) + "." +
                                 std::to_string(reinterpret_cast<uintptr_t>(program));
+  CacheHeader header{};
+  std::memcpy(header.magic, kCacheMagic, sizeof kCacheMagic);
+  header.size = size;
+  header.checksum = checksum(data, size);
   bool written = false;
   {
     std::ofstream out(temporary, std::ios::binary);
+    out.write(reinterpret_cast<const char *>(&header), sizeof header);
     written = static_cast<bool>(
         out.write(reinterpret_cast<const char *>(data), static_cast<std::streamsize>(size)));
   }

@@ -9,7 +9,7 @@
 namespace infiniop {
 
 infiniStatus_t checkHandle(const char *where, infiniopHandle_t handle) {
-  return checkObject(where, "handle", handle, ObjectHeader::handleKind(), "a handle");
+  return checkObject(where, "handle", handle, ObjectHeader::handleKind());
 }
 
 }  // namespace infiniop
@@ -34,9 +34,11 @@ extern "C" infiniStatus_t infiniopCreateHandle(infiniopHandle_t *handle, infiniD
 }
 
 extern "C" infiniStatus_t infiniopDestroyHandle(infiniopHandle_t handle) {
-  INFINIOP_CHECK(infiniop::checkHandle("infiniopDestroyHandle", handle));
-  delete handle;  // with its state: memory and streams belong to the handle
-  return infiniop::succeed();
+  return infiniop::guarded("infiniopDestroyHandle", [&] {
+    INFINIOP_CHECK(infiniop::checkHandle("infiniopDestroyHandle", handle));
+    delete handle;  // with its state: memory and streams belong to the handle
+    return infiniop::succeed();
+  });
 }
 
 extern "C" infiniStatus_t infiniopGetDeviceTypes(infiniDevice_t *devices, int capacity,

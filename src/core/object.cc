@@ -20,6 +20,12 @@ const char *ObjectHeader::tensorKind() {
   return kTensorKind;
 }
 
+// "a handle", "a tensor descriptor", "a GeluBackward descriptor".
+std::string kindName(const char *kind) {
+  const bool op = std::strcmp(kind, kHandleKind) && std::strcmp(kind, kTensorKind);
+  return std::string("a ") + kind + (op ? " descriptor" : "");
+}
+
 bool isKind(const void *object, const char *kind, std::string *actual) {
   ObjectHeader header;
   std::memcpy(&header, object, sizeof header);
@@ -28,41 +34,44 @@ bool isKind(const void *object, const char *kind, std::string *actual) {
     return false;
   }
   if (std::strcmp(header.kind, kind) == 0) return true;
-  const bool op = std::strcmp(header.kind, kHandleKind) && std::strcmp(header.kind, kTensorKind);
-  *actual = std::string("a ") + header.kind + (op ? " descriptor" : "");
+  *actual = kindName(header.kind);
   return false;
 }
 
 infiniStatus_t checkObject(const char *where, const char *name, const void *object,
-                           const char *kind, const std::string &what) {
+                           const char *kind) {
   if (!object)
     return fail(INFINI_STATUS_NULL_POINTER, std::string(where) + ": " + name + " is NULL");
   std::string actual;
   if (!isKind(object, kind, &actual))
     return fail(INFINI_STATUS_BAD_PARAM,
-                std::string(where) + ": " + name + " is " + actual + ", not " + what);
+                std::string(where) + ": " + name + " is " + actual + ", not " + kindName(kind));
   return INFINI_STATUS_SUCCESS;
 }
 
 infiniStatus_t checkedDescriptor(const char *op, const void *desc, OperatorDescriptor **result) {
-  INFINIOP_CHECK(checkObject(op, "desc", desc, op, std::string("a ") + op + " descriptor"));
+  INFINIOP_CHECK(checkObject(op, "desc", desc, op));
   *result = static_cast<OperatorDescriptor *>(const_cast<void *>(desc));
   return INFINI_STATUS_SUCCESS;
 }
 
 infiniStatus_t descriptorWorkspaceSize(const char *op, const void *desc, size_t *size) {
-  OperatorDescriptor *base = nullptr;
-  INFINIOP_CHECK(checkedDescriptor(op, desc, &base));
-  if (!size) return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": size is NULL");
-  *size = base->workspace_size;
-  return succeed();
+  return guarded(op, [&] {
+    OperatorDescriptor *base = nullptr;
+    INFINIOP_CHECK(checkedDescriptor(op, desc, &base));
+    if (!size) return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": size is NULL");
+    *size = base->workspace_size;
+    return succeed();
+  });
 }
 
 infiniStatus_t destroyDescriptor(const char *op, void *desc) {
-  OperatorDescriptor *base = nullptr;
-  INFINIOP_CHECK(checkedDescriptor(op, desc, &base));
-  base->destroy(base);
-  return succeed();
+  return guarded(op, [&] {
+    OperatorDescriptor *base = nullptr;
+    INFINIOP_CHECK(checkedDescriptor(op, desc, &base));
+    base->destroy(base);
+    return succeed();
+  });
 }
 
 }  // namespace infiniop

@@ -46,9 +46,10 @@ struct OperatorDescriptor {
 bool isKind(const void *object, const char *kind, std::string *actual);
 
 // NULL_POINTER for a NULL `object`, BAD_PARAM for anything but a live object of `kind`, each
-// with a message "<where>: <name> is ..."; `what` names the expected kind in it.
+// with a message "<where>: <name> is ..., not a <kind>[ descriptor]". Allocates nothing when the
+// object is one: destroy and size queries cannot fail for want of memory.
 infiniStatus_t checkObject(const char *where, const char *name, const void *object,
-                           const char *kind, const std::string &what);
+                           const char *kind);
 
 // The operator descriptor behind `desc` when it is one of operator `op`'s: NULL is
 // NULL_POINTER, anything else BAD_PARAM, each with a message.

@@ -122,7 +122,7 @@ static infiniStatus_t createTensor(infiniopTensorDescriptor_t *desc, size_t ndim
 }  // namespace infiniop
 
 infiniStatus_t infiniop::checkTensor(const char *where, const char *name, const Tensor *tensor) {
-  return checkObject(where, name, tensor, ObjectHeader::tensorKind(), "a tensor descriptor");
+  return checkObject(where, name, tensor, ObjectHeader::tensorKind());
 }
 
 extern "C" infiniStatus_t infiniopCreateTensorDescriptor(infiniopTensorDescriptor_t *desc,
@@ -135,7 +135,9 @@ extern "C" infiniStatus_t infiniopCreateTensorDescriptor(infiniopTensorDescripto
 }
 
 extern "C" infiniStatus_t infiniopDestroyTensorDescriptor(infiniopTensorDescriptor_t desc) {
-  INFINIOP_CHECK(infiniop::checkTensor("infiniopDestroyTensorDescriptor", "desc", desc));
-  delete desc;
-  return infiniop::succeed();
+  return infiniop::guarded("infiniopDestroyTensorDescriptor", [&] {
+    INFINIOP_CHECK(infiniop::checkTensor("infiniopDestroyTensorDescriptor", "desc", desc));
+    delete desc;
+    return infiniop::succeed();
+  });
 }

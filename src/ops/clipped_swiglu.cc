@@ -135,15 +135,18 @@ infiniStatus_t calculate(const char *op, const void *public_desc, void *workspac
                          size_t workspace_size, std::initializer_list<void *> outputs,
                          std::initializer_list<const void *> inputs, const void *group_index,
                          void *stream) {
-  ClippedDescriptor *desc = nullptr;
-  INFINIOP_CHECK(infiniop::unwrapDescriptor(op, public_desc, &desc));
-  ew::ActiveRows rows = nullptr;
-  if (desc->groups.has_groups)
-    rows = [&](size_t total, size_t *active) {
-      return activeRows(op, *desc, group_index, stream, total, active);
-    };
-  return ew::calculate(op, desc->elementwise.get(), workspace, workspace_size, outputs, inputs,
-                       stream, rows);
+  // Guarded here too: the ActiveRows closure is allocated before ew::calculate's guard.
+  return infiniop::guarded(op, [&] {
+    ClippedDescriptor *desc = nullptr;
+    INFINIOP_CHECK(infiniop::unwrapDescriptor(op, public_desc, &desc));
+    ew::ActiveRows rows = nullptr;
+    if (desc->groups.has_groups)
+      rows = [&](size_t total, size_t *active) {
+        return activeRows(op, *desc, group_index, stream, total, active);
+      };
+    return ew::calculate(op, desc->elementwise.get(), workspace, workspace_size, outputs, inputs,
+                         stream, rows);
+  });
 }
 }  // namespace
 
