@@ -58,9 +58,10 @@ std::vector<std::vector<uint8_t>> runOnce(infiniopHandle_t handle, const OpSpec 
   EXPECT_EQ(op.calculate(desc, workspace, workspace_size, ptrs, stream), INFINI_STATUS_SUCCESS)
       << op.name << ": " << infiniopGetLastError();
   EXPECT_STREQ(infiniopGetLastError(), "") << "a successful call leaves the last error empty";
-  if (stream)
+  if (stream) {
     EXPECT_EQ(infiniopStreamSynchronize(handle, stream), INFINI_STATUS_SUCCESS)
         << infiniopGetLastError();
+  }
   device.download();
   std::vector<std::vector<uint8_t>> bytes;
   for (const auto &b : buffers) bytes.push_back(b->storage());
@@ -73,7 +74,9 @@ struct Made {
   std::vector<infiniopTensorDescriptor_t> tensors;
   const OpSpec *op = nullptr;
   ~Made() {
-    if (desc) EXPECT_EQ(op->destroy(desc), INFINI_STATUS_SUCCESS) << infiniopGetLastError();
+    if (desc) {
+      EXPECT_EQ(op->destroy(desc), INFINI_STATUS_SUCCESS) << infiniopGetLastError();
+    }
     for (auto t : tensors) EXPECT_EQ(infiniopDestroyTensorDescriptor(t), INFINI_STATUS_SUCCESS);
   }
 };
@@ -154,15 +157,18 @@ TEST_P(Concurrency, HandlesAndDescriptorsMadeAndDestroyedAtOnce) {
   onThreads([&](int) {
     for (int round = 0; round < kRounds; ++round) {
       infiniopHandle_t h = handle();
-      if (own_handles)
+      if (own_handles) {
         EXPECT_EQ(infiniopCreateHandle(&h, std::get<0>(GetParam()), 0), INFINI_STATUS_SUCCESS)
             << infiniopGetLastError();
+      }
       {
         Made mine;
         make(h, op(), mine);
         if (!mine.desc || runOnce(h, op(), mine.desc, 1, nullptr) != expected) ++mismatches;
       }
-      if (own_handles) EXPECT_EQ(infiniopDestroyHandle(h), INFINI_STATUS_SUCCESS);
+      if (own_handles) {
+        EXPECT_EQ(infiniopDestroyHandle(h), INFINI_STATUS_SUCCESS);
+      }
     }
   });
   EXPECT_EQ(mismatches.load(), 0);
