@@ -21,15 +21,12 @@ HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// a b + c rounded once. Without a native fma each lane goes through std::fma, which is correctly
-// rounded by definition (glibc computes it exactly in double with round-to-odd): slower on those
-// legacy targets, never different.
+#if !HWY_NATIVE_FMA
+// Each lane through std::fma, which is correctly rounded by definition (glibc computes it exactly
+// in double with round-to-odd): slower on these legacy targets, never different. Out of line, one
+// instance per target: the kernels hold dozens of fmas, each inlined copy would be a loop.
 template <class D, class V>
-HWY_INLINE V Fma(D d, V a, V b, V c) {
-#if HWY_NATIVE_FMA
-  (void)d;
-  return hn::MulAdd(a, b, c);
-#else
+HWY_NOINLINE V EmulatedFma(D d, V a, V b, V c) {
   constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
   HWY_ALIGN float la[kMaxLanes], lb[kMaxLanes], lc[kMaxLanes];
   hn::Store(a, d, la);
@@ -37,6 +34,17 @@ HWY_INLINE V Fma(D d, V a, V b, V c) {
   hn::Store(c, d, lc);
   for (size_t i = 0; i < hn::Lanes(d); ++i) la[i] = std::fma(la[i], lb[i], lc[i]);
   return hn::Load(d, la);
+}
+#endif
+
+// a b + c rounded once: the target's fma, or EmulatedFma where it has none.
+template <class D, class V>
+HWY_INLINE V Fma(D d, V a, V b, V c) {
+#if HWY_NATIVE_FMA
+  (void)d;
+  return hn::MulAdd(a, b, c);
+#else
+  return EmulatedFma(d, a, b, c);
 #endif
 }
 
