@@ -3,7 +3,7 @@
 // -DSTORAGE_F16 or -DSTORAGE_BF16), its loads and stores (one element, or 8 consecutive ones as
 // a float8), and the F32 maths of the activations, ported from devices/cpu/math-inl.h so that
 // both devices round the same way. OpenCL 1.2 C, no extension:
-// F16 and BF16 are `ushort` bits converted here, round to nearest even, NaN kept quiet, exactly
+// F16 and BF16 are `ushort` bits converted here, round to nearest even, NaN canonical, exactly
 // as src/core/dtype.h does it.
 
 // Contraction would change the results per driver; every fused multiply-add here is an fma().
@@ -13,19 +13,23 @@
 // keeps its in/out arrays in memory, and PoCL then vectorizes nothing across work-items.
 #define INLINE inline __attribute__((always_inline))
 
+// Every NaN a store writes is the canonical quiet NaN, positive (F32 0x7fc00000, F16 0x7e00, BF16
+// 0x7fc0), as devices/cpu/convert-inl.h's: which NaN an operation passes on differs by device.
+#define CANONICAL_NAN as_float(0x7fc00000u)
+
 #if defined(STORAGE_F32)
 typedef float storage_t;
 INLINE float load_value(const __global storage_t *p, ulong i) {
   return p[i];
 }
 INLINE void store_value(__global storage_t *p, ulong i, float v) {
-  p[i] = v;
+  p[i] = isnan(v) ? CANONICAL_NAN : v;
 }
 INLINE float8 load8(const __global storage_t *p, ulong i) {
   return vload8(0, p + i);
 }
 INLINE void store8(__global storage_t *p, ulong i, float8 v) {
-  vstore8(v, 0, p + i);
+  vstore8(select(v, (float8)CANONICAL_NAN, isnan(v)), 0, p + i);
 }
 #elif defined(STORAGE_BF16)
 typedef ushort storage_t;
@@ -36,7 +40,7 @@ INLINE float load_value(const __global storage_t *p, ulong i) {
 INLINE ushort bf16_from_f32(float f) {
   const uint u = as_uint(f);
   const uint rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint quiet_nan = (u >> 16) | 0x40u;
+  const uint quiet_nan = 0x7fc0u;
   return (ushort)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 INLINE void store_value(__global storage_t *p, ulong i, float v) {
@@ -57,13 +61,13 @@ typedef ushort storage_t;
 // that clang's SLP vectorizer packs two operands' conversions into 2-lane vectors, which PoCL
 // then cannot vectorize across work-items (F16 ran 4-12x slower than the cpu device).
 // The load also quiets a signaling NaN, which no result can show: F32 arithmetic quiets it, and
-// every store writes a NaN as 0x7e00 and its sign.
+// every store writes a NaN as 0x7e00.
 INLINE float load_value(const __global storage_t *p, ulong i) {
   return (float)((const __global _Float16 *)p)[i];
 }
 INLINE void store_value(__global storage_t *p, ulong i, float v) {
   const ushort bits = as_ushort((_Float16)v);
-  p[i] = isnan(v) ? (bits & 0x8000u) | 0x7e00u : bits;
+  p[i] = isnan(v) ? 0x7e00u : bits;
 }
 INLINE float8 load8(const __global storage_t *p, ulong i) {
   float8 v;
@@ -96,9 +100,8 @@ INLINE ushort f16_from_f32(float f) {
   // Below 2^-14 (F16 subnormal or zero): adding 0.5 rounds at 2^-24, nearest even.
   const uint subnormal = as_uint(as_float(a) + 0.5f) - as_uint(0.5f);
   uint bits = a < 0x38800000u ? subnormal : normal;
-  bits = a >= 0x477ff000u ? 0x7c00u : bits;  // rounds to >= 65520: infinity
-  bits = a > 0x7f800000u ? 0x7e00u : bits;   // NaN, quiet
-  return (ushort)(sign | bits);
+  bits = a >= 0x477ff000u ? 0x7c00u : bits;                  // rounds to >= 65520: infinity
+  return a > 0x7f800000u ? 0x7e00u : (ushort)(sign | bits);  // NaN: canonical
 }
 INLINE void store_value(__global storage_t *p, ulong i, float v) {
   p[i] = f16_from_f32(v);
