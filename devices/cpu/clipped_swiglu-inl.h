@@ -44,13 +44,14 @@ struct ClippedGate {
     // Beside the slope's work, a s: one rounding more than the corrected quotient (math-inl.h).
     V gate = want_slope ? hn::Mul(a_clamped, sigmoid.s) : sigmoid.Times(d, a_clamped);
     gate = hn::IfThenElse(far_left, hn::Mul(a_tail, e_tail), gate);
-    g = hn::IfThenElse(infinite, hn::IfThenZeroElse(minus_inf, a), gate);
+    // the limits at an infinite a: a itself, or a zero of a's sign (approached from a's side)
+    g = hn::IfThenElse(infinite, hn::IfThenElse(minus_inf, hn::CopySign(hn::Zero(d), a), a), gate);
     unscale = TailUnscale(d, hn::AndNot(infinite, far_left));
     if (want_slope) {  // g'(a) = s + z s (1 - s); z s (1 - s) vanishes beyond z = 40
       const V capped = hn::Min(z_clamped, hn::Set(d, 40.0f));
       slope = hn::IfThenElse(far_left, Fma(d, z_tail, e_tail, e_tail),
                              Fma(d, capped, sigmoid.Slope(), sigmoid.s));
-      slope = hn::IfThenZeroElse(minus_inf, slope);
+      slope = hn::IfThenElse(minus_inf, hn::Set(d, -0.0f), slope);  // (1 + z) e^z, from below
     }
   }
   V a, b, g, slope, unscale;

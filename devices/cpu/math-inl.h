@@ -160,19 +160,21 @@ struct Sigmoid {
   V e_lo, e, den, den_lo, estimate, s;
 };
 
-// `value` computed from a clamped x, with x's non-finite cases restored: 0 where x is -inf (the
-// limit of silu, gelu and their derivatives there), NaN where x is NaN.
+// `value` computed from a clamped x, with x's non-finite cases restored: -0 where x is -inf (the
+// limit of silu', gelu' and the gate's slope there, approached from below), NaN where x is NaN.
 template <class D, class V>
 HWY_INLINE V ZeroAtMinusInfNaNAtNaN(D d, V x, V value) {
-  value = hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, -3.4028235e38f)), value);
+  value = hn::IfThenElse(hn::Lt(x, hn::Set(d, -3.4028235e38f)), hn::Set(d, -0.0f), value);
   return hn::IfThenElse(hn::IsNaN(x), x, value);
 }
 
-// `value` = x f(x) computed from a clamped x, with x's non-finite cases restored: 0 at -inf (the
-// limit of silu and gelu there), x itself at +inf and NaN.
+// `value` = x f(x) computed from a clamped x, with x's non-finite cases restored: -0 at -inf (the
+// limit of silu and gelu there, from below, as at every finite x far left), x itself at +inf and
+// NaN.
 template <class D, class V>
 HWY_INLINE V ProductAtNonFinite(D d, V x, V value) {
-  return hn::IfThenElse(hn::IsFinite(x), value, hn::IfThenZeroElse(hn::Lt(x, hn::Zero(d)), x));
+  return hn::IfThenElse(hn::IsFinite(x), value,
+                        hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Set(d, -0.0f), x));
 }
 
 // The activations below are the exact paths, for the lanes whose fast path (the *At structs
@@ -344,13 +346,14 @@ struct GeluTanhAt {
 // T is a product and quotients, never a difference, so the left tail keeps its relative accuracy;
 // a^2 / 2 goes to exp as an exact hi + lo pair, so its rounding is not multiplied by a^2 / 2.
 // a is clamped at 13.19 (exp's argument 87) on the right, where Phi is 1 and x phi(x) vanishes.
-// The tail is x < -13.19: there exp is scaled (ScaledExpOfMinus), x clamped at -18.7 (a^2 / 2 =
-// 174.8), and F's fit holds to 2.4e-7 (relative, against 8e-8 below 13.19).
-constexpr float kGeluErfTailBound = -INFINIOP_ERF_CLAMP;
+// The tail is x < -12.9, below which Phi(x) (2.3e-38 there) soon leaves the normal range: there
+// exp is scaled (ScaledExpOfMinus), x clamped at -18.7 (a^2 / 2 = 174.8), and F's fit holds to
+// 2.4e-7 (relative, against 8e-8 below 13.19).
+constexpr float kGeluErfTailBound = -12.9f;
 template <class D, class V>
 HWY_INLINE V GeluErf(D d, V input, V *derivative, V *unscale) {
   const V clamp = hn::Set(d, INFINIOP_ERF_CLAMP);
-  const auto tail = hn::Lt(input, hn::Neg(clamp));
+  const auto tail = hn::Lt(input, hn::Set(d, kGeluErfTailBound));
   // -inf -> -18.7, NaN -> -clamp; +inf and NaN restored below
   const V x = hn::Max(input, hn::IfThenElse(tail, hn::Set(d, -18.7f), hn::Neg(clamp)));
   const V a = hn::Min(hn::Abs(x), hn::IfThenElse(tail, hn::Set(d, 18.7f), clamp));

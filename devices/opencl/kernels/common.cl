@@ -150,11 +150,12 @@ INLINE float scaled_exp_of_minus(float w, float lo) {
   return exp_of_minus_sum(w - 128.0f * INFINIOP_LN2_HI, lo - 128.0f * INFINIOP_LN2_LO);
 }
 
-// 1 / y within 2^-17 for a positive normal y below 2^126 (ieee-inl.h's ReciprocalEstimate): the
-// same integer estimate and two Newton steps on every device, so that no driver's division or
-// native reciprocal enters a result.
+// 1 / y within about 1 ulp for a positive normal y below 2^126 (ieee-inl.h's
+// ReciprocalEstimate): the same integer estimate and three Newton steps on every device, so that
+// no driver's division or native reciprocal enters a result.
 INLINE float reciprocal_estimate(float y) {
   float r = as_float(0x7EF311C3u - as_uint(y));
+  r = fma(r, fma(-y, r, 1.0f), r);
   r = fma(r, fma(-y, r, 1.0f), r);
   return fma(r, fma(-y, r, 1.0f), r);
 }
@@ -223,13 +224,13 @@ INLINE float sigmoid_slope_times(sigmoid_t g, float c, float gv, float g_lo, boo
 
 // `value` computed from a clamped x, with x's non-finite cases restored.
 INLINE float zero_at_minus_inf_nan_at_nan(float x, float value) {
-  if (x < -3.4028235e38f) value = 0.0f;
+  if (x < -3.4028235e38f) value = -0.0f;
   return isnan(x) ? x : value;
 }
 
 // `value` = x f(x) computed from a clamped x: 0 at x = -inf, x at +inf and NaN.
 INLINE float product_at_non_finite(float x, float value) {
-  return isfinite(x) ? value : (x < 0.0f ? 0.0f : x);
+  return isfinite(x) ? value : (x < 0.0f ? -0.0f : x);
 }
 
 // The activations' exact paths return f(x) and, where `derivative` is not null, set *derivative
@@ -287,12 +288,12 @@ INLINE float quotient(float n, float y) {
 // gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x) from one exp, as math-inl.h's
 // GeluErf: with a = |x| (clamped at 13.19 on the right), T = Phi(-a) = exp(-a^2 / 2) / F,
 // F = k a + W, W = 2 + a R(a) / P(a) (scripts/fit_erf.py), a^2 / 2 as an exact pair, F kept as
-// the pair (k a, W) in the quotient's remainder; the tail x < -13.19 with exp scaled, x clamped at
-// -18.7.
-#define GELU_ERF_TAIL_BOUND (-INFINIOP_ERF_CLAMP)
+// the pair (k a, W) in the quotient's remainder; the tail x < -12.9 (Phi below 2.3e-38) with
+// exp scaled, x clamped at -18.7.
+#define GELU_ERF_TAIL_BOUND -12.9f
 INLINE float gelu_erf(float input, float *derivative, float *unscale) {
   const float clamp = INFINIOP_ERF_CLAMP;
-  const bool tail = input < -clamp;
+  const bool tail = input < GELU_ERF_TAIL_BOUND;
   const float x = fmax(input, tail ? -18.7f : -clamp);
   const float a = fmin(fabs(x), tail ? 18.7f : clamp);
   const float half_a = a * 0.5f;
@@ -354,13 +355,13 @@ INLINE clipped_gate_t clipped_gate(float alpha, float limit, float far_left_a, f
   gate = far_left ? a_tail * e_tail : gate;
   const bool infinite = isinf(c.a);
   const bool minus_inf = infinite && z < 0.0f;  // an infinite a: 0 where z < 0, else a
-  c.g = infinite ? (minus_inf ? 0.0f : c.a) : gate;
+  c.g = infinite ? (minus_inf ? copysign(0.0f, c.a) : c.a) : gate;
   c.unscale = (far_left && !infinite) ? TAIL_UNSCALE : 1.0f;
   c.slope = 0.0f;
   if (want_slope) {
     c.slope =
         far_left ? fma(z_tail, e_tail, e_tail) : fma(fmin(z_clamped, 40.0f), sigmoid_slope(g), g.s);
-    c.slope = minus_inf ? 0.0f : c.slope;
+    c.slope = minus_inf ? -0.0f : c.slope;
   }
   return c;
 }
