@@ -13,6 +13,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/dtype.h"
@@ -40,15 +41,22 @@ HWY_INLINE float ScalarF32(const hwy::float16_t *p) {
   std::memcpy(&bits, p, sizeof(bits));
   return f32FromF16(bits);
 }
+// A NaN stored is the canonical quiet NaN, as every vector store (convert-inl.h).
+HWY_INLINE float CanonicalNaN(float v) {
+  if (!std::isnan(v)) return v;
+  const uint32_t bits = 0x7fc00000u;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
 HWY_INLINE void StoreScalar(float v, float *p) {
-  *p = v;
+  *p = CanonicalNaN(v);
 }
 HWY_INLINE void StoreScalar(float v, hwy::bfloat16_t *p) {
-  const uint16_t bits = bf16FromF32(v);
+  const uint16_t bits = bf16FromF32(CanonicalNaN(v));
   std::memcpy(p, &bits, sizeof(bits));
 }
 HWY_INLINE void StoreScalar(float v, hwy::float16_t *p) {
-  const uint16_t bits = f16FromF32(v);
+  const uint16_t bits = f16FromF32(CanonicalNaN(v));
   std::memcpy(p, &bits, sizeof(bits));
 }
 

@@ -62,8 +62,8 @@ HWY_INLINE void LoadTwo(const T *p, RowV &v0, RowV &v1) {
 template <class T>
 HWY_INLINE void StoreTwo(RowV v0, RowV v1, T *p) {
   if constexpr (std::is_same_v<T, float>) {
-    hn::StoreU(v0, RowD(), p);
-    hn::StoreU(v1, RowD(), p + hn::Lanes(RowD()));
+    StoreF32(RowD(), v0, p);  // a NaN canonical, as every store (convert-inl.h)
+    StoreF32(RowD(), v1, p + hn::Lanes(RowD()));
   } else {
     StorePairF32(RowD(), v0, v1, p);
   }

@@ -23,7 +23,7 @@ INLINE float load_scale(const __global scale_t *p, ulong i) {
   return p[i];
 }
 INLINE void store_scale(__global scale_t *p, ulong i, float v) {
-  p[i] = v;
+  p[i] = isnan(v) ? CANONICAL_NAN : v;
 }
 #else
 typedef storage_t scale_t;
