@@ -48,14 +48,25 @@ HWY_INLINE V Fma(D d, V a, V b, V c) {
 #endif
 }
 
-// -a b + c and a b - c, rounded once (negation is exact).
+// -a b + c and a b - c, rounded once (negation is exact): one instruction where the target has
+// an fma (Highway's Neg is an xor the compiler does not fold into the fma).
 template <class D, class V>
 HWY_INLINE V NegFma(D d, V a, V b, V c) {
+#if HWY_NATIVE_FMA
+  (void)d;
+  return hn::NegMulAdd(a, b, c);
+#else
   return Fma(d, hn::Neg(a), b, c);
+#endif
 }
 template <class D, class V>
 HWY_INLINE V FmaSub(D d, V a, V b, V c) {
+#if HWY_NATIVE_FMA
+  (void)d;
+  return hn::MulSub(a, b, c);
+#else
   return Fma(d, a, b, hn::Neg(c));
+#endif
 }
 
 // 1 / y within about 1 ulp for a positive normal y below 2^126, from the same integer estimate
