@@ -158,7 +158,7 @@ template <class T>
 void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather::Inverse &inverse,
                 size_t first, size_t last) {
   HWY_ALIGN T grad_y_buffer[kTile], expanded_buffer[kTile], bias_buffer[kTile], out_buffer[kTile];
-  HWY_ALIGN float slots[kDotSlots];  // a grad_scales dot product (ScaleRowAndDot)
+  HWY_ALIGN float slots[kDotSlots];  // a grad_scales dot product between tiles (ScaleRowAndDot)
   const bool f32_scales = p.scales_dtype == INFINI_DTYPE_F32;
   void *grad_scales = p.grad_scales.present ? data.grad_scales : nullptr;
   const RowView &out_view = p.grad_expanded_x;
@@ -195,23 +195,22 @@ void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather:
                           ? RowOf<T>(p.bias, data.bias, p.expert_index.at(data.expert_index, r, k))
                           : nullptr;
       const float scale = ScaleOf<T>(p.scales, f32_scales, data.scales, r, k);
-      // The first tile starts the slots at +0; with no tile (H = 0) the sum is +0.
-      if (grad_scales && p.hidden == 0) std::memset(slots, 0, sizeof(slots));
+      float sum = 0.0f;  // with no tile (H = 0), the empty sum
       ForEachTile(
           p.hidden, [&](TileSpan t) __attribute__((always_inline)) {
             const T *g = InputTile(grad_y, p.grad_y.col_stride, t, grad_y_buffer, true);
             T *tile = rows.out ? OutputTile(rows.out, out_view.col_stride, t, out_buffer) : nullptr;
             const bool stream = streaming && tile && tile != out_buffer && StreamAligned(tile);
-            ScaleRowAndDot(g, scale, tile, stream,
-                           InputTile(rows.expanded, p.expanded_x.col_stride, t, expanded_buffer),
-                           InputTile(bias, p.bias.col_stride, t, bias_buffer), t.padded,
-                           grad_scales ? slots : nullptr, t.start == 0,
-                           prefetch_out && next.out ? next.out + t.start : nullptr,
-                           prefetch_expanded && next.expanded ? next.expanded + t.start : nullptr);
+            sum = ScaleRowAndDot(
+                g, scale, tile, stream,
+                InputTile(rows.expanded, p.expanded_x.col_stride, t, expanded_buffer),
+                InputTile(bias, p.bias.col_stride, t, bias_buffer), t.padded,
+                grad_scales ? slots : nullptr, t.start == 0, t.start + t.count == p.hidden,
+                prefetch_out && next.out ? next.out + t.start : nullptr,
+                prefetch_expanded && next.expanded ? next.expanded + t.start : nullptr);
             if (tile) FlushTile(rows.out, out_view.col_stride, t, tile);
           });
       if (grad_scales) {
-        const float sum = DotSlotsSum<T>(slots);
         const ptrdiff_t at = p.grad_scales.offset(r, k);
         if (f32_scales)
           static_cast<float *>(grad_scales)[at] = sum;
