@@ -340,6 +340,21 @@ struct GeluTanhAt {
   Sigmoid<V> sigmoid;
 };
 
+// W = 2 + a R(a) / P(a) of gelu_erf's F = k a + W (math_constants.h): R and P interleaved by
+// Horner, R / P one corrected quotient.
+template <class D, class V>
+HWY_INLINE V ErfW(D d, V a) {
+  V r = hn::Set(d, INFINIOP_ERF_R3), p = hn::Set(d, INFINIOP_ERF_P4);
+  p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P3));
+  r = Fma(d, r, a, hn::Set(d, INFINIOP_ERF_R2));
+  p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P2));
+  r = Fma(d, r, a, hn::Set(d, INFINIOP_ERF_R1));
+  p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P1));
+  r = Fma(d, r, a, hn::Set(d, INFINIOP_ERF_R0));
+  p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P0));
+  return Fma(d, a, Quotient(d, r, p), hn::Set(d, 2.0f));
+}
+
 // gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x), from one exp: with a = |x|,
 //   T = Phi(-a) = exp(-a^2 / 2) / F(a),  F = k a + 2 + a R(a) / P(a)  (math_constants.h,
 //   scripts/fit_erf.py),  Phi(x) = T for x < 0, 1 - T otherwise,  phi(x) = exp(-a^2 / 2) c.
@@ -362,20 +377,12 @@ HWY_INLINE V GeluErf(D d, V input, V *derivative, V *unscale) {
   const V h_lo = ProductError(d, half_a, a, h);
   const V e = hn::IfThenElse(tail, ScaledExpOfMinus(d, h, h_lo), ExpOfMinus(d, h, &h_lo));
   *unscale = TailUnscale(d, tail);
-  V s = hn::Set(d, INFINIOP_ERF_R3), p = hn::Set(d, INFINIOP_ERF_P4);
-  p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P3));
-  s = Fma(d, s, a, hn::Set(d, INFINIOP_ERF_R2));
-  p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P2));
-  s = Fma(d, s, a, hn::Set(d, INFINIOP_ERF_R1));
-  p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P1));
-  s = Fma(d, s, a, hn::Set(d, INFINIOP_ERF_R0));
-  p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P0));
   // F = k a + W, W = 2 + a R / P: the 2 exact, so near a = 0 (W ~ 2, S and P just above powers
   // of two) their roundings are damped by a. F is kept as the pair (k a, W) in the quotients'
   // remainders, so its own rounding does not count either. F >= 2; F(0) = 2 exactly, so
   // Phi(0) = 1/2.
   const V ka = hn::Mul(hn::Set(d, INFINIOP_ERF_K), a);
-  const V w = Fma(d, a, Quotient(d, s, p), hn::Set(d, 2.0f));
+  const V w = ErfW(d, a);
   const V r = ReciprocalEstimate(d, hn::Add(ka, w));
   const auto over_f = [&](V n) {  // n / (k a + W) within 0.5 ulp + 2^-27 (as Quotient)
     const V q = hn::Mul(n, r);
@@ -421,17 +428,9 @@ struct GeluErfAt {
     V h_lo;
     const V h = ProductPair(d, half_a, a, &h_lo);
     e = ExpOfMinus(d, h, &h_lo, &e_lo);
-    V r = hn::Set(d, INFINIOP_ERF_R3), p = hn::Set(d, INFINIOP_ERF_P4);
-    p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P3));
-    r = Fma(d, r, a, hn::Set(d, INFINIOP_ERF_R2));
-    p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P2));
-    r = Fma(d, r, a, hn::Set(d, INFINIOP_ERF_R1));
-    p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P1));
-    r = Fma(d, r, a, hn::Set(d, INFINIOP_ERF_R0));
-    p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P0));
     V ka_lo;
     const V ka = ProductPair(d, hn::Set(d, INFINIOP_ERF_K), a, &ka_lo);
-    const V w = Fma(d, a, Quotient(d, r, p), hn::Set(d, 2.0f));
+    const V w = ErfW(d, a);
     const V f = hn::Add(ka, w);
     // t + t_lo = (e + e_lo) / (ka + ka_lo + w): q = e / f's estimate, its remainder exact but
     // for the roundings of values far below q's ulp.

@@ -285,6 +285,25 @@ INLINE float quotient(float n, float y) {
   return fma(fma(-q, y, n), r, q);
 }
 
+// W = 2 + a R(a) / P(a) of gelu_erf's F = k a + W (math-inl.h's ErfW).
+INLINE float erf_w(float a) {
+  float r = INFINIOP_ERF_R3, p = INFINIOP_ERF_P4;
+  p = fma(p, a, INFINIOP_ERF_P3);
+  r = fma(r, a, INFINIOP_ERF_R2);
+  p = fma(p, a, INFINIOP_ERF_P2);
+  r = fma(r, a, INFINIOP_ERF_R1);
+  p = fma(p, a, INFINIOP_ERF_P1);
+  r = fma(r, a, INFINIOP_ERF_R0);
+  p = fma(p, a, INFINIOP_ERF_P0);
+  return fma(a, quotient(r, p), 2.0f);
+}
+
+// n / (k a + W) from F's reciprocal estimate r, within 0.5 ulp + 2^-27 (as quotient).
+INLINE float gelu_erf_over_f(float n, float r, float ka, float w) {
+  const float q = n * r;
+  return fma(fma(-q, w, fma(-q, ka, n)), r, q);
+}
+
 // gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x) from one exp, as math-inl.h's
 // GeluErf: with a = |x| (clamped at 13.19 on the right), T = Phi(-a) = exp(-a^2 / 2) / F,
 // F = k a + W, W = 2 + a R(a) / P(a) (scripts/fit_erf.py), a^2 / 2 as an exact pair, F kept as
@@ -301,26 +320,16 @@ INLINE float gelu_erf(float input, float *derivative, float *unscale) {
   const float h_lo = fma(half_a, a, -h);
   const float e = tail ? scaled_exp_of_minus(h, h_lo) : exp_of_minus_sum(h, h_lo);
   *unscale = tail ? TAIL_UNSCALE : 1.0f;
-  float s = INFINIOP_ERF_R3, p = INFINIOP_ERF_P4;
-  p = fma(p, a, INFINIOP_ERF_P3);
-  s = fma(s, a, INFINIOP_ERF_R2);
-  p = fma(p, a, INFINIOP_ERF_P2);
-  s = fma(s, a, INFINIOP_ERF_R1);
-  p = fma(p, a, INFINIOP_ERF_P1);
-  s = fma(s, a, INFINIOP_ERF_R0);
-  p = fma(p, a, INFINIOP_ERF_P0);
   const float ka = INFINIOP_ERF_K * a;
-  const float w = fma(a, quotient(s, p), 2.0f);
+  const float w = erf_w(a);
   const float r = reciprocal_estimate(ka + w);
   // n / (k a + W) within 0.5 ulp + 2^-27 (as quotient)
-#define GELU_ERF_OVER_F(n) fma(fma(-((n)*r), w, fma(-((n)*r), ka, (n))), r, (n)*r)
   if (!derivative) {
     const float xe = x * e;
-    const float xt = GELU_ERF_OVER_F(xe);
+    const float xt = gelu_erf_over_f(xe, r, ka, w);
     return product_at_non_finite(input, x < 0.0f ? xt : x - xt);
   }
-  const float t = GELU_ERF_OVER_F(e);
-#undef GELU_ERF_OVER_F
+  const float t = gelu_erf_over_f(e, r, ka, w);
   const float cdf = x < 0.0f ? t : 1.0f - t;
   *derivative =
       zero_at_minus_inf_nan_at_nan(input, fma(fmin(x, clamp) * e, INFINIOP_INV_SQRT_2PI, cdf));
@@ -452,17 +461,9 @@ INLINE gelu_erf_at_t gelu_erf_at(float input) {
   float h_lo;
   const float h = product_pair(half_a, a, &h_lo);
   at.e = exp_of_minus_pair(h, h_lo, &at.e_lo);
-  float r = INFINIOP_ERF_R3, p = INFINIOP_ERF_P4;
-  p = fma(p, a, INFINIOP_ERF_P3);
-  r = fma(r, a, INFINIOP_ERF_R2);
-  p = fma(p, a, INFINIOP_ERF_P2);
-  r = fma(r, a, INFINIOP_ERF_R1);
-  p = fma(p, a, INFINIOP_ERF_P1);
-  r = fma(r, a, INFINIOP_ERF_R0);
-  p = fma(p, a, INFINIOP_ERF_P0);
   float ka_lo;
   const float ka = product_pair(INFINIOP_ERF_K, a, &ka_lo);
-  const float w = fma(a, quotient(r, p), 2.0f);
+  const float w = erf_w(a);
   // t + t_lo = (e + e_lo) / (ka + ka_lo + w): t = e / f's estimate, its remainder exact but for
   // the roundings of values far below t's ulp.
   const float estimate = reciprocal_estimate(ka + w);
