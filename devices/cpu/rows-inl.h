@@ -295,104 +295,126 @@ HWY_INLINE float DotSlotsSum(const float *slots) {
 // (a, b padded with +0, or absent; g padded with -0 by InputTile), which leaves every slot as
 // it is, -0 included, so the slots hold exactly the chains over the row's elements. Prefetches
 // next_out/next_a.
+// One variant of ScaleRowAndDot's loop (kWrite 0: no out, 1: StoreTwo, 2: StreamTwo; the rows
+// present), out of line: one small function per variant rather than all of them inlined into
+// the caller, which made one function too large to compile in reasonable time under ASan+UBSan.
+// A call per tile costs nothing beside a tile's work.
+template <int kWrite, bool kAccumulate, bool kA, bool kB, class T>
+HWY_NOINLINE float ScaleRowAndDotLoop(const T *g, float s, T *out, const T *a, const T *b, size_t n,
+                                      float *slots, bool first_tile, bool last_tile,
+                                      const T *next_out, const T *next_a) {
+  const RowD d;
+  const size_t lanes = hn::Lanes(d);
+  const RowV scale = hn::Set(d, s);
+  // The step at j: the scaled copy of [j, j + 2 lanes), and its products added into (acc0,
+  // acc1), the slots of j % kDotSlots.
+  const auto step = [&](size_t j, RowV & acc0, RowV & acc1) __attribute__((always_inline)) {
+    PrefetchAt(next_out, j);
+    PrefetchAt(next_a, j);
+    RowV g0, g1;
+    LoadTwo(g + j, g0, g1);
+    if constexpr (kWrite == 1) StoreTwo(hn::Mul(g0, scale), hn::Mul(g1, scale), out + j);
+    if constexpr (kWrite == 2) StreamTwo(hn::Mul(g0, scale), hn::Mul(g1, scale), out + j);
+    if constexpr (kAccumulate) {
+      RowV v0, v1;
+      LoadSum<kA, kB>(a, b, j, v0, v1);
+      acc0 = Fma(d, v0, g0, acc0);
+      acc1 = Fma(d, v1, g1, acc1);
+    }
+  };
+  constexpr size_t kVectors = kDotSlots / hn::MaxLanes(RowD());  // the slots' vectors
+  HWY_ALIGN float sums[kDotSlots];
+  if constexpr (!kAccumulate) {
+    RowV unused = hn::Zero(d);
+    for (size_t j = 0; j < n; j += 2 * lanes) step(j, unused, unused);
+    return 0.0f;
+  } else if constexpr (kVectors == 4 || kVectors == 8) {
+    // The slots in registers, named (vectors may not be array elements): s0..s3 on AVX3,
+    // s0..s7 on AVX2, s<i> holding slots [i lanes, (i + 1) lanes).
+    RowV s0, s1, s2, s3, s4, s5, s6, s7;
+    if (first_tile) {
+      s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = hn::Zero(d);
+    } else {
+      s0 = hn::Load(d, slots), s1 = hn::Load(d, slots + lanes);
+      s2 = hn::Load(d, slots + 2 * lanes), s3 = hn::Load(d, slots + 3 * lanes);
+      s4 = s5 = s6 = s7 = hn::Zero(d);
+      if constexpr (kVectors == 8) {
+        s4 = hn::Load(d, slots + 4 * lanes), s5 = hn::Load(d, slots + 5 * lanes);
+        s6 = hn::Load(d, slots + 6 * lanes), s7 = hn::Load(d, slots + 7 * lanes);
+      }
+    }
+    // The steps of the block of kDotSlots elements from j that start before `end`.
+    const auto block = [&](size_t j, size_t end) __attribute__((always_inline)) {
+      const size_t st = 2 * lanes;
+      step(j, s0, s1);
+      if (j + st < end) step(j + st, s2, s3);
+      if constexpr (kVectors == 8) {
+        if (j + 2 * st < end) step(j + 2 * st, s4, s5);
+        if (j + 3 * st < end) step(j + 3 * st, s6, s7);
+      }
+    };
+    size_t j = 0;
+    for (; j + kDotSlots <= n; j += kDotSlots) block(j, j + kDotSlots);
+    if (j < n) block(j, n);
+    float *to = last_tile ? sums : slots;
+    hn::Store(s0, d, to), hn::Store(s1, d, to + lanes);
+    hn::Store(s2, d, to + 2 * lanes), hn::Store(s3, d, to + 3 * lanes);
+    if constexpr (kVectors == 8) {
+      hn::Store(s4, d, to + 4 * lanes), hn::Store(s5, d, to + 5 * lanes);
+      hn::Store(s6, d, to + 6 * lanes), hn::Store(s7, d, to + 7 * lanes);
+    }
+  } else {
+    // Narrower targets (SSE4, SSSE3, SCALAR: their Fma goes through memory anyway): the
+    // slots in memory.
+    if (first_tile) {
+      for (size_t i = 0; i < kDotSlots; i += lanes) hn::Store(hn::Zero(d), d, sums + i);
+    } else {
+      std::memcpy(sums, slots, sizeof(sums));
+    }
+    for (size_t j = 0; j < n; j += 2 * lanes) {
+      float *slot = sums + j % kDotSlots;
+      RowV acc0 = hn::Load(d, slot), acc1 = hn::Load(d, slot + lanes);
+      step(j, acc0, acc1);
+      hn::Store(acc0, d, slot), hn::Store(acc1, d, slot + lanes);
+    }
+    if (!last_tile) std::memcpy(slots, sums, sizeof(sums));
+  }
+  return last_tile ? DotSlotsSum<T>(sums) : 0.0f;
+}
+
+// out[j] = s * g[j] (rounded once to T; out may be nullptr: not written; `stream`: with
+// StreamTwo, out aligned), and where `slots` is not nullptr, (a[j] + b[j]) * g[j] accumulated
+// into slots: the grad's scaled row copy and its row dot product with F32 accumulation, fused so
+// that g is loaded once. The slots start from +0 on the `first_tile`, else from what the
+// previous tile of the row left in `slots` (kDotSlots floats, aligned); after the `last_tile`
+// the dot product (DotSlotsSum) is returned, else the slots are left in `slots` (and 0 is
+// returned): slot j % kDotSlots at index j % kDotSlots for F32 rows, in the pair layout of
+// LoadPairF32 for F16/BF16 rows (each step's even elements, then its odd ones). A tile starts
+// at slot 0 (kTile is whole blocks). The padding of a tile's last step adds (+0) * (-0) = -0
+// (a, b padded with +0, or absent; g padded with -0 by InputTile), which leaves every slot as
+// it is, -0 included, so the slots hold exactly the chains over the row's elements. Prefetches
+// next_out/next_a.
 template <class T>
 HWY_INLINE float ScaleRowAndDot(const T *g, float s, T *out, bool stream, const T *a, const T *b,
                                 size_t n, float *slots, bool first_tile, bool last_tile,
                                 const T *next_out, const T *next_a) {
-  const RowD d;
-  const size_t lanes = hn::Lanes(d);
-  const RowV scale = hn::Set(d, s);
+  if (!slots) {  // the scaled copy alone (out not nullptr)
+    return stream ? ScaleRowAndDotLoop<2, false, false, false>(g, s, out, a, b, n, slots, false,
+                                                               false, next_out, next_a)
+                  : ScaleRowAndDotLoop<1, false, false, false>(g, s, out, a, b, n, slots, false,
+                                                               false, next_out, next_a);
+  }
+  const int write = !out ? 0 : stream ? 2 : 1;
   float dot = 0.0f;
-  // The lambdas are inlined by force: called out of line, the loop reads its captures through
-  // the closure at every step.
-  const auto loop = [&](auto write, auto accumulate, auto has_a, auto has_b)
-      __attribute__((always_inline)) {
-    // The step at j: the scaled copy of [j, j + 2 lanes), and its products added into (acc0,
-    // acc1), the slots of j % kDotSlots.
-    const auto step = [&](size_t j, RowV & acc0, RowV & acc1) __attribute__((always_inline)) {
-      PrefetchAt(next_out, j);
-      PrefetchAt(next_a, j);
-      RowV g0, g1;
-      LoadTwo(g + j, g0, g1);
-      if constexpr (write() == 1) StoreTwo(hn::Mul(g0, scale), hn::Mul(g1, scale), out + j);
-      if constexpr (write() == 2) StreamTwo(hn::Mul(g0, scale), hn::Mul(g1, scale), out + j);
-      if constexpr (accumulate()) {
-        RowV v0, v1;
-        LoadSum<has_a(), has_b()>(a, b, j, v0, v1);
-        acc0 = Fma(d, v0, g0, acc0);
-        acc1 = Fma(d, v1, g1, acc1);
-      }
+  WithPresent(a, b, [&](auto has_a, auto has_b) {
+    const auto loop = [&](auto kWrite) {
+      dot = ScaleRowAndDotLoop<kWrite(), true, has_a(), has_b()>(
+          g, s, out, a, b, n, slots, first_tile, last_tile, next_out, next_a);
     };
-    constexpr size_t kVectors = kDotSlots / hn::MaxLanes(RowD());  // the slots' vectors
-    HWY_ALIGN float sums[kDotSlots];
-    if constexpr (!accumulate()) {
-      RowV unused = hn::Zero(d);
-      for (size_t j = 0; j < n; j += 2 * lanes) step(j, unused, unused);
-      return;
-    } else if constexpr (kVectors == 4 || kVectors == 8) {
-      // The slots in registers, named (vectors may not be array elements): s0..s3 on AVX3,
-      // s0..s7 on AVX2, s<i> holding slots [i lanes, (i + 1) lanes).
-      RowV s0, s1, s2, s3, s4, s5, s6, s7;
-      if (first_tile) {
-        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = hn::Zero(d);
-      } else {
-        s0 = hn::Load(d, slots), s1 = hn::Load(d, slots + lanes);
-        s2 = hn::Load(d, slots + 2 * lanes), s3 = hn::Load(d, slots + 3 * lanes);
-        s4 = s5 = s6 = s7 = hn::Zero(d);
-        if constexpr (kVectors == 8) {
-          s4 = hn::Load(d, slots + 4 * lanes), s5 = hn::Load(d, slots + 5 * lanes);
-          s6 = hn::Load(d, slots + 6 * lanes), s7 = hn::Load(d, slots + 7 * lanes);
-        }
-      }
-      // The steps of the block of kDotSlots elements from j that start before `end`.
-      const auto block = [&](size_t j, size_t end) __attribute__((always_inline)) {
-        const size_t st = 2 * lanes;
-        step(j, s0, s1);
-        if (j + st < end) step(j + st, s2, s3);
-        if constexpr (kVectors == 8) {
-          if (j + 2 * st < end) step(j + 2 * st, s4, s5);
-          if (j + 3 * st < end) step(j + 3 * st, s6, s7);
-        }
-      };
-      size_t j = 0;
-      for (; j + kDotSlots <= n; j += kDotSlots) block(j, j + kDotSlots);
-      if (j < n) block(j, n);
-      float *to = last_tile ? sums : slots;
-      hn::Store(s0, d, to), hn::Store(s1, d, to + lanes);
-      hn::Store(s2, d, to + 2 * lanes), hn::Store(s3, d, to + 3 * lanes);
-      if constexpr (kVectors == 8) {
-        hn::Store(s4, d, to + 4 * lanes), hn::Store(s5, d, to + 5 * lanes);
-        hn::Store(s6, d, to + 6 * lanes), hn::Store(s7, d, to + 7 * lanes);
-      }
-    } else {
-      // Narrower targets (SSE4, SSSE3, SCALAR: their Fma goes through memory anyway): the
-      // slots in memory.
-      if (first_tile) {
-        for (size_t i = 0; i < kDotSlots; i += lanes) hn::Store(hn::Zero(d), d, sums + i);
-      } else {
-        std::memcpy(sums, slots, sizeof(sums));
-      }
-      for (size_t j = 0; j < n; j += 2 * lanes) {
-        float *slot = sums + j % kDotSlots;
-        RowV acc0 = hn::Load(d, slot), acc1 = hn::Load(d, slot + lanes);
-        step(j, acc0, acc1);
-        hn::Store(acc0, d, slot), hn::Store(acc1, d, slot + lanes);
-      }
-      if (!last_tile) std::memcpy(slots, sums, sizeof(sums));
-    }
-    if (last_tile) dot = DotSlotsSum<T>(sums);
-  };
-  WithPresent(
-      a, b, [&](auto has_a, auto has_b) __attribute__((always_inline)) {
-        using Plain = std::integral_constant<int, 1>;
-        using Streamed = std::integral_constant<int, 2>;
-        const bool accumulate = slots != nullptr;
-        if (!out) return loop(std::integral_constant<int, 0>(), std::true_type(), has_a, has_b);
-        if (stream && accumulate) return loop(Streamed(), std::true_type(), has_a, has_b);
-        if (stream) return loop(Streamed(), std::false_type(), has_a, has_b);
-        if (accumulate) return loop(Plain(), std::true_type(), has_a, has_b);
-        loop(Plain(), std::false_type(), has_a, has_b);
-      });
+    if (write == 0) return loop(std::integral_constant<int, 0>());
+    if (write == 1) return loop(std::integral_constant<int, 1>());
+    loop(std::integral_constant<int, 2>());
+  });
   return dot;
 }
 
