@@ -27,45 +27,68 @@ namespace {
 
 // Every infiniDevice_t value, built or not, in enum order: the not-built ones name the option.
 struct Entry {
+  infiniDevice_t type;
   const char *name;
-  const Device *device;
-  const char *option;
+  const Device &(*device)();  // null: not built
+  const char *option;         // the CMake option that left it out
 };
 
+constexpr Entry kEntries[] = {
+#if INFINIOP_WITH_CPU
+    {INFINI_DEVICE_CPU, "cpu", cpu::device, nullptr},
+#else
+    {INFINI_DEVICE_CPU, "cpu", nullptr, "-DINFINIOP_WITH_CPU=OFF"},
+#endif
+#if INFINIOP_WITH_OPENCL
+    {INFINI_DEVICE_OPENCL, "opencl", opencl::device, nullptr},
+#else
+    {INFINI_DEVICE_OPENCL, "opencl", nullptr, "-DINFINIOP_WITH_OPENCL=OFF"},
+#endif
+    {INFINI_DEVICE_CPU_REFERENCE, "cpu_reference", cpu_reference::device, nullptr},
+};
+constexpr int kKnown = static_cast<int>(sizeof kEntries / sizeof kEntries[0]);
+
+// Entry i is the entry of infiniDevice_t value i.
+constexpr bool entriesInEnumOrder() {
+  for (int i = 0; i < kKnown; ++i)
+    if (kEntries[i].type != i) return false;
+  return true;
+}
+static_assert(entriesInEnumOrder(), "kEntries: one entry per infiniDevice_t value, in enum order");
+
+// Every infiniDevice_t value has its entry: a value missing from this switch is a compile error
+// (-Wswitch, an error here), and each one listed must be below kKnown (with entriesInEnumOrder,
+// its entry is kEntries[value]).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
+#define INFINIOP_HAS_ENTRY(type) \
+  case type:                     \
+    static_assert((type) < kKnown, #type " has no entry in kEntries");
+[[maybe_unused]] constexpr void everyValueHasAnEntry(infiniDevice_t type) {
+  switch (type) {
+    INFINIOP_HAS_ENTRY(INFINI_DEVICE_CPU)
+    INFINIOP_HAS_ENTRY(INFINI_DEVICE_OPENCL)
+    INFINIOP_HAS_ENTRY(INFINI_DEVICE_CPU_REFERENCE)
+    break;
+  }
+}
+#undef INFINIOP_HAS_ENTRY
+#pragma GCC diagnostic pop
+
 struct Registry {
-  Entry entries[3];  // by infiniDevice_t value
-  const Device *built[3] = {};
+  const Device *devices[kKnown] = {};  // by infiniDevice_t value; null: not built
+  const Device *built[kKnown] = {};
   int built_count = 0;
 };
 
 const Registry &registry() {
   static const Registry instance = [] {
     Registry r;
-    r.entries[INFINI_DEVICE_CPU] = {
-      "cpu",
-#if INFINIOP_WITH_CPU
-      &cpu::device(),
-      nullptr
-    };
-#else
-      nullptr,
-      "-DINFINIOP_WITH_CPU=OFF"
-    };
-#endif
-    r.entries[INFINI_DEVICE_OPENCL] = {
-      "opencl",
-#if INFINIOP_WITH_OPENCL
-      &opencl::device(),
-      nullptr
-    };
-#else
-      nullptr,
-      "-DINFINIOP_WITH_OPENCL=OFF"
-    };
-#endif
-    r.entries[INFINI_DEVICE_CPU_REFERENCE] = {"cpu_reference", &cpu_reference::device(), nullptr};
-    for (const Entry &e : r.entries)
-      if (e.device) r.built[r.built_count++] = e.device;
+    for (int i = 0; i < kKnown; ++i)
+      if (kEntries[i].device) {
+        r.devices[i] = &kEntries[i].device();
+        r.built[r.built_count++] = r.devices[i];
+      }
     return r;
   }();
   return instance;
@@ -75,12 +98,11 @@ const Registry &registry() {
 
 const Device *findDevice(int type, std::string *why) {
   const Registry &r = registry();
-  constexpr int kKnown = static_cast<int>(sizeof r.entries / sizeof r.entries[0]);
-  if (type >= 0 && type < kKnown && r.entries[type].device) return r.entries[type].device;
+  if (type >= 0 && type < kKnown && r.devices[type]) return r.devices[type];
   *why = "device type " + std::to_string(type) +
          (type >= 0 && type < kKnown
-              ? std::string(" (") + r.entries[type].name + ") is not supported by this build (" +
-                    r.entries[type].option + ")"
+              ? std::string(" (") + kEntries[type].name + ") is not supported by this build (" +
+                    kEntries[type].option + ")"
               : std::string(" (unknown) is not supported by this build"));
   return nullptr;
 }

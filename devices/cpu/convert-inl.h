@@ -111,20 +111,32 @@ HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::float16_t *p) {
 #endif
 }
 
+// Every NaN a store writes is the canonical quiet NaN, positive (F32 0x7fc00000, F16 0x7e00,
+// BF16 0x7fc0): which operand's NaN an instruction passes on, and the sign of a NaN it creates,
+// differ between x86 and Arm and with the compiler's operand order, so a NaN's bits would be the
+// one result that depends on the target (docs/accuracy.md).
+template <class DF>
+HWY_INLINE hn::Vec<DF> CanonicalNaN(DF df, hn::Vec<DF> v) {
+  return hn::IfThenElse(hn::IsNaN(v),
+                        hn::BitCast(df, hn::Set(hn::RebindToUnsigned<DF>(), 0x7fc00000u)), v);
+}
+
 template <class DF>
 HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, float *p) {
-  hn::StoreU(v, df, p);
+  hn::StoreU(CanonicalNaN(df, v), df, p);
 }
 
 // One vector rounded to 16-bit storage: Lanes(df) U16 lanes, what StoreF32 writes.
 template <class DF>
 HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> Bits16(DF df, hn::Vec<DF> v, const hwy::bfloat16_t *) {
+  v = CanonicalNaN(df, v);
   return hn::TruncateTo(hn::Rebind<uint16_t, DF>(), hn::ShiftRight<16>(RoundToBF16High(df, v)));
 }
 
 template <class DF>
 HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> Bits16(DF df, hn::Vec<DF> v, const hwy::float16_t *) {
   const hn::Rebind<uint16_t, DF> du16;
+  v = CanonicalNaN(df, v);
 #if INFINIOP_HWY_NATIVE_F16
   return hn::BitCast(du16, hn::DemoteTo(hn::Rebind<hwy::float16_t, DF>(), v));
 #else
@@ -167,7 +179,7 @@ HWY_INLINE void LoadPairF32(DF df, const hwy::float16_t *p, hn::Vec<DF> &even, h
 
 template <class DF>
 HWY_INLINE void StorePairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, float *p) {
-  hn::StoreInterleaved2(even, odd, df, p);
+  hn::StoreInterleaved2(CanonicalNaN(df, even), CanonicalNaN(df, odd), df, p);
 }
 
 // The 16-bit pair of (even, odd) as one vector of U32 lanes: what StorePairF32 writes.
@@ -185,6 +197,8 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PairBitsNaN(DF df, hn::Vec<DF> even
 template <class DF>
 HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PairBits(DF df, hn::Vec<DF> even, hn::Vec<DF> odd,
                                                       const hwy::bfloat16_t *) {
+  even = CanonicalNaN(df, even);
+  odd = CanonicalNaN(df, odd);
 #if HWY_TARGET == HWY_SCALAR  // one lane has no 16-bit lanes to pair
   return PairBitsNaN(df, even, odd);
 #else
@@ -205,7 +219,8 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PairBits(DF df, hn::Vec<DF> even, h
 template <class DF>
 HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PairBits(DF df, hn::Vec<DF> even, hn::Vec<DF> odd,
                                                       const hwy::float16_t *) {
-  return hn::Or(F32ToF16Bits(df, even), hn::ShiftLeft<16>(F32ToF16Bits(df, odd)));
+  return hn::Or(F32ToF16Bits(df, CanonicalNaN(df, even)),
+                hn::ShiftLeft<16>(F32ToF16Bits(df, CanonicalNaN(df, odd))));
 }
 
 template <class DF, class T>
@@ -218,7 +233,7 @@ HWY_INLINE void StorePairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, T *p) {
 // hwy::FlushStream() before its results are read by another.
 template <class DF>
 HWY_INLINE void StreamF32(DF df, hn::Vec<DF> v, float *p) {
-  hn::Stream(v, df, p);
+  hn::Stream(CanonicalNaN(df, v), df, p);
 }
 
 template <class DF, class T>
@@ -233,8 +248,8 @@ HWY_INLINE void StreamPairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, T *p) {
 // vectors of F32, or one vector of 16-bit storage.
 template <class DF>
 HWY_INLINE void StreamTwoF32(DF df, hn::Vec<DF> lo, hn::Vec<DF> hi, float *p) {
-  hn::Stream(lo, df, p);
-  hn::Stream(hi, df, p + hn::Lanes(df));
+  hn::Stream(CanonicalNaN(df, lo), df, p);
+  hn::Stream(CanonicalNaN(df, hi), df, p + hn::Lanes(df));
 }
 
 template <class DF, class T>

@@ -28,8 +28,8 @@ using elementwise::Plan;
 
 // Runs the functor over `n` contiguous elements; base[k] is operand k, outputs first.
 template <class Functor, class T, size_t... Out, size_t... In>
-HWY_INLINE void ContiguousRow(const Functor &f, size_t n, char *const *base,
-                              std::index_sequence<Out...>, std::index_sequence<In...>) {
+HWY_NOINLINE void ContiguousRow(const Functor &f, size_t n, char *const *base,
+                                std::index_sequence<Out...>, std::index_sequence<In...>) {
   constexpr size_t kOut = sizeof...(Out), kIn = sizeof...(In);
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
@@ -261,6 +261,17 @@ HWY_INLINE void StreamingPairedRow(const Functor &f, size_t n, char *const *base
 }
 #endif
 
+// Whether the functor declares kPaired (its operands may come as interleaved pairs).
+template <class Functor, class = void>
+struct PairedTrait : std::false_type {};
+template <class Functor>
+struct PairedTrait<Functor, std::void_t<decltype(Functor::kPaired)>>
+    : std::bool_constant<Functor::kPaired> {};
+template <class Functor>
+constexpr bool IsPaired() {
+  return PairedTrait<Functor>::value;
+}
+
 template <class Functor, class T>
 HWY_INLINE void RangeTyped(const Plan &plan, const Functor &f, char *const *operands, size_t begin,
                            size_t end) {
@@ -286,22 +297,26 @@ HWY_INLINE void RangeTyped(const Plan &plan, const Functor &f, char *const *oper
                           });
     return;
   }
+  // Interleaved pairs only reach the functors that split a row in two (kPaired); any other
+  // plan with pairs would take the strided rows below, correct and slower.
+  if constexpr (IsPaired<Functor>()) {
 #if HWY_TARGET != HWY_SCALAR
-  if (plan.inner_paired && streamOutputs(plan)) {
-    elementwise::walkRows(
-        plan, operands, begin, end, [&](char *const *base, size_t count) HWY_ATTR {
-          StreamingPairedRow<Functor, T>(f, count, base, plan.role, OutSeq(), InSeq());
-        });
-    hwy::FlushStream();
-    return;
-  }
+    if (plan.inner_paired && streamOutputs(plan)) {
+      elementwise::walkRows(
+          plan, operands, begin, end, [&](char *const *base, size_t count) HWY_ATTR {
+            StreamingPairedRow<Functor, T>(f, count, base, plan.role, OutSeq(), InSeq());
+          });
+      hwy::FlushStream();
+      return;
+    }
 #endif
-  if (plan.inner_paired) {
-    elementwise::walkRows(plan, operands, begin, end,
-                          [&](char *const *base, size_t count) HWY_ATTR {
-                            PairedRow<Functor, T>(f, count, base, plan.role, OutSeq(), InSeq());
-                          });
-    return;
+    if (plan.inner_paired) {
+      elementwise::walkRows(plan, operands, begin, end,
+                            [&](char *const *base, size_t count) HWY_ATTR {
+                              PairedRow<Functor, T>(f, count, base, plan.role, OutSeq(), InSeq());
+                            });
+      return;
+    }
   }
   ptrdiff_t inner_strides[kMaxOperands];
   for (int k = 0; k < plan.numOperands(); ++k) inner_strides[k] = plan.strides[k][plan.ndim - 1];

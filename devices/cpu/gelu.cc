@@ -14,6 +14,14 @@
 HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
 
+template <class Activation, class D, class V>
+HWY_NOINLINE V ActivatedExact(D d, V input, V output) {  // out of line, as GatedExact
+  const auto exact = ExactLanes(d, input, input, Activation::kTailBound, output);
+  V unscale;
+  const V value = Activation()(d, input, static_cast<V *>(nullptr), &unscale);
+  return hn::IfThenElse(exact, hn::Mul(value, unscale), output);
+}
+
 template <class Activation>
 struct Activated {
   static constexpr int kOutputs = 1, kInputs = 1;  // output <- input
@@ -21,9 +29,8 @@ struct Activated {
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &output, V input) const {
     output = typename Activation::template At<V>(d, input).Value(d);
-    if (HWY_UNLIKELY(!FastPathHolds(d, input, output))) {  // the exact path, for those lanes only
-      const auto exact = ExactLanes(d, input, output);
-      output = hn::IfThenElse(exact, Activation()(d, input, static_cast<V *>(nullptr)), output);
+    if (HWY_UNLIKELY(!FastPathHolds(d, input, input, Activation::kTailBound, output))) {
+      output = ActivatedExact<Activation>(d, input, output);
     }
   }
 };

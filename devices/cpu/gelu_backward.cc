@@ -14,6 +14,14 @@
 HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
 
+template <class Activation, class D, class V>
+HWY_NOINLINE V GeluBackwardExact(D d, V input, V grad_output, V grad_input) {  // as GatedExact
+  const auto exact = ExactLanes(d, input, input, Activation::kTailBound, grad_input);
+  V derivative, unscale;
+  Activation()(d, input, &derivative, &unscale);
+  return hn::IfThenElse(exact, hn::Mul(hn::Mul(derivative, grad_output), unscale), grad_input);
+}
+
 // grad_input = grad_output act'(input), the activation a type (gated-inl.h).
 template <class Activation>
 struct GeluBackwardOf {
@@ -23,12 +31,8 @@ struct GeluBackwardOf {
   HWY_INLINE void operator()(D d, V &grad_input, V input, V grad_output) const {
     grad_input = typename Activation::template At<V>(d, input).Slope(
         d, grad_output, static_cast<const V *>(nullptr));
-    if (HWY_UNLIKELY(
-            !FastPathHolds(d, input, grad_input))) {  // the exact path, for those lanes only
-      const auto exact = ExactLanes(d, input, grad_input);
-      V derivative;
-      Activation()(d, input, &derivative);  // the value is dead code once inlined
-      grad_input = hn::IfThenElse(exact, hn::Mul(derivative, grad_output), grad_input);
+    if (HWY_UNLIKELY(!FastPathHolds(d, input, input, Activation::kTailBound, grad_input))) {
+      grad_input = GeluBackwardExact<Activation>(d, input, grad_output, grad_input);
     }
   }
 };

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// GeluMul and GeluMulBackward on the cpu device: the gated activation with gelu. The
-// approximation is a type, chosen at descriptor creation, so the loop never branches on it.
+// GeluMul on the cpu device: the gated activation with gelu. The approximation is a type, chosen
+// at descriptor creation, so the loop never branches on it. The backward is gelu_mul_backward.cc
+// (one translation unit each, so that they compile in parallel and a change rebuilds one).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/gelu_mul.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -15,19 +16,13 @@ HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
 using GeluMulErf = Gated<GeluErfActivation>;
 using GeluMulTanh = Gated<GeluTanhActivation>;
-using GeluMulBackwardErf = GatedBackward<GeluErfActivation>;
-using GeluMulBackwardTanh = GatedBackward<GeluTanhActivation>;
 }  // namespace infiniop::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 INFINIOP_CPU_ELEMENTWISE_RANGE(gelu_mul_erf, GeluMulErf);
 INFINIOP_CPU_ELEMENTWISE_RANGE(gelu_mul_tanh, GeluMulTanh);
-INFINIOP_CPU_ELEMENTWISE_RANGE(gelu_mul_backward_erf, GeluMulBackwardErf);
-INFINIOP_CPU_ELEMENTWISE_RANGE(gelu_mul_backward_tanh, GeluMulBackwardTanh);
 
 #if HWY_ONCE
 INFINIOP_CPU_ELEMENTWISE_DISPATCH(gelu_mul_erf)
 INFINIOP_CPU_ELEMENTWISE_DISPATCH(gelu_mul_tanh)
-INFINIOP_CPU_ELEMENTWISE_DISPATCH(gelu_mul_backward_erf)
-INFINIOP_CPU_ELEMENTWISE_DISPATCH(gelu_mul_backward_tanh)
 #endif

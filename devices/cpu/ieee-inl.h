@@ -21,15 +21,12 @@ HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// a b + c rounded once. Without a native fma each lane goes through std::fma, which is correctly
-// rounded by definition (glibc computes it exactly in double with round-to-odd): slower on those
-// legacy targets, never different.
+#if !HWY_NATIVE_FMA
+// Each lane through std::fma, which is correctly rounded by definition (glibc computes it exactly
+// in double with round-to-odd): slower on these legacy targets, never different. Out of line, one
+// instance per target: the kernels hold dozens of fmas, each inlined copy would be a loop.
 template <class D, class V>
-HWY_INLINE V Fma(D d, V a, V b, V c) {
-#if HWY_NATIVE_FMA
-  (void)d;
-  return hn::MulAdd(a, b, c);
-#else
+HWY_NOINLINE V EmulatedFma(D d, V a, V b, V c) {
   constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
   HWY_ALIGN float la[kMaxLanes], lb[kMaxLanes], lc[kMaxLanes];
   hn::Store(a, d, la);
@@ -37,28 +34,53 @@ HWY_INLINE V Fma(D d, V a, V b, V c) {
   hn::Store(c, d, lc);
   for (size_t i = 0; i < hn::Lanes(d); ++i) la[i] = std::fma(la[i], lb[i], lc[i]);
   return hn::Load(d, la);
+}
+#endif
+
+// a b + c rounded once: the target's fma, or EmulatedFma where it has none.
+template <class D, class V>
+HWY_INLINE V Fma(D d, V a, V b, V c) {
+#if HWY_NATIVE_FMA
+  (void)d;
+  return hn::MulAdd(a, b, c);
+#else
+  return EmulatedFma(d, a, b, c);
 #endif
 }
 
-// -a b + c and a b - c, rounded once (negation is exact).
+// -a b + c and a b - c, rounded once (negation is exact): one instruction where the target has
+// an fma (Highway's Neg is an xor the compiler does not fold into the fma).
 template <class D, class V>
 HWY_INLINE V NegFma(D d, V a, V b, V c) {
+#if HWY_NATIVE_FMA
+  (void)d;
+  return hn::NegMulAdd(a, b, c);
+#else
   return Fma(d, hn::Neg(a), b, c);
+#endif
 }
 template <class D, class V>
 HWY_INLINE V FmaSub(D d, V a, V b, V c) {
+#if HWY_NATIVE_FMA
+  (void)d;
+  return hn::MulSub(a, b, c);
+#else
   return Fma(d, a, b, hn::Neg(c));
+#endif
 }
 
-// 1 / y within 2^-17 (relative) for a positive normal y below 2^126, from the same integer
-// estimate on every target (within 5.1%, from the bits of y) and two Newton steps whose residual
-// is an fma (each squares the error). Enough for a multiplier whose result is corrected once
-// more (the error is then squared again). OpenCL's reciprocal_estimate is the same operations.
+// 1 / y within about 1 ulp for a positive normal y below 2^126, from the same integer estimate
+// on every target (within 5.1%, from the bits of y) and three Newton steps whose residual is an
+// fma (each squares the error: 2^-8.6, 2^-17, then F32's rounding). Callers correct their
+// quotients once more; where one cannot (Sigmoid::SlopeTimes far left, to stay clear of
+// subnormals) the estimate's own error is what remains, so it must be F32's. OpenCL's
+// reciprocal_estimate is the same operations.
 template <class D, class V>
 HWY_INLINE V ReciprocalEstimate(D d, V y) {
   const hn::RebindToSigned<D> di;
   const V one = hn::Set(d, 1.0f);
   V r = hn::BitCast(d, hn::Sub(hn::Set(di, 0x7EF311C3), hn::BitCast(di, y)));
+  r = Fma(d, r, NegFma(d, y, r, one), r);
   r = Fma(d, r, NegFma(d, y, r, one), r);
   return Fma(d, r, NegFma(d, y, r, one), r);
 }

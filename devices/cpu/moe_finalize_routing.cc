@@ -5,12 +5,15 @@
 // exactly one position reaches (the common case) and every grad_scales dot product, fetching each
 // grad_y row from memory once for its K positions (the other K - 1 reads hit the cache); a
 // destination-major pass over the index inversion then zero-fills unreached rows and sums
-// duplicated ones in increasing position order.
+// duplicated ones in increasing position order. Every sum is in the fixed order of rows-inl.h
+// (fused multiply-adds rounded once, grad_scales in kDotSlots slots), which is opencl's too:
+// the same bits on every target, device and thread count.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/moe_finalize_routing.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/dtype.h"
@@ -38,15 +41,22 @@ HWY_INLINE float ScalarF32(const hwy::float16_t *p) {
   std::memcpy(&bits, p, sizeof(bits));
   return f32FromF16(bits);
 }
+// A NaN stored is the canonical quiet NaN, as every vector store (convert-inl.h).
+HWY_INLINE float CanonicalNaN(float v) {
+  if (!std::isnan(v)) return v;
+  const uint32_t bits = 0x7fc00000u;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
 HWY_INLINE void StoreScalar(float v, float *p) {
-  *p = v;
+  *p = CanonicalNaN(v);
 }
 HWY_INLINE void StoreScalar(float v, hwy::bfloat16_t *p) {
-  const uint16_t bits = bf16FromF32(v);
+  const uint16_t bits = bf16FromF32(CanonicalNaN(v));
   std::memcpy(p, &bits, sizeof(bits));
 }
 HWY_INLINE void StoreScalar(float v, hwy::float16_t *p) {
-  const uint16_t bits = f16FromF32(v);
+  const uint16_t bits = f16FromF32(CanonicalNaN(v));
   std::memcpy(p, &bits, sizeof(bits));
 }
 
@@ -148,6 +158,7 @@ template <class T>
 void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather::Inverse &inverse,
                 size_t first, size_t last) {
   HWY_ALIGN T grad_y_buffer[kTile], expanded_buffer[kTile], bias_buffer[kTile], out_buffer[kTile];
+  HWY_ALIGN float slots[kDotSlots];  // a grad_scales dot product between tiles (ScaleRowAndDot)
   const bool f32_scales = p.scales_dtype == INFINI_DTYPE_F32;
   void *grad_scales = p.grad_scales.present ? data.grad_scales : nullptr;
   const RowView &out_view = p.grad_expanded_x;
@@ -184,21 +195,22 @@ void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather:
                           ? RowOf<T>(p.bias, data.bias, p.expert_index.at(data.expert_index, r, k))
                           : nullptr;
       const float scale = ScaleOf<T>(p.scales, f32_scales, data.scales, r, k);
-      RowV dot = hn::Zero(RowD());
-      ForEachTile(p.hidden, [&](TileSpan t) {
-        const T *g = InputTile(grad_y, p.grad_y.col_stride, t, grad_y_buffer);
-        T *tile = rows.out ? OutputTile(rows.out, out_view.col_stride, t, out_buffer) : nullptr;
-        const bool stream = streaming && tile && tile != out_buffer && StreamAligned(tile);
-        dot = ScaleRowAndDot(
-            g, scale, tile, stream,
-            InputTile(rows.expanded, p.expanded_x.col_stride, t, expanded_buffer),
-            InputTile(bias, p.bias.col_stride, t, bias_buffer), t.padded, grad_scales != nullptr,
-            dot, prefetch_out && next.out ? next.out + t.start : nullptr,
-            prefetch_expanded && next.expanded ? next.expanded + t.start : nullptr);
-        if (tile) FlushTile(rows.out, out_view.col_stride, t, tile);
-      });
+      float sum = 0.0f;  // with no tile (H = 0), the empty sum
+      ForEachTile(
+          p.hidden, [&](TileSpan t) __attribute__((always_inline)) {
+            const T *g = InputTile(grad_y, p.grad_y.col_stride, t, grad_y_buffer, true);
+            T *tile = rows.out ? OutputTile(rows.out, out_view.col_stride, t, out_buffer) : nullptr;
+            const bool stream = streaming && tile && tile != out_buffer && StreamAligned(tile);
+            sum = ScaleRowAndDot(
+                g, scale, tile, stream,
+                InputTile(rows.expanded, p.expanded_x.col_stride, t, expanded_buffer),
+                InputTile(bias, p.bias.col_stride, t, bias_buffer), t.padded,
+                grad_scales ? slots : nullptr, t.start == 0, t.start + t.count == p.hidden,
+                prefetch_out && next.out ? next.out + t.start : nullptr,
+                prefetch_expanded && next.expanded ? next.expanded + t.start : nullptr);
+            if (tile) FlushTile(rows.out, out_view.col_stride, t, tile);
+          });
       if (grad_scales) {
-        const float sum = hn::GetLane(hn::SumOfLanes(RowD(), dot));
         const ptrdiff_t at = p.grad_scales.offset(r, k);
         if (f32_scales)
           static_cast<float *>(grad_scales)[at] = sum;

@@ -2,7 +2,10 @@
 // Per-target row primitives of the cpu gather framework: whole rows of F32/F16/BF16 storage
 // scaled, accumulated into F32 and dotted with F32 accumulation. Rows are walked in tiles of
 // kTile elements; a tile that is strided, or shorter than whole vectors, is first copied into a
-// zero-padded contiguous buffer, so the primitives only ever see whole vectors.
+// zero-padded contiguous buffer, so the primitives only ever see whole vectors. Every result is
+// the same IEEE operations in the same order on every target (and on opencl): fused
+// multiply-adds are Fma (ieee-inl.h, exact where the target has no fma), and the dot products
+// sum in kDotSlots slots whatever the vector width (DotSlotsSum).
 #if defined(INFINIOP_CPU_ROWS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef INFINIOP_CPU_ROWS_INL_H_
 #undef INFINIOP_CPU_ROWS_INL_H_
@@ -10,10 +13,12 @@
 #define INFINIOP_CPU_ROWS_INL_H_
 #endif
 
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
 #include "cpu/convert-inl.h"
+#include "cpu/ieee-inl.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
@@ -24,8 +29,16 @@ namespace hn = hwy::HWY_NAMESPACE;
 using RowD = hn::ScalableTag<float>;
 using RowV = hn::Vec<RowD>;
 
-// Elements per tile: a multiple of every target's step (two vectors).
+// Elements per tile: a multiple of every target's step (two vectors) and of kDotSlots.
 constexpr size_t kTile = 4096;
+
+// The dot products' fixed blocking, the same on every target and on opencl
+// (kernels/moe_finalize_routing.cl, SLOTS): element j's product accumulates into slot
+// j % kDotSlots, each slot a chain of fused multiply-adds from +0 in increasing j; DotSlotsSum
+// then adds the slots in a fixed pairwise tree. A target's step (two vectors) divides it, so the
+// slots are whole vectors at every step; a tile (kTile) is whole blocks of it.
+constexpr size_t kDotSlots = 64;
+static_assert(kTile % kDotSlots == 0, "a tile starts at slot 0");
 
 // Rows move two vectors per step: for F16/BF16 one full-width load viewed as 32-bit lanes
 // splits into the even and odd elements with no shuffle (see LoadPairF32), and a store merges
@@ -34,6 +47,7 @@ constexpr size_t kTile = 4096;
 HWY_INLINE size_t StepOf() {
   return 2 * hn::Lanes(RowD());
 }
+static_assert(kDotSlots % (2 * hn::MaxLanes(RowD())) == 0, "a step is whole slots");
 
 template <class T>
 HWY_INLINE void LoadTwo(const T *p, RowV &v0, RowV &v1) {
@@ -48,8 +62,8 @@ HWY_INLINE void LoadTwo(const T *p, RowV &v0, RowV &v1) {
 template <class T>
 HWY_INLINE void StoreTwo(RowV v0, RowV v1, T *p) {
   if constexpr (std::is_same_v<T, float>) {
-    hn::StoreU(v0, RowD(), p);
-    hn::StoreU(v1, RowD(), p + hn::Lanes(RowD()));
+    StoreF32(RowD(), v0, p);  // a NaN canonical, as every store (convert-inl.h)
+    StoreF32(RowD(), v1, p + hn::Lanes(RowD()));
   } else {
     StorePairF32(RowD(), v0, v1, p);
   }
@@ -88,14 +102,23 @@ HWY_INLINE void ForEachTile(size_t n, const Body &body, size_t tile = kTile) {
 }
 
 // The tile of an input row (nullptr stays nullptr: an absent row reads as zeros): the row itself
-// when it can be read as whole steps, else a zero-padded copy in `buffer` (a tile long).
+// when it can be read as whole steps, else a copy in `buffer` (a tile long) padded with +0, or
+// with -0 where `negative_zero_pad` (the grad_y tile of a dot product: see ScaleRowAndDot). When
+// the tile has padding, every input row of it is such a copy.
 template <class T>
-HWY_INLINE const T *InputTile(const T *row, ptrdiff_t stride, TileSpan t, T *buffer) {
+HWY_INLINE const T *InputTile(const T *row, ptrdiff_t stride, TileSpan t, T *buffer,
+                              bool negative_zero_pad = false) {
   if (!row) return nullptr;
   if (stride == 1 && t.count == t.padded) return row + t.start;
   for (size_t j = 0; j < t.count; ++j)
     buffer[j] = row[static_cast<ptrdiff_t>(t.start + j) * stride];
   std::memset(static_cast<void *>(buffer + t.count), 0, (t.padded - t.count) * sizeof(T));
+  if (negative_zero_pad) {
+    using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>;
+    const Bits negative_zero = Bits{1} << (8 * sizeof(T) - 1);  // the sign bit alone
+    for (size_t j = t.count; j < t.padded; ++j)
+      std::memcpy(static_cast<void *>(buffer + j), &negative_zero, sizeof(T));
+  }
   return buffer;
 }
 
@@ -167,8 +190,8 @@ HWY_INLINE void AxpyRow(float s, const T *a, const T *b, float *acc, size_t n,
       PrefetchAt(next, j);
       RowV v0, v1;
       LoadSum<has_a(), has_b()>(a, b, j, v0, v1);
-      hn::Store(hn::MulAdd(scale, v0, hn::Load(d, acc + j)), d, acc + j);
-      hn::Store(hn::MulAdd(scale, v1, hn::Load(d, acc + j + lanes)), d, acc + j + lanes);
+      hn::Store(Fma(d, scale, v0, hn::Load(d, acc + j)), d, acc + j);
+      hn::Store(Fma(d, scale, v1, hn::Load(d, acc + j + lanes)), d, acc + j + lanes);
     }
   });
 }
@@ -194,8 +217,8 @@ HWY_INLINE void AxpyRows(size_t rows, const float *s, const T *const *x, const T
         RowV v0, v1;
         LoadSum<true, has_y()>(x[k], has_y() ? y[k] : nullptr, j, v0, v1);
         const RowV scale = hn::Set(d, s[k]);
-        sum0 = hn::MulAdd(scale, v0, sum0);
-        sum1 = hn::MulAdd(scale, v1, sum1);
+        sum0 = Fma(d, scale, v0, sum0);
+        sum1 = Fma(d, scale, v1, sum1);
       }
       if (!out) {
         hn::Store(sum0, d, acc + j);
@@ -223,20 +246,70 @@ HWY_INLINE void StoreRow(const float *acc, T *out, size_t n) {
     StoreTwo(hn::Load(d, acc + j), hn::Load(d, acc + j + lanes), out + j);
 }
 
-// out[j] = s * g[j] (rounded once to T; out may be nullptr: not written; `stream`: with
-// StreamTwo, out aligned), and returns
-// sum + (a[j] + b[j]) * g[j] lane-wise: the grad's scaled row copy and its row dot product with
-// F32 accumulation, fused so that g is loaded once. The caller reduces the lanes once per row,
-// so the order depends only on the target, never on threads. Prefetches next_out/next_a.
+// The dot product of ScaleRowAndDot's slots (rows of T): the slots in element order, then
+// slot i + 32 added into slot i for i < 32, then i + 16 for i < 16, ..., then slot 1 into slot 0.
+// Plain F32 additions, as opencl's sum_slots. A NaN sum is returned as the quiet NaN 0x7fc00000:
+// which of several NaNs an addition or fma passes on follows the instruction's operand order,
+// which the compiler picks.
 template <class T>
-HWY_INLINE RowV ScaleRowAndDot(const T *g, float s, T *out, bool stream, const T *a, const T *b,
-                               size_t n, bool dot, RowV sum, const T *next_out, const T *next_a) {
+HWY_INLINE float DotSlotsSum(const float *slots) {
+  const RowD d;
+  const size_t lanes = hn::Lanes(d), step = 2 * lanes;
+  HWY_ALIGN float sum[kDotSlots];
+  // The same additions, as whole vectors while a level is at least one vector wide. The levels
+  // that add whole steps to whole steps come first, in the slots' layout (the same in every
+  // step); then the step left is put in element order.
+  const float *from = slots;
+  size_t live = kDotSlots;
+  for (; live / 2 >= step; live /= 2, from = sum)
+    for (size_t i = 0; i < live / 2; i += lanes)
+      hn::Store(hn::Add(hn::Load(d, from + i), hn::Load(d, from + i + live / 2)), d, sum + i);
+  if constexpr (std::is_same_v<T, float>) {
+    if (from != sum) std::memcpy(sum, from, live * sizeof(float));
+  } else {
+    // The pair layout: a step's even elements, then its odd ones.
+    for (size_t j = 0; j < live; j += step)
+      StorePairF32(d, hn::Load(d, from + j), hn::Load(d, from + j + lanes), sum + j);
+  }
+  for (; live / 2 >= lanes; live /= 2)
+    for (size_t i = 0; i < live / 2; i += lanes)
+      hn::Store(hn::Add(hn::Load(d, sum + i), hn::Load(d, sum + i + live / 2)), d, sum + i);
+  for (; live > 1; live /= 2)
+    for (size_t i = 0; i < live / 2; ++i) sum[i] += sum[i + live / 2];
+  if (std::isnan(sum[0])) {
+    const uint32_t quiet_nan = 0x7fc00000u;
+    std::memcpy(&sum[0], &quiet_nan, sizeof(float));
+  }
+  return sum[0];
+}
+
+// out[j] = s * g[j] (rounded once to T; out may be nullptr: not written; `stream`: with
+// StreamTwo, out aligned), and where `slots` is not nullptr, (a[j] + b[j]) * g[j] accumulated
+// into slots: the grad's scaled row copy and its row dot product with F32 accumulation, fused so
+// that g is loaded once. The slots start from +0 on the `first_tile`, else from what the
+// previous tile of the row left in `slots` (kDotSlots floats, aligned); after the `last_tile`
+// the dot product (DotSlotsSum) is returned, else the slots are left in `slots` (and 0 is
+// returned): slot j % kDotSlots at index j % kDotSlots for F32 rows, in the pair layout of
+// LoadPairF32 for F16/BF16 rows (each step's even elements, then its odd ones). A tile starts
+// at slot 0 (kTile is whole blocks). The padding of a tile's last step adds (+0) * (-0) = -0
+// (a, b padded with +0, or absent; g padded with -0 by InputTile), which leaves every slot as
+// it is, -0 included, so the slots hold exactly the chains over the row's elements. Prefetches
+// next_out/next_a.
+template <class T>
+HWY_INLINE float ScaleRowAndDot(const T *g, float s, T *out, bool stream, const T *a, const T *b,
+                                size_t n, float *slots, bool first_tile, bool last_tile,
+                                const T *next_out, const T *next_a) {
   const RowD d;
   const size_t lanes = hn::Lanes(d);
   const RowV scale = hn::Set(d, s);
-  RowV sum1 = hn::Zero(d);
-  const auto loop = [&](auto write, auto accumulate, auto has_a, auto has_b) {
-    for (size_t j = 0; j < n; j += 2 * lanes) {
+  float dot = 0.0f;
+  // The lambdas are inlined by force: called out of line, the loop reads its captures through
+  // the closure at every step.
+  const auto loop = [&](auto write, auto accumulate, auto has_a, auto has_b)
+      __attribute__((always_inline)) {
+    // The step at j: the scaled copy of [j, j + 2 lanes), and its products added into (acc0,
+    // acc1), the slots of j % kDotSlots.
+    const auto step = [&](size_t j, RowV & acc0, RowV & acc1) __attribute__((always_inline)) {
       PrefetchAt(next_out, j);
       PrefetchAt(next_a, j);
       RowV g0, g1;
@@ -246,21 +319,81 @@ HWY_INLINE RowV ScaleRowAndDot(const T *g, float s, T *out, bool stream, const T
       if constexpr (accumulate()) {
         RowV v0, v1;
         LoadSum<has_a(), has_b()>(a, b, j, v0, v1);
-        sum = hn::MulAdd(v0, g0, sum);
-        sum1 = hn::MulAdd(v1, g1, sum1);
+        acc0 = Fma(d, v0, g0, acc0);
+        acc1 = Fma(d, v1, g1, acc1);
       }
+    };
+    constexpr size_t kVectors = kDotSlots / hn::MaxLanes(RowD());  // the slots' vectors
+    HWY_ALIGN float sums[kDotSlots];
+    if constexpr (!accumulate()) {
+      RowV unused = hn::Zero(d);
+      for (size_t j = 0; j < n; j += 2 * lanes) step(j, unused, unused);
+      return;
+    } else if constexpr (kVectors == 4 || kVectors == 8) {
+      // The slots in registers, named (vectors may not be array elements): s0..s3 on AVX3,
+      // s0..s7 on AVX2, s<i> holding slots [i lanes, (i + 1) lanes).
+      RowV s0, s1, s2, s3, s4, s5, s6, s7;
+      if (first_tile) {
+        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = hn::Zero(d);
+      } else {
+        s0 = hn::Load(d, slots), s1 = hn::Load(d, slots + lanes);
+        s2 = hn::Load(d, slots + 2 * lanes), s3 = hn::Load(d, slots + 3 * lanes);
+        s4 = s5 = s6 = s7 = hn::Zero(d);
+        if constexpr (kVectors == 8) {
+          s4 = hn::Load(d, slots + 4 * lanes), s5 = hn::Load(d, slots + 5 * lanes);
+          s6 = hn::Load(d, slots + 6 * lanes), s7 = hn::Load(d, slots + 7 * lanes);
+        }
+      }
+      // The steps of the block of kDotSlots elements from j that start before `end`.
+      const auto block = [&](size_t j, size_t end) __attribute__((always_inline)) {
+        const size_t st = 2 * lanes;
+        step(j, s0, s1);
+        if (j + st < end) step(j + st, s2, s3);
+        if constexpr (kVectors == 8) {
+          if (j + 2 * st < end) step(j + 2 * st, s4, s5);
+          if (j + 3 * st < end) step(j + 3 * st, s6, s7);
+        }
+      };
+      size_t j = 0;
+      for (; j + kDotSlots <= n; j += kDotSlots) block(j, j + kDotSlots);
+      if (j < n) block(j, n);
+      float *to = last_tile ? sums : slots;
+      hn::Store(s0, d, to), hn::Store(s1, d, to + lanes);
+      hn::Store(s2, d, to + 2 * lanes), hn::Store(s3, d, to + 3 * lanes);
+      if constexpr (kVectors == 8) {
+        hn::Store(s4, d, to + 4 * lanes), hn::Store(s5, d, to + 5 * lanes);
+        hn::Store(s6, d, to + 6 * lanes), hn::Store(s7, d, to + 7 * lanes);
+      }
+    } else {
+      // Narrower targets (SSE4, SSSE3, SCALAR: their Fma goes through memory anyway): the
+      // slots in memory.
+      if (first_tile) {
+        for (size_t i = 0; i < kDotSlots; i += lanes) hn::Store(hn::Zero(d), d, sums + i);
+      } else {
+        std::memcpy(sums, slots, sizeof(sums));
+      }
+      for (size_t j = 0; j < n; j += 2 * lanes) {
+        float *slot = sums + j % kDotSlots;
+        RowV acc0 = hn::Load(d, slot), acc1 = hn::Load(d, slot + lanes);
+        step(j, acc0, acc1);
+        hn::Store(acc0, d, slot), hn::Store(acc1, d, slot + lanes);
+      }
+      if (!last_tile) std::memcpy(slots, sums, sizeof(sums));
     }
+    if (last_tile) dot = DotSlotsSum<T>(sums);
   };
-  WithPresent(a, b, [&](auto has_a, auto has_b) {
-    using Plain = std::integral_constant<int, 1>;
-    using Streamed = std::integral_constant<int, 2>;
-    if (!out) return loop(std::integral_constant<int, 0>(), std::true_type(), has_a, has_b);
-    if (stream && dot) return loop(Streamed(), std::true_type(), has_a, has_b);
-    if (stream) return loop(Streamed(), std::false_type(), has_a, has_b);
-    if (dot) return loop(Plain(), std::true_type(), has_a, has_b);
-    loop(Plain(), std::false_type(), has_a, has_b);
-  });
-  return hn::Add(sum, sum1);
+  WithPresent(
+      a, b, [&](auto has_a, auto has_b) __attribute__((always_inline)) {
+        using Plain = std::integral_constant<int, 1>;
+        using Streamed = std::integral_constant<int, 2>;
+        const bool accumulate = slots != nullptr;
+        if (!out) return loop(std::integral_constant<int, 0>(), std::true_type(), has_a, has_b);
+        if (stream && accumulate) return loop(Streamed(), std::true_type(), has_a, has_b);
+        if (stream) return loop(Streamed(), std::false_type(), has_a, has_b);
+        if (accumulate) return loop(Plain(), std::true_type(), has_a, has_b);
+        loop(Plain(), std::false_type(), has_a, has_b);
+      });
+  return dot;
 }
 
 }  // namespace infiniop::cpu::HWY_NAMESPACE

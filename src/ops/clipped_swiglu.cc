@@ -62,7 +62,8 @@ infiniStatus_t prepare(const char *op, infiniopTensorDescriptor_t x,
   if (!std::isfinite(bias))
     return fail(INFINI_STATUS_BAD_PARAM,
                 prefix + "bias " + std::to_string(bias) + " is not finite");
-  setup->attributes = {alpha, limit, bias};
+  setup->attributes = {alpha, limit, bias, alpha == 0.0f ? 0.0f : -87.0f / alpha,
+                       alpha == 0.0f ? 0.0f : -175.0f / alpha};
   if (!group_index) return INFINI_STATUS_SUCCESS;
   INFINIOP_CHECK(infiniop::checkTensor(op, "group_index descriptor", group_index));
   if (group_index->dtype != INFINI_DTYPE_I64)

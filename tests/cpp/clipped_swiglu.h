@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "accuracy.h"
+#include "clipped_swiglu_truth.h"
 #include "device_memory.h"
 #include "infiniop/ops/clipped_swiglu.h"
 #include "infiniop/ops/clipped_swiglu_backward.h"
@@ -22,13 +23,11 @@
 
 namespace infiniop_test::clipped_swiglu {
 
-struct Attrs {
-  int64_t dim = -1;
-  float alpha = 1.702f;
-  float limit = 7.0f;
-  float bias = 1.0f;
-  bool interleaved = true;
-};
+using Attrs = ClippedSwigluAttrs;
+using Truth = ClippedSwigluTruth;
+inline Truth oracle(infiniDtype_t dtype, float A, float B, float dy, const Attrs &at) {
+  return clippedSwigluTruth(dtype, A, B, dy, at);
+}
 
 inline std::string attrsName(const Attrs &at) {
   return "dim=" + std::to_string(at.dim) + " alpha=" + std::to_string(at.alpha) +
@@ -150,74 +149,6 @@ inline infiniStatus_t runBackward(infiniopHandle_t h, TensorBuffer &x_grad, void
   }
   infiniopDestroyClippedSwigluBackwardDescriptor(op);
   return s;
-}
-
-// ---------------------------------------------------------------- the oracle
-inline long double sigmoidL(long double z) {
-  return 1.0L / (1.0L + std::exp(-z));
-}
-
-// v * g where g = a sigmoid(alpha a) has a's sign and is never 0 for finite non-zero a, but may
-// underflow in long double: an infinite v then gives an infinity of the product's sign.
-inline long double timesGate(long double v, long double g, long double a) {
-  if (g == 0 && std::isinf(v) && std::isfinite(a) && a != 0)
-    return std::signbit(a) != std::signbit(v) ? -INFINITY : INFINITY;
-  return v * g;
-}
-
-struct Truth {
-  long double y, dA, dB;
-  bool dA_masked, dB_masked;
-  double tol_y, tol_dA, tol_dB;
-};
-
-inline Truth oracle(infiniDtype_t dtype, float Af, float Bf, float dyf, const Attrs &at) {
-  const long double A = Af, B = Bf, dy = dyf, limit = at.limit, alpha = at.alpha;
-  // The clamps: no lower clamp on A; NaN passes through both.
-  const long double a = std::isnan(A) ? A : std::fmin(A, limit);
-  const long double b = std::isnan(B) ? B : std::fmax(-limit, std::fmin(B, limit));
-  // alpha = 0 makes sigmoid(alpha a) the constant 1/2 whatever a is, infinities included.
-  const long double z = alpha == 0 ? 0.0L : alpha * a;
-  const long double s = sigmoidL(z), sm = sigmoidL(-z);  // sm = 1 - s without cancellation
-  // lim a sigmoid(alpha a) where alpha a -> -inf is 0.
-  const long double g = (std::isinf(z) && z < 0) ? 0.0L : a * s;
-  const long double v = b + static_cast<long double>(at.bias);
-  Truth t{};
-  t.y = timesGate(v, g, a);
-  // d/da [a sigmoid(alpha a)] = s + z s (1 - s); its limits at z = +-inf are 1 and 0.
-  long double slope = 0;
-  if (std::isinf(z))
-    slope = z > 0 ? 1.0L : 0.0L;
-  else
-    slope = s + z * s * sm;
-  const long double scale = dy * v;
-  t.dA_masked = !(A <= limit);
-  t.dB_masked = !(-limit <= B && B <= limit);
-  // The slope is negative left of z = -1.28 and underflows far left: an infinite scale then gives
-  // -scale.
-  t.dA = t.dA_masked                                             ? 0.0L
-         : (slope == 0 && std::isfinite(z) && std::isinf(scale)) ? -scale
-                                                                 : scale * slope;
-  t.dB = t.dB_masked ? 0.0L : timesGate(dy, g, a);
-
-  // Accuracy: terms weighted by their sensitivity to the rounding of z (see the file comment).
-  const bool finite_z = std::isfinite(z);
-  const double zd = finite_z ? std::fabs(static_cast<double>(z)) : 0.0;
-  const double sd = static_cast<double>(s), smd = static_cast<double>(sm);
-  // At z = +-inf g is infinite or exactly 0, and the slope exactly 1 or 0.
-  const double gate_terms = finite_z ? std::fabs(static_cast<double>(g)) * (1 + zd * smd) : 0.0;
-  const double slope_terms =
-      finite_z ? sd * (1 + zd * smd) + zd * sd * smd * (2 + zd * std::fabs(smd - sd))
-               : static_cast<double>(slope);
-  const double gate_floor = onePlusAbs(static_cast<double>(a));
-  const double slope_floor = finite_z ? 1 + zd : 1.0;
-  t.tol_y = allowedError(f32_bound_u::clipped_swiglu, dtype, static_cast<double>(v), gate_terms, 0,
-                         gate_floor, static_cast<double>(t.y));
-  t.tol_dA = allowedError(f32_bound_u::clipped_swiglu_backward, dtype, static_cast<double>(scale),
-                          slope_terms, 0, slope_floor, static_cast<double>(t.dA));
-  t.tol_dB = allowedError(f32_bound_u::clipped_swiglu_backward, dtype, dyf, gate_terms, 0,
-                          gate_floor, static_cast<double>(t.dB));
-  return t;
 }
 
 inline bool isPositiveZero(TensorBuffer &t, size_t i) {

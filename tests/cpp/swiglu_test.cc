@@ -11,21 +11,12 @@
 #include "accuracy.h"
 #include "device_memory.h"
 #include "device_param.h"
+#include "silu_truth.h"
 #include "tensor_buffer.h"
 
 namespace infiniop_test {
 namespace {
 
-long double sigmoidL(long double x) {
-  return 1.0L / (1.0L + std::exp(-x));
-}
-long double siluL(long double x) {
-  return x == -INFINITY ? 0.0L : x * sigmoidL(x);
-}
-long double siluDerivativeL(long double x) {
-  if (std::isinf(x)) return x > 0 ? 1.0L : 0.0L;  // the limits
-  return sigmoidL(x) + x * sigmoidL(x) * sigmoidL(-x);
-}
 // The message of the last failed create, and of the last failed create or calculate (destroying
 // the descriptors afterwards succeeds, which clears infiniopGetLastError()).
 std::string last_create_error, last_error;
@@ -220,11 +211,9 @@ TEST_P(SwiGluCases, EveryDimMatchesFormula) {
       ASSERT_EQ(runBackward(handle(), out, out.data(), dy, x, dim), INFINI_STATUS_SUCCESS)
           << last_error;
       for (size_t i = 0; i < m; ++i) {
-        const long double s = sigmoidL(x1[i]), silu = siluL(x1[i]);
+        const long double silu = siluL(x1[i]);
         const long double derivative = siluDerivativeL(x1[i]);
-        const double terms1 = std::isfinite(x1[i])
-                                  ? static_cast<double>(s + std::fabs(x1[i] * s * sigmoidL(-x1[i])))
-                                  : static_cast<double>(derivative);  // the limits 1 and 0
+        const double terms1 = siluDerivativeTerms(x1[i]);
         const long double scale1 = static_cast<long double>(g[i]) * x2[i];
         check("x_grad1", i, out.get(first[i]), timesTail(scale1, derivative, x1[i]),
               allowedError(f32_bound_u::swiglu_backward, dtype, static_cast<double>(scale1), terms1,

@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Builds (if needed) the libFuzzer target and runs it over tests/fuzz/corpus for a bounded time.
 #   tests/fuzz/run.sh [SECONDS] [extra libFuzzer flags...]      (default 60 seconds)
+#   tests/fuzz/run.sh --build                                    (only configure and build)
 # Environment: BUILD_DIR (default build-fuzz), JOBS (default 2), INFINIOP_FUZZ_OPENCL=1 to also
 # create every descriptor on opencl. New inputs go to $BUILD_DIR/fuzz-corpus (the seed corpus in
 # the repository is only read); crashes to $BUILD_DIR/fuzz-artifacts/. See tests/fuzz/README.md.
@@ -10,19 +11,20 @@ cd "$(dirname "$0")/../.."
 seconds="${1:-60}"
 shift || true
 build="${BUILD_DIR:-build-fuzz}"
-# The fuzz build compiles one Highway target, AVX2 where the processor has it (the cpu device's
-# usual path), else the baseline: with ASan, UBSan and coverage each target of each kernel file
-# costs minutes. -O1 and line tables only: libFuzzer's usual build, several times faster to
-# compile than -O2 -g.
-arch=""
-grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && arch="-march=haswell"
+# The fuzz preset (CMakePresets.json): clang, -O1 and line tables only (libFuzzer's usual build,
+# several times faster to compile than -O2 -g), and one Highway target, AVX2 (the cpu device's
+# usual path; the baseline, so the objects need every feature of Highway's AVX2 target): with
+# ASan, UBSan and coverage each target of each kernel file costs minutes. A processor without
+# them gets its own best target instead.
 if [ ! -f "${build}/CMakeCache.txt" ]; then
-  CC=clang CXX=clang++ cmake -S . -B "${build}" -DCMAKE_BUILD_TYPE=None \
-    -DINFINIOP_FUZZ=ON -DINFINIOP_BUILD_TESTS=OFF -DINFINIOP_BUILD_BENCH=OFF \
-    -DINFINIOP_INSTALL_PYTHON=OFF "-DCMAKE_C_FLAGS=-O1 -gline-tables-only" \
-    "-DCMAKE_CXX_FLAGS=-O1 -gline-tables-only ${arch} -DHWY_COMPILE_ONLY_STATIC=1"
+  targets=()
+  for feature in avx2 bmi1 bmi2 fma f16c aes pclmulqdq; do
+    grep -qw "${feature}" /proc/cpuinfo || targets=(-DINFINIOP_CPU_TARGETS=native)
+  done
+  cmake --preset fuzz -B "${build}" "${targets[@]}"
 fi
 cmake --build "${build}" -j"${JOBS:-2}" --target infiniop-fuzz-operators
+[ "${seconds}" = --build ] && exit 0
 # opencl runs every call through device copies, 20-50 times slower: it keeps a corpus of its own,
 # so that it does not first replay everything the cpu runs found (libFuzzer's time limit starts
 # after that replay).

@@ -2,17 +2,19 @@
 // ClippedSwiglu: y <- (A, B), y = g (clamp(B) + bias), g = a sigmoid(alpha a), a = min(A, limit):
 // the fast path (common.cl's clipped_at), and where a is not finite or y fails fast_path_holds the
 // exact one (clipped_gate); the interleaved or halved split reaches the functor as two operands.
-// The attributes are ClippedSwigluAttributes (src/ops/clipped_swiglu.h): alpha, limit, bias.
+// The attributes are ClippedSwigluAttributes (src/ops/clipped_swiglu.h): alpha, limit, bias,
+// far_left_a, tail_a.
 #define NUM_OUTPUTS 1
 #define NUM_INPUTS 2
 INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float alpha = as_float(attributes.s0), limit = as_float(attributes.s1);
   const float bias = as_float(attributes.s2);
-  const clipped_at_t fast = clipped_at(alpha, limit, bias, in[0], in[1]);
+  const float far_left_a = as_float(attributes.s3), tail_a = as_float(attributes.s4);
+  const clipped_at_t fast = clipped_at(alpha, limit, bias, far_left_a, in[0], in[1]);
   float y = sigmoid_at_value(fast.at, fast.b_bias);
-  if (!(isfinite(fast.a) && fast_path_holds(y))) {  // the special values' exact path
-    const clipped_gate_t c = clipped_gate(alpha, limit, in[0], in[1], false);
-    y = c.g * (c.b + bias);
+  if (!(isfinite(fast.a) && !fast.far_left && fast_path_holds(y))) {  // the exact path
+    const clipped_gate_t c = clipped_gate(alpha, limit, far_left_a, tail_a, in[0], in[1], false);
+    y = c.g * (c.b + bias) * c.unscale;
   }
   out[0] = y;
 }

@@ -8,8 +8,9 @@
 INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float alpha = as_float(attributes.s0), limit = as_float(attributes.s1);
   const float bias = as_float(attributes.s2);
+  const float far_left_a = as_float(attributes.s3), tail_a = as_float(attributes.s4);
   const float dy = in[0], A = in[1], B = in[2];
-  const clipped_at_t fast = clipped_at(alpha, limit, bias, A, B);
+  const clipped_at_t fast = clipped_at(alpha, limit, bias, far_left_a, A, B);
   // b + bias as a pair: its rounding would count in full where b is small.
   float b_bias_lo, g_lo;
   const float b_bias = sum_pair(fast.b, bias, &b_bias_lo);
@@ -18,18 +19,20 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   float dA = clipped_at_slope(fast, g, g_lo, true);
   float dB = sigmoid_at_value(fast.at, dy);
   // the special values' exact path
-  if (!(isfinite(fast.a) && fast_path_holds(dA) && fast_path_holds(dB))) {
-    const clipped_gate_t c = clipped_gate(alpha, limit, A, B, true);
+  if (!(isfinite(fast.a) && !fast.far_left && fast_path_holds(dA) && fast_path_holds(dB))) {
+    const clipped_gate_t c = clipped_gate(alpha, limit, far_left_a, tail_a, A, B, true);
     // dy (b + bias) first, unless that alone overflows from finite factors (bias near
     // FLT_MAX): then dy slope first, which overflows only where dA does.
     const float b_bias_exact = c.b + bias, g_exact = dy * b_bias_exact;
-    dA = (!isfinite(g_exact) && isfinite(dy) && isfinite(b_bias_exact))
-             ? dy * c.slope * b_bias_exact
-             : g_exact * c.slope;
+    dA = ((!isfinite(g_exact) && isfinite(dy) && isfinite(b_bias_exact))
+              ? dy * c.slope * b_bias_exact
+              : g_exact * c.slope) *
+         c.unscale;
     // A far-left gate of a finite non-zero a may underflow to 0 (huge alpha); times an infinite
     // dy its limit is an infinity of a's sign times dy's.
-    dB = (c.g == 0.0f && isinf(dy) && isfinite(c.a) && c.a != 0.0f) ? dy * copysign(1.0f, c.a)
-                                                                    : dy * c.g;
+    dB = ((c.g == 0.0f && isinf(dy) && isfinite(c.a) && c.a != 0.0f) ? dy * copysign(1.0f, c.a)
+                                                                     : dy * c.g) *
+         c.unscale;
   }
   out[0] = A <= limit ? dA : 0.0f;
   out[1] = (B >= -limit && B <= limit) ? dB : 0.0f;

@@ -3,7 +3,7 @@
 // -DSTORAGE_F16 or -DSTORAGE_BF16), its loads and stores (one element, or 8 consecutive ones as
 // a float8), and the F32 maths of the activations, ported from devices/cpu/math-inl.h so that
 // both devices round the same way. OpenCL 1.2 C, no extension:
-// F16 and BF16 are `ushort` bits converted here, round to nearest even, NaN kept quiet, exactly
+// F16 and BF16 are `ushort` bits converted here, round to nearest even, NaN canonical, exactly
 // as src/core/dtype.h does it.
 
 // Contraction would change the results per driver; every fused multiply-add here is an fma().
@@ -13,19 +13,23 @@
 // keeps its in/out arrays in memory, and PoCL then vectorizes nothing across work-items.
 #define INLINE inline __attribute__((always_inline))
 
+// Every NaN a store writes is the canonical quiet NaN, positive (F32 0x7fc00000, F16 0x7e00, BF16
+// 0x7fc0), as devices/cpu/convert-inl.h's: which NaN an operation passes on differs by device.
+#define CANONICAL_NAN as_float(0x7fc00000u)
+
 #if defined(STORAGE_F32)
 typedef float storage_t;
 INLINE float load_value(const __global storage_t *p, ulong i) {
   return p[i];
 }
 INLINE void store_value(__global storage_t *p, ulong i, float v) {
-  p[i] = v;
+  p[i] = isnan(v) ? CANONICAL_NAN : v;
 }
 INLINE float8 load8(const __global storage_t *p, ulong i) {
   return vload8(0, p + i);
 }
 INLINE void store8(__global storage_t *p, ulong i, float8 v) {
-  vstore8(v, 0, p + i);
+  vstore8(select(v, (float8)CANONICAL_NAN, isnan(v)), 0, p + i);
 }
 #elif defined(STORAGE_BF16)
 typedef ushort storage_t;
@@ -36,7 +40,7 @@ INLINE float load_value(const __global storage_t *p, ulong i) {
 INLINE ushort bf16_from_f32(float f) {
   const uint u = as_uint(f);
   const uint rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint quiet_nan = (u >> 16) | 0x40u;
+  const uint quiet_nan = 0x7fc0u;
   return (ushort)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 INLINE void store_value(__global storage_t *p, ulong i, float v) {
@@ -57,13 +61,13 @@ typedef ushort storage_t;
 // that clang's SLP vectorizer packs two operands' conversions into 2-lane vectors, which PoCL
 // then cannot vectorize across work-items (F16 ran 4-12x slower than the cpu device).
 // The load also quiets a signaling NaN, which no result can show: F32 arithmetic quiets it, and
-// every store writes a NaN as 0x7e00 and its sign.
+// every store writes a NaN as 0x7e00.
 INLINE float load_value(const __global storage_t *p, ulong i) {
   return (float)((const __global _Float16 *)p)[i];
 }
 INLINE void store_value(__global storage_t *p, ulong i, float v) {
   const ushort bits = as_ushort((_Float16)v);
-  p[i] = isnan(v) ? (bits & 0x8000u) | 0x7e00u : bits;
+  p[i] = isnan(v) ? 0x7e00u : bits;
 }
 INLINE float8 load8(const __global storage_t *p, ulong i) {
   float8 v;
@@ -96,9 +100,8 @@ INLINE ushort f16_from_f32(float f) {
   // Below 2^-14 (F16 subnormal or zero): adding 0.5 rounds at 2^-24, nearest even.
   const uint subnormal = as_uint(as_float(a) + 0.5f) - as_uint(0.5f);
   uint bits = a < 0x38800000u ? subnormal : normal;
-  bits = a >= 0x477ff000u ? 0x7c00u : bits;  // rounds to >= 65520: infinity
-  bits = a > 0x7f800000u ? 0x7e00u : bits;   // NaN, quiet
-  return (ushort)(sign | bits);
+  bits = a >= 0x477ff000u ? 0x7c00u : bits;                  // rounds to >= 65520: infinity
+  return a > 0x7f800000u ? 0x7e00u : (ushort)(sign | bits);  // NaN: canonical
 }
 INLINE void store_value(__global storage_t *p, ulong i, float v) {
   p[i] = f16_from_f32(v);
@@ -140,10 +143,27 @@ INLINE float exp_of_minus_sum(float a, float lo) {
   return exp_of_minus_pair(a, lo, 0);
 }
 
+// exp(-(w + lo)) 2^128 for w in [64, 175], exactly as math-inl.h's ScaledExpOfMinus (the
+// activations' far-left tails): results scaled the same way are multiplied by TAIL_UNSCALE last.
+#define TAIL_UNSCALE 0x1p-128f
+INLINE float scaled_exp_of_minus(float w, float lo) {
+  return exp_of_minus_sum(w - 128.0f * INFINIOP_LN2_HI, lo - 128.0f * INFINIOP_LN2_LO);
+}
+
+// 1 / y within about 1 ulp for a positive normal y below 2^126 (ieee-inl.h's
+// ReciprocalEstimate): the same integer estimate and three Newton steps on every device, so that
+// no driver's division or native reciprocal enters a result.
+INLINE float reciprocal_estimate(float y) {
+  float r = as_float(0x7EF311C3u - as_uint(y));
+  r = fma(r, fma(-y, r, 1.0f), r);
+  r = fma(r, fma(-y, r, 1.0f), r);
+  return fma(r, fma(-y, r, 1.0f), r);
+}
+
 // sigmoid(v) = 1 / (1 + e), e = exp(-v), for v >= -87 (callers clamp), clamped at 60 here
 // (math-inl.h's Sigmoid: beyond, sigmoid is 1 and its slope below any rounding it joins, and e's
-// rounding e_lo stays normal). The driver's division (OpenCL 1.2 allows 2.5 ulp) is the
-// estimate; s is one Newton step on it, so s(0) = 1/2 and s = 1 wherever 1 is the rounded value.
+// rounding e_lo stays normal). reciprocal_estimate is the estimate; s is one Newton step on it,
+// so s(0) = 1/2 and s = 1 wherever 1 is the rounded value.
 // 1 + e is also kept as the pair den + den_lo (e's rounding e_lo included).
 typedef struct {
   float e, e_lo, den, den_lo, estimate, s;
@@ -159,7 +179,7 @@ INLINE sigmoid_t sigmoid_of(float v) {
   g.e = exp_of_minus_pair(fmin(v, 60.0f), -0.0f, &g.e_lo);  // t + -0 is t: no addition
   g.den = 1.0f + g.e;
   g.den_lo = (g.e - (g.den - 1.0f)) + g.e_lo;
-  g.estimate = 1.0f / g.den;
+  g.estimate = reciprocal_estimate(g.den);
   g.s = newton_reciprocal(g.den, g.estimate);
   return g;
 }
@@ -197,116 +217,161 @@ INLINE float sigmoid_slope_times(sigmoid_t g, float c, float gv, float g_lo, boo
   const float one_minus_s = g.e < 1.0f ? g.e * g.s : 1.0f - g.s;
   const float h = fma(c, one_minus_s, 1.0f);
   const float q = gv * g.estimate;
-  return fma(q, h, sigmoid_remainder(g, gv, g_lo, has_lo, q) * (h * g.estimate));
+  // the correction dropped where the estimate is below 2^-102 (as math-inl.h: no subnormals)
+  const float k = g.estimate < 0x1p-102f ? 0.0f : h * g.estimate;
+  return fma(q, h, sigmoid_remainder(g, gv, g_lo, has_lo, q) * k);
 }
 
 // `value` computed from a clamped x, with x's non-finite cases restored.
 INLINE float zero_at_minus_inf_nan_at_nan(float x, float value) {
-  if (x < -3.4028235e38f) value = 0.0f;
+  if (x < -3.4028235e38f) value = -0.0f;
   return isnan(x) ? x : value;
 }
 
 // `value` = x f(x) computed from a clamped x: 0 at x = -inf, x at +inf and NaN.
 INLINE float product_at_non_finite(float x, float value) {
-  return isfinite(x) ? value : (x < 0.0f ? 0.0f : x);
+  return isfinite(x) ? value : (x < 0.0f ? -0.0f : x);
 }
 
-// The activations return f(x) and, where `derivative` is not null, set *derivative to f'(x);
-// with it the value is x s, one rounding more than sigmoid_times (as in math-inl.h).
+// The activations' exact paths return f(x) and, where `derivative` is not null, set *derivative
+// to f'(x); with it the value is x s, one rounding more than sigmoid_times (as in math-inl.h).
+// In the far-left tail (x below the activation's *_TAIL_BOUND) both are scaled by 2^128 and
+// *unscale is TAIL_UNSCALE (else 1): callers multiply their result by it last (math-inl.h).
 
-// silu(x) = x sigmoid(x) and its derivative s + x s (1 - s), clamped as in math-inl.h.
-INLINE float silu(float input, float *derivative) {
-  const float x = fmax(input, -87.0f);
+// silu(x) = x sigmoid(x) and its derivative s + x s (1 - s), clamped as in math-inl.h; the tail
+// x < -87: x e^x and (1 + x) e^x, x clamped at -175.
+#define SILU_TAIL_BOUND -87.0f
+INLINE float silu(float input, float *derivative, float *unscale) {
+  const float x = fmax(input, SILU_TAIL_BOUND);
   const sigmoid_t g = sigmoid_of(x);
-  if (!derivative) return product_at_non_finite(input, sigmoid_times(g, x));
-  *derivative = zero_at_minus_inf_nan_at_nan(input, fma(fmin(x, 40.0f), sigmoid_slope(g), g.s));
-  return product_at_non_finite(input, x * g.s);
+  const bool tail = input < SILU_TAIL_BOUND;
+  const float x_tail = fmax(input, -175.0f);
+  const float e_tail = scaled_exp_of_minus(fmin(-x_tail, 175.0f), 0.0f);
+  *unscale = tail ? TAIL_UNSCALE : 1.0f;
+  const float value_tail = x_tail * e_tail;
+  if (!derivative) return product_at_non_finite(input, tail ? value_tail : sigmoid_times(g, x));
+  *derivative = zero_at_minus_inf_nan_at_nan(
+      input, tail ? fma(x_tail, e_tail, e_tail) : fma(fmin(x, 40.0f), sigmoid_slope(g), g.s));
+  return product_at_non_finite(input, tail ? value_tail : x * g.s);
 }
 
-// gelu_tanh(x) = x sigmoid(v), v = 2a (x + b x^3), and its derivative s + x v' s (1 - s).
-INLINE float gelu_tanh(float input, float *derivative) {
+// gelu_tanh(x) = x sigmoid(v), v = 2a (x + b x^3), and its derivative s + x v' s (1 - s); the
+// tail x < -9.9: x e^v and (1 + x v') e^v, x clamped at -13.
+#define GELU_TANH_TAIL_BOUND -9.9f
+INLINE float gelu_tanh(float input, float *derivative, float *unscale) {
   const float two_a = INFINIOP_GELU_TANH_TWO_A;
   const float two_ab = two_a * INFINIOP_GELU_TANH_B;
   const float six_ab = 3.0f * two_ab;
-  const float x_low = fmax(input, -20.0f);
+  const float x_low = fmax(input, -13.0f);
   const float v = x_low * fma(x_low * x_low, two_ab, two_a);
   const sigmoid_t g = sigmoid_of(fmax(v, -87.0f));
-  if (!derivative) return product_at_non_finite(input, sigmoid_times(g, x_low));
+  const bool tail = input < GELU_TANH_TAIL_BOUND;
+  const float e_tail = scaled_exp_of_minus(fmin(-v, 175.0f), 0.0f);
+  *unscale = tail ? TAIL_UNSCALE : 1.0f;
+  const float value_tail = x_low * e_tail;
+  if (!derivative) return product_at_non_finite(input, tail ? value_tail : sigmoid_times(g, x_low));
   const float x = fmin(x_low, 20.0f);
-  const float dv = fma(x * x, six_ab, two_a);
-  *derivative = zero_at_minus_inf_nan_at_nan(input, fma(x * dv, sigmoid_slope(g), g.s));
-  return product_at_non_finite(input, x_low * g.s);
+  const float x_dv = x * fma(x * x, six_ab, two_a);
+  *derivative = zero_at_minus_inf_nan_at_nan(
+      input, tail ? fma(x_dv, e_tail, e_tail) : fma(x_dv, sigmoid_slope(g), g.s));
+  return product_at_non_finite(input, tail ? value_tail : x_low * g.s);
 }
 
-// n / y within 0.5 ulp + 2^-27 for y > 0: the driver's division (OpenCL 1.2 allows 2.5 ulp) as
-// the estimate r, corrected once by the exact remainder (math-inl.h's Quotient).
+// n / y within 0.5 ulp + 2^-27 for y > 0: reciprocal_estimate corrected once by the exact
+// remainder (math-inl.h's Quotient).
 INLINE float quotient(float n, float y) {
-  const float r = 1.0f / y;
+  const float r = reciprocal_estimate(y);
   const float q = n * r;
   return fma(fma(-q, y, n), r, q);
 }
 
-// gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x) from one exp, as math-inl.h's
-// GeluErf: with a = |x| (clamped at 13.19), T = Phi(-a) = exp(-a^2 / 2) / F,
-// F = k a + W, W = 2 + a R(a) / P(a) (scripts/fit_erf.py), a^2 / 2 as an exact pair, F kept as
-// the pair (k a, W) in the quotient's remainder.
-INLINE float gelu_erf_over_f(float n, float ka, float w) {
-  const float r = 1.0f / (ka + w);
+// W = 2 + a R(a) / P(a) of gelu_erf's F = k a + W (math-inl.h's ErfW).
+INLINE float erf_w(float a) {
+  float r = INFINIOP_ERF_R3, p = INFINIOP_ERF_P4;
+  p = fma(p, a, INFINIOP_ERF_P3);
+  r = fma(r, a, INFINIOP_ERF_R2);
+  p = fma(p, a, INFINIOP_ERF_P2);
+  r = fma(r, a, INFINIOP_ERF_R1);
+  p = fma(p, a, INFINIOP_ERF_P1);
+  r = fma(r, a, INFINIOP_ERF_R0);
+  p = fma(p, a, INFINIOP_ERF_P0);
+  return fma(a, quotient(r, p), 2.0f);
+}
+
+// n / (k a + W) from F's reciprocal estimate r, within 0.5 ulp + 2^-27 (as quotient).
+INLINE float gelu_erf_over_f(float n, float r, float ka, float w) {
   const float q = n * r;
   return fma(fma(-q, w, fma(-q, ka, n)), r, q);
 }
 
-INLINE float gelu_erf(float input, float *derivative) {
+// gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x) from one exp, as math-inl.h's
+// GeluErf: with a = |x| (clamped at 13.19 on the right), T = Phi(-a) = exp(-a^2 / 2) / F,
+// F = k a + W, W = 2 + a R(a) / P(a) (scripts/fit_erf.py), a^2 / 2 as an exact pair, F kept as
+// the pair (k a, W) in the quotient's remainder; the tail x < -12.9 (Phi below 2.3e-38) with
+// exp scaled, x clamped at -18.7.
+#define GELU_ERF_TAIL_BOUND -12.9f
+INLINE float gelu_erf(float input, float *derivative, float *unscale) {
   const float clamp = INFINIOP_ERF_CLAMP;
-  const float x = fmax(input, -clamp);
-  const float a = fmin(fabs(x), clamp);
+  const bool tail = input < GELU_ERF_TAIL_BOUND;
+  const float x = fmax(input, tail ? -18.7f : -clamp);
+  const float a = fmin(fabs(x), tail ? 18.7f : clamp);
   const float half_a = a * 0.5f;
   const float h = half_a * a;
-  const float e = exp_of_minus_sum(h, fma(half_a, a, -h));
-  float s = INFINIOP_ERF_R3, p = INFINIOP_ERF_P4;
-  p = fma(p, a, INFINIOP_ERF_P3);
-  s = fma(s, a, INFINIOP_ERF_R2);
-  p = fma(p, a, INFINIOP_ERF_P2);
-  s = fma(s, a, INFINIOP_ERF_R1);
-  p = fma(p, a, INFINIOP_ERF_P1);
-  s = fma(s, a, INFINIOP_ERF_R0);
-  p = fma(p, a, INFINIOP_ERF_P0);
+  const float h_lo = fma(half_a, a, -h);
+  const float e = tail ? scaled_exp_of_minus(h, h_lo) : exp_of_minus_sum(h, h_lo);
+  *unscale = tail ? TAIL_UNSCALE : 1.0f;
   const float ka = INFINIOP_ERF_K * a;
-  const float w = fma(a, quotient(s, p), 2.0f);
+  const float w = erf_w(a);
+  const float r = reciprocal_estimate(ka + w);
+  // n / (k a + W) within 0.5 ulp + 2^-27 (as quotient)
   if (!derivative) {
-    const float xt = gelu_erf_over_f(x * e, ka, w);
+    const float xe = x * e;
+    const float xt = gelu_erf_over_f(xe, r, ka, w);
     return product_at_non_finite(input, x < 0.0f ? xt : x - xt);
   }
-  const float t = gelu_erf_over_f(e, ka, w);
+  const float t = gelu_erf_over_f(e, r, ka, w);
   const float cdf = x < 0.0f ? t : 1.0f - t;
   *derivative =
       zero_at_minus_inf_nan_at_nan(input, fma(fmin(x, clamp) * e, INFINIOP_INV_SQRT_2PI, cdf));
   return product_at_non_finite(input, x * cdf);
 }
 
-// ClippedSwiglu's clamped halves, the gate and (with want_slope) its slope, as
-// devices/cpu/clipped_swiglu.cc computes them: selects so that NaN passes the clamps; where alpha a
-// < -87 (sigmoid's exp is clamped there) a moves to where it is -87, keeping g tiny instead of
-// growing with |a|.
+// ClippedSwiglu's clamped halves, the gate and (with want_slope) its slope, the exact path, as
+// devices/cpu/clipped_swiglu.cc's ClippedGate: selects so that NaN passes the clamps; where
+// alpha a < -87 (the tail) g = a e^z and its slope (1 + z) e^z scaled by 2^128 (unscale), z
+// clamped at -175 with a moved to tail_a = -175 / alpha (far_left_a = -87 / alpha for the
+// sigmoid's clamp; both divided on the host).
 typedef struct {
-  float a, b, g, slope;
+  float a, b, g, slope, unscale;
 } clipped_gate_t;
 
-INLINE clipped_gate_t clipped_gate(float alpha, float limit, float A, float B, bool want_slope) {
+INLINE clipped_gate_t clipped_gate(float alpha, float limit, float far_left_a, float tail_a,
+                                   float A, float B, bool want_slope) {
   clipped_gate_t c;
   c.a = A > limit ? limit : A;
   c.b = B > limit ? limit : (B < -limit ? -limit : B);
   const float z = alpha == 0.0f ? 0.0f : alpha * c.a;
   const bool far_left = z < -87.0f;
-  const float a_clamped = far_left ? (alpha == 0.0f ? 0.0f : -87.0f / alpha) : c.a;
+  const float a_clamped = far_left ? far_left_a : c.a;
   const float z_clamped = far_left ? -87.0f : z;
   const sigmoid_t g = sigmoid_of(z_clamped);
+  const bool beyond = z < -175.0f;
+  const float z_tail = beyond ? -175.0f : z;
+  const float a_tail = beyond ? tail_a : c.a;
+  const float e_tail = scaled_exp_of_minus(fmin(-z_tail, 175.0f), 0.0f);
   // beside the slope's work a s, one rounding more than sigmoid_times (as in math-inl.h)
-  const float gate = want_slope ? a_clamped * g.s : sigmoid_times(g, a_clamped);
-  const bool minus_inf = isinf(c.a) && z < 0.0f;  // an infinite a: 0 where z < 0, else a
-  c.g = isinf(c.a) ? (minus_inf ? 0.0f : c.a) : gate;
+  float gate = want_slope ? a_clamped * g.s : sigmoid_times(g, a_clamped);
+  gate = far_left ? a_tail * e_tail : gate;
+  const bool infinite = isinf(c.a);
+  const bool minus_inf = infinite && z < 0.0f;  // an infinite a: 0 where z < 0, else a
+  c.g = infinite ? (minus_inf ? copysign(0.0f, c.a) : c.a) : gate;
+  c.unscale = (far_left && !infinite) ? TAIL_UNSCALE : 1.0f;
   c.slope = 0.0f;
-  if (want_slope) c.slope = minus_inf ? 0.0f : fma(fmin(z_clamped, 40.0f), sigmoid_slope(g), g.s);
+  if (want_slope) {
+    c.slope =
+        far_left ? fma(z_tail, e_tail, e_tail) : fma(fmin(z_clamped, 40.0f), sigmoid_slope(g), g.s);
+    c.slope = minus_inf ? -0.0f : c.slope;
+  }
   return c;
 }
 
@@ -317,11 +382,11 @@ INLINE clipped_gate_t clipped_gate(float alpha, float limit, float A, float B, b
 // so that it costs no rounding of its own.
 
 // Whether a fast path's result r stands (math-inl.h's FastPathHolds): finite, and not below
-// 2^-100 in magnitude (there the pairs' low parts, 2^-24 of r, are subnormal and lose their
-// bits, so the exact path's fewer roundings are the better ones; zeros go there too). The
-// callers also check their input with isfinite.
+// 2^-126 in magnitude (there the pairs' low parts are subnormal and lose their bits, so the exact
+// path's fewer roundings are the better ones; zeros go there too). The callers also check their
+// input with isfinite and against the activation's tail bound.
 INLINE bool fast_path_holds(float r) {
-  return isfinite(r) && fabs(r) >= 0x1p-100f;
+  return isfinite(r) && fabs(r) >= 0x1p-126f;
 }
 
 // a b exactly as the pair p + *lo.
@@ -396,20 +461,12 @@ INLINE gelu_erf_at_t gelu_erf_at(float input) {
   float h_lo;
   const float h = product_pair(half_a, a, &h_lo);
   at.e = exp_of_minus_pair(h, h_lo, &at.e_lo);
-  float r = INFINIOP_ERF_R3, p = INFINIOP_ERF_P4;
-  p = fma(p, a, INFINIOP_ERF_P3);
-  r = fma(r, a, INFINIOP_ERF_R2);
-  p = fma(p, a, INFINIOP_ERF_P2);
-  r = fma(r, a, INFINIOP_ERF_R1);
-  p = fma(p, a, INFINIOP_ERF_P1);
-  r = fma(r, a, INFINIOP_ERF_R0);
-  p = fma(p, a, INFINIOP_ERF_P0);
   float ka_lo;
   const float ka = product_pair(INFINIOP_ERF_K, a, &ka_lo);
-  const float w = fma(a, quotient(r, p), 2.0f);
+  const float w = erf_w(a);
   // t + t_lo = (e + e_lo) / (ka + ka_lo + w): t = e / f's estimate, its remainder exact but for
   // the roundings of values far below t's ulp.
-  const float estimate = 1.0f / (ka + w);
+  const float estimate = reciprocal_estimate(ka + w);
   const float t = at.e * estimate;
   float remainder = fma(-t, w, fma(-t, ka, at.e));
   remainder = fma(-t, ka_lo, remainder + at.e_lo);
@@ -453,10 +510,12 @@ INLINE float gelu_erf_at_slope(gelu_erf_at_t at, float g, float g_lo, bool has_l
 // the gate a sigmoid(z) as silu_at's, z = alpha a; clipped_gate stays the exact path.
 typedef struct {
   float a, b, b_bias, z;  // z = alpha a, clamped at -87
+  bool far_left;          // alpha a < -87: the exact path's tail
   sigmoid_at_t at;
 } clipped_at_t;
 
-INLINE clipped_at_t clipped_at(float alpha, float limit, float bias, float A, float B) {
+INLINE clipped_at_t clipped_at(float alpha, float limit, float bias, float far_left_a, float A,
+                               float B) {
   clipped_at_t c;
   c.a = A > limit ? limit : A;
   // selects, not fmin / fmax, so that a NaN B reaches the results (and the exact path)
@@ -464,7 +523,8 @@ INLINE clipped_at_t clipped_at(float alpha, float limit, float bias, float A, fl
   c.b_bias = c.b + bias;
   const float z = alpha == 0.0f ? 0.0f : alpha * c.a;
   // where z < -87 (either sign of alpha) a moves to where z = -87, as in clipped_gate
-  c.at.x = z < -87.0f ? (alpha == 0.0f ? 0.0f : -87.0f / alpha) : c.a;
+  c.far_left = z < -87.0f;
+  c.at.x = c.far_left ? far_left_a : c.a;
   c.z = fmax(z, -87.0f);
   c.at.sigmoid = sigmoid_of(c.z);
   return c;

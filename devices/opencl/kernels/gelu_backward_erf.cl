@@ -7,10 +7,11 @@
 INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float input = in[0], grad_output = in[1];
   float grad_input = gelu_erf_at_slope(gelu_erf_at(input), grad_output, 0.0f, false);
-  if (!(isfinite(input) && fast_path_holds(grad_input))) {  // the special values' exact path
-    float derivative;
-    gelu_erf(input, &derivative);
-    grad_input = derivative * grad_output;
+  if (!(isfinite(input) && input >= GELU_ERF_TAIL_BOUND &&
+        fast_path_holds(grad_input))) {  // exact path
+    float derivative, unscale;
+    gelu_erf(input, &derivative, &unscale);
+    grad_input = derivative * grad_output * unscale;
   }
   out[0] = grad_input;
 }

@@ -8,6 +8,9 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float x = in[0];
   const gelu_erf_at_t at = gelu_erf_at(x);
   float y = fma(at.x, at.cdf, at.x * at.cdf_lo);
-  if (!(isfinite(x) && fast_path_holds(y))) y = gelu_erf(x, 0);  // the special values' exact path
+  if (!(isfinite(x) && x >= GELU_ERF_TAIL_BOUND && fast_path_holds(y))) {  // the exact path
+    float unscale;
+    y = gelu_erf(x, 0, &unscale) * unscale;
+  }
   out[0] = y;
 }

@@ -12,11 +12,12 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   float grad1 = gelu_erf_at_slope(at, g, g_lo, true);
   float grad2 = gelu_erf_at_value(at, out_grad);
   // the special values' exact path
-  if (!(isfinite(x1) && fast_path_holds(grad1) && fast_path_holds(grad2))) {
-    float derivative;
-    const float activation = gelu_erf(x1, &derivative);
-    grad1 = out_grad * x2 * derivative;
-    grad2 = out_grad * activation;
+  if (!(isfinite(x1) && x1 >= GELU_ERF_TAIL_BOUND && fast_path_holds(grad1) &&
+        fast_path_holds(grad2))) {
+    float derivative, unscale;
+    const float activation = gelu_erf(x1, &derivative, &unscale);
+    grad1 = out_grad * x2 * derivative * unscale;
+    grad2 = out_grad * activation * unscale;
   }
   out[0] = grad1;
   out[1] = grad2;

@@ -7,7 +7,9 @@
 INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float x1 = in[0], x2 = in[1];
   float y = gelu_erf_at_value(gelu_erf_at(x1), x2);
-  if (!(isfinite(x1) && fast_path_holds(y)))
-    y = gelu_erf(x1, 0) * x2;  // the special values' exact path
+  if (!(isfinite(x1) && x1 >= GELU_ERF_TAIL_BOUND && fast_path_holds(y))) {  // the exact path
+    float unscale;
+    y = gelu_erf(x1, 0, &unscale) * x2 * unscale;
+  }
   out[0] = y;
 }

@@ -8,6 +8,9 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float x = in[0];
   const sigmoid_at_t at = gelu_tanh_at(x);
   float y = sigmoid_times(at.sigmoid, at.x);
-  if (!(isfinite(x) && fast_path_holds(y))) y = gelu_tanh(x, 0);  // the special values' exact path
+  if (!(isfinite(x) && x >= GELU_TANH_TAIL_BOUND && fast_path_holds(y))) {  // the exact path
+    float unscale;
+    y = gelu_tanh(x, 0, &unscale) * unscale;
+  }
   out[0] = y;
 }

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // MoeFinalizeRoutingV2 and its grad (src/ops/moe_finalize_routing.h has the formulas), built
-// after common.cl and gather.cl. Each result is summed in F32 by one work-item in a fixed order, so
-// runs are bit-identical. The forward and grad_expanded_x use the fma() steps and operand order of
-// devices/cpu/moe_finalize_routing.cc and match the cpu device bit for bit; grad_scales groups
-// its dot product differently from cpu's SIMD lanes (same error bound, not the same bits).
+// after common.cl and gather.cl. Each result is summed in F32 by one work-item in a fixed order,
+// the order of devices/cpu/moe_finalize_routing.cc: the forward and grad_expanded_x use the same
+// fma() steps and operands in the same order, and grad_scales the same fixed blocking of its dot
+// product (SLOTS, sum_slots), so every output matches the cpu device bit for bit, at every
+// Highway target.
+#pragma OPENCL FP_CONTRACT OFF
 
 // The index dtypes (INT32 or INT64, each its own) and scales' (the rows' storage, or F32 with
 // -DSCALES_F32), as the host builds the program.
@@ -21,7 +23,7 @@ INLINE float load_scale(const __global scale_t *p, ulong i) {
   return p[i];
 }
 INLINE void store_scale(__global scale_t *p, ulong i, float v) {
-  p[i] = v;
+  p[i] = isnan(v) ? CANONICAL_NAN : v;
 }
 #else
 typedef storage_t scale_t;
@@ -158,16 +160,57 @@ __kernel void moe_grad_expanded_columns(GRAD_EXPANDED_PARAMS) {
 }
 #endif
 
-// Partial sums per dot product: element j goes to lane j % LANES, the lanes are added pairwise
-// at the end (a fixed shape, better bounded than one running sum).
-#define LANES 8
+// The fixed blocking of a grad_scales dot product, the cpu device's (devices/cpu/rows-inl.h,
+// kDotSlots): element j's product accumulates into slot j % SLOTS, each slot a chain of fma()
+// from +0 in increasing j; then sum_slots adds the slots pairwise.
+#define SLOTS 64
 
-// The lanes added pairwise, the shape every grad_scales kernel ends with.
-INLINE float sum_lanes(float *acc) {
-  for (int width = LANES / 2; width > 0; width /= 2)
+// Slot i + 32 added into slot i for i < 32, then i + 16 for i < 16, ..., then slot 1 into slot
+// 0: the shape every grad_scales kernel ends with (cpu's DotSlotsSum). A NaN sum is the quiet NaN
+// 0x7fc00000, whichever NaN the operations passed on.
+INLINE float sum_slots(float *acc) {
+  for (int width = SLOTS / 2; width > 0; width /= 2)
     for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-  return acc[0];
+  return isnan(acc[0]) ? as_float(0x7fc00000u) : acc[0];
 }
+
+#ifdef UNIT_COLUMNS
+// The slots of the unit-column kernels as eight float8 (slot 8 v + l in lane l of s<v>), named
+// variables rather than an array, which PoCL kept in memory. EACH_SLOT_VECTOR(M, ...) expands
+// M(s<v>, v, ...) for v = 0..7 in order; STORE_SLOT_VECTORS(acc) writes them to float acc[SLOTS].
+#define SLOT_VECTORS \
+  float8 s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f, s4 = 0.0f, s5 = 0.0f, s6 = 0.0f, s7 = 0.0f
+// clang-format off
+#define EACH_SLOT_VECTOR(M, ...) \
+  M(s0, 0, __VA_ARGS__) M(s1, 1, __VA_ARGS__) M(s2, 2, __VA_ARGS__) M(s3, 3, __VA_ARGS__) \
+  M(s4, 4, __VA_ARGS__) M(s5, 5, __VA_ARGS__) M(s6, 6, __VA_ARGS__) M(s7, 7, __VA_ARGS__)
+// clang-format on
+#define STORE_SLOT_VECTOR(s, v, acc) vstore8(s, v, acc);
+#define STORE_SLOT_VECTORS(acc) EACH_SLOT_VECTOR(STORE_SLOT_VECTOR, acc)
+
+// sum_slots of the eight vectors, in registers: the same additions in the same order (slot
+// i + 32 is lane l of s<v + 4> for i = 8 v + l, and so on down to the lanes of s0).
+INLINE float sum_slot_vectors(float8 s0, float8 s1, float8 s2, float8 s3, float8 s4, float8 s5,
+                              float8 s6, float8 s7) {
+  s0 += s4;  // + 32
+  s1 += s5;
+  s2 += s6;
+  s3 += s7;
+  s0 += s2;  // + 16
+  s1 += s3;
+  s0 += s1;                        // + 8
+  const float4 q = s0.lo + s0.hi;  // + 4
+  const float2 p = q.lo + q.hi;    // + 2
+  const float sum = p.x + p.y;     // + 1
+  return isnan(sum) ? as_float(0x7fc00000u) : sum;
+}
+#define SUM_SLOT_VECTORS sum_slot_vectors(s0, s1, s2, s3, s4, s5, s6, s7)
+// A dot's term v = e + b at column i as a float8, in the grad_scales kernels' names.
+#define TERM_EXPANDED_BIAS(i) (load8(expanded, expanded_base + (i)) + load8(bias, bias_base + (i)))
+#define TERM_EXPANDED(i) load8(expanded, expanded_base + (i))
+#define TERM_BIAS(i) load8(bias, bias_base + (i))
+#define TERM_ZERO(i) ((float8)0.0f)  // 0 * grad_y: +0, or NaN for inf and NaN (as the cpu's)
+#endif
 
 // grad_scales[r][k] = sum_j (expanded_x[index][j] + bias[expert][j]) * grad_y[r][j]: one
 // work-item per position r * K + k. (A work-group per position with a local-memory tree was
@@ -189,31 +232,42 @@ __kernel void moe_grad_scales(__global scale_t *grad_scales, table_view_t grad_s
   const long bias_base =
       has_bias ? row_base(bias_v, (ulong)expert_index[table_element(expert_index_v, r, k)]) : 0;
   const long grad_y_base = row_base(grad_y_v, r);
-  float acc[LANES];
-  for (int l = 0; l < LANES; ++l) acc[l] = 0.0f;
+  float acc[SLOTS];
+  for (int l = 0; l < SLOTS; ++l) acc[l] = 0.0f;
   ulong start = 0;
 #ifdef UNIT_COLUMNS
-  // The same lanes as vectors over whole groups of LANES columns (same sums, same order).
-  // One loop per case, each a bare stream of loads and fma.
-  float8 lanes = 0.0f;
-  const ulong whole = hidden / LANES * LANES;
+  // The same slots as float8 vectors over whole blocks of SLOTS columns (same sums, same
+  // order). One loop per case, each a bare stream of loads and fma.
+  SLOT_VECTORS;
+  const ulong whole = hidden / SLOTS * SLOTS;
+#define SCALES_FMA(s, v, TERM) \
+  s = fma(TERM(start + 8 * v), load8(grad_y, grad_y_base + start + 8 * v), s);
   if (reached && has_bias) {
-    for (start = 0; start < whole; start += LANES)
-      lanes = fma(load8(expanded, expanded_base + start) + load8(bias, bias_base + start),
-                  load8(grad_y, grad_y_base + start), lanes);
+    for (start = 0; start < whole; start += SLOTS) {
+      EACH_SLOT_VECTOR(SCALES_FMA, TERM_EXPANDED_BIAS)
+    }
   } else if (reached) {
-    for (start = 0; start < whole; start += LANES)
-      lanes =
-          fma(load8(expanded, expanded_base + start), load8(grad_y, grad_y_base + start), lanes);
+    for (start = 0; start < whole; start += SLOTS) {
+      EACH_SLOT_VECTOR(SCALES_FMA, TERM_EXPANDED)
+    }
   } else if (has_bias) {
-    for (start = 0; start < whole; start += LANES)
-      lanes = fma(load8(bias, bias_base + start), load8(grad_y, grad_y_base + start), lanes);
+    for (start = 0; start < whole; start += SLOTS) {
+      EACH_SLOT_VECTOR(SCALES_FMA, TERM_BIAS)
+    }
+  } else {
+    for (start = 0; start < whole; start += SLOTS) {
+      EACH_SLOT_VECTOR(SCALES_FMA, TERM_ZERO)
+    }
+  }
+  if (whole == hidden) {
+    store_scale(grad_scales, table_element(grad_scales_v, r, k), SUM_SLOT_VECTORS);
+    return;
   }
   start = whole;
-  vstore8(lanes, 0, acc);
+  STORE_SLOT_VECTORS(acc)
 #endif
-  for (ulong j0 = start; j0 < hidden; j0 += LANES) {
-    for (int l = 0; l < LANES; ++l) {
+  for (ulong j0 = start; j0 < hidden; j0 += SLOTS) {
+    for (int l = 0; l < SLOTS; ++l) {
       const ulong j = j0 + l;
       if (j >= hidden) break;
       // As cpu's LoadSum: expanded + bias, or the one present, or 0.
@@ -228,7 +282,7 @@ __kernel void moe_grad_scales(__global scale_t *grad_scales, table_view_t grad_s
       acc[l] = fma(v, load_value(grad_y, at(grad_y_base, grad_y_v, j)), acc[l]);
     }
   }
-  store_scale(grad_scales, table_element(grad_scales_v, r, k), sum_lanes(acc));
+  store_scale(grad_scales, table_element(grad_scales_v, r, k), sum_slots(acc));
 }
 
 #ifdef UNIT_COLUMNS
@@ -237,7 +291,7 @@ __kernel void moe_grad_scales(__global scale_t *grad_scales, table_view_t grad_s
 // as scale * grad_y[r] and sums its dot product while both rows are in registers, so grad_y is
 // read once instead of once per pass (the bytes of the cpu device's fused pass). Same values,
 // bit for bit, as moe_grad_expanded (a sole row is the product rounded once) and moe_grad_scales
-// (same lanes, same order).
+// (same slots, same order).
 __kernel void moe_grad_fused(__global storage_t *grad_x, row_view_t grad_x_v,
                              __global scale_t *grad_scales, table_view_t grad_scales_v,
                              const __global storage_t *grad_y, row_view_t grad_y_v,
@@ -257,23 +311,31 @@ __kernel void moe_grad_fused(__global storage_t *grad_x, row_view_t grad_x_v,
   const long bias_base =
       has_bias ? row_base(bias_v, (ulong)expert_index[table_element(expert_index_v, r, k)]) : 0;
   const long grad_y_base = row_base(grad_y_v, r);
-  const ulong whole = hidden / LANES * LANES;
-  float8 lanes = 0.0f;
+  const ulong whole = hidden / SLOTS * SLOTS;
+  SLOT_VECTORS;
+  // Column j + 8 v of grad_x written, and its dot term accumulated into s<v>.
+#define FUSED_STEP(s, v, TERM)                       \
+  {                                                  \
+    const ulong i = j + 8 * v;                       \
+    const float8 g = load8(grad_y, grad_y_base + i); \
+    store8(grad_x, grad_x_base + i, g * scale);      \
+    s = fma(TERM(i), g, s);                          \
+  }
   if (has_bias) {
-    for (ulong j = 0; j < whole; j += LANES) {
-      const float8 g = load8(grad_y, grad_y_base + j);
-      store8(grad_x, grad_x_base + j, g * scale);
-      lanes = fma(load8(expanded, expanded_base + j) + load8(bias, bias_base + j), g, lanes);
+    for (ulong j = 0; j < whole; j += SLOTS) {
+      EACH_SLOT_VECTOR(FUSED_STEP, TERM_EXPANDED_BIAS)
     }
   } else {
-    for (ulong j = 0; j < whole; j += LANES) {
-      const float8 g = load8(grad_y, grad_y_base + j);
-      store8(grad_x, grad_x_base + j, g * scale);
-      lanes = fma(load8(expanded, expanded_base + j), g, lanes);
+    for (ulong j = 0; j < whole; j += SLOTS) {
+      EACH_SLOT_VECTOR(FUSED_STEP, TERM_EXPANDED)
     }
   }
-  float acc[LANES];
-  vstore8(lanes, 0, acc);
+  if (whole == hidden) {
+    store_scale(grad_scales, table_element(grad_scales_v, r, k), SUM_SLOT_VECTORS);
+    return;
+  }
+  float acc[SLOTS];
+  STORE_SLOT_VECTORS(acc)
   for (ulong j = whole; j < hidden; ++j) {
     const float g = load_value(grad_y, (ulong)(grad_y_base + (long)j));
     store_value(grad_x, (ulong)(grad_x_base + (long)j), g * scale);
@@ -281,6 +343,6 @@ __kernel void moe_grad_fused(__global storage_t *grad_x, row_view_t grad_x_v,
     if (has_bias) v = v + load_value(bias, (ulong)(bias_base + (long)j));
     acc[j - whole] = fma(v, g, acc[j - whole]);
   }
-  store_scale(grad_scales, table_element(grad_scales_v, r, k), sum_lanes(acc));
+  store_scale(grad_scales, table_element(grad_scales_v, r, k), sum_slots(acc));
 }
 #endif

@@ -7,7 +7,9 @@
 INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float x1 = in[0], x2 = in[1];
   float y = sigmoid_at_value(silu_at(x1), x2);
-  if (!(isfinite(x1) && fast_path_holds(y)))
-    y = silu(x1, 0) * x2;  // the special values' exact path
+  if (!(isfinite(x1) && x1 >= SILU_TAIL_BOUND && fast_path_holds(y))) {  // the exact path
+    float unscale;
+    y = silu(x1, 0, &unscale) * x2 * unscale;
+  }
   out[0] = y;
 }

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+// Per-target halves of ClippedSwiglu shared by its forward (clipped_swiglu.cc) and backward
+// (clipped_swiglu_backward.cc): the gate's fast path (ClippedAt) and exact path (ClippedGate).
+#if defined(INFINIOP_CPU_CLIPPED_SWIGLU_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef INFINIOP_CPU_CLIPPED_SWIGLU_INL_H_
+#undef INFINIOP_CPU_CLIPPED_SWIGLU_INL_H_
+#else
+#define INFINIOP_CPU_CLIPPED_SWIGLU_INL_H_
+#endif
+
+#include "cpu/math-inl.h"
+#include "hwy/highway.h"
+#include "ops/clipped_swiglu.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace infiniop::cpu::HWY_NAMESPACE {
+
+// The clamped halves and the gate g = a sigmoid(z), z = alpha a, the exact path. Where z < -87
+// (the tail: sigmoid's exp leaves F32's normal range) g = a e^z and its slope (1 + z) e^z are
+// scaled by 2^128 and `unscale` is 2^-128 (math-inl.h's tail rule), with z clamped at -175 and a
+// moved with it; where a is infinite and z = -inf, g and its slope are their limits, 0. The
+// clamps are selects so that NaN passes through them.
+template <class V>
+struct ClippedGate {
+  template <class D>
+  HWY_INLINE ClippedGate(D d, const ClippedSwigluAttributes &at, V A, V B, bool want_slope) {
+    const V limit = hn::Set(d, at.limit);
+    a = hn::IfThenElse(hn::Gt(A, limit), limit, A);
+    b = hn::IfThenElse(hn::Gt(B, limit), limit,
+                       hn::IfThenElse(hn::Lt(B, hn::Neg(limit)), hn::Neg(limit), B));
+    const V z = at.alpha == 0.0f ? hn::Zero(d) : hn::Mul(hn::Set(d, at.alpha), a);
+    const auto far_left = hn::Lt(z, hn::Set(d, -87.0f));
+    const V a_clamped = hn::IfThenElse(far_left, hn::Set(d, at.far_left_a), a);
+    const V z_clamped = hn::IfThenElse(far_left, hn::Set(d, -87.0f), z);
+    const Sigmoid<V> sigmoid(d, z_clamped);
+    const auto beyond = hn::Lt(z, hn::Set(d, -175.0f));
+    const V z_tail = hn::IfThenElse(beyond, hn::Set(d, -175.0f), z);
+    const V a_tail = hn::IfThenElse(beyond, hn::Set(d, at.tail_a), a);
+    const V e_tail = ScaledExpOfMinus(d, hn::Min(hn::Neg(z_tail), hn::Set(d, 175.0f)), hn::Zero(d));
+    // An infinite a: 0 where z < 0 (a finite one whose alpha a overflows keeps its tiny
+    // non-zero gate), else a itself (sigmoid > 0).
+    const auto infinite = hn::IsInf(a);
+    const auto minus_inf = hn::And(infinite, hn::Lt(z, hn::Zero(d)));
+    // Beside the slope's work, a s: one rounding more than the corrected quotient (math-inl.h).
+    V gate = want_slope ? hn::Mul(a_clamped, sigmoid.s) : sigmoid.Times(d, a_clamped);
+    gate = hn::IfThenElse(far_left, hn::Mul(a_tail, e_tail), gate);
+    // the limits at an infinite a: a itself, or a zero of a's sign (approached from a's side)
+    g = hn::IfThenElse(infinite, hn::IfThenElse(minus_inf, hn::CopySign(hn::Zero(d), a), a), gate);
+    unscale = TailUnscale(d, hn::AndNot(infinite, far_left));
+    if (want_slope) {  // g'(a) = s + z s (1 - s); z s (1 - s) vanishes beyond z = 40
+      const V capped = hn::Min(z_clamped, hn::Set(d, 40.0f));
+      slope = hn::IfThenElse(far_left, Fma(d, z_tail, e_tail, e_tail),
+                             Fma(d, capped, sigmoid.Slope(), sigmoid.s));
+      slope = hn::IfThenElse(minus_inf, hn::Set(d, -0.0f), slope);  // (1 + z) e^z, from below
+    }
+  }
+  V a, b, g, slope, unscale;
+};
+
+// The fast path, for a finite clamped a: the gate a sigmoid(z) as SiluAt's, each output's
+// multiplier folded into its one corrected quotient (math-inl.h). ClippedGate stays the exact
+// path of the special values (ExactLanes).
+template <class V>
+struct ClippedAt {
+  template <class D>
+  HWY_INLINE ClippedAt(D d, const ClippedSwigluAttributes &at, V A, V B)
+      : a(hn::IfThenElse(hn::Gt(A, hn::Set(d, at.limit)), hn::Set(d, at.limit), A)),
+        // selects, not Min / Max, so that a NaN B reaches the results (and the exact path)
+        b(hn::IfThenElse(
+            hn::Gt(B, hn::Set(d, at.limit)), hn::Set(d, at.limit),
+            hn::IfThenElse(hn::Lt(B, hn::Set(d, -at.limit)), hn::Set(d, -at.limit), B))),
+        b_bias(hn::Add(b, hn::Set(d, at.bias))),
+        z(at.alpha == 0.0f ? hn::Zero(d) : hn::Mul(hn::Set(d, at.alpha), a)),
+        // where z < -87 (either sign of alpha) a moves to where z = -87, as in ClippedGate
+        x(hn::IfThenElse(hn::Lt(z, hn::Set(d, -87.0f)), hn::Set(d, at.far_left_a), a)),
+        sigmoid(d, hn::Max(z, hn::Set(d, -87.0f))) {}
+  template <class D>
+  HWY_INLINE V Value(D d, V g) const {
+    return sigmoid.ProductOver(d, g, x);
+  }
+  template <class D>
+  HWY_INLINE V Slope(D d, V g, const V *g_lo) const {
+    return sigmoid.SlopeTimes(d, hn::Clamp(z, hn::Set(d, -87.0f), hn::Set(d, 40.0f)), g, g_lo);
+  }
+  V a, b, b_bias, z, x;
+  Sigmoid<V> sigmoid;
+};
+
+}  // namespace infiniop::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // INFINIOP_CPU_CLIPPED_SWIGLU_INL_H_

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+// ClippedSwigluBackward on the cpu device (clipped_swiglu-inl.h's gate and its slope).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/clipped_swiglu_backward.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "cpu/clipped_swiglu-inl.h"
+#include "cpu/elementwise-inl.h"
+#include "cpu/math-inl.h"
+#include "cpu/parallel.h"
+#include "hwy/highway.h"
+#include "ops/clipped_swiglu.h"
+#include "ops/kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace infiniop::cpu::HWY_NAMESPACE {
+
+template <class D, class V>
+HWY_NOINLINE void ClippedSwigluBackwardExact(D d, const ClippedSwigluAttributes &at, V dy, V A, V B,
+                                             V a, V z, V &dA, V &dB) {
+  const auto exact = ExactLanes(d, a, z, -87.0f, dA, dB);
+  const ClippedGate<V> c(d, at, A, B, true);
+  // dy (b + bias) first, unless that alone overflows from finite factors (bias near FLT_MAX):
+  // then dy slope first, which overflows only where dA does.
+  const V b_bias_exact = hn::Add(c.b, hn::Set(d, at.bias));
+  const V g_exact = hn::Mul(dy, b_bias_exact);
+  const auto overflowed =
+      hn::AndNot(hn::IsFinite(g_exact), hn::And(hn::IsFinite(dy), hn::IsFinite(b_bias_exact)));
+  const V dA_exact = hn::IfThenElse(overflowed, hn::Mul(hn::Mul(dy, c.slope), b_bias_exact),
+                                    hn::Mul(g_exact, c.slope));
+  dA = hn::IfThenElse(exact, hn::Mul(dA_exact, c.unscale), dA);
+  // A far-left gate of a finite non-zero a may underflow to 0 (|a s| < 2^-149 when a is tiny);
+  // times an infinite dy its limit is an infinity of a's sign times dy's.
+  const auto gate_underflow =
+      hn::And(hn::Eq(c.g, hn::Zero(d)), hn::And(hn::IsFinite(c.a), hn::Ne(c.a, hn::Zero(d))));
+  const V dB_exact =
+      hn::IfThenElse(hn::And(gate_underflow, hn::IsInf(dy)),
+                     hn::Mul(dy, hn::CopySign(hn::Set(d, 1.0f), c.a)), hn::Mul(dy, c.g));
+  dB = hn::IfThenElse(exact, hn::Mul(dB_exact, c.unscale), dB);
+}
+
+struct ClippedSwigluBackward : ClippedSwigluAttributes {
+  static constexpr int kOutputs = 2, kInputs = 3;  // (dA, dB) <- (dy, A, B)
+  static constexpr bool kPaired = true;
+
+  template <class D, class V>
+  HWY_INLINE void operator()(D d, V &dA, V &dB, V dy, V A, V B) const {
+    const ClippedAt<V> fast(d, *this, A, B);
+    // dy (b + bias) from b + bias as a pair: its rounding would count in full where b is small.
+    V b_bias_lo, g_lo;
+    const V b_bias = SumPair(fast.b, hn::Set(d, bias), &b_bias_lo);
+    const V g = ProductPair(d, dy, b_bias, &g_lo);
+    g_lo = Fma(d, dy, b_bias_lo, g_lo);
+    dA = fast.Slope(d, g, &g_lo);
+    dB = fast.Value(d, dy);
+    if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, dA, dB))) {
+      ClippedSwigluBackwardExact(d, *this, dy, A, B, fast.a, fast.z, dA, dB);
+    }
+    const V limit = hn::Set(d, this->limit);
+    dA = hn::IfThenElseZero(hn::Le(A, limit), dA);
+    const auto inside = hn::And(hn::Ge(B, hn::Neg(limit)), hn::Le(B, limit));
+    dB = hn::IfThenElseZero(inside, dB);
+  }
+};
+
+}  // namespace infiniop::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+INFINIOP_CPU_ELEMENTWISE_RANGE(clipped_swiglu_backward, ClippedSwigluBackward);
+
+#if HWY_ONCE
+INFINIOP_CPU_ELEMENTWISE_DISPATCH(clipped_swiglu_backward)
+#endif

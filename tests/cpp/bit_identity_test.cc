@@ -1,0 +1,1109 @@
+// SPDX-License-Identifier: Apache-2.0
+// The same bits on every target and device (issue 27; docs/accuracy.md "The same bits on every
+// target and device"). Every operator x variant x dtype (x index width for the MoE operators) is
+// one group, one test case: it runs over one hostile input set per operand on the cpu device at
+// every Highway target this machine runs (forced, as device_param.h does; best first) and on every
+// other built device but the cpu_reference oracle (opencl, skipped with the reason where the
+// machine has none), with every output poisoned before each call by a byte of its own (so an
+// element a run leaves unwritten differs too), and compares every output's bytes with the first
+// run's (cpu at the best target). A difference names the group, the run, the output, how many
+// elements differ and the first one: its index, the inputs at it and both values (hex, decimal).
+//
+// Each group prints a digest, 64-bit FNV-1a over its first run's output bytes (outputs in the
+// API's order, elements in row-major order), so that machines that cannot run each other's
+// targets (x86 and Arm, or qemu) can still compare:
+//   INFINIOP_BIT_DIGESTS=path           writes "group digest" lines of the groups run, replacing
+//                                       path at the end of the process (run the executable
+//                                       itself, not ctest, which runs one group per process)
+//   INFINIOP_BIT_DIGESTS_EXPECTED=path  fails each group whose digest differs from its line there
+// The process ends with "N of M groups bit-identical across <runs>" and the groups that differ.
+//
+// The inputs (65,536 elements per operand of the elementwise operators), made with exact or
+// correctly rounded operations only, so the same on every machine: normals (Irwin-Hall),
+// uniform [-100, 100], near zero, tails out to |x| = 90, values around the activations' clamp and
+// cancellation points, and specials (+-0, subnormals, +-inf, NaN, 1e30, FLT_MAX), in 64-element
+// blocks that are all finite, mixed, or finite but for one special, so that which lanes share a
+// vector with a special value differs with the vector width. ClippedSwiglu adds attribute sets
+// from the defaults to extreme (alpha 1e4 or 1e-30, limit 1e-30 or +inf, bias up to FLT_MAX). The
+// MoE operators use T = 37 tokens, H = 1000 (not a multiple of any vector width), K = 3, E = 5,
+// C = 20, mostly finite values (a rare special, so that most sums stay finite and show their
+// order), duplicate indices, dropped tokens and active_num cuts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "device_memory.h"
+#include "device_param.h"
+#include "op_specs.h"
+#include "tensor_buffer.h"
+
+namespace infiniop_test {
+
+// device_param.cc instantiates the operator tests' DeviceTest, which this executable has none of.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DeviceTest);
+
+namespace {
+
+constexpr size_t kElements = 65536;  // per operand of the elementwise operators
+constexpr size_t kRows = 64;         // split operators: 64 rows of 2 x 1024
+// MoE: tokens, hidden size, top-k, experts, capacity, and the active_num cut.
+constexpr size_t kT = 37, kH = 1000, kK = 3, kE = 5, kC = 20, kActive = 80;
+
+constexpr auto F16 = INFINI_DTYPE_F16;
+constexpr auto BF16 = INFINI_DTYPE_BF16;
+
+// ---------------------------------------------------------------- deterministic inputs
+uint64_t mix(uint64_t seed, uint64_t i) {  // splitmix64 of (seed, i)
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + (i + 1) * 0xBF58476D1CE4E5B9ull;
+  z ^= z >> 30;
+  z *= 0xBF58476D1CE4E5B9ull;
+  z ^= z >> 27;
+  z *= 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+double unitOf(uint64_t z) {  // [0, 1)
+  return static_cast<double>(z >> 11) * 0x1p-53;
+}
+uint64_t fnv1a(const void *data, size_t bytes, uint64_t h = 0xcbf29ce484222325ull) {
+  const auto *p = static_cast<const uint8_t *>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+uint64_t seedOf(const std::string &name) {
+  return fnv1a(name.data(), name.size());
+}
+
+// The inputs use exact or correctly rounded operations only (no libm: its last bits differ between
+// platforms), so that they, and so the digests, are the same on every machine.
+// About a standard normal: the sum of 12 uniforms, minus 6 (Irwin-Hall).
+double normalOf(uint64_t seed, size_t i) {
+  double s = -6.0;
+  for (uint64_t k = 0; k < 12; ++k) s += unitOf(mix(seed ^ (0x6e6f726d00 + k), i));
+  return s;
+}
+// Log-uniform by binary exponent: 2^e (1 + m), e uniform in [lo, hi), m uniform in [0, 1).
+double logUniform(uint64_t z, int lo, int hi) {
+  const int e = lo + static_cast<int>(z % static_cast<uint64_t>(hi - lo));
+  return std::ldexp(1.0 + unitOf(mix(z, 0x6c6f67)), e);
+}
+double uniform100(double u) {  // [-100, 100), one rounding
+  return (u - 0.5) * 200.0;
+}
+float randomSubnormal(uint64_t z) {
+  const uint32_t bits =
+      static_cast<uint32_t>(1 + (z >> 8) % 0x7fffff) | ((z & 1) ? 0x80000000u : 0);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Where the activations clamp, saturate, cancel or leave a format's range.
+const std::vector<float> &criticalPoints() {
+  static const std::vector<float> points = {
+      -1.2784645f,                                               // silu'(x) = 0
+      -0.7517915f,                                               // gelu_erf'(x) = 0
+      -0.7522f,                                                  // near gelu_tanh'(x) = 0
+      87.0f,       -87.0f,         87.33655f,      -87.33655f,   // exp's clamp, ln(FLT_MIN)
+      88.72284f,   -88.72284f,     103.97208f,     -103.97208f,  // ln(FLT_MAX), the subnormal end
+      17.328680f,  -17.328680f,    16.635532f,     -16.635532f,  // sigmoid reaching 1: 2^-25, 2^-24
+      -9.3083114f, -9.0f,          -10.0f,         10.0f,       -13.0f,  -13.2f,       -14.0f,
+      -19.0f,      -26.0f,         -5.0f,          5.0f,        -3.0f,   3.0f,         7.0f,
+      -7.0f,       1.0f,           -1.0f,          0.5f,        -0.5f,   65504.0f,     -65504.0f,
+      65520.0f,    6.1035156e-05f, 5.9604645e-08f, 1e-20f,      -1e-20f, 3.3895314e38f};
+  return points;
+}
+
+const std::vector<float> &specialValues() {
+  static const std::vector<float> values = {0.0f,
+                                            -0.0f,
+                                            std::numeric_limits<float>::denorm_min(),
+                                            -std::numeric_limits<float>::denorm_min(),
+                                            1e-40f,
+                                            -1e-40f,
+                                            std::nextafter(FLT_MIN, 0.0f),
+                                            -std::nextafter(FLT_MIN, 0.0f),
+                                            FLT_MIN,
+                                            -FLT_MIN,
+                                            INFINITY,
+                                            -INFINITY,
+                                            NAN,
+                                            -NAN,
+                                            1e30f,
+                                            -1e30f,
+                                            FLT_MAX,
+                                            -FLT_MAX,
+                                            1e4f,
+                                            -1e4f,
+                                            90.0f,
+                                            -90.0f,
+                                            1e-30f,
+                                            -1e-30f};
+  return values;
+}
+
+float specialOf(uint64_t z) {
+  const auto &s = specialValues();
+  const size_t pick = (z >> 16) % (s.size() + 4);  // 4 in s.size() + 4: a random subnormal
+  return pick < s.size() ? s[pick] : randomSubnormal(z);
+}
+
+// A finite hostile value: normal, uniform [-100, 100], near zero, tails to 90, near a critical
+// point (within 64 ulp).
+float finiteHostile(uint64_t seed, size_t i) {
+  const uint64_t z = mix(seed, i);
+  const double c = unitOf(mix(seed ^ 0x63617465, i)), u = unitOf(z);
+  const double sign = (z & 1) ? -1.0 : 1.0;
+  if (c < 0.30) return static_cast<float>(normalOf(seed, i));
+  if (c < 0.55) return static_cast<float>(uniform100(u));
+  if (c < 0.67) return static_cast<float>(sign * logUniform(z >> 8, -100, -7));  // 1e-30..1e-2
+  if (c < 0.82) {                                                                // 1..90
+    const double t = logUniform(z >> 8, 0, 7);
+    return static_cast<float>(sign * (t > 90 ? t - 38 : t));
+  }
+  const auto &p = criticalPoints();
+  const float point = p[(z >> 8) % p.size()];
+  const int steps = static_cast<int>((z >> 40) % 129) - 64;
+  return point * (1.0f + static_cast<float>(steps) * 0x1p-23f);
+}
+
+// The elementwise operands: 64-element blocks, finite (kind 0), mixed with 20% specials (1, 3),
+// or finite but for one special at a lane that moves from block to block (2).
+float hostileValue(uint64_t seed, size_t i) {
+  const size_t block = i / 64, lane = i % 64;
+  const uint64_t z = mix(seed ^ 0x7370, i);
+  switch (block % 4) {
+    case 0:
+      return finiteHostile(seed, i);
+    case 2:
+      return lane == (block * 37) % 64 ? specialOf(z) : finiteHostile(seed, i);
+    default:
+      return unitOf(z) < 0.2 ? specialOf(z) : finiteHostile(seed, i);
+  }
+}
+
+// The MoE operands: mostly finite (normals, [-100, 100], near zero and subnormal, terms around
+// +-1024 that cancel in the sums, up to 1e4), one special in about 8,000 elements.
+float moeValue(uint64_t seed, size_t i) {
+  const uint64_t z = mix(seed, i);
+  if (z % 7919 == 0) return specialOf(mix(seed ^ 0x5350, i));
+  const double c = unitOf(mix(seed ^ 0x63617465, i)), u = unitOf(z);
+  const double sign = (z & 2) ? -1.0 : 1.0;
+  if (c < 0.5) return static_cast<float>(normalOf(seed, i));
+  if (c < 0.7) return static_cast<float>(uniform100(u));
+  if (c < 0.8) return static_cast<float>(sign * logUniform(z >> 8, -149, -10));  // to subnormal
+  if (c < 0.9) return static_cast<float>(sign * (1024.0 + normalOf(seed ^ 0x31, i)));
+  return static_cast<float>(sign * logUniform(z >> 8, 0, 14));  // 1..16384
+}
+
+// ---------------------------------------------------------------- MoE index data
+struct Rng {
+  uint64_t state;
+  uint64_t below(uint64_t n) { return mix(state++, 0x524e47) % n; }
+};
+
+// A permutation of [0, n) with every 9th value replaced by another (duplicates, and rows that no
+// index reaches).
+std::vector<int64_t> permutationWithDuplicates(size_t n, uint64_t seed) {
+  Rng rng{seed};
+  std::vector<int64_t> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  for (size_t i = n; i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
+  for (size_t i = 0; i < n; i += 9) v[i] = v[rng.below(n)];
+  return v;
+}
+// Drop/pad values: -1 (a dropped token) one time in 8, else any slot of [0, slots).
+std::vector<int64_t> dropPadIndex(size_t n, int64_t slots, uint64_t seed) {
+  Rng rng{seed};
+  std::vector<int64_t> v(n);
+  for (auto &x : v) x = rng.below(8) == 0 ? -1 : static_cast<int64_t>(rng.below(slots));
+  return v;
+}
+// Expert ids, expert 0 taking 40% (so that it overflows its capacity).
+std::vector<int64_t> expertIds(size_t n, uint64_t seed) {
+  Rng rng{seed};
+  std::vector<int64_t> v(n);
+  for (auto &x : v) x = rng.below(5) < 2 ? 0 : 1 + static_cast<int64_t>(rng.below(kE - 1));
+  return v;
+}
+
+// ---------------------------------------------------------------- groups
+enum class Data { kHostile, kMoe };
+
+class Case;
+// The inputs at element i of output slot `slot`, as text.
+using Describe = std::function<std::string(Case &, size_t slot, size_t i)>;
+
+struct Group {
+  std::string name;
+  std::string op;           // the OpSpec (op_specs.h)
+  std::vector<Slot> slots;  // its tensors in the API's order, with this group's shapes
+  Attrs attrs;
+  Data data;
+  Describe describe;
+};
+
+const char *dtypeName(infiniDtype_t dtype) {
+  switch (dtype) {
+    case INFINI_DTYPE_F32:
+      return "F32";
+    case INFINI_DTYPE_F16:
+      return "F16";
+    case INFINI_DTYPE_BF16:
+      return "BF16";
+    case INFINI_DTYPE_I32:
+      return "I32";
+    case INFINI_DTYPE_I64:
+      return "I64";
+    default:
+      return "?";
+  }
+}
+
+// The operator's slots, all absent until the group gives them a shape.
+std::vector<Slot> slotsOf(const std::string &op) {
+  std::vector<Slot> slots = spec(op).slots;
+  for (Slot &s : slots) {
+    s.absent = true;
+    s.values.clear();
+  }
+  return slots;
+}
+void give(std::vector<Slot> &slots, const char *name, std::vector<size_t> shape,
+          infiniDtype_t dtype, std::vector<int64_t> values = {}) {
+  for (Slot &s : slots)
+    if (std::strcmp(s.name, name) == 0) {
+      s.shape = std::move(shape);
+      s.dtype = dtype;
+      s.values = std::move(values);
+      s.absent = false;
+      return;
+    }
+  ADD_FAILURE() << "test bug: no tensor " << name;
+}
+
+// One group's tensors: the slots' buffers (NULL where absent), inputs filled.
+class Case {
+ public:
+  explicit Case(const Group &g) : group(g) {
+    for (const Slot &s : g.slots) {
+      if (s.absent) {
+        tensors_.emplace_back();
+        continue;
+      }
+      tensors_.push_back(std::make_unique<TensorBuffer>(s.shape, s.dtype));
+      TensorBuffer &t = *tensors_.back();
+      if (s.output) continue;
+      if (s.dtype == INFINI_DTYPE_I32 || s.dtype == INFINI_DTYPE_I64) {
+        writeValues(t, s.values);
+        continue;
+      }
+      const uint64_t seed = seedOf(s.name);
+      if (g.data == Data::kMoe)
+        t.fill([&](size_t i) { return moeValue(seed, i); });
+      else
+        t.fill([&](size_t i) { return hostileValue(seed, i); });
+    }
+  }
+  TensorBuffer *tensor(size_t slot) { return tensors_[slot].get(); }
+  TensorBuffer *tensor(const char *name) {
+    for (size_t i = 0; i < group.slots.size(); ++i)
+      if (std::strcmp(group.slots[i].name, name) == 0) return tensors_[i].get();
+    return nullptr;
+  }
+
+  const Group &group;
+
+ private:
+  std::vector<std::unique_ptr<TensorBuffer>> tensors_;
+};
+
+// One element as "0x3f800000 (1)": its bits and its value.
+std::string showElement(infiniDtype_t dtype, const uint8_t *p) {
+  char text[96];
+  uint16_t h;
+  uint32_t w;
+  int32_t i32;
+  int64_t i64v;
+  switch (dtype) {
+    case INFINI_DTYPE_F16:
+    case INFINI_DTYPE_BF16: {
+      std::memcpy(&h, p, 2);
+      const float f = dtype == F16 ? infiniop::f32FromF16(h) : infiniop::f32FromBf16(h);
+      std::snprintf(text, sizeof text, "0x%04x (%.9g)", h, static_cast<double>(f));
+      break;
+    }
+    case INFINI_DTYPE_I32:
+      std::memcpy(&i32, p, 4);
+      std::snprintf(text, sizeof text, "%" PRId32, i32);
+      break;
+    case INFINI_DTYPE_I64:
+      std::memcpy(&i64v, p, 8);
+      std::snprintf(text, sizeof text, "%" PRId64, i64v);
+      break;
+    default: {
+      float f;
+      std::memcpy(&w, p, 4);
+      std::memcpy(&f, p, 4);
+      std::snprintf(text, sizeof text, "0x%08" PRIx32 " (%.9g)", w, static_cast<double>(f));
+    }
+  }
+  return text;
+}
+std::string showAt(TensorBuffer *t, size_t i) {
+  return t ? showElement(t->dtype(), reinterpret_cast<const uint8_t *>(t->at(i))) : "(absent)";
+}
+int64_t indexAt(TensorBuffer *t, size_t i) {
+  if (t->dtype() == INFINI_DTYPE_I64) {
+    int64_t v;
+    std::memcpy(&v, t->at(i), 8);
+    return v;
+  }
+  int32_t v;
+  std::memcpy(&v, t->at(i), 4);
+  return v;
+}
+// "[r, c]" of flat index i in `shape`.
+std::string coordinates(const std::vector<size_t> &shape, size_t i) {
+  std::vector<size_t> c(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    c[d] = shape[d] ? i % shape[d] : 0;
+    i = shape[d] ? i / shape[d] : 0;
+  }
+  std::string s = "[";
+  for (size_t d = 0; d < c.size(); ++d) s += (d ? ", " : "") + std::to_string(c[d]);
+  return s + "]";
+}
+std::string named(Case &c, const char *name, size_t i) {
+  TensorBuffer *t = c.tensor(name);
+  return std::string(name) + (t ? coordinates(t->shape(), i) : "") + " = " + showAt(t, i);
+}
+
+// Same-shape elementwise operators: every input at the same index.
+Describe sameIndex() {
+  return [](Case &c, size_t, size_t i) {
+    std::string s;
+    for (size_t k = 0; k < c.group.slots.size(); ++k)
+      if (!c.group.slots[k].output)
+        s += (s.empty() ? "" : ", ") + named(c, c.group.slots[k].name, i);
+    return s;
+  };
+}
+// SwiGlu, GeluMul: y[r, j] from x1 = x[r, j], x2 = x[r, d + j].
+Describe splitForward(const char *x, size_t d) {
+  return [=](Case &c, size_t, size_t i) {
+    const size_t r = i / d, j = i % d;
+    return "x1: " + named(c, x, r * 2 * d + j) + ", x2: " + named(c, x, r * 2 * d + d + j);
+  };
+}
+// SwiGluBackward, GeluMulBackward: x_grad[r, c] from x1, x2 and y_grad at column c mod d.
+Describe splitBackward(const char *x, const char *y_grad, size_t d) {
+  return [=](Case &c, size_t, size_t i) {
+    const size_t r = i / (2 * d), j = i % (2 * d) % d;
+    return "x1: " + named(c, x, r * 2 * d + j) + ", x2: " + named(c, x, r * 2 * d + d + j) + ", " +
+           named(c, y_grad, r * d + j);
+  };
+}
+// ClippedSwiglu(Backward): merged rows of L elements; rows from `computed` on are zero-filled.
+Describe clipped(bool backward, size_t L, bool interleaved, size_t computed) {
+  return [=](Case &c, size_t, size_t i) {
+    const size_t half = L / 2, p = backward ? i / L : i / half;
+    const size_t q = backward ? (interleaved ? i % L / 2 : i % L % half) : i % half;
+    const size_t a = p * L + (interleaved ? 2 * q : q),
+                 b = p * L + (interleaved ? 2 * q + 1 : half + q);
+    std::string s =
+        "merged row " + std::to_string(p) + ", A: " + named(c, "x", a) + ", B: " + named(c, "x", b);
+    if (backward) s += ", " + named(c, "y_grad", p * half + q);
+    if (p >= computed) s += " (a row past the group_index sum: zero-filled)";
+    return s;
+  };
+}
+
+std::string groupName(const std::string &op, const std::string &variant, infiniDtype_t dtype,
+                      infiniDtype_t index = INFINI_DTYPE_INVALID) {
+  std::string s = op + (variant.empty() ? "" : "_" + variant) + "_" + dtypeName(dtype);
+  if (index != INFINI_DTYPE_INVALID) s += std::string("_") + dtypeName(index);
+  return s;
+}
+
+void addElementwise(std::vector<Group> &groups) {
+  const size_t n = kElements, d = kElements / kRows;
+  for (infiniDtype_t t : kFloatDtypes) {
+    for (double approximate : {0.0, 1.0}) {
+      const std::string v = approximate != 0 ? "Tanh" : "Erf";
+      auto s = slotsOf("Gelu");
+      give(s, "output", {n}, t);
+      give(s, "input", {n}, t);
+      groups.push_back(
+          {groupName("Gelu", v, t), "Gelu", s, {approximate}, Data::kHostile, sameIndex()});
+      s = slotsOf("GeluBackwardV2");
+      for (const char *name : {"grad_input", "input", "grad_output"}) give(s, name, {n}, t);
+      groups.push_back({groupName("GeluBackwardV2", v, t),
+                        "GeluBackwardV2",
+                        s,
+                        {approximate},
+                        Data::kHostile,
+                        sameIndex()});
+      s = slotsOf("GeluMul");
+      give(s, "out", {kRows, d}, t);
+      give(s, "input", {kRows, 2 * d}, t);
+      groups.push_back({groupName("GeluMul", v, t),
+                        "GeluMul",
+                        s,
+                        {approximate},
+                        Data::kHostile,
+                        splitForward("input", d)});
+      s = slotsOf("GeluMulBackward");
+      give(s, "input_grad", {kRows, 2 * d}, t);
+      give(s, "out_grad", {kRows, d}, t);
+      give(s, "input", {kRows, 2 * d}, t);
+      groups.push_back({groupName("GeluMulBackward", v, t),
+                        "GeluMulBackward",
+                        s,
+                        {approximate},
+                        Data::kHostile,
+                        splitBackward("input", "out_grad", d)});
+    }
+    auto s = slotsOf("GeluBackward");
+    for (const char *name : {"grad_input", "input", "grad_output"}) give(s, name, {n}, t);
+    groups.push_back(
+        {groupName("GeluBackward", "", t), "GeluBackward", s, {}, Data::kHostile, sameIndex()});
+    s = slotsOf("SwiGlu");
+    give(s, "y", {kRows, d}, t);
+    give(s, "x", {kRows, 2 * d}, t);
+    groups.push_back(
+        {groupName("SwiGlu", "", t), "SwiGlu", s, {-1}, Data::kHostile, splitForward("x", d)});
+    s = slotsOf("SwiGluBackward");
+    give(s, "x_grad", {kRows, 2 * d}, t);
+    give(s, "y_grad", {kRows, d}, t);
+    give(s, "x", {kRows, 2 * d}, t);
+    groups.push_back({groupName("SwiGluBackward", "", t),
+                      "SwiGluBackward",
+                      s,
+                      {-1},
+                      Data::kHostile,
+                      splitBackward("x", "y_grad", d)});
+  }
+}
+
+void addClippedSwiglu(std::vector<Group> &groups) {
+  struct Variant {
+    const char *name;
+    bool interleaved, mid_dim;  // mid_dim: x (32, 8, 512) split on dim 1 with a group_index
+    double alpha, limit, bias;
+  };
+  const double inf = INFINITY;
+  const Variant variants[] = {
+      {"Interleaved_Default", true, false, 1.702, 7.0, 1.0},
+      {"Halves_Default", false, false, 1.702, 7.0, 1.0},
+      {"InterleavedDim1GroupIndex_Default", true, true, 1.702, 7.0, 1.0},
+      {"Halves_NoClip", false, false, 1.0, inf, 0.0},
+      {"Interleaved_NegativeAlpha", true, false, -1.702, 7.0, -1.0},
+      {"Halves_ZeroAlpha", false, false, 0.0, 1e30, 1e-30},
+      {"Interleaved_Huge", true, false, 1e4, 1e30, -1e30},
+      {"Halves_Tiny", false, false, 1e-30, 1e-30, static_cast<double>(FLT_MAX)},
+  };
+  for (bool backward : {false, true}) {
+    const std::string op = backward ? "ClippedSwigluBackward" : "ClippedSwiglu";
+    for (const Variant &v : variants)
+      for (infiniDtype_t t : kFloatDtypes) {
+        const std::vector<size_t> x = v.mid_dim ? std::vector<size_t>{32, 8, 512}
+                                                : std::vector<size_t>{kRows, 2 * kElements / kRows};
+        std::vector<size_t> y = x;
+        y[1] /= 2;  // dim 1 either way (-1 of the 2-D x)
+        const size_t pre = x[0], L = 2 * kElements / pre;
+        auto s = slotsOf(op);
+        give(s, backward ? "x_grad" : "y", backward ? x : y, t);
+        if (backward) give(s, "y_grad", y, t);
+        give(s, "x", x, t);
+        size_t computed = pre;
+        if (v.mid_dim) {
+          give(s, "group_index", {3}, INFINI_DTYPE_I64, {7, 0, 14});
+          computed = 21;
+        }
+        groups.push_back(
+            {groupName(op, v.name, t),
+             op,
+             s,
+             {v.mid_dim ? 1.0 : -1.0, v.alpha, v.limit, v.bias, v.interleaved ? 1.0 : 0.0},
+             Data::kHostile,
+             clipped(backward, L, v.interleaved, computed)});
+      }
+  }
+}
+
+// ---- MoE
+// out[r, h] = x1 + x2 + sum_k scales[r, k] (expanded_x[idx(r, k)][h] + bias[expert][h]).
+Describe finalizeTerms(bool row_layout) {
+  return [=](Case &c, size_t, size_t i) {
+    const size_t r = i / kH, h = i % kH;
+    TensorBuffer *scales = c.tensor("scales"), *idx = c.tensor("expanded_row_idx");
+    TensorBuffer *bias = c.tensor("bias"), *ex = c.tensor("expanded_x");
+    const size_t K = scales ? kK : 1, R = kT;
+    std::string s;
+    if (c.tensor("x1")) s += named(c, "x1", i);
+    if (c.tensor("x2")) s += ", " + named(c, "x2", i);
+    for (size_t k = 0; k < K; ++k) {
+      const size_t p = row_layout ? r * K + k : k * R + r;
+      const int64_t d = indexAt(idx, p);
+      s += (s.empty() ? "" : "; ") + std::string("k ") + std::to_string(k) + ": idx " +
+           std::to_string(d);
+      if (scales) s += ", " + named(c, "scales", r * K + k);
+      s += ", expanded_x = " + (d < 0 ? std::string("0 (dropped)") : showAt(ex, d * kH + h));
+      if (bias) {
+        const int64_t e = indexAt(c.tensor("expert_idx"), r * K + k);
+        s += ", bias[" + std::to_string(e) + "] = " + showAt(bias, e * kH + h);
+      }
+    }
+    return s;
+  };
+}
+
+// grad_expanded_x[d, h] = sum over positions with index d of grad_y[r, h] scales[r, k];
+// grad_scales[r, k] = an H-long dot product.
+Describe finalizeGradTerms(size_t active) {
+  return [=](Case &c, size_t slot, size_t i) {
+    TensorBuffer *scales = c.tensor("scales"), *idx = c.tensor("expanded_row_idx");
+    const size_t K = scales ? kK : 1;
+    if (std::strcmp(c.group.slots[slot].name, "grad_scales") == 0) {
+      const int64_t d = indexAt(idx, i);
+      const bool skipped = d < 0 || static_cast<size_t>(d) >= active;
+      std::string row = skipped ? "0 (skipped)" : "expanded_x[" + std::to_string(d) + "]";
+      if (c.tensor("bias"))
+        row = "(" + row + " + bias[" + std::to_string(indexAt(c.tensor("expert_idx"), i)) + "])";
+      return "idx " + std::to_string(d) + ": the dot over H = " + std::to_string(kH) + " of " +
+             row + " and grad_y[" + std::to_string(i / K) + "]";
+    }
+    const size_t d = i / kH, h = i % kH;
+    std::string s;
+    for (size_t p = 0; p < idx->numel(); ++p) {
+      if (indexAt(idx, p) != static_cast<int64_t>(d)) continue;
+      s += (s.empty() ? "" : "; ") + std::string("position ") + std::to_string(p) + ": " +
+           named(c, "grad_y", p / K * kH + h);
+      if (scales) s += ", " + named(c, "scales", p);
+    }
+    return s.empty() ? "no index reaches this row (zero)" : s;
+  };
+}
+
+// grad_x[r, h] = sum_k grad_expanded_x[idx[r K + k]][h].
+Describe initGradTerms() {
+  return [](Case &c, size_t, size_t i) {
+    const size_t r = i / kH, h = i % kH;
+    TensorBuffer *idx = c.tensor("expanded_row_idx"), *g = c.tensor("grad_expanded_x");
+    const size_t rows = g->numel() / kH;
+    std::string s;
+    for (size_t k = 0; k < kK; ++k) {
+      const int64_t d = indexAt(idx, r * kK + k);
+      s += (k ? "; " : "") + std::string("k ") + std::to_string(k) + ": idx " + std::to_string(d) +
+           ", grad_expanded_x = " +
+           (d < 0 || static_cast<size_t>(d) >= rows ? std::string("(skipped)")
+                                                    : showAt(g, d * kH + h));
+    }
+    return s;
+  };
+}
+
+Describe initTerms() {
+  return [](Case &c, size_t slot, size_t i) {
+    const Slot &s = c.group.slots[slot];
+    if (std::strcmp(s.name, "expanded_x") != 0) return std::string("(an index output)");
+    const size_t row = i / kH, h = i % kH;
+    return "expanded_x row " + std::to_string(row) + ", column " + std::to_string(h) +
+           " (a copy of an x row, or a zero-filled slot)";
+  };
+}
+
+void addMoe(std::vector<Group> &groups) {
+  const size_t RK = kT * kK;
+  for (infiniDtype_t idx_t : {INFINI_DTYPE_I32, INFINI_DTYPE_I64})
+    for (infiniDtype_t t : kFloatDtypes) {
+      const auto name = [&](const char *op, const char *variant) {
+        return groupName(op, variant, t, idx_t);
+      };
+      const auto experts = expertIds(RK, 0xE1);
+      // MoeFinalizeRoutingV2: attrs {drop_pad_mode}.
+      {
+        const char *op = "MoeFinalizeRoutingV2";
+        for (bool f32_scales : {false, true}) {
+          if (f32_scales && t == INFINI_DTYPE_F32) continue;
+          auto s = slotsOf(op);
+          give(s, "out", {kT, kH}, t);
+          give(s, "expanded_x", {RK, kH}, t);
+          give(s, "expanded_row_idx", {RK}, idx_t, permutationWithDuplicates(RK, 0xF0));
+          give(s, "x1", {kT, kH}, t);
+          give(s, "x2", {kT, kH}, t);
+          give(s, "bias", {kE, kH}, t);
+          give(s, "scales", {kT, kK}, f32_scales ? INFINI_DTYPE_F32 : t);
+          give(s, "expert_idx", {kT, kK}, idx_t, experts);
+          groups.push_back({name(op, f32_scales ? "Mode0_All_F32Scales" : "Mode0_All"),
+                            op,
+                            s,
+                            {0},
+                            Data::kMoe,
+                            finalizeTerms(false)});
+        }
+        auto s = slotsOf(op);  // K = 1, nothing optional
+        give(s, "out", {kT, kH}, t);
+        give(s, "expanded_x", {kT, kH}, t);
+        give(s, "expanded_row_idx", {kT}, idx_t, permutationWithDuplicates(kT, 0xF1));
+        groups.push_back({name(op, "Mode0_Bare"), op, s, {0}, Data::kMoe, finalizeTerms(false)});
+        s = slotsOf(op);  // drop/pad, column layout, everything
+        give(s, "out", {kT, kH}, t);
+        give(s, "expanded_x", {kE, kC, kH}, t);
+        give(s, "expanded_row_idx", {RK}, idx_t, dropPadIndex(RK, kE * kC, 0xF2));
+        give(s, "x1", {kT, kH}, t);
+        give(s, "x2", {kT, kH}, t);
+        give(s, "bias", {kE, kH}, t);
+        give(s, "scales", {kT, kK}, t);
+        give(s, "expert_idx", {kT, kK}, idx_t, experts);
+        groups.push_back({name(op, "Mode1_All"), op, s, {1}, Data::kMoe, finalizeTerms(false)});
+        s = slotsOf(op);  // row layout, x1 and scales only
+        give(s, "out", {kT, kH}, t);
+        give(s, "expanded_x", {RK, kH}, t);
+        give(s, "expanded_row_idx", {RK}, idx_t, permutationWithDuplicates(RK, 0xF3));
+        give(s, "x1", {kT, kH}, t);
+        give(s, "scales", {kT, kK}, t);
+        groups.push_back({name(op, "Mode2_X1Scales"), op, s, {2}, Data::kMoe, finalizeTerms(true)});
+        s = slotsOf(op);  // drop/pad, row layout, bias without scales (K = 1)
+        give(s, "out", {kT, kH}, t);
+        give(s, "expanded_x", {kE, kC, kH}, t);
+        give(s, "expanded_row_idx", {kT}, idx_t, dropPadIndex(kT, kE * kC, 0xF4));
+        give(s, "bias", {kE, kH}, t);
+        give(s, "expert_idx", {kT, 1}, idx_t, expertIds(kT, 0xE2));
+        groups.push_back({name(op, "Mode3_Bias"), op, s, {3}, Data::kMoe, finalizeTerms(true)});
+      }
+      // MoeFinalizeRoutingV2Grad: attrs {drop_pad_mode, active_num, expert_num, capacity}.
+      {
+        const char *op = "MoeFinalizeRoutingV2Grad";
+        for (bool f32_scales : {false, true}) {
+          if (f32_scales && t == INFINI_DTYPE_F32) continue;
+          const infiniDtype_t st = f32_scales ? INFINI_DTYPE_F32 : t;
+          auto s = slotsOf(op);
+          give(s, "grad_expanded_x", {RK, kH}, t);
+          give(s, "grad_scales", {kT, kK}, st);
+          give(s, "grad_y", {kT, kH}, t);
+          give(s, "expanded_row_idx", {RK}, idx_t, permutationWithDuplicates(RK, 0xA0));
+          give(s, "expanded_x", {RK, kH}, t);
+          give(s, "scales", {kT, kK}, st);
+          give(s, "expert_idx", {kT, kK}, idx_t, experts);
+          give(s, "bias", {kE, kH}, t);
+          groups.push_back({name(op, f32_scales ? "Mode0_All_F32Scales" : "Mode0_All"),
+                            op,
+                            s,
+                            {0, 0, 0, 0},
+                            Data::kMoe,
+                            finalizeGradTerms(RK)});
+        }
+        auto s = slotsOf(op);  // active_num cut: indices >= 80 skipped; no bias
+        give(s, "grad_expanded_x", {kActive, kH}, t);
+        give(s, "grad_scales", {kT, kK}, t);
+        give(s, "grad_y", {kT, kH}, t);
+        give(s, "expanded_row_idx", {RK}, idx_t, permutationWithDuplicates(RK, 0xA1));
+        give(s, "expanded_x", {kActive, kH}, t);
+        give(s, "scales", {kT, kK}, t);
+        groups.push_back({name(op, "Mode0_Active"),
+                          op,
+                          s,
+                          {0, static_cast<double>(kActive), 0, 0},
+                          Data::kMoe,
+                          finalizeGradTerms(kActive)});
+        s = slotsOf(op);  // K = 1, nothing optional
+        give(s, "grad_expanded_x", {kT, kH}, t);
+        give(s, "grad_y", {kT, kH}, t);
+        give(s, "expanded_row_idx", {kT}, idx_t, permutationWithDuplicates(kT, 0xA2));
+        groups.push_back(
+            {name(op, "Mode0_Bare"), op, s, {0, 0, 0, 0}, Data::kMoe, finalizeGradTerms(kT)});
+        s = slotsOf(op);  // drop/pad, everything
+        give(s, "grad_expanded_x", {kE, kC, kH}, t);
+        give(s, "grad_scales", {kT, kK}, t);
+        give(s, "grad_y", {kT, kH}, t);
+        give(s, "expanded_row_idx", {RK}, idx_t, dropPadIndex(RK, kE * kC, 0xA3));
+        give(s, "expanded_x", {kE, kC, kH}, t);
+        give(s, "scales", {kT, kK}, t);
+        give(s, "expert_idx", {kT, kK}, idx_t, experts);
+        give(s, "bias", {kE, kH}, t);
+        groups.push_back({name(op, "Mode1_All"),
+                          op,
+                          s,
+                          {1, 0, static_cast<double>(kE), static_cast<double>(kC)},
+                          Data::kMoe,
+                          finalizeGradTerms(kE * kC)});
+      }
+      // MoeInitRoutingV2: attrs {active_num, capacity, expert_num, drop_pad_mode, count flag,
+      // before-capacity flag}.
+      {
+        const char *op = "MoeInitRoutingV2";
+        auto s = slotsOf(op);
+        give(s, "expanded_x", {RK, kH}, t);
+        give(s, "expanded_row_idx", {RK}, idx_t);
+        give(s, "expert_tokens_count_or_cumsum", {kE}, idx_t);
+        give(s, "x", {kT, kH}, t);
+        give(s, "expert_idx", {kT, kK}, idx_t, experts);
+        groups.push_back(
+            {name(op, "Mode0_Cumsum"), op, s, {0, 0, kE, 0, 1, 0}, Data::kMoe, initTerms()});
+        s = slotsOf(op);
+        give(s, "expanded_x", {kActive, kH}, t);
+        give(s, "expanded_row_idx", {RK}, idx_t);
+        give(s, "expert_tokens_count_or_cumsum", {kE}, idx_t);
+        give(s, "x", {kT, kH}, t);
+        give(s, "expert_idx", {kT, kK}, idx_t, experts);
+        groups.push_back({name(op, "Mode0_Active_Count"),
+                          op,
+                          s,
+                          {static_cast<double>(kActive), 0, kE, 0, 2, 0},
+                          Data::kMoe,
+                          initTerms()});
+        s = slotsOf(op);
+        give(s, "expanded_x", {kE, kC, kH}, t);
+        give(s, "expanded_row_idx", {RK}, idx_t);
+        give(s, "expert_tokens_before_capacity", {kE}, idx_t);
+        give(s, "x", {kT, kH}, t);
+        give(s, "expert_idx", {kT, kK}, idx_t, experts);
+        groups.push_back(
+            {name(op, "Mode1_Capacity"), op, s, {0, kC, kE, 1, 0, 1}, Data::kMoe, initTerms()});
+      }
+      // MoeInitRoutingV2Grad: attrs {top_k, drop_pad_mode, active_num}.
+      {
+        const char *op = "MoeInitRoutingV2Grad";
+        auto s = slotsOf(op);
+        give(s, "grad_x", {kT, kH}, t);
+        give(s, "grad_expanded_x", {RK, kH}, t);
+        give(s, "expanded_row_idx", {RK}, idx_t, permutationWithDuplicates(RK, 0xB0));
+        groups.push_back({name(op, "Mode0"), op, s, {kK, 0, 0}, Data::kMoe, initGradTerms()});
+        s = slotsOf(op);
+        give(s, "grad_x", {kT, kH}, t);
+        give(s, "grad_expanded_x", {kActive, kH}, t);
+        give(s, "expanded_row_idx", {RK}, idx_t, permutationWithDuplicates(RK, 0xB1));
+        groups.push_back({name(op, "Mode0_Active"),
+                          op,
+                          s,
+                          {kK, 0, static_cast<double>(kActive)},
+                          Data::kMoe,
+                          initGradTerms()});
+        s = slotsOf(op);
+        give(s, "grad_x", {kT, kH}, t);
+        give(s, "grad_expanded_x", {kE, kC, kH}, t);
+        give(s, "expanded_row_idx", {RK}, idx_t, dropPadIndex(RK, kE * kC, 0xB2));
+        groups.push_back({name(op, "Mode1"), op, s, {kK, 1, 0}, Data::kMoe, initGradTerms()});
+      }
+    }
+}
+
+const std::vector<Group> &groups() {
+  static const std::vector<Group> all = [] {
+    std::vector<Group> g;
+    addElementwise(g);
+    addClippedSwiglu(g);
+    addMoe(g);
+    return g;
+  }();
+  return all;
+}
+
+// ---------------------------------------------------------------- runs
+// The runs of every group: the cpu device at each Highway target (best first), then every other
+// built device but the cpu_reference oracle. Under INFINIOP_CPU_ISA, the capped target only.
+std::vector<DeviceParam> runParams() {
+  std::vector<DeviceParam> params;
+  for (DeviceParam p : allDeviceParams())
+    if (deviceOf(p) != INFINI_DEVICE_CPU_REFERENCE) params.push_back(p);
+  std::stable_partition(params.begin(), params.end(), isCpu);
+  return params;
+}
+
+struct RunResult {
+  std::string device;
+  bool ok = false;
+  std::string error;
+  std::vector<std::vector<uint8_t>> outputs;  // per slot: the output's bytes in row-major order
+  double seconds = 0;
+};
+
+std::vector<uint8_t> logicalBytes(TensorBuffer &t) {
+  const size_t size = t.elementSize();
+  std::vector<uint8_t> bytes(t.numel() * size);
+  for (size_t i = 0; i < t.numel(); ++i) std::memcpy(&bytes[i * size], t.at(i), size);
+  return bytes;
+}
+
+// One call on `handle`, every output first filled with the byte `poison`.
+RunResult runOnce(Case &c, infiniopHandle_t handle, uint8_t poison) {
+  const Group &g = c.group;
+  const OpSpec &op = spec(g.op);
+  RunResult run;
+  const size_t n = g.slots.size();
+  for (size_t k = 0; k < n; ++k)
+    if (g.slots[k].output && c.tensor(k))
+      std::memset(c.tensor(k)->storageBytes(), poison, c.tensor(k)->storage().size());
+  Descs descs(n, nullptr);
+  for (size_t k = 0; k < n; ++k)
+    if (c.tensor(k)) descs[k] = c.tensor(k)->descriptor();
+  void *desc = nullptr;
+  const infiniStatus_t created = op.create(handle, &desc, descs, g.attrs);
+  const std::string create_error = infiniopGetLastError();
+  for (auto d : descs)
+    if (d) infiniopDestroyTensorDescriptor(d);
+  if (created != INFINI_STATUS_SUCCESS) {
+    run.error = std::string("create: ") + infiniStatusString(created) + ": " + create_error;
+    return run;
+  }
+  size_t workspace_size = 0;
+  EXPECT_EQ(op.workspace(desc, &workspace_size), INFINI_STATUS_SUCCESS) << infiniopGetLastError();
+  {
+    DeviceMirror device(handle);
+    for (size_t k = 0; k < n; ++k) {
+      TensorBuffer *t = c.tensor(k);
+      if (!t) continue;
+      if (g.slots[k].output)
+        device.add(*t);
+      else
+        device.addInput(t->storageBytes(), t->storage().size());
+    }
+    void *workspace = device.scratch(workspace_size);
+    Ptrs ptrs(n, nullptr);
+    for (size_t k = 0; k < n; ++k) ptrs[k] = device(c.tensor(k));
+    const auto start = std::chrono::steady_clock::now();
+    const infiniStatus_t status = op.calculate(desc, workspace, workspace_size, ptrs, nullptr);
+    const std::string error = infiniopGetLastError();
+    device.download();  // waits for the call
+    run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (status != INFINI_STATUS_SUCCESS)
+      run.error = std::string("calculate: ") + infiniStatusString(status) + ": " + error;
+  }
+  EXPECT_EQ(op.destroy(desc), INFINI_STATUS_SUCCESS);
+  if (!run.error.empty()) return run;
+  run.outputs.resize(n);
+  for (size_t k = 0; k < n; ++k)
+    if (g.slots[k].output && c.tensor(k)) run.outputs[k] = logicalBytes(*c.tensor(k));
+  run.ok = true;
+  return run;
+}
+
+uint64_t digestOf(const RunResult &run) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto &bytes : run.outputs) h = fnv1a(bytes.data(), bytes.size(), h);
+  return h;
+}
+std::string hex64(uint64_t v) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016" PRIx64, v);
+  return text;
+}
+
+// ---------------------------------------------------------------- the whole process's results
+struct Outcome {
+  std::string group;
+  bool identical;
+  std::string digest;
+  std::vector<std::string> differing;  // the runs that differ from the first (or failed)
+};
+struct Results {
+  std::mutex mutex;
+  std::vector<Outcome> outcomes;
+  std::vector<std::string> devices;            // every run made, in order
+  std::map<std::string, std::string> skipped;  // device -> why
+  std::map<std::string, double> seconds;       // per device, summed over the groups
+};
+Results &results() {
+  static Results r;
+  return r;
+}
+
+// "group digest" lines of INFINIOP_BIT_DIGESTS_EXPECTED.
+const std::map<std::string, std::string> &expectedDigests() {
+  static const std::map<std::string, std::string> expected = [] {
+    std::map<std::string, std::string> m;
+    const char *path = std::getenv("INFINIOP_BIT_DIGESTS_EXPECTED");
+    if (!path || !*path) return m;
+    std::ifstream in(path);
+    if (!in) ADD_FAILURE() << "INFINIOP_BIT_DIGESTS_EXPECTED: cannot read " << path;
+    std::string group, digest;
+    while (in >> group >> digest) m[group] = digest;
+    return m;
+  }();
+  return expected;
+}
+
+class BitIdentity : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(BitIdentity, SameBytes) {
+  const Group &g = groups()[GetParam()];
+  Case c(g);
+  const std::vector<DeviceParam> params = runParams();
+  std::vector<RunResult> runs;
+  uint8_t poison = 0xA5;
+  for (DeviceParam p : params) {
+    const infiniDevice_t device = deviceOf(p);
+    const std::string name = deviceParamName(p);
+    poison = static_cast<uint8_t>(poison + 0x3B);  // a different byte for every run
+    struct Restore {
+      ~Restore() {
+#if INFINIOP_TEST_FORCES_TARGETS
+        hwy::SetSupportedTargetsForTest(0);
+#endif
+      }
+    } restore;
+#if INFINIOP_TEST_FORCES_TARGETS
+    if (p > 0) {
+      hwy::SetSupportedTargetsForTest(p);
+      if (std::string(infiniopCpuIsaName()) != hwy::TargetName(p)) {
+        ADD_FAILURE() << "target forcing did not reach the library: " << infiniopCpuIsaName()
+                      << " for " << name;
+        continue;
+      }
+    }
+#endif
+    std::unique_ptr<Handle> owned;
+    infiniopHandle_t handle = nullptr;
+    if (!deviceInfo(device).host_memory) {
+      std::string why;
+      bool skip = false;
+      handle = sharedHandle(device, &why, &skip);
+      if (!handle) {
+        if (!skip) ADD_FAILURE() << why;
+        std::lock_guard<std::mutex> lock(results().mutex);
+        results().skipped[name] = why;
+        continue;
+      }
+    } else {
+      owned = std::make_unique<Handle>(device);
+      handle = owned->get();
+      if (!handle) continue;
+    }
+    runs.push_back(runOnce(c, handle, poison));
+    runs.back().device = name;
+  }
+  ASSERT_FALSE(runs.empty()) << "no device ran";
+
+  Outcome outcome{g.name, true, "error", {}};
+  const RunResult &first = runs.front();
+  if (!first.ok) {
+    ADD_FAILURE() << g.name << " on " << first.device << ": " << first.error;
+    outcome.identical = false;
+  } else {
+    outcome.digest = hex64(digestOf(first));
+  }
+  for (size_t r = 1; r < runs.size(); ++r) {
+    const RunResult &run = runs[r];
+    if (!run.ok) {
+      ADD_FAILURE() << g.name << " on " << run.device << ": " << run.error;
+      outcome.identical = false;
+      outcome.differing.push_back(run.device + " (failed)");
+      continue;
+    }
+    if (!first.ok) continue;
+    bool same = true;
+    for (size_t k = 0; k < g.slots.size(); ++k) {
+      const std::vector<uint8_t> &a = first.outputs[k], &b = run.outputs[k];
+      if (a == b) continue;
+      same = false;
+      const infiniDtype_t dtype = g.slots[k].dtype;
+      const size_t size = infiniop::dtypeSize(dtype), count = a.size() / size;
+      size_t differ = 0, at = count;
+      for (size_t i = 0; i < count; ++i)
+        if (std::memcmp(&a[i * size], &b[i * size], size) != 0) {
+          ++differ;
+          if (at == count) at = i;
+        }
+      ADD_FAILURE() << g.name << ": " << run.device << " differs from " << first.device << " in "
+                    << g.slots[k].name << ": " << differ << " of " << count
+                    << " elements; the first is element " << at << " "
+                    << coordinates(g.slots[k].shape, at) << "\n  inputs: " << g.describe(c, k, at)
+                    << "\n  " << first.device << ": " << showElement(dtype, &a[at * size]) << "\n  "
+                    << run.device << ": " << showElement(dtype, &b[at * size]) << "\n  digest "
+                    << hex64(digestOf(run)) << " (" << first.device << ": " << outcome.digest
+                    << ")";
+    }
+    if (!same) {
+      outcome.identical = false;
+      outcome.differing.push_back(run.device);
+    }
+  }
+  std::printf("[  DIGEST  ] %s %s\n", g.name.c_str(), outcome.digest.c_str());
+  const auto &expected = expectedDigests();
+  const auto found = expected.find(g.name);
+  if (found != expected.end() && found->second != outcome.digest) {
+    ADD_FAILURE() << g.name << ": digest " << outcome.digest << " here, " << found->second
+                  << " in INFINIOP_BIT_DIGESTS_EXPECTED ("
+                  << std::getenv("INFINIOP_BIT_DIGESTS_EXPECTED") << ")";
+    outcome.identical = false;
+    outcome.differing.push_back("INFINIOP_BIT_DIGESTS_EXPECTED");
+  }
+
+  std::lock_guard<std::mutex> lock(results().mutex);
+  Results &all = results();
+  for (const RunResult &run : runs) {
+    if (std::find(all.devices.begin(), all.devices.end(), run.device) == all.devices.end())
+      all.devices.push_back(run.device);
+    all.seconds[run.device] += run.seconds;
+  }
+  all.outcomes.push_back(outcome);
+}
+
+INSTANTIATE_TEST_SUITE_P(Group, BitIdentity, ::testing::Range<size_t>(0, groups().size()),
+                         [](const ::testing::TestParamInfo<size_t> &info) {
+                           return groups()[info.param].name;
+                         });
+
+// The summary after the last group, and the digest file.
+class Summary : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    Results &all = results();
+    std::lock_guard<std::mutex> lock(all.mutex);
+    if (all.outcomes.empty()) return;
+    size_t identical = 0;
+    for (const Outcome &o : all.outcomes) identical += o.identical;
+    std::string devices, times;
+    for (const std::string &d : all.devices) {
+      devices += (devices.empty() ? "" : ", ") + d;
+      char t[64];
+      std::snprintf(t, sizeof t, "%s%s %.3f s", times.empty() ? "" : ", ", d.c_str(),
+                    all.seconds[d]);
+      times += t;
+    }
+    for (const auto &s : all.skipped)
+      std::printf("[bit-identity] %s skipped: %s\n", s.first.c_str(), s.second.c_str());
+    for (const Outcome &o : all.outcomes) {
+      if (o.identical) continue;
+      std::string runs;
+      for (const std::string &d : o.differing) runs += (runs.empty() ? "" : ", ") + d;
+      std::printf("[bit-identity] differs: %s (%s)\n", o.group.c_str(), runs.c_str());
+    }
+    std::printf("[bit-identity] calls' time per run, all groups: %s\n", times.c_str());
+    std::printf("[bit-identity] %zu of %zu groups bit-identical across %s\n", identical,
+                all.outcomes.size(), devices.c_str());
+    std::fflush(stdout);
+    const char *path = std::getenv("INFINIOP_BIT_DIGESTS");
+    if (path && *path) {
+      std::ofstream out(path, std::ios::trunc);
+      for (const Outcome &o : all.outcomes) out << o.group << ' ' << o.digest << '\n';
+      if (!out) ADD_FAILURE() << "INFINIOP_BIT_DIGESTS: cannot write " << path;
+    }
+    all.outcomes.clear();  // --gtest_repeat: each round its own summary
+  }
+};
+
+[[maybe_unused]] ::testing::Environment *const summary =
+    ::testing::AddGlobalTestEnvironment(new Summary);
+
+}  // namespace
+}  // namespace infiniop_test
