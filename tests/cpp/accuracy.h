@@ -33,21 +33,7 @@ inline double allowedError(double bound_u, infiniDtype_t dtype, double scale, do
 }
 
 // "" when `got` meets the truth within `tolerance`; else why not.
-inline std::string compareToTruth(infiniDtype_t dtype, float got, long double truth_l,
-                                  double tolerance) {
-  const double truth = static_cast<double>(truth_l);
-  if (std::isnan(truth)) return std::isnan(got) ? "" : "expected NaN";
-  if (std::isinf(truth) || roundsToInfinity(dtype, truth)) {
-    const double expected = std::copysign(INFINITY, truth);
-    return got == expected ? "" : "expected " + std::to_string(expected);
-  }
-  if (!std::isfinite(got)) return "got non-finite";
-  const double error = std::fabs(got - truth);
-  if (error <= tolerance) return "";
-  return "error " + std::to_string(error / ulpOf(dtype, std::fabs(truth))) + " ulp > " +
-         std::to_string(tolerance / ulpOf(dtype, std::fabs(truth))) + " ulp, truth " +
-         std::to_string(truth);
-}
+std::string compareToTruth(infiniDtype_t dtype, float got, long double truth_l, double tolerance);
 
 // 1 + |x| for finite x, 1 otherwise: the usual floor factor.
 inline double onePlusAbs(double x) {

@@ -17,31 +17,7 @@ namespace infiniop_test {
 
 class TensorBuffer {
  public:
-  TensorBuffer(std::vector<size_t> shape, std::vector<ptrdiff_t> strides, infiniDtype_t dtype)
-      : shape_(std::move(shape)), strides_(std::move(strides)), dtype_(dtype) {
-    if (strides_.empty() && !shape_.empty()) {  // contiguous
-      strides_.resize(shape_.size());
-      ptrdiff_t step = 1;
-      for (size_t d = shape_.size(); d-- > 0;) {
-        strides_[d] = step;
-        step *= static_cast<ptrdiff_t>(shape_[d] ? shape_[d] : 1);
-      }
-    }
-    numel_ = 1;
-    ptrdiff_t lowest = 0, highest = 0;
-    for (size_t d = 0; d < shape_.size(); ++d) {
-      numel_ *= shape_[d];
-      if (shape_[d] == 0) continue;
-      const ptrdiff_t reach = strides_[d] * static_cast<ptrdiff_t>(shape_[d] - 1);
-      (reach < 0 ? lowest : highest) += reach;
-    }
-    // One guard element each side catches writes just outside the view.
-    const size_t elements = numel_ ? static_cast<size_t>(highest - lowest + 1) : 0;
-    bytes_.assign((elements + 2) * elementSize(), 0xAB);
-    // Without elements every view is just the origin, kept inside the storage (between the
-    // guards) so that it maps to device memory like any other view.
-    origin_offset_ = static_cast<size_t>(numel_ ? -lowest + 1 : 1) * elementSize();
-  }
+  TensorBuffer(std::vector<size_t> shape, std::vector<ptrdiff_t> strides, infiniDtype_t dtype);
 
   TensorBuffer(std::vector<size_t> shape, infiniDtype_t dtype) : TensorBuffer(shape, {}, dtype) {}
 
@@ -99,19 +75,11 @@ class TensorBuffer {
     }
   }
 
-  void fill(const std::function<float(size_t)> &value) {
-    for (size_t i = 0; i < numel_; ++i) set(i, value(i));
-  }
-  void poison() {
-    fill([](size_t) { return std::numeric_limits<float>::quiet_NaN(); });
-  }
+  void fill(const std::function<float(size_t)> &value);
+  void poison();
 
   // A descriptor for this view; the caller destroys it.
-  infiniopTensorDescriptor_t descriptor() const {
-    infiniopTensorDescriptor_t desc = nullptr;
-    infiniopCreateTensorDescriptor(&desc, shape_.size(), shape_.data(), strides_.data(), dtype_);
-    return desc;
-  }
+  infiniopTensorDescriptor_t descriptor() const;
 
  private:
   std::vector<size_t> shape_;
@@ -123,26 +91,10 @@ class TensorBuffer {
 };
 
 // Strides of a column-major layout (the first dim moves fastest).
-inline std::vector<ptrdiff_t> columnMajorStrides(const std::vector<size_t> &shape) {
-  std::vector<ptrdiff_t> strides(shape.size());
-  ptrdiff_t step = 1;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    strides[d] = step;
-    step *= static_cast<ptrdiff_t>(shape[d] ? shape[d] : 1);
-  }
-  return strides;
-}
+std::vector<ptrdiff_t> columnMajorStrides(const std::vector<size_t> &shape);
 
 // Row-major strides with every dim padded by one element: nothing merges, nothing is dense.
-inline std::vector<ptrdiff_t> paddedStrides(const std::vector<size_t> &shape) {
-  std::vector<ptrdiff_t> strides(shape.size());
-  ptrdiff_t step = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    strides[d] = step;
-    step *= static_cast<ptrdiff_t>(shape[d]) + 1;
-  }
-  return strides;
-}
+std::vector<ptrdiff_t> paddedStrides(const std::vector<size_t> &shape);
 
 // Distance between adjacent values of `dtype` at magnitude |v| (subnormal spacing below).
 inline double ulpOf(infiniDtype_t dtype, double v) {
