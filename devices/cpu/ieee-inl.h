@@ -69,18 +69,18 @@ HWY_INLINE V FmaSub(D d, V a, V b, V c) {
 #endif
 }
 
-// 1 / y within about 1 ulp for a positive normal y below 2^126, from the same integer estimate
-// on every target (within 5.1%, from the bits of y) and three Newton steps whose residual is an
-// fma (each squares the error: 2^-8.6, 2^-17, then F32's rounding). Callers correct their
-// quotients once more; where one cannot (Sigmoid::SlopeTimes far left, to stay clear of
-// subnormals) the estimate's own error is what remains, so it must be F32's. OpenCL's
-// reciprocal_estimate is the same operations.
+// 1 / y within 2^-17 (relative) for a positive normal y below 2^126, from the same integer
+// estimate on every target (within 5.1%, from the bits of y) and two Newton steps whose residual
+// is an fma (each squares the error: 2^-8.6, then 2^-17). Every caller corrects its quotient
+// once more by an exact remainder, which squares it again (2^-34, far below F32's rounding), or
+// takes one more Newton step (Sigmoid::s, within F32's rounding of 1 / y). A third step here cost
+// the activations a fifth of their in-cache speed. OpenCL's reciprocal_estimate is the same
+// operations.
 template <class D, class V>
 HWY_INLINE V ReciprocalEstimate(D d, V y) {
   const hn::RebindToSigned<D> di;
   const V one = hn::Set(d, 1.0f);
   V r = hn::BitCast(d, hn::Sub(hn::Set(di, 0x7EF311C3), hn::BitCast(di, y)));
-  r = Fma(d, r, NegFma(d, y, r, one), r);
   r = Fma(d, r, NegFma(d, y, r, one), r);
   return Fma(d, r, NegFma(d, y, r, one), r);
 }

@@ -148,12 +148,14 @@ struct Sigmoid {
     const V one = hn::Set(d, 1.0f);
     const V one_minus_s = hn::IfThenElse(hn::Lt(e, one), hn::Mul(e, s), hn::Sub(one, s));
     const V h = Fma(d, c, one_minus_s, one);
-    const V q = hn::Mul(g, estimate);
-    // q_lo h as remainder (h estimate), dropped where the estimate is below 2^-102 (v < -70.7):
-    // there this correction, 2^-22 of a result below |g h| 2^-102, would be subnormal, and each
-    // subnormal costs x86 a microcode assist (F32 GeluBackward over [-10, 10] ran at 0.75x). What
-    // that leaves, below 2^-124 |g (1 + c)|, is within the bounds' 2^-125 (1 + |c|) floor.
-    const V k = hn::IfThenZeroElse(hn::Lt(estimate, hn::Set(d, 0x1p-102f)), hn::Mul(h, estimate));
+    // From s, 1 / den within F32's rounding (the estimate is 2^-17 off, which the correction
+    // below cannot repair where it is dropped).
+    const V q = hn::Mul(g, s);
+    // q_lo h as remainder (h s), dropped where s is below 2^-102 (v < -70.7): there this
+    // correction, 2^-22 of a result below |g h| 2^-102, would be subnormal, and each subnormal
+    // costs x86 a microcode assist (F32 GeluBackward over [-10, 10] ran at 0.75x). What that
+    // leaves, below 2^-124 |g (1 + c)|, is within the bounds' 2^-125 (1 + |c|) floor.
+    const V k = hn::IfThenZeroElse(hn::Lt(s, hn::Set(d, 0x1p-102f)), hn::Mul(h, s));
     return Fma(d, q, h, hn::Mul(Remainder(d, g, g_lo, q), k));
   }
 

@@ -150,12 +150,11 @@ INLINE float scaled_exp_of_minus(float w, float lo) {
   return exp_of_minus_sum(w - 128.0f * INFINIOP_LN2_HI, lo - 128.0f * INFINIOP_LN2_LO);
 }
 
-// 1 / y within about 1 ulp for a positive normal y below 2^126 (ieee-inl.h's
-// ReciprocalEstimate): the same integer estimate and three Newton steps on every device, so that
-// no driver's division or native reciprocal enters a result.
+// 1 / y within 2^-17 for a positive normal y below 2^126 (ieee-inl.h's ReciprocalEstimate): the
+// same integer estimate and two Newton steps on every device, so that no driver's division or
+// native reciprocal enters a result. Callers correct once more.
 INLINE float reciprocal_estimate(float y) {
   float r = as_float(0x7EF311C3u - as_uint(y));
-  r = fma(r, fma(-y, r, 1.0f), r);
   r = fma(r, fma(-y, r, 1.0f), r);
   return fma(r, fma(-y, r, 1.0f), r);
 }
@@ -211,14 +210,14 @@ INLINE float sigmoid_times(sigmoid_t g, float x) {
 }
 
 // (gv + g_lo) s (1 + c (1 - s)) (math-inl.h's Sigmoid::SlopeTimes): the corrected quotient
-// (gv + g_lo) / (1 + e) left unrounded as q + remainder estimate, times h = 1 + c (1 - s); 1 - s
+// (gv + g_lo) / (1 + e) left unrounded as q + remainder s, times h = 1 + c (1 - s); 1 - s
 // is e s where e < 1 (no cancellation) and 1 - s elsewhere.
 INLINE float sigmoid_slope_times(sigmoid_t g, float c, float gv, float g_lo, bool has_lo) {
   const float one_minus_s = g.e < 1.0f ? g.e * g.s : 1.0f - g.s;
   const float h = fma(c, one_minus_s, 1.0f);
-  const float q = gv * g.estimate;
-  // the correction dropped where the estimate is below 2^-102 (as math-inl.h: no subnormals)
-  const float k = g.estimate < 0x1p-102f ? 0.0f : h * g.estimate;
+  const float q = gv * g.s;
+  // the correction dropped where s is below 2^-102 (as math-inl.h: no subnormals)
+  const float k = g.s < 0x1p-102f ? 0.0f : h * g.s;
   return fma(q, h, sigmoid_remainder(g, gv, g_lo, has_lo, q) * k);
 }
 
