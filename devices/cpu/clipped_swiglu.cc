@@ -22,7 +22,7 @@ template <class D, class V>
 HWY_NOINLINE V ClippedSwigluExact(D d, const ClippedSwigluAttributes &at, V A, V B, V a, V z, V y) {
   const auto exact = ExactLanes(d, a, z, -87.0f, y);
   const ClippedGate<V> c(d, at, A, B, false);
-  return hn::IfThenElse(exact, hn::Mul(hn::Mul(c.g, hn::Add(c.b, hn::Set(d, at.bias))), c.unscale),
+  return hn::IfThenElse(exact, Unscale(hn::Mul(c.g, hn::Add(c.b, hn::Set(d, at.bias))), c.unscale),
                         y);
 }
 

@@ -18,13 +18,13 @@ namespace infiniop::cpu::HWY_NAMESPACE {
 
 // The exact paths, out of line: one instance per functor and target, called only for a vector
 // with a lane that needs it (FastPathHolds), so that the rare path costs neither code size nor
-// registers in the row loops. Each result is multiplied by the tail's unscale last (math-inl.h).
+// registers in the row loops. Each result is unscaled last (math-inl.h's Unscale).
 template <class Activation, class D, class V>
 HWY_NOINLINE V GatedExact(D d, V x1, V x2, V out) {
   const auto exact = ExactLanes(d, x1, x1, Activation::kTailBound, out);
   V unscale;
   const V value = Activation()(d, x1, static_cast<V *>(nullptr), &unscale);
-  return hn::IfThenElse(exact, hn::Mul(hn::Mul(value, x2), unscale), out);
+  return hn::IfThenElse(exact, Unscale(hn::Mul(value, x2), unscale), out);
 }
 
 template <class Activation, class D, class V>
@@ -33,8 +33,8 @@ HWY_NOINLINE void GatedBackwardExact(D d, V out_grad, V x1, V x2, V &grad1, V &g
   V derivative, unscale;
   const V activation = Activation()(d, x1, &derivative, &unscale);
   grad1 =
-      hn::IfThenElse(exact, hn::Mul(hn::Mul(hn::Mul(out_grad, x2), derivative), unscale), grad1);
-  grad2 = hn::IfThenElse(exact, hn::Mul(hn::Mul(out_grad, activation), unscale), grad2);
+      hn::IfThenElse(exact, Unscale(hn::Mul(hn::Mul(out_grad, x2), derivative), unscale), grad1);
+  grad2 = hn::IfThenElse(exact, Unscale(hn::Mul(out_grad, activation), unscale), grad2);
 }
 
 template <class Activation>

@@ -19,7 +19,7 @@ HWY_NOINLINE V ActivatedExact(D d, V input, V output) {  // out of line, as Gate
   const auto exact = ExactLanes(d, input, input, Activation::kTailBound, output);
   V unscale;
   const V value = Activation()(d, input, static_cast<V *>(nullptr), &unscale);
-  return hn::IfThenElse(exact, hn::Mul(value, unscale), output);
+  return hn::IfThenElse(exact, Unscale(value, unscale), output);
 }
 
 template <class Activation>

@@ -19,7 +19,7 @@ HWY_NOINLINE V GeluBackwardExact(D d, V input, V grad_output, V grad_input) {  /
   const auto exact = ExactLanes(d, input, input, Activation::kTailBound, grad_input);
   V derivative, unscale;
   Activation()(d, input, &derivative, &unscale);
-  return hn::IfThenElse(exact, hn::Mul(hn::Mul(derivative, grad_output), unscale), grad_input);
+  return hn::IfThenElse(exact, Unscale(hn::Mul(derivative, grad_output), unscale), grad_input);
 }
 
 // grad_input = grad_output act'(input), the activation a type (gated-inl.h).

@@ -144,8 +144,9 @@ INLINE float exp_of_minus_sum(float a, float lo) {
 }
 
 // exp(-(w + lo)) 2^128 for w in [64, 175], exactly as math-inl.h's ScaledExpOfMinus (the
-// activations' far-left tails): results scaled the same way are multiplied by TAIL_UNSCALE last.
-#define TAIL_UNSCALE 0x1p-128f
+// activations' far-left tails): results scaled the same way are multiplied by 2^-128 last, as
+// TAIL_UNSCALE twice (math-inl.h's Unscale: 2^-128 is subnormal, 2^-64 is not).
+#define TAIL_UNSCALE 0x1p-64f
 INLINE float scaled_exp_of_minus(float w, float lo) {
   return exp_of_minus_sum(w - 128.0f * INFINIOP_LN2_HI, lo - 128.0f * INFINIOP_LN2_LO);
 }
@@ -235,7 +236,8 @@ INLINE float product_at_non_finite(float x, float value) {
 // The activations' exact paths return f(x) and, where `derivative` is not null, set *derivative
 // to f'(x); with it the value is x s, one rounding more than sigmoid_times (as in math-inl.h).
 // In the far-left tail (x below the activation's *_TAIL_BOUND) both are scaled by 2^128 and
-// *unscale is TAIL_UNSCALE (else 1): callers multiply their result by it last (math-inl.h).
+// *unscale is TAIL_UNSCALE (else 1): callers multiply their result by it twice, last
+// (math-inl.h's Unscale).
 
 // silu(x) = x sigmoid(x) and its derivative s + x s (1 - s), clamped as in math-inl.h; the tail
 // x < -87: x e^x and (1 + x) e^x, x clamped at -175.
