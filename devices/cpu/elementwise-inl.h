@@ -52,16 +52,17 @@ HWY_NOINLINE void ContiguousRow(const Functor &f, size_t n, char *const *base,
     (StoreF32(d, out[Out], out_ptr[Out] + i), ...);
   }
   if (i == n) return;
-  // Tail: run one whole vector on zero-padded copies, then copy back only the valid part.
+  // Tail: one whole vector of zero-padded copies through this same loop (a call rather than a
+  // further inlined copy of the functor: issue 26), then only the valid part copied back.
   constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
   const size_t rest = n - i;
   HWY_ALIGN T in_tail[kIn][kMaxLanes] = {};
   HWY_ALIGN T out_tail[kOut][kMaxLanes];
   (std::memcpy(in_tail[In], in_ptr[In] + i, rest * sizeof(T)), ...);
-  const hn::Vec<decltype(d)> in[kIn] = {LoadF32(d, in_tail[In])...};
-  hn::Vec<decltype(d)> out[kOut];
-  f(d, out[Out]..., in[In]...);
-  (StoreF32(d, out[Out], out_tail[Out]), ...);
+  char *const tail_base[kOut + kIn] = {reinterpret_cast<char *>(out_tail[Out])...,
+                                       reinterpret_cast<char *>(in_tail[In])...};
+  ContiguousRow<Functor, T>(f, lanes, tail_base, std::index_sequence<Out...>(),
+                            std::index_sequence<In...>());
   (std::memcpy(out_ptr[Out] + i, out_tail[Out], rest * sizeof(T)), ...);
 }
 
