@@ -14,7 +14,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   float y = sigmoid_at_value(fast.at, fast.b_bias);
   if (!(isfinite(fast.a) && !fast.far_left && fast_path_holds(y))) {  // the exact path
     const clipped_gate_t c = clipped_gate(alpha, limit, far_left_a, tail_a, in[0], in[1], false);
-    y = c.g * (c.b + bias) * c.unscale * c.unscale;
+    y = unscale_tail(c.g * (c.b + bias), c.unscale);
   }
   out[0] = y;
 }

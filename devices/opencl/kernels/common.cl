@@ -147,6 +147,10 @@ INLINE float exp_of_minus_sum(float a, float lo) {
 // activations' far-left tails): results scaled the same way are multiplied by 2^-128 last, as
 // TAIL_UNSCALE twice (math-inl.h's Unscale: 2^-128 is subnormal, 2^-64 is not).
 #define TAIL_UNSCALE 0x1p-64f
+// v times the unscale factor u twice (TAIL_UNSCALE or 1): math-inl.h's Unscale.
+INLINE float unscale_tail(float v, float u) {
+  return v * u * u;
+}
 INLINE float scaled_exp_of_minus(float w, float lo) {
   return exp_of_minus_sum(w - 128.0f * INFINIOP_LN2_HI, lo - 128.0f * INFINIOP_LN2_LO);
 }

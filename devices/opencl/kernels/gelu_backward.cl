@@ -11,7 +11,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
         fast_path_holds(grad_input))) {  // exact path
     float derivative, unscale;
     gelu_tanh(input, &derivative, &unscale);
-    grad_input = derivative * grad_output * unscale * unscale;
+    grad_input = unscale_tail(derivative * grad_output, unscale);
   }
   out[0] = grad_input;
 }

@@ -10,7 +10,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   float y = fma(at.x, at.cdf, at.x * at.cdf_lo);
   if (!(isfinite(x) && x >= GELU_ERF_TAIL_BOUND && fast_path_holds(y))) {  // the exact path
     float unscale;
-    y = gelu_erf(x, 0, &unscale) * unscale * unscale;
+    y = unscale_tail(gelu_erf(x, 0, &unscale), unscale);
   }
   out[0] = y;
 }

@@ -9,7 +9,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   float y = gelu_erf_at_value(gelu_erf_at(x1), x2);
   if (!(isfinite(x1) && x1 >= GELU_ERF_TAIL_BOUND && fast_path_holds(y))) {  // the exact path
     float unscale;
-    y = gelu_erf(x1, 0, &unscale) * x2 * unscale * unscale;
+    y = unscale_tail(gelu_erf(x1, 0, &unscale) * x2, unscale);
   }
   out[0] = y;
 }

@@ -10,7 +10,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   float y = sigmoid_times(at.sigmoid, at.x);
   if (!(isfinite(x) && x >= GELU_TANH_TAIL_BOUND && fast_path_holds(y))) {  // the exact path
     float unscale;
-    y = gelu_tanh(x, 0, &unscale) * unscale * unscale;
+    y = unscale_tail(gelu_tanh(x, 0, &unscale), unscale);
   }
   out[0] = y;
 }

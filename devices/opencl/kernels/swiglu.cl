@@ -9,7 +9,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   float y = sigmoid_at_value(silu_at(x1), x2);
   if (!(isfinite(x1) && x1 >= SILU_TAIL_BOUND && fast_path_holds(y))) {  // the exact path
     float unscale;
-    y = silu(x1, 0, &unscale) * x2 * unscale * unscale;
+    y = unscale_tail(silu(x1, 0, &unscale) * x2, unscale);
   }
   out[0] = y;
 }

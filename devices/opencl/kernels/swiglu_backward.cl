@@ -16,8 +16,8 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
         fast_path_holds(grad2))) {
     float derivative, unscale;
     const float activation = silu(x1, &derivative, &unscale);
-    grad1 = out_grad * x2 * derivative * unscale * unscale;
-    grad2 = out_grad * activation * unscale * unscale;
+    grad1 = unscale_tail(out_grad * x2 * derivative, unscale);
+    grad2 = unscale_tail(out_grad * activation, unscale);
   }
   out[0] = grad1;
   out[1] = grad2;
