@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Per-call cost of the Python binding at a tiny shape (1x64 F32 torch tensors, cpu device):
 the functional call (infiniop.<op>), the same call on a descriptor created once and passed raw
-pointers (what the binding cannot go below), and torch's own op for the same math.
+pointers (what the binding cannot go below), torch's own op for the same math, and for the
+forward operators the autograd layer (infiniop.torch.<op> on an input that requires grad: the
+forward with its graph node) and its ratio to the functional call.
 
     python3 bench/python_overhead.py [--calls 2000] [--repeats 7] [--device cpu] [--csv]
 
@@ -25,6 +27,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import infiniop  # noqa: E402
+import infiniop.torch as iop  # noqa: E402
 
 
 def _problems(device):
@@ -68,7 +71,19 @@ def _problems(device):
         return x[order // K], order
 
     gx = torch.empty(R * K, H)
-    return [
+    x64g, x128g, exg = (t.clone().requires_grad_() for t in (x64, x128, ex))
+    scalesg = scales.clone().requires_grad_()
+    autograd = {
+        "gelu": lambda: iop.gelu(x64g, device=device),
+        "swiglu": lambda: iop.swiglu(x128g, device=device),
+        "gelu_mul": lambda: iop.gelu_mul(x128g, device=device),
+        "clipped_swiglu": lambda: iop.clipped_swiglu(x128g, device=device),
+        "moe_init_routing_v2": lambda: iop.moe_init_routing_v2(x64g, topk, device=device,
+                                                               **moe_kw),
+        "moe_finalize_routing_v2": lambda: iop.moe_finalize_routing_v2(
+            exg, row_idx, scales=scalesg, device=device),
+    }
+    return autograd, [
         ("gelu_backward", lambda: infiniop.gelu_backward(dy64, x64, approximate="tanh",
                                                          device=device),
          lambda: torch.ops.aten.gelu_backward(dy64, x64, approximate="tanh"),
@@ -145,25 +160,30 @@ def main():
     args = parser.parse_args()
     clock = time.perf_counter if args.wall else time.thread_time
     torch.set_num_threads(1)
-    columns = ("operator", "infiniop_us", "raw_c_us", "torch_us")
+    columns = ("operator", "infiniop_us", "raw_c_us", "torch_us", "autograd_us", "autograd_ratio")
     problems = []
-    for name, call, torch_call, raw in _problems(args.device):
+    autograd, table = _problems(args.device)
+    for name, call, torch_call, raw in table:
         raw_call, keep = _raw_call(args.device, *raw)
-        problems.append((name, [call, raw_call, torch_call], keep))
-        for function in (call, raw_call, torch_call):
+        calls = [call, raw_call, torch_call, autograd.get(name)]
+        problems.append((name, calls, keep))
+        for function in calls:
             if function is not None:
                 function()  # warm: library load, descriptor cache, torch's first-call paths
     # Rounds over every operator, best of each: a slow spell of the machine hits every row
     # alike instead of one row's whole measurement.
-    best = {name: [float("inf")] * 3 for name, _, _ in problems}
+    best = {name: [float("inf")] * 4 for name, _, _ in problems}
     for _ in range(args.repeats):
         for name, calls, _ in problems:
             for column, function in enumerate(calls):
                 if function is not None:
                     best[name][column] = min(best[name][column],
                                              _mean_us(function, args.calls, clock))
-    rows = [(name, *(None if v == float("inf") else v for v in best[name]))
-            for name, _, _ in problems]
+    rows = []
+    for name, _, _ in problems:
+        values = [None if v == float("inf") else v for v in best[name]]
+        ratio = values[3] / values[0] if values[3] is not None else None
+        rows.append((name, *values, ratio))
     print(f"# 1x64 F32 torch tensors, device {args.device}, best of {args.repeats} x "
           f"{args.calls} calls, microseconds of {'wall' if args.wall else 'thread CPU'} time "
           f"per call; cpu ISA {infiniop.cpu_isa_name()}, "
@@ -173,10 +193,12 @@ def main():
         for row in rows:
             print(",".join([row[0]] + ["" if v is None else f"{v:.2f}" for v in row[1:]]))
     else:
-        print(f"{columns[0]:30} {columns[1]:>12} {columns[2]:>10} {columns[3]:>10}")
+        print(f"{columns[0]:30} {columns[1]:>12} {columns[2]:>10} {columns[3]:>10} "
+              f"{columns[4]:>12} {columns[5]:>15}")
         for row in rows:
             cells = ["-" if v is None else f"{v:.2f}" for v in row[1:]]
-            print(f"{row[0]:30} {cells[0]:>12} {cells[1]:>10} {cells[2]:>10}")
+            print(f"{row[0]:30} {cells[0]:>12} {cells[1]:>10} {cells[2]:>10} {cells[3]:>12} "
+                  f"{cells[4]:>15}")
 
 
 if __name__ == "__main__":

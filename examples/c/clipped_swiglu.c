@@ -6,13 +6,15 @@
  *   cc clipped_swiglu.c $(pkg-config --cflags --libs infiniop) -lm && ./a.out [cpu|cpu_reference]
  *
  * On the CPU devices a device pointer is a host pointer, so the arrays are passed as they are.
- * Exit status 0 when every value matches, 1 otherwise (or when a call fails). */
+ * Exit status 0 when every value matches, 1 otherwise (or when a call fails), 2 for an
+ * unknown device (example_device.h, beside this file). */
 #include <infiniop.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+
+#include "example_device.h"
 
 /* Prints a failed call with its status and the library's reason; nonzero on failure. */
 static int failed(infiniStatus_t status, const char *call) {
@@ -29,8 +31,8 @@ enum { TOKENS = 4, D = 3, EXPERTS = 2 }; /* x is TOKENS x 2D (a, b interleaved),
 static const float kAlpha = 1.702f, kLimit = 7.0f, kBias = 1.0f;
 
 int main(int argc, char **argv) {
-  infiniDevice_t device = INFINI_DEVICE_CPU;
-  if (argc > 1 && strcmp(argv[1], "cpu_reference") == 0) device = INFINI_DEVICE_CPU_REFERENCE;
+  infiniDevice_t device;
+  if (!example_device(argc, argv, &device)) return EXAMPLE_USAGE_ERROR;
 
   /* Even columns are the gate (A, clipped above at 7), odd ones the up projection (B, clipped
    * to [-7, 7]); some values lie beyond the limit. */

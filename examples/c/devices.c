@@ -4,13 +4,21 @@
  *
  *   cc devices.c $(pkg-config --cflags --libs infiniop) && ./a.out
  *
- * Exit status 0 when the list holds cpu_reference (every build has it) and each entry answers. */
+ * Exit status 0 when the list holds cpu_reference (every build has it) and each entry answers,
+ * 2 when given an argument (it takes none: it lists every device). */
 #include <infiniop.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1) {
+    fprintf(stderr,
+            "%s: unexpected argument '%s'; it takes none and lists every device\n"
+            "usage: %s\n",
+            argv[0], argv[1], argv[0]);
+    return 2;
+  }
   int count = 0, status = 1, has_reference = 0;
   infiniDevice_t *types = NULL;
   /* Once with capacity 0 to size the array, then to fill it. */

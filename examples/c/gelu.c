@@ -5,12 +5,14 @@
  *   cc gelu.c $(pkg-config --cflags --libs infiniop) -lm && ./a.out [cpu|cpu_reference]
  *
  * On the CPU devices a device pointer is a host pointer, so the arrays are passed as they are.
- * Exit status 0 when every value matches, 1 otherwise (or when a call fails). */
+ * Exit status 0 when every value matches, 1 otherwise (or when a call fails), 2 for an
+ * unknown device (example_device.h, beside this file). */
 #include <infiniop.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+
+#include "example_device.h"
 
 /* Prints a failed call with its status and the library's reason; nonzero on failure. */
 static int failed(infiniStatus_t status, const char *call) {
@@ -55,8 +57,8 @@ static int mismatches(const char *name, const float *got, const double *want, in
 enum { N = 8 };
 
 int main(int argc, char **argv) {
-  infiniDevice_t device = INFINI_DEVICE_CPU;
-  if (argc > 1 && strcmp(argv[1], "cpu_reference") == 0) device = INFINI_DEVICE_CPU_REFERENCE;
+  infiniDevice_t device;
+  if (!example_device(argc, argv, &device)) return EXAMPLE_USAGE_ERROR;
 
   float x[N] = {-4.0f, -2.0f, -0.5f, 0.0f, 0.25f, 1.0f, 2.5f, 6.0f};
   float dy[N] = {1.0f, -1.0f, 0.5f, 2.0f, 1.0f, -0.25f, 1.0f, 3.0f};

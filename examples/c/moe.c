@@ -9,12 +9,14 @@
  *   cc moe.c $(pkg-config --cflags --libs infiniop) -lm && ./a.out [cpu|cpu_reference]
  *
  * On the CPU devices a device pointer is a host pointer, so the arrays are passed as they are.
- * Exit status 0 when every value matches, 1 otherwise (or when a call fails). */
+ * Exit status 0 when every value matches, 1 otherwise (or when a call fails), 2 for an
+ * unknown device (example_device.h, beside this file). */
 #include <infiniop.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+
+#include "example_device.h"
 
 /* Prints a failed call with its status and the library's reason; nonzero on failure. */
 static int failed(infiniStatus_t status, const char *call) {
@@ -36,8 +38,8 @@ static int differs(const char *what, int i, double got, double want) {
 }
 
 int main(int argc, char **argv) {
-  infiniDevice_t device = INFINI_DEVICE_CPU;
-  if (argc > 1 && strcmp(argv[1], "cpu_reference") == 0) device = INFINI_DEVICE_CPU_REFERENCE;
+  infiniDevice_t device;
+  if (!example_device(argc, argv, &device)) return EXAMPLE_USAGE_ERROR;
 
   /* Inputs: the tokens, the router's choices and weights, a residual, a per-expert bias, and
    * the gradient of the layer's output. */

@@ -5,12 +5,14 @@
  *   cc swiglu.c $(pkg-config --cflags --libs infiniop) -lm && ./a.out [cpu|cpu_reference]
  *
  * On the CPU devices a device pointer is a host pointer, so the arrays are passed as they are.
- * Exit status 0 when every value matches, 1 otherwise (or when a call fails). */
+ * Exit status 0 when every value matches, 1 otherwise (or when a call fails), 2 for an
+ * unknown device (example_device.h, beside this file). */
 #include <infiniop.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+
+#include "example_device.h"
 
 /* Prints a failed call with its status and the library's reason; nonzero on failure. */
 static int failed(infiniStatus_t status, const char *call) {
@@ -40,8 +42,8 @@ static int mismatches(const char *name, const float *got, const double *want, in
 }
 
 int main(int argc, char **argv) {
-  infiniDevice_t device = INFINI_DEVICE_CPU;
-  if (argc > 1 && strcmp(argv[1], "cpu_reference") == 0) device = INFINI_DEVICE_CPU_REFERENCE;
+  infiniDevice_t device;
+  if (!example_device(argc, argv, &device)) return EXAMPLE_USAGE_ERROR;
 
   float x[ROWS][2 * D], y[ROWS][D], y_grad[ROWS][D], x_grad[ROWS][2 * D];
   for (int r = 0; r < ROWS; ++r)

@@ -12,6 +12,10 @@ T tokens, hidden size H, E experts, top K; the router (softmax + topk: F32 weigh
 plain PyTorch; expert e is the matrix W[e]. Dropless: Init mode 0 writes the index in the row
 layout t*K + k, which Finalize reads in mode 2 and FinalizeGrad and InitGrad in mode 0.
 
+Then the same layer with the MoE helper, infiniop.torch.moe: dispatch / map_experts / combine,
+which choose those modes and the experts' row ranges themselves, and autograd, which runs the
+same four operators for loss.backward(); checked against the same float64 results.
+
     PYTHONPATH=python /usr/bin/python3 examples/python/moe.py [cpu|cpu_reference|opencl]
 
 The library is build/libinfiniop.so, or $INFINIOP_LIBRARY. Exit status 0 when every result
@@ -22,6 +26,7 @@ import sys
 import torch
 
 import infiniop
+from infiniop.torch import moe
 
 T, H, E, K = 48, 32, 4, 2
 
@@ -55,6 +60,16 @@ def main(device="cpu"):
         grad_expanded_x[rows] = grad_expert_out[rows] @ w[e].t()
     grad_x = infiniop.moe_init_routing_v2_grad(grad_expanded_x, row_idx, top_k=K, device=device)
 
+    # The same layer with the helper: the glue above (the row ranges, the modes of the combine
+    # and of the three grads) is done by moe.dispatch / moe.combine, the backward by autograd.
+    x_h = x.clone().requires_grad_()
+    weights_h = weights.clone().requires_grad_()
+    routed = moe.dispatch(x_h, ids, E, device=device)  # Init mode 0
+    spans_ok = routed.spans == list(zip(bounds[:-1], bounds[1:]))  # expert e's rows: ints
+    out_h = moe.combine(routed.map_experts(lambda e, rows: rows @ w[e]), routed, weights_h,
+                        x1=residual)  # Finalize mode 2
+    out_h.backward(grad_out)  # FinalizeGrad mode 0, then InitGrad mode 0
+
     # The same layer in float64: out[t] = residual[t] + sum_k weights[t, k] x[t] W[ids[t, k]].
     x64 = x.double().requires_grad_()
     weights64 = weights.double().requires_grad_()
@@ -72,15 +87,19 @@ def main(device="cpu"):
               ("expanded_x", expanded_x, x[order // K]),
               ("out", out, out64.detach()),
               ("grad_scales", grad_weights, weights64.grad),
-              ("grad_x", grad_x, x64.grad))
+              ("grad_x", grad_x, x64.grad),
+              ("helper out", out_h.detach(), out64.detach()),
+              ("helper grad_scales", weights_h.grad, weights64.grad),
+              ("helper grad_x", x_h.grad, x64.grad))
     for name, got, want in checks:
         try:
             torch.testing.assert_close(got, want.to(got.dtype), rtol=1e-5, atol=1e-5)
-            print(f"{name:16s} matches torch")
+            print(f"{name:18s} matches torch")
         except AssertionError as error:
             print(f"{name}: MISMATCH\n{error}")
             bad += 1
-    return bad
+    print("helper spans       match the cumsum" if spans_ok else "helper spans: MISMATCH")
+    return bad + (not spans_ok)
 
 
 if __name__ == "__main__":

@@ -25,13 +25,14 @@ experts [rank*E/2, (rank+1)*E/2). Per rank:
      whole batch (the capacity cut is a property of the whole batch, in token order);
   3. all_to_all_single moves each token's row to the ranks owning one of its experts (once per
      rank); the rows of tokens that no local expert needs stay zero;
-  4. MoeInitRoutingV2, drop_pad_mode 1, over the whole batch: the same (E, C, H) layout and the
-     same expanded_row_idx on every rank and in the single process; the rank keeps its experts'
-     slots (2, C, H);
+  4. infiniop.torch.moe.dispatch (MoeInitRoutingV2, drop_pad_mode 1) over the whole batch: the
+     same (E, C, H) layout and the same expanded_row_idx on every rank and in the single process;
+     the rank keeps its experts' slots (2, C, H);
   5. the local experts: a batched matmul, ClippedSwiglu, a batched matmul;
-  6. MoeFinalizeRoutingV2, drop_pad_mode 3, with expanded_row_idx rewritten to the local slots
-     and -1 for every slot of another rank's expert (mode 3 reads -1 as a dropped token: a zero
-     row): the rank's partial output, every token's contribution from the local experts;
+  6. infiniop.torch.moe.combine with experts= the local ones: MoeFinalizeRoutingV2,
+     drop_pad_mode 3, with expanded_row_idx rewritten to the local slots and -1 for every slot
+     of another rank's expert (mode 3 reads -1 as a dropped token: a zero row): the rank's
+     partial output, every token's contribution from the local experts;
   7. all_reduce sums the partial outputs; each rank keeps its own tokens' rows.
 The collectives are autograd functions (backward: the reverse all_to_all_single, an all_reduce
 for all_gather and for all_reduce), so loss.backward() runs the library's grad operators
@@ -64,7 +65,8 @@ import time
 import torch
 import torch.distributed as dist
 
-import infiniop.torch as ops  # differentiable moe_init_routing_v2, clipped_swiglu, ...
+import infiniop.torch as ops  # differentiable clipped_swiglu, ...
+from infiniop.torch import moe  # the MoE helper: dispatch and combine over infiniop.torch
 
 T, H, E, K, I = 64, 32, 4, 2, 16  # tokens, hidden, experts, top-k, expert width
 WORLD = 2
@@ -168,9 +170,8 @@ def moe_layer(x, W_r, W1, b1, W2, b2, capacity, rank=0, world=1):
         x_all = x.new_zeros(world * n, H).index_copy(0, tokens, received)
 
     # 4. dispatch: (E, C, H) over the whole batch; this rank's experts' slots
-    expanded_x, row_idx, _, _ = ops.moe_init_routing_v2(
-        x_all, ids_all, expert_num=E, expert_capacity=capacity, drop_pad_mode=1)
-    rows = expanded_x[first:first + local]  # (local, C, H)
+    routed = moe.dispatch(x_all, ids_all, E, expert_capacity=capacity, drop_pad_mode=1)
+    rows = routed.expanded_x[first:first + local]  # (local, C, H)
 
     # 5. the local experts, batched over their slots (unfilled ones: zero rows, outputs unread)
     h = torch.baddbmm(b1.unsqueeze(1), rows, W1)
@@ -178,11 +179,8 @@ def moe_layer(x, W_r, W1, b1, W2, b2, capacity, rank=0, world=1):
     expert_out = torch.baddbmm(b2.unsqueeze(1), act, W2)  # (local, C, H)
 
     # 6. combine the local experts' contributions: another rank's slots are -1 (a zero row)
-    lo, hi = first * capacity, (first + local) * capacity
-    local_idx = torch.where((row_idx >= lo) & (row_idx < hi), row_idx - lo,
-                            torch.full_like(row_idx, -1))
-    partial = ops.moe_finalize_routing_v2(expert_out, local_idx, scales=scales_all,
-                                          drop_pad_mode=3)  # (world * n, H)
+    partial = moe.combine(expert_out, routed, scales_all,
+                          experts=range(first, first + local))  # (world * n, H)
     if world == 1:
         return partial, scales
     # 7. sum the ranks' partial outputs; keep this rank's tokens

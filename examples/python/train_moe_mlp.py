@@ -18,13 +18,13 @@ The model (T tokens, hidden H, E experts per layer, top K, expert width I):
                                           |h| ~ 1 here: about 6% of the clamps fire)
     y = z + layer_2(z)              act = swiglu (halves), residual z
     loss = mean((y - target)^2)
-Each layer: infiniop.torch.moe_init_routing_v2 (dropless, drop_pad_mode 0: tokens grouped by
-expert, expert e's rows given by the count output) -> per-expert matmul (torch) -> the
-activation (infiniop.torch) -> per-expert matmul (torch) -> infiniop.torch.moe_finalize_routing_v2
-(drop_pad_mode 2, the row layout that Init mode 0 writes; scales = the top-k probabilities,
-bias = b2 by expert, x1 = the residual). loss.backward() runs MoeFinalizeRoutingV2Grad,
-SwiGluBackward / ClippedSwigluBackward and MoeInitRoutingV2Grad; the router's softmax and topk
-and the matmuls are torch's own autograd.
+Each layer, through the MoE helper infiniop.torch.moe: moe.dispatch (MoeInitRoutingV2,
+dropless: tokens grouped by expert, each expert's rows as Python ints) -> per-expert matmul
+(torch, Dispatched.map_experts) -> the activation (infiniop.torch) -> per-expert matmul ->
+moe.combine (MoeFinalizeRoutingV2 in the mode that reads the dispatch's index, here 2;
+scales = the top-k probabilities, bias = b2 by expert, x1 = the residual). loss.backward() runs
+MoeFinalizeRoutingV2Grad, SwiGluBackward / ClippedSwigluBackward and MoeInitRoutingV2Grad; the
+router's softmax and topk and the matmuls are torch's own autograd.
 
 Checks:
  (a) step 0: the loss and every parameter's gradient against the same model in float64 autograd
@@ -53,6 +53,7 @@ import torch
 
 import infiniop
 import infiniop.torch as iop
+from infiniop.torch import moe
 
 T, H, E, K, I = 64, 32, 4, 2, 16  # tokens, hidden, experts, top-k, expert width
 STEPS, LR = 40, 0.01
@@ -88,19 +89,14 @@ class MoeLayer(torch.nn.Module):
 
     def forward(self, v, residual=None, device="cpu"):
         scales, ids = self.route(v)
-        expanded, row_idx, counts, _ = iop.moe_init_routing_v2(
-            v, ids, expert_num=E, drop_pad_mode=0, expert_tokens_count_or_cumsum_flag=2,
-            device=device)
-        ends = torch.cumsum(counts, 0).tolist()
-        ranges = [slice(start, end) for start, end in zip([0] + ends[:-1], ends)]
-        h = torch.cat([expanded[rows] @ self.W1[e] + self.b1[e] for e, rows in enumerate(ranges)])
+        routed = moe.dispatch(v, ids, E, device=device)  # dropless: rows grouped by expert
+        h = routed.map_experts(lambda e, rows: rows @ self.W1[e] + self.b1[e])
         if self.activation == "clipped_swiglu":
             act = iop.clipped_swiglu(h, -1, **CLIP, device=device)
         else:
             act = iop.swiglu(h, -1, device=device)
-        expert_out = torch.cat([act[rows] @ self.W2[e] for e, rows in enumerate(ranges)])
-        out = iop.moe_finalize_routing_v2(expert_out, row_idx, residual, None, self.b2, scales,
-                                          ids, drop_pad_mode=2, device=device)
+        expert_out = routed.map_experts(lambda e, rows: rows @ self.W2[e], act)
+        out = moe.combine(expert_out, routed, scales, x1=residual, bias=self.b2)
         return out, ids
 
 

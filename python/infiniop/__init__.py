@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Python ctypes binding of libinfiniop (include/infiniop.h).
 
-The shared library is found through $INFINIOP_LIBRARY, else next to the package, else (from a
-source checkout) in build/ or build-*/, else by the dynamic loader (_library.py says how); it is
-loaded on first use, so importing this package never fails for that. __version__ is this
+The shared library is found through $INFINIOP_LIBRARY (a file or a folder), else next to the
+package, else (from a source checkout) in build/ or build-*/, else by the dynamic loader, else in
+the install prefixes ($INFINIOP_PREFIX, $CMAKE_PREFIX_PATH, sys.prefix, /usr/local, /usr,
+/opt/infiniop; _library.py says how); it is loaded on first use, so importing this package never
+fails for that. __version__ is this
 package's version, library_version() the loaded library's (major, minor, patch).
 
     import infiniop, torch

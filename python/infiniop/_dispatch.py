@@ -2,10 +2,49 @@
 """Running an operator on arrays: the descriptor from the handle's cache, raw pointers into the
 C call, and staging through device memory where device pointers are not host pointers."""
 
+import re
+
+from ._library import InfiniopError
 from .core import default_handle, run_staged
+from .enums import Status
 
 
-def run(cls, views, attributes, device="cpu", handle=None, stage=None, key_extra=()):
+def renamed(error, names):
+    """error (an InfiniopError, TypeError or ValueError) with the C API's argument names in its
+    message replaced by the caller's (names: {C name: the caller's name}): the library names
+    the descriptor's arguments, the user wrote others."""
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
+    message = error.message if isinstance(error, InfiniopError) else str(error)
+    message = pattern.sub(lambda m: names[m.group(1)], message or "")
+    if isinstance(error, InfiniopError):
+        return InfiniopError(error.status, message, error.function)
+    return type(error)(message)
+
+
+def output_names(out, allocated_like, *c_names, out_name="out"):
+    """run()'s names for outputs c_names: [(C name, the caller's name, given)]. Given (out=),
+    an output is out_name in every message; allocated by the package, it is the input it was
+    allocated like, in a dtype message only (the output copied that input's dtype; its shape is
+    the package's own guess where the library rejects the inputs' shapes). A list, made on every
+    call: the mapping itself is built only for an error."""
+    given = out is not None
+    return [(name, out_name if given else allocated_like, given) for name in c_names]
+
+
+def run(cls, views, attributes, device="cpu", handle=None, stage=None, key_extra=(),
+        names=None):
+    """run_named() with the library's messages in the caller's argument names (output_names)."""
+    try:
+        return run_named(cls, views, attributes, device, handle, stage, key_extra)
+    except InfiniopError as error:
+        dtype = error.status == Status.BAD_TENSOR_DTYPE
+        mapping = {c: user for c, user, given in names or () if c != user and (given or dtype)}
+        if not mapping:
+            raise
+        raise renamed(error, mapping) from None
+
+
+def run_named(cls, views, attributes, device="cpu", handle=None, stage=None, key_extra=()):
     """Run operator class cls on `views` (ArrayViews in the C call's order, None for an absent
     optional tensor) with `attributes` (cls's keywords). The handle defaults to the device's
     default_handle(); the descriptor comes from its cache, keyed by everything the descriptor

@@ -2,19 +2,29 @@
 """Finding and loading libinfiniop.so, the C prototypes, and status checking.
 
 Where the library is looked for, first found wins (library_candidates, load_library):
-  1. $INFINIOP_LIBRARY, the path of the library: when set, the only place looked.
+  1. $INFINIOP_LIBRARY, the path of the library or of a folder holding it (libinfiniop.so.0,
+     else libinfiniop.so): when set, the only place looked.
   2. Next to the package: the library inside the package folder (libinfiniop.so.0 or
      libinfiniop.so), then the one `cmake --install` installed with the package, in the libdir
      that the install recorded relative to the package (<package>/_install.json).
   3. From a source checkout (the package imported from <repo>/python): <repo>/build/, then
      <repo>/build-*/, most recently built first.
   4. The dynamic loader: dlopen("libinfiniop.so.0"), so LD_LIBRARY_PATH, the ldconfig cache and
-     the system's library folders (how a `pip install`ed package finds the library).
+     the system's library folders.
+  5. The install prefixes (search_prefixes, prefix_candidates): $INFINIOP_PREFIX and
+     $CMAKE_PREFIX_PATH (lists separated by ':'), sys.prefix and sys.base_prefix (a venv's or
+     conda's prefix, and the interpreter's), /usr/local, /usr, /opt/infiniop; in each,
+     lib/, lib64/ and lib/<multiarch triplet>/ (e.g. lib/x86_64-linux-gnu/). So a package
+     `pip install`ed into a venv finds a library `cmake --install`ed into the same or a standard
+     prefix without any variable, even one the loader does not know (no ldconfig run).
 """
 
 import ctypes
 import json
 import os
+import platform
+import sys
+import sysconfig
 import threading
 from pathlib import Path
 
@@ -25,6 +35,8 @@ __all__ = [
     "InfiniopError",
     "LibraryNotFoundError",
     "library_candidates",
+    "search_prefixes",
+    "prefix_candidates",
     "load_library",
     "get_library",
     "library_version",
@@ -40,6 +52,12 @@ LIBRARY_SONAME = "libinfiniop.so.0"
 # Written by `cmake --install` into the installed package (cmake/InfiniopPythonInstall.cmake):
 # {"library_dir": <the library's folder relative to the package's>, "library": <file name>}.
 INSTALL_RECORD = "_install.json"
+# Install prefixes named by the user, searched after the dynamic loader (search_prefixes).
+PREFIX_ENV = "INFINIOP_PREFIX"
+CMAKE_PREFIX_ENV = "CMAKE_PREFIX_PATH"
+# Where `cmake --install` puts the library when no prefix is given, where distributions put it,
+# and a conventional prefix for a private install.
+STANDARD_PREFIXES = ("/usr/local", "/usr", "/opt/infiniop")
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # python/infiniop/_library.py -> the repository root is three levels up; only meaningful when
@@ -85,20 +103,42 @@ def _installed_library(package_dir):
         return None
 
 
+def _library_in(folder):
+    """The library in `folder`, libinfiniop.so.0 (this binding's ABI) before libinfiniop.so, or
+    None."""
+    for name in (LIBRARY_SONAME, LIBRARY_NAME):
+        if os.path.isfile(folder / name):  # False, not an error, for an unreadable folder too
+            return folder / name
+    return None
+
+
+def _explicit_candidates(path):
+    """What a path the user gave ($INFINIOP_LIBRARY, load_library's argument) stands for: the
+    file itself, or for a folder the library in it; both names when it holds neither, so the
+    error says which files were tried."""
+    path = Path(path)
+    if not path.is_dir():
+        return [path]
+    found = _library_in(path)
+    return [found] if found is not None else [path / LIBRARY_SONAME, path / LIBRARY_NAME]
+
+
 def library_candidates(environ=None, repo_root=None, package_dir=None):
     """The library files to try, best first, and whether they came from $INFINIOP_LIBRARY.
 
     INFINIOP_LIBRARY, when set, is the only candidate (an explicit choice must not be overridden
-    by another library lying around). Otherwise the files that exist of: the library inside
-    `package_dir` (default: this package's folder), the one recorded in its _install.json, then
-    <repo_root>/build/ and <repo_root>/build-*/, most recently built first (repo_root defaults
-    to the checkout this package is imported from, and to none for an installed package). The
-    dynamic loader (LIBRARY_SONAME) is not a file here: load_library tries it after these.
+    by another library lying around); when it is a folder, the library in it. Otherwise the
+    files that exist of: the library inside `package_dir` (default: this package's folder), the
+    one recorded in its _install.json, then <repo_root>/build/ and <repo_root>/build-*/, most
+    recently built first (repo_root defaults to the checkout this package is imported from, and
+    to none for an installed package). The dynamic loader (LIBRARY_SONAME) is not a file here,
+    nor are the install prefixes: load_library tries the loader after these, then
+    prefix_candidates().
     """
     environ = os.environ if environ is None else environ
     explicit = environ.get(LIBRARY_ENV, "").strip()
     if explicit:
-        return [Path(explicit)], True
+        return _explicit_candidates(explicit), True
     package_dir = PACKAGE_DIR if package_dir is None else Path(package_dir)
     if repo_root is None and in_source_tree(package_dir):
         repo_root = package_dir.parents[1]
@@ -114,6 +154,36 @@ def library_candidates(environ=None, repo_root=None, package_dir=None):
         others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
         found += others
     return list(dict.fromkeys(found)), False
+
+
+def _multiarch():
+    """The Debian-style multiarch triplet (lib/<triplet>/), e.g. x86_64-linux-gnu."""
+    return sysconfig.get_config_var("MULTIARCH") or f"{platform.machine()}-linux-gnu"
+
+
+def search_prefixes(environ=None):
+    """The install prefixes searched after the dynamic loader, in order, each once:
+    $INFINIOP_PREFIX, $CMAKE_PREFIX_PATH (os.pathsep-separated lists, as CMake reads the
+    variable), sys.prefix, sys.base_prefix, then STANDARD_PREFIXES."""
+    environ = os.environ if environ is None else environ
+    named = [entry.strip() for variable in (PREFIX_ENV, CMAKE_PREFIX_ENV)
+             for entry in environ.get(variable, "").split(os.pathsep)]
+    prefixes = [entry for entry in named if entry] + [sys.prefix, sys.base_prefix]
+    return list(dict.fromkeys(Path(p) for p in prefixes + list(STANDARD_PREFIXES)))
+
+
+def prefix_candidates(environ=None, prefixes=None):
+    """The library files in the install prefixes (default: search_prefixes(environ)), in order:
+    in each prefix the library (_library_in) of lib/, lib64/, then lib/<multiarch triplet>/.
+    A file reached twice (lib64 a link to lib, sys.prefix the same as /usr) is listed once."""
+    prefixes = search_prefixes(environ) if prefixes is None else [Path(p) for p in prefixes]
+    found = {}
+    for prefix in prefixes:
+        for folder in ("lib", "lib64", "lib/" + _multiarch()):
+            library = _library_in(prefix / folder)
+            if library is not None:
+                found.setdefault(os.path.realpath(library), library)
+    return list(found.values())
 
 
 def _open(path):
@@ -148,42 +218,60 @@ def _loaded_file(lib):
     return os.path.realpath(os.fsdecode(info.dli_fname))
 
 
-def _ways(package_dir, repo_root):
-    """The ways of finding the library, for LibraryNotFoundError's message."""
-    ways = [f"1. ${LIBRARY_ENV}: the path of {LIBRARY_NAME} (when set, the only place looked)",
-            f"2. next to the package: {package_dir}/{LIBRARY_SONAME}, or the library "
-            f"`cmake --install` installed with the package ({INSTALL_RECORD})",
-            f"3. the dynamic loader: {LIBRARY_SONAME} through LD_LIBRARY_PATH or ldconfig"]
+def _prefix_list(prefixes):
+    return ", ".join(str(p) for p in prefixes)
+
+
+def _ways(package_dir, repo_root, prefixes):
+    """The ways of finding the library, in the order they are tried, for LibraryNotFoundError's
+    message."""
+    ways = [f"${LIBRARY_ENV}: the path of {LIBRARY_NAME}, or of a folder holding it "
+            f"(when set, the only place looked)",
+            f"next to the package: {package_dir}/{LIBRARY_SONAME}, or the library "
+            f"`cmake --install` installed with the package ({INSTALL_RECORD})"]
     if repo_root is not None:
-        ways.append(f"and, from this source checkout, {repo_root}/build/ and build-*/ (build it: "
+        ways.append(f"this source checkout: {repo_root}/build/ and build-*/ (build it: "
                     f"cmake -S {repo_root} -B {repo_root}/build && cmake --build "
                     f"{repo_root}/build)")
-    return ways
+    ways += [f"the dynamic loader: {LIBRARY_SONAME} through LD_LIBRARY_PATH or ldconfig",
+             f"an install prefix (`cmake --install --prefix <prefix>`): lib/, lib64/ or "
+             f"lib/{_multiarch()}/ of ${PREFIX_ENV}, ${CMAKE_PREFIX_ENV}, sys.prefix, "
+             f"sys.base_prefix, {', '.join(STANDARD_PREFIXES)} (here: {_prefix_list(prefixes)})"]
+    return [f"{number}. {way}" for number, way in enumerate(ways, 1)]
 
 
 def load_library(path=None):
-    """Load libinfiniop.so (from `path`, or as the module's docstring says) and declare its API.
+    """Load libinfiniop.so (from `path`, the library or a folder holding it, or as the module's
+    docstring says) and declare its API.
 
     Returns the ctypes.CDLL; its infiniop_path is the file loaded. Raises LibraryNotFoundError
     naming every place tried, why each failed, and the ways the library is found.
     """
     if path is not None:
-        candidates, explicit, origin = [Path(path)], True, " (the path given)"
+        candidates, explicit, origin = _explicit_candidates(path), True, " (the path given)"
     else:
         candidates, explicit = library_candidates()
         origin = f" (${LIBRARY_ENV} is set)" if explicit else ""
     reasons = []
-    for candidate in candidates:
-        if not candidate.is_file():
-            reasons.append(f"{candidate}: no such file")
-            continue
-        lib, reason = _open(candidate)
-        if lib is not None:
-            lib, reason = _declare(lib, str(candidate))
+
+    def try_files(files):
+        for candidate in files:
+            if not candidate.is_file():
+                reasons.append(f"{candidate}: no such file")
+                continue
+            lib, reason = _open(candidate)
             if lib is not None:
-                return lib
-        reasons.append(f"{candidate}: {reason}")
+                lib, reason = _declare(lib, str(candidate))
+                if lib is not None:
+                    return lib
+            reasons.append(f"{candidate}: {reason}")
+        return None
+
+    lib = try_files(candidates)
+    if lib is not None:
+        return lib
     repo_root = REPO_ROOT if in_source_tree() else None
+    prefixes = search_prefixes()
     if not explicit:
         if not candidates:
             reasons.append(f"nothing next to the package ({PACKAGE_DIR})" +
@@ -194,10 +282,19 @@ def load_library(path=None):
             if lib is not None:
                 return lib
         reasons.append(f"the dynamic loader: {reason}")
+        # Last: a library installed where the loader does not look (a venv's or conda's prefix,
+        # /opt/infiniop, /usr/local before ldconfig ran), so no variable is needed.
+        in_prefixes = prefix_candidates(prefixes=prefixes)
+        lib = try_files(in_prefixes)
+        if lib is not None:
+            return lib
+        if not in_prefixes:
+            reasons.append(f"no {LIBRARY_SONAME} or {LIBRARY_NAME} in lib/, lib64/ or "
+                           f"lib/{_multiarch()}/ of the install prefixes {_prefix_list(prefixes)}")
     raise LibraryNotFoundError(
         f"cannot load {LIBRARY_NAME}{origin}; tried:\n  " + "\n  ".join(reasons) +
         "\nThe library is found, first found wins, through:\n  " +
-        "\n  ".join(_ways(PACKAGE_DIR, repo_root)))
+        "\n  ".join(_ways(PACKAGE_DIR, repo_root, prefixes)))
 
 
 _lock = threading.Lock()

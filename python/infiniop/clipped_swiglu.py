@@ -18,7 +18,7 @@ limit > 0 (+inf: no clipping); alpha and bias finite. The attributes are float32
 import math
 import numbers
 
-from ._dispatch import run
+from ._dispatch import output_names, run
 from .core import array_view, output
 from .gelu_mul import _AttributeOperator
 from .swiglu import _check_dim, _halved_shape
@@ -135,9 +135,10 @@ def clipped_swiglu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=T
     attributes = _check_attributes(dim, alpha, limit, bias, interleaved)
     x_view = array_view(x, "x")
     group_view = _group_index_view(group_index)
+    names = output_names(out, "x", "y")
     out, out_view = output(out, x, x_view, _halved_shape(x_view.shape, attributes["dim"]))
     run(ClippedSwiglu, [out_view, x_view, group_view], attributes, device, handle, _stage,
-        _zero_signs(attributes))
+        _zero_signs(attributes), names=names)
     return out
 
 
@@ -159,7 +160,8 @@ def clipped_swiglu_backward(y_grad, x, dim=-1, *, alpha=1.702, limit=7.0, bias=1
         raise TypeError(f"y_grad is a {y_grad_view.kind} array but x is a {x_view.kind} one; "
                         "pass two of one kind")
     group_view = _group_index_view(group_index)
+    names = output_names(out, "x", "x_grad")
     out, out_view = output(out, x, x_view)
     run(ClippedSwigluBackward, [out_view, y_grad_view, x_view, group_view], attributes,
-        device, handle, _stage, _zero_signs(attributes))
+        device, handle, _stage, _zero_signs(attributes), names=names)
     return out

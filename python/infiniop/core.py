@@ -5,6 +5,7 @@ import ctypes
 import functools
 import sys
 import threading
+import warnings
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -167,6 +168,32 @@ def _refuse_tensor(obj, name, torch):
     raise TypeError(f"{name}: torch dtype {obj.dtype} has no infiniDtype_t")
 
 
+def _traced_sizes(shape, name):
+    """A tensor's shape as ints under torch.jit.trace, where its sizes are 0-dim tensors (what
+    the trace records). Only the autograd functions of infiniop.torch (and torch.ops.infiniop)
+    are recorded in a trace, as one call each; a call of the functional API would be left out
+    of it, the trace replaying a stale output, so it is refused here."""
+    torch = sys.modules["torch"]
+    if not _TRACE_RECORDED.active:
+        raise RuntimeError(
+            f"{name}: infiniop's functional API cannot be traced (torch.jit.trace would not "
+            "record the library call); use infiniop.torch.<function> or "
+            "torch.ops.infiniop.<function>, which a trace records as one call")
+    with warnings.catch_warnings():  # the values are read at each replayed call: no staleness
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        return tuple(int(size) for size in shape)
+
+
+class _TraceRecorded(threading.local):
+    """Set while an infiniop.torch autograd function runs: a trace records that function as
+    one call (prim::PythonOp), so the library calls inside it may read traced sizes."""
+
+    active = False
+
+
+_TRACE_RECORDED = _TraceRecorded()
+
+
 def array_view(obj, name="array"):
     """An ArrayView of a NumPy ndarray or a torch tensor (host memory, strided layout).
 
@@ -179,8 +206,11 @@ def array_view(obj, name="array"):
         if known is None or not obj.is_cpu or obj.layout != torch.strided:
             _refuse_tensor(obj, name, torch)
         # tuple.__new__ skips the NamedTuple's Python-level __new__: this runs on every call.
-        return _new_view(ArrayView, (obj, "torch", obj.data_ptr(), tuple(obj.shape),
-                                     obj.stride(), known[0], known[1]))
+        shape = tuple(obj.shape)
+        if shape and type(shape[0]) is not int:  # traced: see _traced_sizes
+            shape = _traced_sizes(shape, name)
+        return _new_view(ArrayView, (obj, "torch", obj.data_ptr(), shape, obj.stride(),
+                                     known[0], known[1]))
 
     import numpy as np
 
@@ -198,6 +228,11 @@ def array_view(obj, name="array"):
         # exactly the C API's convention.
         return ArrayView(obj, "numpy", obj.ctypes.data, tuple(obj.shape),
                          tuple(s // itemsize for s in obj.strides), dtype, itemsize)
+    fx = getattr(torch, "fx", None) if torch is not None else None
+    if fx is not None and isinstance(obj, fx.Proxy):
+        raise TypeError(f"{name}: a torch.fx Proxy: infiniop's functional API cannot be traced "
+                        "by torch.fx.symbolic_trace; use infiniop.torch.<function>, which fx "
+                        "records as one call")
     raise TypeError(f"{name}: expected a numpy.ndarray or a torch.Tensor, "
                     f"not {type(obj).__name__}")
 
@@ -575,8 +610,11 @@ def output(out, like, like_view, shape=None, dtype=None, name="out"):
             out = torch.empty(like_view.shape if shape is None else shape,
                               dtype=like.dtype if dtype is None else dtype)
         # A new host tensor of a known dtype: its view needs none of array_view's checks.
-        return out, _new_view(ArrayView, (out, "torch", out.data_ptr(), tuple(out.shape),
-                                          out.stride(), *_TORCH_DTYPES[out.dtype]))
+        shape = tuple(out.shape)
+        if shape and type(shape[0]) is not int:  # traced: see _traced_sizes
+            shape = _traced_sizes(shape, name)
+        return out, _new_view(ArrayView, (out, "torch", out.data_ptr(), shape, out.stride(),
+                                          *_TORCH_DTYPES[out.dtype]))
     import numpy as np
 
     if shape is None and dtype is None:

@@ -9,7 +9,7 @@ Phi(x) + x phi(x); GeluApproximate.TANH (1, 'tanh'): the tanh form, whose gradie
 GeluBackward's. As torch.nn.functional.gelu and aten.gelu_backward(..., approximate=...).
 """
 
-from ._dispatch import run
+from ._dispatch import output_names, run
 from .core import array_view, output
 from .gelu_mul import GeluApproximate, _GeluMulOperator
 
@@ -47,8 +47,10 @@ def gelu(input, *, approximate="none", device="cpu", out=None, handle=None, _sta
     """
     approximate = GeluApproximate.parse(approximate)
     input_view = array_view(input, "input")
+    names = output_names(out, "input", "output")
     out, out_view = output(out, input, input_view)
-    run(Gelu, [out_view, input_view], {"approximate": approximate}, device, handle, _stage)
+    run(Gelu, [out_view, input_view], {"approximate": approximate}, device, handle, _stage,
+        names=names)
     return out
 
 
@@ -69,7 +71,8 @@ def gelu_backward_v2(grad_output, input, *, approximate="none", device="cpu", ou
     if grad_output_view.kind != input_view.kind:
         raise TypeError(f"grad_output is a {grad_output_view.kind} array but input is a "
                         f"{input_view.kind} one; pass two of one kind")
+    names = output_names(out, "grad_output", "grad_input")
     out, out_view = output(out, grad_output, grad_output_view)
     run(GeluBackwardV2, [out_view, input_view, grad_output_view], {"approximate": approximate},
-         device, handle, _stage)
+        device, handle, _stage, names=names)
     return out

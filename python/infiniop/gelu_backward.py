@@ -3,7 +3,7 @@
 gelu_backward(grad_output, input, *, approximate='none'), which runs it for 'tanh' and
 GeluBackwardV2 for 'none' (the erf form)."""
 
-from ._dispatch import run
+from ._dispatch import output_names, run
 from .core import array_view, output
 from .gelu import GeluBackwardV2
 from .gelu_mul import GeluApproximate, _AttributeOperator
@@ -53,10 +53,12 @@ def gelu_backward(grad_output, input, *, approximate="none", device="cpu", out=N
     if grad_output_view.kind != input_view.kind:
         raise TypeError(f"grad_output is a {grad_output_view.kind} array but input is a "
                         f"{input_view.kind} one; pass two of one kind")
+    names = output_names(out, "grad_output", "grad_input")
     out, out_view = output(out, grad_output, grad_output_view)
     views = [out_view, input_view, grad_output_view]
     if approximate == GeluApproximate.TANH:
-        run(GeluBackward, views, {}, device, handle, _stage)
+        run(GeluBackward, views, {}, device, handle, _stage, names=names)
     else:  # 'none', and values the library itself refuses (BAD_PARAM)
-        run(GeluBackwardV2, views, {"approximate": approximate}, device, handle, _stage)
+        run(GeluBackwardV2, views, {"approximate": approximate}, device, handle, _stage,
+            names=names)
     return out

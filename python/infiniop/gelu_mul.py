@@ -18,7 +18,7 @@ import operator
 from enum import IntEnum
 
 from . import _library
-from ._dispatch import run
+from ._dispatch import output_names, run
 from .core import ArrayView, TensorDescriptor, array_view, output
 from .swiglu import _SplitOperator, _halved_shape
 
@@ -189,8 +189,10 @@ def gelu_mul(input, *, approximate="none", device="cpu", out=None, handle=None, 
     """
     approximate = GeluApproximate.parse(approximate)
     input_view = array_view(input, "input")
+    names = output_names(out, "input", "out")
     out, out_view = output(out, input, input_view, _halved_shape(input_view.shape, -1))
-    run(GeluMul, [out_view, input_view], {"approximate": approximate}, device, handle, _stage)
+    run(GeluMul, [out_view, input_view], {"approximate": approximate}, device, handle, _stage,
+        names=names)
     return out
 
 
@@ -212,7 +214,8 @@ def gelu_mul_backward(out_grad, input, *, approximate="none", device="cpu", out=
     if out_grad_view.kind != input_view.kind:
         raise TypeError(f"out_grad is a {out_grad_view.kind} array but input is a "
                         f"{input_view.kind} one; pass two of one kind")
+    names = output_names(out, "input", "input_grad")
     out, out_view = output(out, input, input_view)
     run(GeluMulBackward, [out_view, out_grad_view, input_view], {"approximate": approximate},
-         device, handle, _stage)
+        device, handle, _stage, names=names)
     return out

@@ -30,7 +30,7 @@ Bad index values are BAD_PARAM with nothing written.
 
 import operator
 
-from ._dispatch import run
+from ._dispatch import output_names, run
 from .core import array_view, check_out, output
 from .gelu_mul import _AttributeOperator
 
@@ -148,10 +148,11 @@ def moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias
     x_view = array_view(expanded_x, "expanded_x")
     views = _views(x_view.kind, expanded_row_idx=expanded_row_idx, x1=x1, x2=x2, bias=bias,
                    scales=scales, expert_idx=expert_idx)
+    names = output_names(out, "expanded_x", "out")
     out, out_view = output(out, expanded_x, x_view, _forward_out_shape(x_view, views))
     run(MoeFinalizeRoutingV2,
-         [out_view, x_view, views["expanded_row_idx"], views["x1"], views["x2"], views["bias"],
-          views["scales"], views["expert_idx"]], attributes, device, handle, _stage)
+        [out_view, x_view, views["expanded_row_idx"], views["x1"], views["x2"], views["bias"],
+         views["scales"], views["expert_idx"]], attributes, device, handle, _stage, names=names)
     return out
 
 
@@ -192,6 +193,8 @@ def moe_finalize_routing_v2_grad(grad_y, expanded_row_idx, expanded_x=None, scal
     g_view = array_view(grad_y, "grad_y")
     views = _views(g_view.kind, expanded_row_idx=expanded_row_idx, expanded_x=expanded_x,
                    scales=scales, expert_idx=expert_idx, bias=bias)
+    names = (output_names(grad_expanded_x, "grad_y", "grad_expanded_x", out_name="grad_expanded_x")
+             + output_names(grad_scales, "scales", "grad_scales", out_name="grad_scales"))
     grad_expanded_x, gx_view = output(
         grad_expanded_x, grad_y, g_view,
         None if grad_expanded_x is not None else _grad_shape(g_view, views["expanded_row_idx"],
@@ -205,7 +208,7 @@ def moe_finalize_routing_v2_grad(grad_y, expanded_row_idx, expanded_x=None, scal
     run(MoeFinalizeRoutingV2Grad,
          [gx_view, gs_view, g_view, views["expanded_row_idx"], views["expanded_x"],
           views["scales"], views["expert_idx"], views["bias"]], attributes, device, handle,
-         _stage)
+         _stage, names=names)
     return grad_expanded_x, grad_scales
 
 

@@ -32,7 +32,7 @@ expert_num, expert_capacity).
 import functools
 
 from .clipped_swiglu import _check_bool
-from ._dispatch import run
+from ._dispatch import output_names, run
 from .core import array_view, check_out, output
 from .moe_finalize_routing import _MoeOperator, _check_int64, _views
 
@@ -152,6 +152,11 @@ def _split_out(out, count):
     return list(out) + [None] * (count - len(out))
 
 
+# The inputs moe_init_routing_v2 allocates its outputs like (the dtype of each is that input's,
+# or index_dtype).
+_OUTPUT_LIKE = ("x", "expert_idx", "expert_idx", "expert_idx")
+
+
 def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capacity=0,
                         drop_pad_mode=0, expert_tokens_count_or_cumsum_flag=0,
                         expert_tokens_before_capacity_flag=False, index_dtype=None,
@@ -209,7 +214,12 @@ def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capac
     else:
         before_view = None
     views = [expanded_view, row_view, counts_view, before_view]
-    run(MoeInitRoutingV2, views + [x_view, idx_view], attributes, device, handle, _stage)
+    given = _split_out(out, 4)
+    names = []
+    for index, (c_name, like) in enumerate(zip(MoeInitRoutingV2._OUTPUTS, _OUTPUT_LIKE)):
+        names += output_names(given[index], like, c_name, out_name=f"out[{index}]")
+    run(MoeInitRoutingV2, views + [x_view, idx_view], attributes, device, handle, _stage,
+        names=names)
     return expanded_x, row_idx, counts, before
 
 
@@ -230,6 +240,7 @@ def moe_init_routing_v2_grad(grad_expanded_x, expanded_row_idx, *, top_k, drop_p
                                                   active_num=active_num)[0]
     g_view = array_view(grad_expanded_x, "grad_expanded_x")
     idx_view = _views(g_view.kind, expanded_row_idx=expanded_row_idx)["expanded_row_idx"]
+    names = output_names(out, "grad_expanded_x", "grad_x")
     if out is None:
         hidden = g_view.shape[-1] if g_view.shape else 0
         k = attributes["top_k"]
@@ -237,5 +248,6 @@ def moe_init_routing_v2_grad(grad_expanded_x, expanded_row_idx, *, top_k, drop_p
         out, out_view = output(None, grad_expanded_x, g_view, (rows, hidden))
     else:
         out_view = check_out(out, g_view.kind)
-    run(MoeInitRoutingV2Grad, [out_view, g_view, idx_view], attributes, device, handle, _stage)
+    run(MoeInitRoutingV2Grad, [out_view, g_view, idx_view], attributes, device, handle, _stage,
+        names=names)
     return out

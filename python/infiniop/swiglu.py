@@ -11,7 +11,7 @@ import ctypes
 import operator
 
 from . import _library
-from ._dispatch import run
+from ._dispatch import output_names, run
 from .core import ArrayView, TensorDescriptor, array_view, contiguous_strides, output
 
 __all__ = ["SwiGlu", "SwiGluBackward", "swiglu", "swiglu_backward"]
@@ -185,8 +185,8 @@ def _halved_shape(shape, dim):
     ndim = len(shape)
     if not -ndim <= dim < ndim:
         return tuple(shape)
-    shape = list(shape)
-    shape[dim] //= 2
+    shape = list(shape)  # a new list: a traced shape's sizes must not be halved in place
+    shape[dim] = shape[dim] // 2
     return tuple(shape)
 
 
@@ -202,8 +202,9 @@ def swiglu(x, dim=-1, *, device="cpu", out=None, handle=None, _stage=None):
     """
     dim = _check_dim(dim)
     x_view = array_view(x, "x")
+    names = output_names(out, "x", "y")
     out, out_view = output(out, x, x_view, _halved_shape(x_view.shape, dim))
-    run(SwiGlu, [out_view, x_view], {"dim": dim}, device, handle, _stage)
+    run(SwiGlu, [out_view, x_view], {"dim": dim}, device, handle, _stage, names=names)
     return out
 
 
@@ -222,6 +223,8 @@ def swiglu_backward(y_grad, x, dim=-1, *, device="cpu", out=None, handle=None, _
     if y_grad_view.kind != x_view.kind:
         raise TypeError(f"y_grad is a {y_grad_view.kind} array but x is a {x_view.kind} one; "
                         "pass two of one kind")
+    names = output_names(out, "x", "x_grad")
     out, out_view = output(out, x, x_view)
-    run(SwiGluBackward, [out_view, y_grad_view, x_view], {"dim": dim}, device, handle, _stage)
+    run(SwiGluBackward, [out_view, y_grad_view, x_view], {"dim": dim}, device, handle, _stage,
+        names=names)
     return out

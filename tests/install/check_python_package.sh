@@ -10,7 +10,9 @@
 #  b. `cmake --install` staged under DESTDIR (prefix /usr); only PYTHONPATH names the installed
 #     package, which finds the installed library next to it (_install.json), with no
 #     LD_LIBRARY_PATH. Skipped when configured with -DINFINIOP_INSTALL_PYTHON=OFF.
-#  c. The venv's package with nothing findable: LibraryNotFoundError names the three ways.
+#  c. The venv's package with nothing findable: LibraryNotFoundError names every way.
+#  d. `cmake --install --prefix <the venv>`: the venv's pip-installed package finds that library
+#     in its own prefix (sys.prefix) with no variable at all.
 # Each run checks where the package and the library came from, both versions against
 # include/infiniop/version.h, and infiniop.swiglu against torch's silu(a) * b.
 # Usage: check_python_package.sh <build dir> <python> <library folder> <INFINIOP_INSTALL_PYTHON>
@@ -72,18 +74,33 @@ fi
 
 # c. Nothing findable: the error names every way.
 echo "c. nothing findable:"
-(cd "$work/elsewhere" && "$venv_python" - <<'PY')
+system_library=0  # exit status 3: the machine has a library installed (then no d)
+(cd "$work/elsewhere" && "$venv_python" - <<'PY') || system_library=$?
 import infiniop
 try:
     lib = infiniop.get_library()
 except infiniop.LibraryNotFoundError as error:
     message = str(error)
-    for way in ("$INFINIOP_LIBRARY", "next to the package", "the dynamic loader", "libinfiniop.so.0"):
+    for way in ("$INFINIOP_LIBRARY", "next to the package", "the dynamic loader",
+                "libinfiniop.so.0", "an install prefix", "$INFINIOP_PREFIX", "sys.prefix"):
         assert way in message, f"{way!r} not in:\n{message}"
     print("  " + message.replace("\n", "\n  "))
-else:  # a library installed system-wide (ldconfig) is a legitimate find
-    print(f"  skipped: the dynamic loader finds {lib.infiniop_path} on this machine")
+else:  # a library installed system-wide (ldconfig, /usr/local/lib) is a legitimate find
+    print(f"  skipped: the package finds {lib.infiniop_path} installed on this machine")
+    raise SystemExit(3)
 PY
+[ "$system_library" = 0 ] || [ "$system_library" = 3 ] || exit "$system_library"
+
+# d. The library installed into the venv's prefix, the package pip installed there: no variable.
+if [ "$system_library" = 0 ]; then
+  cmake --install "$build_dir" --prefix "$work/venv" > /dev/null
+  venv_lib=$(dirname "$(find "$work/venv" -name 'libinfiniop.so.*' | head -n 1)")
+  echo "d. cmake --install --prefix <venv>, the pip-installed package, no variable:"
+  (cd "$work/elsewhere" &&
+   "$venv_python" "$work/check.py" "$site/infiniop" "$(realpath "$venv_lib")" "$version")
+else
+  echo "d. skipped: the machine's own library would be found first"
+fi
 git -C "$repo" status --porcelain --ignored -- python | grep -v '__pycache__/$' | \
   grep -E '(build|dist|\.egg-info)/?$' && { echo "the pip build wrote into python/"; exit 1; }
 echo "python package ok: pip install ./python and cmake --install, each from outside the checkout"

@@ -9,7 +9,10 @@ Each function takes the arguments of the functional one of the same name in `inf
 (infiniop.swiglu, ...), without out=, and with `dim` allowed positionally; its forward runs the
 library's forward operator and, under autograd, its backward runs the library's backward
 operator (the torch.autograd.Function classes are in infiniop.torch._autograd, exported here).
-Backward passes are once_differentiable: there is no double backward.
+There are no second derivatives: a double backward through these functions (create_graph=True,
+then a backward through the gradients, as a gradient penalty does) raises a message naming the
+function, never returns a wrong gradient. Under torch.jit.trace each call is recorded as one
+node (prim::PythonOp), under torch.fx.symbolic_trace as one call_function node.
 
     swiglu(x, dim=-1)                     SwiGlu / SwiGluBackward
     gelu_mul(input, approximate='none')   GeluMul / GeluMulBackward
@@ -36,6 +39,7 @@ This module imports torch; `import infiniop` alone never does.
 """
 
 import torch as _torch
+import torch.fx as _fx
 
 from ._autograd import (
     ClippedSwigluFunction,
@@ -70,24 +74,48 @@ __all__ = [
 ]
 
 
+def _fx_node(function, args, kwargs):
+    """Under torch.fx.symbolic_trace (an argument is a Proxy): the call recorded as one
+    call_function node, run as a whole when the GraphModule runs; None otherwise. Called only
+    once an argument has failed the tensor check, so it costs a plain call nothing."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, _fx.Proxy):
+            return value.tracer.create_proxy("call_function", function, args, kwargs)
+    return None
+
+
 def swiglu(x, dim=-1, *, device="cpu", handle=None):
     """y = silu(x1) * x2, x1 and x2 the halves of x along `dim` (infiniop.swiglu), with
     autograd: x's gradient by SwiGluBackward."""
-    _check_tensor(x, "x")
+    if not isinstance(x, _torch.Tensor):
+        node = _fx_node(swiglu, (x, dim), {"device": device, "handle": handle})
+        if node is not None:
+            return node
+        _check_tensor(x, "x")  # raises
     return SwiGluFunction.apply(x, dim, device, handle)
 
 
 def gelu_mul(input, *, approximate="none", device="cpu", handle=None):
     """out = gelu(x1) * x2 on input's last dimension (infiniop.gelu_mul), with autograd:
     input's gradient by GeluMulBackward."""
-    _check_tensor(input, "input")
+    if not isinstance(input, _torch.Tensor):
+        node = _fx_node(gelu_mul, (input,), {"approximate": approximate, "device": device,
+                                             "handle": handle})
+        if node is not None:
+            return node
+        _check_tensor(input, "input")  # raises
     return GeluMulFunction.apply(input, approximate, device, handle)
 
 
 def gelu(input, *, approximate="none", device="cpu", handle=None):
     """output = gelu(input), as torch.nn.functional.gelu (infiniop.gelu), with autograd:
     input's gradient by GeluBackwardV2 with the same approximate."""
-    _check_tensor(input, "input")
+    if not isinstance(input, _torch.Tensor):
+        node = _fx_node(gelu, (input,), {"approximate": approximate, "device": device,
+                                         "handle": handle})
+        if node is not None:
+            return node
+        _check_tensor(input, "input")  # raises
     return GeluFunction.apply(input, approximate, device, handle)
 
 
@@ -96,7 +124,13 @@ def clipped_swiglu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=T
     """The clipped SwiGLU of GPT-OSS (infiniop.clipped_swiglu), with autograd: x's gradient
     by ClippedSwigluBackward (rows beyond group_index's sum get 0); group_index is not
     differentiable."""
-    _check_tensor(x, "x")
+    if not isinstance(x, _torch.Tensor) or isinstance(group_index, _fx.Proxy):
+        node = _fx_node(clipped_swiglu, (x, dim),
+                        {"alpha": alpha, "limit": limit, "bias": bias, "interleaved": interleaved,
+                         "group_index": group_index, "device": device, "handle": handle})
+        if node is not None:
+            return node
+        _check_tensor(x, "x")
     return ClippedSwigluFunction.apply(x, dim, alpha, limit, bias, interleaved, group_index,
                                        device, handle)
 
@@ -109,8 +143,17 @@ def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capac
     expert_tokens_before_capacity or None), as infiniop.moe_init_routing_v2, with autograd:
     x's gradient through expanded_x by MoeInitRoutingV2Grad. expanded_row_idx and the counts
     are not differentiable (marked so); expert_idx gets no gradient."""
-    _check_tensor(x, "x")
-    _check_tensor(expert_idx, "expert_idx")
+    if not isinstance(x, _torch.Tensor) or not isinstance(expert_idx, _torch.Tensor):
+        node = _fx_node(moe_init_routing_v2, (x, expert_idx),
+                        {"expert_num": expert_num, "active_num": active_num,
+                         "expert_capacity": expert_capacity, "drop_pad_mode": drop_pad_mode,
+                         "expert_tokens_count_or_cumsum_flag": expert_tokens_count_or_cumsum_flag,
+                         "expert_tokens_before_capacity_flag": expert_tokens_before_capacity_flag,
+                         "index_dtype": index_dtype, "device": device, "handle": handle})
+        if node is not None:  # four results: unpacking a Proxy needs their count
+            return tuple(node[i] for i in range(4))
+        _check_tensor(x, "x")
+        _check_tensor(expert_idx, "expert_idx")
     attributes = {"expert_num": expert_num, "active_num": active_num,
                   "expert_capacity": expert_capacity, "drop_pad_mode": drop_pad_mode,
                   "expert_tokens_count_or_cumsum_flag": expert_tokens_count_or_cumsum_flag,
@@ -127,6 +170,11 @@ def moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias
     scales by MoeFinalizeRoutingV2Grad; x1 and x2 get grad_out; bias gets
     sum over the pairs routed to each expert of scales * grad_out (torch ops: the library has
     no operator for it). The index tensors get no gradient."""
+    tensors = (expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx)
+    node = _fx_node(moe_finalize_routing_v2, tensors,
+                    {"drop_pad_mode": drop_pad_mode, "device": device, "handle": handle})
+    if node is not None:
+        return node
     _check_tensor(expanded_x, "expanded_x")
     _check_tensor(expanded_row_idx, "expanded_row_idx")
     for value, name in ((x1, "x1"), (x2, "x2"), (bias, "bias"), (scales, "scales"),
@@ -146,3 +194,4 @@ from .npu import (  # noqa: E402  (the aliases build on the functions above)
     npu_swiglu,
 )
 from . import _ops  # noqa: E402,F401  (torch.ops.infiniop.*, where torch.library allows it)
+from . import moe  # noqa: E402,F401

@@ -3,17 +3,25 @@
 
 Each Function's forward runs the library's forward operator through the functional API
 (infiniop.swiglu, ...) and its backward runs the library's backward operator
-(infiniop.swiglu_backward, ...). The backward is @once_differentiable: the library has no
-second derivatives, so a double backward (create_graph=True through these functions) raises.
+(infiniop.swiglu_backward, ...). The library has no second derivatives: a backward run with
+create_graph=True gives results whose own backward raises (first_order_only), whenever anything
+it read requires grad, the incoming gradient or a saved input (the gradient-penalty pattern:
+grad of a weight with create_graph=True, then a backward through it). torch's
+once_differentiable checks the incoming gradient only, and let that pattern return a wrong
+gradient silently.
 
 Tensors: torch CPU tensors (the library stages them to other devices itself), any strides;
 dtypes as the library's (float32, float16, bfloat16). Non-tensor arguments get None gradients.
 """
 
+import functools
+
 import torch
-from torch.autograd.function import once_differentiable
+from torch._C import _functions
+from torch._C import _get_tracing_state as _tracing_state
 
 import infiniop
+from infiniop import core
 
 __all__ = [
     "ClippedSwigluFunction",
@@ -34,6 +42,56 @@ def _check_tensor(value, name, optional=False):
     return value
 
 
+def first_order_only(function):
+    """A backward decorator (in place of torch's once_differentiable): the backward runs without
+    autograd, and where the caller asked for a graph (create_graph=True) and anything it read
+    requires grad (an incoming gradient or a saved tensor), its results carry a node whose
+    backward raises a message naming `function`: a second derivative is refused, never wrong."""
+
+    def decorate(backward):
+        @functools.wraps(backward)
+        def wrapper(ctx, *grads):
+            with torch.no_grad():
+                results = traced_calls(backward, ctx, *grads)
+            if not torch.is_grad_enabled():
+                return results
+            read = grads + tuple(ctx.saved_tensors)
+            if not any(isinstance(t, torch.Tensor) and t.requires_grad for t in read):
+                return results
+            error = _functions.DelayedError(
+                f"infiniop.torch.{function}: no second derivative (the library has no double "
+                "backward); this backward was run with create_graph=True and what it read "
+                "requires grad, e.g. a gradient penalty through it. Use torch's own ops for "
+                "that part of the model.".encode(), len(results))
+
+            def detached(value):  # each result a leaf that requires grad, for DelayedError
+                if value is None:
+                    return None
+                value = value.detach()
+                value.requires_grad = True
+                return value
+
+            return error(*[detached(v) for v in results])
+
+        return wrapper
+
+    return decorate
+
+
+def traced_calls(call, *args, **kwargs):
+    """call(*args, **kwargs), the library calls inside it allowed to read a traced tensor's
+    sizes: torch.jit.trace records an autograd Function (and a torch.ops.infiniop operator) as
+    one call, replayed as a whole (core._traced_sizes)."""
+    state = core._TRACE_RECORDED
+    if state.active or _tracing_state() is None:  # not tracing: nothing to allow (cheap)
+        return call(*args, **kwargs)
+    state.active = True
+    try:
+        return call(*args, **kwargs)
+    finally:
+        state.active = False
+
+
 def _lib(device, handle):
     return {"device": device, "handle": handle}
 
@@ -47,20 +105,23 @@ def _one_attribute_pair(name, forward, backward, keyword, doc):
     infiniop.<backward>(grad, input, keyword=value, ...). apply(input, value, device, handle)."""
 
     def forward_(ctx, input, value, device, handle):
-        ctx.options = {keyword: value, "device": device, "handle": handle}
+        ctx.options = value, device, handle
         ctx.save_for_backward(input)
-        return getattr(infiniop, forward)(input, **ctx.options)
+        return traced_calls(getattr(infiniop, forward), input, **{keyword: value}, device=device,
+                            handle=handle)
 
     def backward_(ctx, grad):
         (input,) = ctx.saved_tensors
         grad_input = None
         if ctx.needs_input_grad[0]:
-            grad_input = getattr(infiniop, backward)(grad, input, **ctx.options)
+            value, device, handle = ctx.options
+            grad_input = getattr(infiniop, backward)(grad, input, **{keyword: value},
+                                                     device=device, handle=handle)
         return grad_input, None, None, None
 
     return type(name, (torch.autograd.Function,),
                 {"__doc__": doc, "__module__": __name__, "forward": staticmethod(forward_),
-                 "backward": staticmethod(once_differentiable(backward_))})
+                 "backward": staticmethod(first_order_only(forward)(backward_))})
 
 
 SwiGluFunction = _one_attribute_pair(
@@ -91,10 +152,11 @@ class ClippedSwigluFunction(torch.autograd.Function):
         else:  # None or a list of counts
             ctx.group_index = group_index
             ctx.save_for_backward(x)
-        return infiniop.clipped_swiglu(x, group_index=group_index, **ctx.attributes, **ctx.lib)
+        return traced_calls(infiniop.clipped_swiglu, x, group_index=group_index,
+                           **ctx.attributes, **ctx.lib)
 
     @staticmethod
-    @once_differentiable
+    @first_order_only("clipped_swiglu")
     def backward(ctx, grad_y):
         x, *group_index = ctx.saved_tensors
         group_index = group_index[0] if group_index else ctx.group_index
@@ -118,8 +180,8 @@ class MoeInitRoutingV2Function(torch.autograd.Function):
     def forward(ctx, x, expert_idx, attributes, index_dtype, device, handle):
         ctx.lib = _lib(device, handle)
         ctx.set_materialize_grads(False)
-        outputs = infiniop.moe_init_routing_v2(x, expert_idx, **attributes,
-                                               index_dtype=index_dtype, **ctx.lib)
+        outputs = traced_calls(infiniop.moe_init_routing_v2, x, expert_idx, **attributes,
+                               index_dtype=index_dtype, **ctx.lib)
         expanded_x, row_idx, counts, before = outputs
         ctx.top_k = expert_idx.shape[-1] if expert_idx.dim() else 1
         ctx.drop_pad_mode = attributes["drop_pad_mode"]
@@ -129,7 +191,7 @@ class MoeInitRoutingV2Function(torch.autograd.Function):
         return expanded_x, row_idx, counts, before
 
     @staticmethod
-    @once_differentiable
+    @first_order_only("moe_init_routing_v2")
     def backward(ctx, grad_expanded_x, *unused):
         grad_x = None
         if ctx.needs_input_grad[0] and grad_expanded_x is not None:
@@ -157,12 +219,11 @@ class MoeFinalizeRoutingV2Function(torch.autograd.Function):
         ctx.drop_pad_mode = drop_pad_mode
         ctx.dtypes = tuple(None if t is None else t.dtype for t in (x1, x2, bias))
         ctx.save_for_backward(expanded_x, expanded_row_idx, bias, scales, expert_idx)
-        return infiniop.moe_finalize_routing_v2(
-            expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx,
-            drop_pad_mode=drop_pad_mode, **ctx.lib)
+        return traced_calls(infiniop.moe_finalize_routing_v2, expanded_x, expanded_row_idx, x1,
+                            x2, bias, scales, expert_idx, drop_pad_mode=drop_pad_mode, **ctx.lib)
 
     @staticmethod
-    @once_differentiable
+    @first_order_only("moe_finalize_routing_v2")
     def backward(ctx, grad_out):
         need = ctx.needs_input_grad
         none = (None,) * 10

@@ -26,6 +26,8 @@ REGISTERED says whether it worked; REASON why not (an older torch without torch.
 the namespace already defined by someone else in this process).
 """
 
+import functools
+
 import torch
 
 import infiniop
@@ -146,6 +148,56 @@ _KERNELS = {
     "moe_finalize_routing_v2": (_moe_finalize_cpu, _moe_finalize_autograd),
 }
 
+def _traced(kernel):
+    """A CPU kernel whose library calls may read a traced tensor's sizes: torch.jit.trace
+    records the operator itself (infiniop::<name>), replayed as a whole."""
+    return functools.wraps(kernel)(lambda *args, **kwargs: _autograd.traced_calls(
+        kernel, *args, **kwargs))
+
+
+def _autocast(name):
+    """The AutocastCPU kernel of operator `name`, as PyTorch's own activations behave under
+    torch.autocast("cpu"): the operator runs in its inputs' dtype (it is not one autocast
+    lowers), with autocast off below it. Where an operator takes several floating tensors of
+    dtypes autocast made differ (MoeFinalizeRoutingV2: expanded_x from a lowered matmul, x1 a
+    float32 residual), they are promoted to the widest first, as autocast's "promote" ops
+    (cat, stack, index_put) do; scales stay as given (float32 scales are the library's with
+    16-bit activations)."""
+    operator = getattr(torch.ops.infiniop, name)
+    promoted = _PROMOTED.get(name, ())
+
+    def kernel(*args, **kwargs):
+        if promoted:
+            args, kwargs = _promote(args, kwargs, promoted)
+        with torch.autocast("cpu", enabled=False):
+            return operator(*args, **kwargs)
+
+    return kernel
+
+
+# The floating arguments (position, name) of each operator that autocast may leave in different
+# dtypes and the library needs in one.
+_PROMOTED = {"moe_finalize_routing_v2": ((0, "expanded_x"), (2, "x1"), (3, "x2"), (4, "bias"))}
+
+
+def _promote(args, kwargs, arguments):
+    """args, kwargs with the floating tensors among `arguments` cast to their widest dtype."""
+    args = list(args)
+    found = []
+    for position, name in arguments:
+        value = args[position] if position < len(args) else kwargs.get(name)
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            found.append((position, name, value))
+    if len({value.dtype for _, _, value in found}) > 1:
+        widest = functools.reduce(torch.promote_types, (value.dtype for _, _, value in found))
+        for position, name, value in found:
+            if position < len(args):
+                args[position] = value.to(widest)
+            else:
+                kwargs[name] = value.to(widest)
+    return tuple(args), kwargs
+
+
 _LIBRARY = None  # kept alive: the registrations last as long as the Library object
 
 
@@ -160,8 +212,9 @@ def _register():
         for name, schema in _SCHEMAS.items():
             library.define(schema)
             cpu, autograd = _KERNELS[name]
-            library.impl(name, cpu, "CPU")
+            library.impl(name, _traced(cpu), "CPU")
             library.impl(name, autograd, "Autograd")
+            library.impl(name, _autocast(name), "AutocastCPU")
     except (RuntimeError, ValueError, TypeError) as error:  # e.g. the namespace is taken
         REASON = f"torch.library registration failed: {error}"
         return
