@@ -77,16 +77,15 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> F32ToF16Bits(DF df, hn::Vec<DF> v) 
 #endif
 }
 
-// F32 bits with the BF16 result, rounded to nearest even, in the high 16 bits; NaNs stay NaN
-// (quieted), so a payload only in the low bits cannot round to infinity.
+// F32 bits with the BF16 result, rounded to nearest even, in the high 16 bits, for `v` whose
+// NaNs are canonical (CanonicalNaN, as every store makes them): 0x7fc00000 has no low bits to
+// round, so it stays the canonical BF16 NaN 0x7fc0, and a NaN needs no test of its own here.
 template <class DF>
 HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundToBF16High(DF /*df*/, hn::Vec<DF> v) {
   const hn::RebindToUnsigned<DF> du32;
   const auto bits = hn::BitCast(du32, v);
   const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(du32, 1));
-  const auto rounded = hn::Add(bits, hn::Add(odd, hn::Set(du32, 0x7fff)));
-  const auto quiet_nan = hn::Or(bits, hn::Set(du32, 0x00400000u));
-  return hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), quiet_nan, rounded);
+  return hn::Add(bits, hn::Add(odd, hn::Set(du32, 0x7fff)));
 }
 
 // One vector: Lanes(df) elements.
@@ -182,29 +181,20 @@ HWY_INLINE void StorePairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, float *p)
   hn::StoreInterleaved2(CanonicalNaN(df, even), CanonicalNaN(df, odd), df, p);
 }
 
-// The 16-bit pair of (even, odd) as one vector of U32 lanes: what StorePairF32 writes.
-template <class DF>
-HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PairBitsNaN(DF df, hn::Vec<DF> even, hn::Vec<DF> odd) {
-  const hn::RebindToUnsigned<DF> du32;
-  const auto high = hn::And(RoundToBF16High(df, odd), hn::Set(du32, 0xffff0000u));
-  return hn::Or(high, hn::ShiftRight<16>(RoundToBF16High(df, even)));
-}
-
-// Without NaNs the pair rounds in 16-bit lanes, both vectors at once: the merged high halves
-// round up when their low half + (high & 1) > 0x8000, which is the top bit of
-// AverageRound(low, 0x7ffe + (high & 1)). A pair with a NaN (or inf + -inf, a false alarm) takes
-// PairBitsNaN: the rounding would carry into a NaN's exponent.
+// The 16-bit pair of (even, odd) as one vector of U32 lanes: what StorePairF32 writes. Both
+// vectors round at once in 16-bit lanes: the merged high halves round up when their low half +
+// (high & 1) > 0x8000, which is the top bit of AverageRound(low, 0x7ffe + (high & 1)). Canonical
+// NaNs (and infinities) have a zero low half, so they never carry into the exponent.
 template <class DF>
 HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PairBits(DF df, hn::Vec<DF> even, hn::Vec<DF> odd,
                                                       const hwy::bfloat16_t *) {
+  const hn::RebindToUnsigned<DF> du32;
   even = CanonicalNaN(df, even);
   odd = CanonicalNaN(df, odd);
 #if HWY_TARGET == HWY_SCALAR  // one lane has no 16-bit lanes to pair
-  return PairBitsNaN(df, even, odd);
+  const auto high = hn::And(RoundToBF16High(df, odd), hn::Set(du32, 0xffff0000u));
+  return hn::Or(high, hn::ShiftRight<16>(RoundToBF16High(df, even)));
 #else
-  if (HWY_UNLIKELY(!hn::AllFalse(df, hn::IsNaN(hn::Add(even, odd)))))
-    return PairBitsNaN(df, even, odd);
-  const hn::RebindToUnsigned<DF> du32;
   const hn::Repartition<uint16_t, DF> du16;
   const auto high = hn::OddEven(hn::BitCast(du16, odd),
                                 hn::BitCast(du16, hn::ShiftRight<16>(hn::BitCast(du32, even))));

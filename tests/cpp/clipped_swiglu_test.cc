@@ -413,6 +413,35 @@ TEST_P(DeviceTest, ClippedSwigluBackwardUnderflowedGateTimesInfiniteDy) {
                                 {-INFINITY, INFINITY, INFINITY, -INFINITY});
 }
 
+// Found by tests/fuzz (now seed tests/fuzz/corpus/clipped_swiglu_huge_alpha_infinite_b): the
+// forward's twin of the test above. With alpha near -FLT_MAX and no clipping (limit = inf) the
+// far-left gate of a finite a > 0 underflows to 0 even scaled by 2^128 (a is moved to
+// tail_a = 175 / |alpha|), and times an infinite b + bias it gave NaN on cpu and opencl where the
+// limit is an infinity of sign(a) sign(b).
+TEST_P(DeviceTest, ClippedSwigluUnderflowedGateTimesInfiniteB) {
+  Attrs at;
+  at.alpha = -1.8215115e38f;
+  at.limit = INFINITY;
+  at.bias = 1.0f;
+  const std::vector<float> As = {3.915248f, 8.349191f, 73.14671f, 0.0038725163f, -2.0f, 0.0f};
+  const std::vector<float> Bs = {-INFINITY, INFINITY, -INFINITY, -INFINITY, INFINITY, INFINITY};
+  for (infiniDtype_t dtype : {INFINI_DTYPE_F32, INFINI_DTYPE_BF16}) {
+    SCOPED_TRACE(infiniop::dtypeName(dtype));
+    TensorBuffer x({As.size(), 2}, dtype), y({As.size(), 1}, dtype);
+    for (size_t r = 0; r < As.size(); ++r) {
+      x.set(2 * r, As[r]);
+      x.set(2 * r + 1, Bs[r]);
+    }
+    y.poison();
+    ASSERT_EQ(runForward(handle(), y, x, nullptr, at), INFINI_STATUS_SUCCESS) << last_error;
+    for (size_t r = 0; r < As.size(); ++r) {
+      const Truth t = oracle(dtype, x.get(2 * r), x.get(2 * r + 1), 1.0f, at);
+      SCOPED_TRACE("A=" + std::to_string(x.get(2 * r)) + " B=" + std::to_string(x.get(2 * r + 1)));
+      EXPECT_EQ(compareToTruth(dtype, y.get(r), t.y, t.tol_y), "") << "y, got " << y.get(r);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- absent group_index
 // API.md: a nullable descriptor given as NULL means its pointer is ignored, on every device.
 // Without a group_index descriptor every row is computed whatever the group_index pointer is:
