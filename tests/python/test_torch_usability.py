@@ -217,6 +217,24 @@ def test_jit_trace_torch_ops():
     assert "infiniop::swiglu" in str(traced.graph)
 
 
+def test_jit_script_torch_ops():
+    """torch.jit.script compiles torch.ops.infiniop.* (not the Python functions), autograd
+    included."""
+    if not _ops.REGISTERED:
+        pytest.skip(_ops.REASON)
+
+    @torch.jit.script
+    def block(x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.infiniop.gelu(torch.ops.infiniop.swiglu(x, -1), approximate="tanh")
+
+    x = torch.randn(4, 8)
+    assert torch.equal(block(x), infiniop.gelu(infiniop.swiglu(x), approximate="tanh"))
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    block(a).sum().backward()
+    itorch.gelu(itorch.swiglu(b), approximate="tanh").sum().backward()
+    assert torch.equal(a.grad, b.grad)
+
+
 def test_jit_trace_of_the_functional_api_is_refused():
     """A trace would not record the ctypes call and would replay a stale output."""
     with pytest.raises(RuntimeError, match=r"infiniop\.torch\.<function>"):
