@@ -54,6 +54,16 @@ struct ClippedGate {
       slope = hn::IfThenElse(minus_inf, hn::Set(d, -0.0f), slope);  // (1 + z) e^z, from below
     }
   }
+  // v times the gate: a far-left gate of a finite non-zero a may underflow to 0 even scaled
+  // (huge alpha moves a to the tiny tail_a), yet it is not 0, so an infinite v gives the
+  // infinity of sign(a) sign(v) (SEMANTICS.md), as cpu_reference's timesGate.
+  template <class D>
+  HWY_INLINE V TimesGate(D d, V v) const {
+    const auto underflow =
+        hn::And(hn::Eq(g, hn::Zero(d)), hn::And(hn::IsFinite(a), hn::Ne(a, hn::Zero(d))));
+    return hn::IfThenElse(hn::And(underflow, hn::IsInf(v)),
+                          hn::Mul(v, hn::CopySign(hn::Set(d, 1.0f), a)), hn::Mul(v, g));
+  }
   V a, b, g, slope, unscale;
 };
 

@@ -22,15 +22,7 @@ template <class D, class V>
 HWY_NOINLINE V ClippedSwigluExact(D d, const ClippedSwigluAttributes &at, V A, V B, V a, V z, V y) {
   const auto exact = ExactLanes(d, a, z, -87.0f, y);
   const ClippedGate<V> c(d, at, A, B, false);
-  const V b_bias = hn::Add(c.b, hn::Set(d, at.bias));
-  // A far-left gate of a finite non-zero a may underflow to 0 even scaled (huge alpha: a is moved
-  // to tail_a, tiny); it is not 0, so times an infinite b + bias it gives an infinity of a's sign
-  // times b + bias's (SEMANTICS.md), as the backward's dB.
-  const auto gate_underflow =
-      hn::And(hn::Eq(c.g, hn::Zero(d)), hn::And(hn::IsFinite(c.a), hn::Ne(c.a, hn::Zero(d))));
-  const V y_exact =
-      hn::IfThenElse(hn::And(gate_underflow, hn::IsInf(b_bias)),
-                     hn::Mul(b_bias, hn::CopySign(hn::Set(d, 1.0f), c.a)), hn::Mul(c.g, b_bias));
+  const V y_exact = c.TimesGate(d, hn::Add(c.b, hn::Set(d, at.bias)));
   return hn::IfThenElse(exact, Unscale(y_exact, c.unscale), y);
 }
 

@@ -29,14 +29,7 @@ HWY_NOINLINE void ClippedSwigluBackwardExact(D d, const ClippedSwigluAttributes 
   const V dA_exact = hn::IfThenElse(overflowed, hn::Mul(hn::Mul(dy, c.slope), b_bias_exact),
                                     hn::Mul(g_exact, c.slope));
   dA = hn::IfThenElse(exact, Unscale(dA_exact, c.unscale), dA);
-  // A far-left gate of a finite non-zero a may underflow to 0 (|a s| < 2^-149 when a is tiny);
-  // times an infinite dy its limit is an infinity of a's sign times dy's.
-  const auto gate_underflow =
-      hn::And(hn::Eq(c.g, hn::Zero(d)), hn::And(hn::IsFinite(c.a), hn::Ne(c.a, hn::Zero(d))));
-  const V dB_exact =
-      hn::IfThenElse(hn::And(gate_underflow, hn::IsInf(dy)),
-                     hn::Mul(dy, hn::CopySign(hn::Set(d, 1.0f), c.a)), hn::Mul(dy, c.g));
-  dB = hn::IfThenElse(exact, Unscale(dB_exact, c.unscale), dB);
+  dB = hn::IfThenElse(exact, Unscale(c.TimesGate(d, dy), c.unscale), dB);
 }
 
 struct ClippedSwigluBackward : ClippedSwigluAttributes {

@@ -10,15 +10,12 @@ from .enums import Status
 
 
 def renamed(error, names):
-    """error (an InfiniopError, TypeError or ValueError) with the C API's argument names in its
-    message replaced by the caller's (names: {C name: the caller's name}): the library names
-    the descriptor's arguments, the user wrote others."""
+    """The InfiniopError `error` with the C API's argument names in its message replaced by the
+    caller's (names: {C name: the caller's name}): the library names the descriptor's
+    arguments, the user wrote others."""
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
-    message = error.message if isinstance(error, InfiniopError) else str(error)
-    message = pattern.sub(lambda m: names[m.group(1)], message or "")
-    if isinstance(error, InfiniopError):
-        return InfiniopError(error.status, message, error.function)
-    return type(error)(message)
+    message = pattern.sub(lambda m: names[m.group(1)], error.message or "")
+    return InfiniopError(error.status, message, error.function)
 
 
 def output_names(out, allocated_like, *c_names, out_name="out"):

@@ -14,14 +14,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   float y = sigmoid_at_value(fast.at, fast.b_bias);
   if (!(isfinite(fast.a) && !fast.far_left && fast_path_holds(y))) {  // the exact path
     const clipped_gate_t c = clipped_gate(alpha, limit, far_left_a, tail_a, in[0], in[1], false);
-    const float b_bias = c.b + bias;
-    // A far-left gate of a finite non-zero a may underflow to 0 even scaled (huge alpha: a is
-    // moved to tail_a, tiny); it is not 0, so times an infinite b + bias it gives an infinity of
-    // a's sign times b + bias's (SEMANTICS.md), as the backward's dB.
-    y = unscale_tail((c.g == 0.0f && isinf(b_bias) && isfinite(c.a) && c.a != 0.0f)
-                         ? b_bias * copysign(1.0f, c.a)
-                         : c.g * b_bias,
-                     c.unscale);
+    y = unscale_tail(clipped_times_gate(c, c.b + bias), c.unscale);
   }
   out[0] = y;
 }

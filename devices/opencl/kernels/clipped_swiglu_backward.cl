@@ -28,12 +28,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
                           ? dy * c.slope * b_bias_exact
                           : g_exact * c.slope,
                       c.unscale);
-    // A far-left gate of a finite non-zero a may underflow to 0 (huge alpha); times an infinite
-    // dy its limit is an infinity of a's sign times dy's.
-    dB = unscale_tail((c.g == 0.0f && isinf(dy) && isfinite(c.a) && c.a != 0.0f)
-                          ? dy * copysign(1.0f, c.a)
-                          : dy * c.g,
-                      c.unscale);
+    dB = unscale_tail(clipped_times_gate(c, dy), c.unscale);
   }
   out[0] = A <= limit ? dA : 0.0f;
   out[1] = (B >= -limit && B <= limit) ? dB : 0.0f;

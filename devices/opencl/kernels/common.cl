@@ -380,6 +380,14 @@ INLINE clipped_gate_t clipped_gate(float alpha, float limit, float far_left_a, f
   return c;
 }
 
+// v times the gate, as clipped_swiglu-inl.h's ClippedGate::TimesGate: a far-left gate of a finite
+// non-zero a may underflow to 0 even scaled (huge alpha moves a to the tiny tail_a), yet it is not
+// 0, so an infinite v gives the infinity of sign(a) sign(v) (SEMANTICS.md).
+INLINE float clipped_times_gate(clipped_gate_t c, float v) {
+  return (c.g == 0.0f && isinf(v) && isfinite(c.a) && c.a != 0.0f) ? v * copysign(1.0f, c.a)
+                                                                   : v * c.g;
+}
+
 // The fast paths of the activations, for finite x (math-inl.h's SiluAt, GeluTanhAt, GeluErfAt):
 // callers check the input with isfinite and their results with fast_path_holds, and take the
 // functions above where either fails. `*_value(at, g)` is g act(x) and `*_slope(at, g, g_lo,

@@ -74,24 +74,27 @@ __all__ = [
 ]
 
 
-def _fx_node(function, args, kwargs):
-    """Under torch.fx.symbolic_trace (an argument is a Proxy): the call recorded as one
-    call_function node, run as a whole when the GraphModule runs; None otherwise. Called only
-    once an argument has failed the tensor check, so it costs a plain call nothing."""
+def _not_tensors(function, args, kwargs, tensors, results=1):
+    """The slow path of a call whose tensor arguments are not all tensors (the callers test that
+    first, so a plain call costs nothing here). Under torch.fx.symbolic_trace (an argument is a
+    Proxy) the call is recorded as one call_function node, run as a whole when the GraphModule
+    runs (`results` > 1: a tuple of that many getitems, so that it can be unpacked); otherwise
+    the TypeError of the first of `tensors` ((value, name, optional)) that is not a tensor."""
     for value in (*args, *kwargs.values()):
         if isinstance(value, _fx.Proxy):
-            return value.tracer.create_proxy("call_function", function, args, kwargs)
-    return None
+            node = value.tracer.create_proxy("call_function", function, args, kwargs)
+            return node if results == 1 else tuple(node[i] for i in range(results))
+    for value, name, optional in tensors:
+        _check_tensor(value, name, optional)
+    raise AssertionError(f"{function.__name__}: every tensor argument passed its check")
 
 
 def swiglu(x, dim=-1, *, device="cpu", handle=None):
     """y = silu(x1) * x2, x1 and x2 the halves of x along `dim` (infiniop.swiglu), with
     autograd: x's gradient by SwiGluBackward."""
     if not isinstance(x, _torch.Tensor):
-        node = _fx_node(swiglu, (x, dim), {"device": device, "handle": handle})
-        if node is not None:
-            return node
-        _check_tensor(x, "x")  # raises
+        return _not_tensors(swiglu, (x, dim), {"device": device, "handle": handle},
+                            ((x, "x", False),))
     return SwiGluFunction.apply(x, dim, device, handle)
 
 
@@ -99,11 +102,8 @@ def gelu_mul(input, *, approximate="none", device="cpu", handle=None):
     """out = gelu(x1) * x2 on input's last dimension (infiniop.gelu_mul), with autograd:
     input's gradient by GeluMulBackward."""
     if not isinstance(input, _torch.Tensor):
-        node = _fx_node(gelu_mul, (input,), {"approximate": approximate, "device": device,
-                                             "handle": handle})
-        if node is not None:
-            return node
-        _check_tensor(input, "input")  # raises
+        return _not_tensors(gelu_mul, (input,), {"approximate": approximate, "device": device,
+                                                 "handle": handle}, ((input, "input", False),))
     return GeluMulFunction.apply(input, approximate, device, handle)
 
 
@@ -111,11 +111,8 @@ def gelu(input, *, approximate="none", device="cpu", handle=None):
     """output = gelu(input), as torch.nn.functional.gelu (infiniop.gelu), with autograd:
     input's gradient by GeluBackwardV2 with the same approximate."""
     if not isinstance(input, _torch.Tensor):
-        node = _fx_node(gelu, (input,), {"approximate": approximate, "device": device,
-                                         "handle": handle})
-        if node is not None:
-            return node
-        _check_tensor(input, "input")  # raises
+        return _not_tensors(gelu, (input,), {"approximate": approximate, "device": device,
+                                             "handle": handle}, ((input, "input", False),))
     return GeluFunction.apply(input, approximate, device, handle)
 
 
@@ -125,12 +122,10 @@ def clipped_swiglu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=T
     by ClippedSwigluBackward (rows beyond group_index's sum get 0); group_index is not
     differentiable."""
     if not isinstance(x, _torch.Tensor) or isinstance(group_index, _fx.Proxy):
-        node = _fx_node(clipped_swiglu, (x, dim),
-                        {"alpha": alpha, "limit": limit, "bias": bias, "interleaved": interleaved,
-                         "group_index": group_index, "device": device, "handle": handle})
-        if node is not None:
-            return node
-        _check_tensor(x, "x")
+        return _not_tensors(
+            clipped_swiglu, (x, dim),
+            {"alpha": alpha, "limit": limit, "bias": bias, "interleaved": interleaved,
+             "group_index": group_index, "device": device, "handle": handle}, ((x, "x", False),))
     return ClippedSwigluFunction.apply(x, dim, alpha, limit, bias, interleaved, group_index,
                                        device, handle)
 
@@ -143,21 +138,15 @@ def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capac
     expert_tokens_before_capacity or None), as infiniop.moe_init_routing_v2, with autograd:
     x's gradient through expanded_x by MoeInitRoutingV2Grad. expanded_row_idx and the counts
     are not differentiable (marked so); expert_idx gets no gradient."""
-    if not isinstance(x, _torch.Tensor) or not isinstance(expert_idx, _torch.Tensor):
-        node = _fx_node(moe_init_routing_v2, (x, expert_idx),
-                        {"expert_num": expert_num, "active_num": active_num,
-                         "expert_capacity": expert_capacity, "drop_pad_mode": drop_pad_mode,
-                         "expert_tokens_count_or_cumsum_flag": expert_tokens_count_or_cumsum_flag,
-                         "expert_tokens_before_capacity_flag": expert_tokens_before_capacity_flag,
-                         "index_dtype": index_dtype, "device": device, "handle": handle})
-        if node is not None:  # four results: unpacking a Proxy needs their count
-            return tuple(node[i] for i in range(4))
-        _check_tensor(x, "x")
-        _check_tensor(expert_idx, "expert_idx")
     attributes = {"expert_num": expert_num, "active_num": active_num,
                   "expert_capacity": expert_capacity, "drop_pad_mode": drop_pad_mode,
                   "expert_tokens_count_or_cumsum_flag": expert_tokens_count_or_cumsum_flag,
                   "expert_tokens_before_capacity_flag": expert_tokens_before_capacity_flag}
+    if not isinstance(x, _torch.Tensor) or not isinstance(expert_idx, _torch.Tensor):
+        return _not_tensors(moe_init_routing_v2, (x, expert_idx),
+                            {**attributes, "index_dtype": index_dtype, "device": device,
+                             "handle": handle},
+                            ((x, "x", False), (expert_idx, "expert_idx", False)), results=4)
     return MoeInitRoutingV2Function.apply(x, expert_idx, attributes, index_dtype, device,
                                           handle)
 
@@ -170,16 +159,14 @@ def moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias
     scales by MoeFinalizeRoutingV2Grad; x1 and x2 get grad_out; bias gets
     sum over the pairs routed to each expert of scales * grad_out (torch ops: the library has
     no operator for it). The index tensors get no gradient."""
-    tensors = (expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx)
-    node = _fx_node(moe_finalize_routing_v2, tensors,
-                    {"drop_pad_mode": drop_pad_mode, "device": device, "handle": handle})
-    if node is not None:
-        return node
-    _check_tensor(expanded_x, "expanded_x")
-    _check_tensor(expanded_row_idx, "expanded_row_idx")
-    for value, name in ((x1, "x1"), (x2, "x2"), (bias, "bias"), (scales, "scales"),
-                        (expert_idx, "expert_idx")):
-        _check_tensor(value, name, optional=True)
+    optional = (x1, x2, bias, scales, expert_idx)
+    if not (isinstance(expanded_x, _torch.Tensor) and isinstance(expanded_row_idx, _torch.Tensor)
+            and all(t is None or isinstance(t, _torch.Tensor) for t in optional)):
+        return _not_tensors(
+            moe_finalize_routing_v2, (expanded_x, expanded_row_idx, *optional),
+            {"drop_pad_mode": drop_pad_mode, "device": device, "handle": handle},
+            ((expanded_x, "expanded_x", False), (expanded_row_idx, "expanded_row_idx", False),
+             *zip(optional, ("x1", "x2", "bias", "scales", "expert_idx"), (True,) * 5)))
     return MoeFinalizeRoutingV2Function.apply(expanded_x, expanded_row_idx, x1, x2, bias,
                                               scales, expert_idx, drop_pad_mode, device, handle)
 
