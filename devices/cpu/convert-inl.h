@@ -88,6 +88,44 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundToBF16High(DF /*df*/, hn::Vec<
   return hn::Add(bits, hn::Add(odd, hn::Set(du32, 0x7fff)));
 }
 
+// The lanes of `v` that may round to a different 16-bit value than the exact result they stand
+// for, given that the exact result is within `window` F32 steps of v (per lane, below 2^15; the
+// integer distance of
+// their bits: docs/accuracy.md, "Correctly rounded 16-bit results"): a rounding boundary of the
+// storage type lies within `window` steps of v. A NaN is never near (its payload, which F16C
+// keeps, must not decide). Below 2^-100 (BF16 only: F16 rounds all of it to +-0) the kernels'
+// bounds are absolute, not in steps (docs/accuracy.md: the far-left tails' clamp, the pairs'
+// subnormal low parts), so every non-zero value there is near. BF16's boundaries are the F32 values
+// whose low 16 bits are 0x8000, in every binade, subnormals and the overflow threshold included.
+template <class DF>
+HWY_INLINE auto NearRoundingBoundary(DF df, hn::Vec<DF> v, hn::Vec<hn::RebindToUnsigned<DF>> window,
+                                     const hwy::bfloat16_t *) {
+  const hn::RebindToSigned<DF> di32;
+  const auto steps = hn::BitCast(di32, window);  // below 2^15
+  const auto bits = hn::BitCast(di32, v);
+  const auto offset =
+      hn::And(hn::Add(bits, hn::Sub(steps, hn::Set(di32, 0x8000))), hn::Set(di32, 0xffff));
+  const auto near = hn::Lt(offset, hn::Add(hn::Add(steps, steps), hn::Set(di32, 1)));
+  const auto magnitude = hn::Abs(v);
+  const auto tiny =
+      hn::And(hn::Lt(magnitude, hn::Set(df, 0x1p-100f)), hn::Gt(magnitude, hn::Zero(df)));
+  return hn::AndNot(hn::IsNaN(v), hn::Or(tiny, hn::RebindMask(df, near)));
+}
+
+// F16: whether |v| stepped `window` F32 steps down (not below 0) and up round to different F16
+// values (rounding is monotonic, so every value between rounds as both ends do otherwise).
+template <class DF>
+HWY_INLINE auto NearRoundingBoundary(DF df, hn::Vec<DF> v, hn::Vec<hn::RebindToUnsigned<DF>> steps,
+                                     const hwy::float16_t *) {
+  const hn::RebindToUnsigned<DF> du32;
+  const auto magnitude = hn::And(hn::BitCast(du32, v), hn::Set(du32, 0x7fffffffu));
+  const auto below = hn::Sub(hn::Max(magnitude, steps), steps);
+  const auto above = hn::Add(magnitude, steps);
+  const auto differ = hn::Not(
+      hn::Eq(F32ToF16Bits(df, hn::BitCast(df, below)), F32ToF16Bits(df, hn::BitCast(df, above))));
+  return hn::AndNot(hn::IsNaN(v), hn::RebindMask(df, differ));
+}
+
 // One vector: Lanes(df) elements.
 template <class DF>
 HWY_INLINE hn::Vec<DF> LoadF32(DF df, const float *p) {

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/dtype.h"
 #include "cpu/convert-inl.h"
 #include "cpu/parallel.h"
 #include "elementwise/plan.h"
@@ -273,6 +274,73 @@ constexpr bool IsPaired() {
   return PairedTrait<Functor>::value;
 }
 
+// Correctly rounded 16-bit outputs (Ziv's strategy; docs/accuracy.md). A functor may declare
+//   using Oracle = <its cpu_reference functor, which computes in double>;
+//   Vec<RebindToUnsigned<D>> RoundingWindow(D, V in...) const;  // its F32 bound as F32 steps
+// Then each F16/BF16 output whose F32 value lies within the window of a 16-bit rounding boundary
+// is taken from the oracle instead, rounded once from its double: every 16-bit output is the
+// exact value rounded to nearest even, the same on every target, device and on cpu_reference.
+// Elsewhere the F32 value already rounds as the exact value does.
+template <class Functor, class = void>
+struct OracleTrait {
+  using type = void;
+};
+template <class Functor>
+struct OracleTrait<Functor, std::void_t<typename Functor::Oracle>> {
+  using type = typename Functor::Oracle;
+};
+template <class Functor>
+using OracleOf = typename OracleTrait<Functor>::type;
+
+// The oracle's output for lane `lane` of the inputs.
+template <class Oracle, size_t N, size_t... Operand>
+double OracleAt(const Oracle &oracle, const float (&inputs)[N][HWY_MAX_BYTES / sizeof(float)],
+                size_t lane, std::index_sequence<Operand...>) {
+  double exact;
+  oracle(exact, inputs[Operand][lane]...);
+  return exact;
+}
+
+// `out` with its `near` lanes replaced by the oracle's value for the lane's inputs, as the F32
+// that rounds to the same 16-bit value (roundToOddFloat). Out of line: a vector has such a lane
+// about once in 200 (BF16) or 50 (F16).
+template <class Oracle, class D, class M, class V, class... In>
+HWY_NOINLINE V RoundedFromOracle(D d, const Oracle &oracle, M near, V out, In... in) {
+  constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+  const hn::RebindToUnsigned<D> du;
+  HWY_ALIGN float value[kMaxLanes];
+  HWY_ALIGN float inputs[sizeof...(In)][kMaxLanes];
+  HWY_ALIGN uint32_t flag[kMaxLanes];
+  size_t k = 0;
+  (hn::Store(in, d, inputs[k++]), ...);
+  hn::Store(out, d, value);
+  hn::Store(hn::BitCast(du, hn::VecFromMask(d, near)), du, flag);
+  for (size_t lane = 0; lane < hn::Lanes(d); ++lane) {
+    if (flag[lane] == 0) continue;
+    value[lane] =
+        roundToOddFloat(OracleAt(oracle, inputs, lane, std::make_index_sequence<sizeof...(In)>()));
+  }
+  return hn::Load(d, value);
+}
+
+// A one-output functor whose 16-bit (T) output is correctly rounded, as above.
+template <class Functor, class T>
+struct RoundedOnce {
+  static_assert(Functor::kOutputs == 1, "RoundedOnce corrects one output");
+  static constexpr int kOutputs = Functor::kOutputs, kInputs = Functor::kInputs;
+  static constexpr bool kPaired = IsPaired<Functor>();
+  Functor f;
+  OracleOf<Functor> oracle;
+
+  template <class D, class V, class... In>
+  HWY_INLINE void operator()(D d, V &out, In... in) const {
+    f(d, out, in...);
+    const auto near =
+        NearRoundingBoundary(d, out, f.RoundingWindow(d, in...), static_cast<const T *>(nullptr));
+    if (HWY_UNLIKELY(!hn::AllFalse(d, near))) out = RoundedFromOracle(d, oracle, near, out, in...);
+  }
+};
+
 template <class Functor, class T>
 HWY_INLINE void RangeTyped(const Plan &plan, const Functor &f, char *const *operands, size_t begin,
                            size_t end) {
@@ -327,6 +395,23 @@ HWY_INLINE void RangeTyped(const Plan &plan, const Functor &f, char *const *oper
   });
 }
 
+// RangeTyped for 16-bit storage: through RoundedOnce where the functor has an oracle.
+template <class Functor, class T>
+HWY_INLINE void RangeTyped16(const Plan &plan, const Functor &f, const void *attributes,
+                             char *const *operands, size_t begin, size_t end) {
+  using Oracle = OracleOf<Functor>;
+  if constexpr (std::is_void_v<Oracle>) {
+    RangeTyped<Functor, T>(plan, f, operands, begin, end);
+  } else {
+    RoundedOnce<Functor, T> rounded{f, Oracle{}};
+    static_assert(std::is_empty_v<Oracle> || sizeof(Oracle) == sizeof(Functor),
+                  "an oracle is made from the functor's attributes");
+    if constexpr (!std::is_empty_v<Oracle>)
+      std::memcpy(&rounded.oracle, attributes, sizeof(Oracle));
+    RangeTyped<RoundedOnce<Functor, T>, T>(plan, rounded, operands, begin, end);
+  }
+}
+
 // Runs elements [begin, end) of the plan: the per-target body behind every cpu kernel.
 template <class Functor>
 HWY_INLINE void ElementwiseRange(const Plan &plan, const void *attributes, char *const *operands,
@@ -335,9 +420,9 @@ HWY_INLINE void ElementwiseRange(const Plan &plan, const void *attributes, char 
   if constexpr (!std::is_empty_v<Functor>) std::memcpy(&f, attributes, sizeof(Functor));
   switch (plan.dtype) {
     case INFINI_DTYPE_F16:
-      return RangeTyped<Functor, hwy::float16_t>(plan, f, operands, begin, end);
+      return RangeTyped16<Functor, hwy::float16_t>(plan, f, attributes, operands, begin, end);
     case INFINI_DTYPE_BF16:
-      return RangeTyped<Functor, hwy::bfloat16_t>(plan, f, operands, begin, end);
+      return RangeTyped16<Functor, hwy::bfloat16_t>(plan, f, attributes, operands, begin, end);
     default:
       return RangeTyped<Functor, float>(plan, f, operands, begin, end);
   }

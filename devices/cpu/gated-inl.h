@@ -11,6 +11,9 @@
 #endif
 
 #include "cpu/math-inl.h"
+#include "cpu_reference/gated.h"
+#include "cpu_reference/gelu.h"
+#include "cpu_reference/sigmoid.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -24,7 +27,7 @@ HWY_NOINLINE V GatedExact(D d, V x1, V x2, V out) {
   const auto exact = ExactLanes(d, x1, x1, Activation::kTailBound, out);
   V unscale;
   const V value = Activation()(d, x1, static_cast<V *>(nullptr), &unscale);
-  return hn::IfThenElse(exact, Unscale(hn::Mul(value, x2), unscale), out);
+  return hn::IfThenElse(exact, UnscaleProduct(d, value, x2, unscale), out);
 }
 
 template <class Activation, class D, class V>
@@ -34,12 +37,25 @@ HWY_NOINLINE void GatedBackwardExact(D d, V out_grad, V x1, V x2, V &grad1, V &g
   const V activation = Activation()(d, x1, &derivative, &unscale);
   grad1 =
       hn::IfThenElse(exact, Unscale(hn::Mul(hn::Mul(out_grad, x2), derivative), unscale), grad1);
-  grad2 = hn::IfThenElse(exact, Unscale(hn::Mul(out_grad, activation), unscale), grad2);
+  grad2 = hn::IfThenElse(exact, UnscaleProduct(d, activation, out_grad, unscale), grad2);
+}
+
+// The F32 steps within which a forward value x2 act(x1) (or act(x) alone) lies of the exact one
+// (elementwise-inl.h's RoundedOnce): its bound K u (1 + c) |value| (docs/accuracy.md; the value
+// never cancels) is within 2K (1 + c) steps of the value, a step in the binade below being half
+// as large, plus one for a subnormal's absolute 2^-149 and one to spare.
+constexpr uint32_t RoundingWindow(int k) {
+  return static_cast<uint32_t>(2 * k + 2);
 }
 
 template <class Activation>
 struct Gated {
   static constexpr int kOutputs = 1, kInputs = 2;  // out <- (x1, x2)
+  using Oracle = cpu_reference::Gated<Activation::kExact>;
+  template <class D, class V>
+  HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> RoundingWindow(D d, V x1, V /*x2*/) const {
+    return Activation::ValueWindow(d, x1);
+  }
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &out, V x1, V x2) const {
@@ -74,6 +90,11 @@ struct SiluActivation {
   template <class V>
   using At = SiluAt<V>;
   static constexpr float kTailBound = kSiluTailBound;
+  static constexpr double (*kExact)(double) = cpu_reference::silu;
+  template <class D, class V>
+  static HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> ValueWindow(D /*d*/, V /*x*/) {
+    return hn::Set(hn::RebindToUnsigned<D>(), RoundingWindow(4));  // SwiGlu's K, c = 0
+  }
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x, V *derivative, V *unscale) const {
     return Silu(d, x, derivative, unscale);
@@ -83,6 +104,12 @@ struct GeluErfActivation {
   template <class V>
   using At = GeluErfAt<V>;
   static constexpr float kTailBound = kGeluErfTailBound;
+  static constexpr double (*kExact)(double) = cpu_reference::geluErf;
+  template <class D, class V>
+  static HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> ValueWindow(D /*d*/, V /*x*/) {
+    // GeluMul's K (Gelu's is 4); c = 0: x^2 / 2 reaches exp as an exact pair.
+    return hn::Set(hn::RebindToUnsigned<D>(), RoundingWindow(5));
+  }
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x, V *derivative, V *unscale) const {
     return GeluErf(d, x, derivative, unscale);
@@ -92,6 +119,20 @@ struct GeluTanhActivation {
   template <class V>
   using At = GeluTanhAt<V>;
   static constexpr float kTailBound = kGeluTanhTailBound;
+  static constexpr double (*kExact)(double) = cpu_reference::geluTanh;
+  // GeluMul's K = 5 with c = max(-v, 0), v = 2a (x + b x^3) the rounded argument of exp: for
+  // v < 0 its rounding moves the value by |v| times as much; for v >= 0 by (1 - s) v <= 0.28
+  // times, within K. x is clamped at -13 as the exact path clamps it (v = -177.5).
+  template <class D, class V>
+  static HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> ValueWindow(D d, V input) {
+    const V x = hn::Max(input, hn::Set(d, -13.0f));  // and NaN -> -13
+    const V v = hn::Mul(
+        x, Fma(d, hn::Mul(x, x), hn::Set(d, INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B),
+               hn::Set(d, INFINIOP_GELU_TANH_TWO_A)));
+    const V c = hn::Max(hn::Neg(v), hn::Zero(d));
+    const V steps = Fma(d, c, hn::Set(d, 10.0f), hn::Set(d, static_cast<float>(RoundingWindow(5))));
+    return hn::BitCast(hn::RebindToUnsigned<D>(), hn::ConvertTo(hn::RebindToSigned<D>(), steps));
+  }
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x, V *derivative, V *unscale) const {
     return GeluTanh(d, x, derivative, unscale);

@@ -25,6 +25,11 @@ HWY_NOINLINE V ActivatedExact(D d, V input, V output) {  // out of line, as Gate
 template <class Activation>
 struct Activated {
   static constexpr int kOutputs = 1, kInputs = 1;  // output <- input
+  using Oracle = cpu_reference::Activated<Activation::kExact>;
+  template <class D, class V>
+  HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> RoundingWindow(D d, V input) const {
+    return Activation::ValueWindow(d, input);
+  }
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &output, V input) const {

@@ -126,9 +126,11 @@ struct Sigmoid {
     const V lo = ProductError(d, g, x, n);
     return Over(d, n, &lo);
   }
+  // x sigmoid, with x's sign also where x is +-0 (the corrected quotient's remainder is +0 for
+  // either zero, and q + 0 loses q's sign: silu(-0) is -0).
   template <class D>
   HWY_INLINE V Times(D d, V x) const {
-    return Over(d, x);
+    return hn::CopySign(Over(d, x), x);
   }
 
   // n + n_lo - q (den + den_lo) for q near n / den, exactly up to the rounding of a value far
@@ -208,6 +210,18 @@ HWY_INLINE hn::Vec<D> TailUnscale(D d, M tail) {
 template <class V>
 HWY_INLINE V Unscale(V value, V unscale) {
   return hn::Mul(hn::Mul(value, unscale), unscale);
+}
+
+// Unscale(value m): a tail value scaled by 2^128 (up to 5e10 |x|) times a finite multiplier m
+// above about 1e27 overflows, yet the result is finite (gelu_erf(-13) times 3.4e38 is -27).
+// There the product is taken as (value 2^-64) m 2^-64 instead: value 2^-64 is exact where
+// value m overflows (value > 1), and so is the last factor (the result is above 1), one
+// rounding again. An infinite m keeps the infinity.
+template <class D, class V>
+HWY_INLINE V UnscaleProduct(D /*d*/, V value, V m, V unscale) {
+  const V direct = Unscale(hn::Mul(value, m), unscale);
+  const auto overflowed = hn::And(hn::IsInf(direct), hn::IsFinite(m));
+  return hn::IfThenElse(overflowed, hn::Mul(hn::Mul(hn::Mul(value, unscale), m), unscale), direct);
 }
 
 // silu(x) = x sigmoid(x); its derivative is s + x s (1 - s) (whose zero near x = -1.2785 is where

@@ -40,19 +40,18 @@ struct Clipped {
 
 struct ClippedSwiglu : ClippedSwigluAttributes {
   static constexpr int kOutputs = 1, kInputs = 2;  // y <- (A, B)
-  void operator()(float &y, float A, float B) const {
+  void operator()(double &y, float A, float B) const {
     const Clipped c(*this, A, B);
-    y = static_cast<float>(timesGate(c.b + bias, c.g, c.a));
+    y = timesGate(c.b + bias, c.g, c.a);
   }
 };
 
 struct ClippedSwigluBackward : ClippedSwigluAttributes {
   static constexpr int kOutputs = 2, kInputs = 3;  // (dA, dB) <- (dy, A, B)
-  void operator()(float &dA, float &dB, float dy, float A, float B) const {
+  void operator()(double &dA, double &dB, float dy, float A, float B) const {
     const Clipped c(*this, A, B);
-    dA = A <= limit ? static_cast<float>(timesNegativeTail(dy * (c.b + bias), c.slope(), c.z))
-                    : 0.0f;
-    dB = -limit <= B && B <= limit ? static_cast<float>(timesGate(dy, c.g, c.a)) : 0.0f;
+    dA = A <= limit ? timesNegativeTail(dy * (c.b + bias), c.slope(), c.z) : 0.0;
+    dB = -limit <= B && B <= limit ? timesGate(dy, c.g, c.a) : 0.0;
   }
 };
 

@@ -8,7 +8,7 @@ namespace infiniop::cpu_reference {
 namespace {
 struct Copy {
   static constexpr int kOutputs = 1, kInputs = 1;
-  void operator()(float &out, float in) const { out = in; }
+  void operator()(double &out, float in) const { out = in; }
 };
 }  // namespace
 

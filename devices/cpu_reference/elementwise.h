@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // cpu_reference: the elementwise framework as a plain scalar loop, single thread.
-// A reference functor is `void operator()(float &out..., float in...) const`; it may compute in
-// double internally. Each output is rounded once, to nearest even, when stored.
+// A reference functor is `void operator()(double &out..., float in...) const`, computing in
+// double. Each output is rounded once from that double, to nearest even, when stored: F16 and
+// BF16 too (never through F32 first), so they are the float64 value correctly rounded.
 #pragma once
 
 #include <cstring>
@@ -22,8 +23,8 @@ float loadAt(const char *p) {
 }
 
 template <class T>
-void storeAt(char *p, float v) {
-  const T stored = fromFloat<T>(v);
+void storeAt(char *p, double v) {
+  const T stored = fromDouble<T>(v);
   std::memcpy(p, &stored, sizeof(T));
 }
 
@@ -39,7 +40,7 @@ void runTyped(const elementwise::Plan &plan, const Functor &f, char *const *oper
                              static_cast<ptrdiff_t>(sizeof(T));
       };
       float in[sizeof...(In) + 1] = {loadAt<T>(at(kOut + In))...};
-      float out[kOut];
+      double out[kOut];
       f(out[Out]..., in[In]...);
       (storeAt<T>(at(Out), out[Out]), ...);
     }

@@ -5,15 +5,6 @@
 #include "ops/kernels.h"
 
 namespace infiniop::cpu_reference {
-namespace {
-
-template <double (*Act)(double)>
-struct Activated {
-  static constexpr int kOutputs = 1, kInputs = 1;  // output <- input
-  void operator()(float &output, float input) const { output = static_cast<float>(Act(input)); }
-};
-
-}  // namespace
 
 INFINIOP_REFERENCE_KERNEL(gelu_erf, Activated<geluErf>)
 INFINIOP_REFERENCE_KERNEL(gelu_tanh, Activated<geluTanh>)

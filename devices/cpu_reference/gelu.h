@@ -11,8 +11,9 @@ constexpr double kSqrtTwoOverPi = 0.79788456080286535588;
 constexpr double kGeluTanhBeta = 0.044715;
 
 // 0.5 (1 + tanh u) = sigmoid(2u) and 0.5 (1 - tanh u) = sigmoid(-2u): neither cancels.
+// At -inf: -0, the limit from below (as the devices give it).
 inline double geluTanh(double x) {
-  if (x == -INFINITY) return 0.0;
+  if (x == -INFINITY) return -0.0;
   const double u = kSqrtTwoOverPi * (x + kGeluTanhBeta * x * x * x);
   return x / (1.0 + std::exp(-2.0 * u));
 }
@@ -35,7 +36,7 @@ inline double normalCdf(double x) {
 }
 
 inline double geluErf(double x) {
-  return x == -INFINITY ? 0.0 : x * normalCdf(x);
+  return x == -INFINITY ? -0.0 : x * normalCdf(x);
 }
 
 // d/dx x Phi(x) = Phi(x) + x phi(x).
@@ -43,5 +44,12 @@ inline double geluErfDerivative(double x) {
   if (std::isinf(x)) return x > 0 ? 1.0 : 0.0;
   return normalCdf(x) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
 }
+
+// The activation alone: Gelu's functor (and the cpu device's oracle for its 16-bit outputs).
+template <double (*Act)(double)>
+struct Activated {
+  static constexpr int kOutputs = 1, kInputs = 1;  // output <- input
+  void operator()(double &output, float input) const { output = Act(input); }
+};
 
 }  // namespace infiniop::cpu_reference

@@ -12,9 +12,9 @@ template <double (*Derivative)(double)>
 struct GeluBackward {
   static constexpr int kOutputs = 1, kInputs = 2;  // grad_input <- (input, grad_output)
 
-  void operator()(float &grad_input, float input, float grad_output) const {
+  void operator()(double &grad_input, float input, float grad_output) const {
     // Far left the derivative underflows to 0 but is truly negative: inf * it is -inf, not NaN.
-    grad_input = static_cast<float>(timesNegativeTail(grad_output, Derivative(input), input));
+    grad_input = timesNegativeTail(grad_output, Derivative(input), input);
   }
 };
 

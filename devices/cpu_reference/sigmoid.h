@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// sigmoid and the slope of x sigmoid(x), in double, shared by the SiLU-gated reference functors.
+// sigmoid, silu and the slope of x sigmoid(x), in double, shared by the SiLU-gated reference
+// functors.
 #pragma once
 
 #include <cmath>
@@ -8,6 +9,12 @@ namespace infiniop::cpu_reference {
 
 inline double sigmoid(double x) {
   return 1.0 / (1.0 + std::exp(-x));
+}
+
+// silu(-inf) = -0 (the limit, approached from below, as the devices give it); x * sigmoid(x)
+// would be -inf * 0.
+inline double silu(double x) {
+  return x == -INFINITY ? -0.0 : x * sigmoid(x);
 }
 
 // d/dx (x sigmoid(x)) = s + x s (1 - s), with 1 - s = sigmoid(-x) so nothing cancels; its limits

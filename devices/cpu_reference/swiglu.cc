@@ -1,21 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // SwiGlu and SwiGluBackward: the gated activation with silu, in double.
-#include <cmath>
-
 #include "cpu_reference/elementwise.h"
 #include "cpu_reference/gated.h"
 #include "cpu_reference/sigmoid.h"
 #include "ops/kernels.h"
 
 namespace infiniop::cpu_reference {
-namespace {
-
-// silu(-inf) = 0 (the limit); x * sigmoid(x) would be -inf * 0.
-double silu(double x) {
-  return x == -INFINITY ? 0.0 : x * sigmoid(x);
-}
-
-}  // namespace
 
 INFINIOP_REFERENCE_KERNEL(swiglu, Gated<silu>)
 

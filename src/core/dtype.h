@@ -3,8 +3,10 @@
 // even, NaN kept quiet) that the reference device uses and the SIMD paths are tested against.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "infinicore.h"
 
@@ -114,6 +116,29 @@ inline F16 fromFloat<F16>(float v) {
 template <>
 inline BF16 fromFloat<BF16>(float v) {
   return BF16{bf16FromF32(v)};
+}
+
+// v rounded to F32 toward zero, with the last bit set where that was inexact ("round to odd"):
+// F16 and BF16 have at least 13 fewer significant bits, so rounding this F32 to them to nearest
+// even rounds v itself once (no double rounding), subnormals and overflow included.
+inline float roundToOddFloat(double v) {
+  const float nearest = static_cast<float>(v);
+  if (!(std::fabs(v) < HUGE_VAL) || static_cast<double>(nearest) == v) return nearest;
+  uint32_t bits = bitsOf(nearest);
+  if (std::fabs(static_cast<double>(nearest)) > std::fabs(v)) --bits;  // was rounded away from 0
+  return floatOf(bits | 1u);
+}
+
+// A float64 value rounded once to the storage type, to nearest even; a NaN as the canonical
+// quiet NaN, positive, as every device stores it (docs/accuracy.md).
+template <class T>
+T fromDouble(double v) {
+  if (std::isnan(v)) return fromFloat<T>(floatOf(0x7fc00000u));
+  if constexpr (std::is_same_v<T, float>) {
+    return static_cast<float>(v);
+  } else {
+    return fromFloat<T>(roundToOddFloat(v));
+  }
 }
 
 // Calls fn(T{}) with T the storage type of a floating dtype (F32, F16, BF16).

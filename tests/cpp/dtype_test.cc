@@ -70,4 +70,42 @@ TEST(Dtype, Bf16RoundsToNearestEven) {
   }
 }
 
+// fromDouble rounds a float64 once: the value just above a 16-bit midpoint rounds up, where
+// rounding to F32 first would land on the midpoint and tie to the even value below.
+TEST(Dtype, FromDoubleRoundsOnce) {
+  EXPECT_EQ(infiniop::fromDouble<infiniop::BF16>(1.0 + 0x1p-8 + 0x1p-40).bits, 0x3f81);
+  EXPECT_EQ(infiniop::fromDouble<infiniop::BF16>(-(1.0 + 0x1p-8 + 0x1p-40)).bits, 0xbf81);
+  EXPECT_EQ(infiniop::fromDouble<infiniop::BF16>(1.0 + 0x1p-8).bits, 0x3f80);  // a tie: even
+  EXPECT_EQ(infiniop::fromDouble<infiniop::F16>(1.0 + 0x1p-11 + 0x1p-40).bits, 0x3c01);
+  EXPECT_EQ(infiniop::fromDouble<infiniop::F16>(1.0 + 0x1p-11).bits, 0x3c00);
+  EXPECT_EQ(infiniop::fromDouble<infiniop::BF16>(1e300).bits, 0x7f80);    // overflow
+  EXPECT_EQ(infiniop::fromDouble<infiniop::BF16>(-1e-300).bits, 0x8000);  // underflow, signed
+  EXPECT_EQ(infiniop::fromDouble<infiniop::BF16>(-NAN).bits, 0x7fc0);     // canonical NaN
+  EXPECT_EQ(infiniop::fromDouble<infiniop::F16>(65519.99).bits, 0x7bff);
+  EXPECT_EQ(infiniop::fromDouble<infiniop::F16>(65520.0).bits, 0x7c00);
+  // Random doubles over BF16's and F16's ranges, subnormals included: the result is the nearest
+  // 16-bit value, ties to even (differences taken in long double, exactly).
+  uint64_t state = 0x1234567;
+  const auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
+  for (int i = 0; i < 200000; ++i) {
+    const uint64_t r = next();
+    const double d = std::ldexp(1.0 + static_cast<double>(r >> 11) * 0x1p-53,
+                                static_cast<int>(next() % 300) - 150) *
+                     ((r & 1) ? -1 : 1);
+    const uint16_t b = infiniop::fromDouble<infiniop::BF16>(d).bits;
+    const uint16_t h = infiniop::fromDouble<infiniop::F16>(d).bits;
+    const auto check = [&](uint16_t got, float (*value)(uint16_t), uint16_t inf) {
+      if ((got & 0x7fff) == inf) return;  // overflow: checked by the cases above
+      const long double v = value(got), e = std::fabs(static_cast<long double>(d) - v);
+      for (uint16_t n : {static_cast<uint16_t>(got + 1), static_cast<uint16_t>(got - 1)}) {
+        if ((n & 0x7fff) >= inf || ((n ^ got) & 0x8000)) continue;
+        const long double en = std::fabs(static_cast<long double>(d) - value(n));
+        ASSERT_TRUE(e < en || (e == en && (got & 1) == 0)) << std::hexfloat << d << " " << got;
+      }
+    };
+    check(b, infiniop::f32FromBf16, 0x7f80);
+    check(h, infiniop::f32FromF16, 0x7c00);
+  }
+}
+
 }  // namespace

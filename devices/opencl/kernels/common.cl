@@ -151,6 +151,12 @@ INLINE float exp_of_minus_sum(float a, float lo) {
 INLINE float unscale_tail(float v, float u) {
   return v * u * u;
 }
+// v m times the unscale factor u twice (math-inl.h's UnscaleProduct): where v m overflows for a
+// finite m, (v u) m u, which cannot (one rounding either way).
+INLINE float unscale_product(float v, float m, float u) {
+  const float direct = unscale_tail(v * m, u);
+  return isinf(direct) && isfinite(m) ? v * u * m * u : direct;
+}
 INLINE float scaled_exp_of_minus(float w, float lo) {
   return exp_of_minus_sum(w - 128.0f * INFINIOP_LN2_HI, lo - 128.0f * INFINIOP_LN2_LO);
 }
@@ -209,9 +215,9 @@ INLINE float sigmoid_over(sigmoid_t g, float n, float n_lo, bool has_lo) {
   return fma(sigmoid_remainder(g, n, n_lo, has_lo, q), g.estimate, q);
 }
 
-// x sigmoid(v) = x / (1 + e) (math-inl.h's Sigmoid::Times).
+// x sigmoid(v) = x / (1 + e) (math-inl.h's Sigmoid::Times), with x's sign also at x = +-0.
 INLINE float sigmoid_times(sigmoid_t g, float x) {
-  return sigmoid_over(g, x, 0.0f, false);
+  return copysign(sigmoid_over(g, x, 0.0f, false), x);
 }
 
 // (gv + g_lo) s (1 + c (1 - s)) (math-inl.h's Sigmoid::SlopeTimes): the corrected quotient
@@ -545,3 +551,74 @@ INLINE clipped_at_t clipped_at(float alpha, float limit, float bias, float far_l
 INLINE float clipped_at_slope(clipped_at_t c, float g, float g_lo, bool has_lo) {
   return sigmoid_slope_times(c.at.sigmoid, fmin(c.z, 40.0f), g, g_lo, has_lo);
 }
+
+// Correctly rounded 16-bit outputs (devices/cpu/elementwise-inl.h's RoundedOnce, docs/accuracy.md):
+// a functor source that defines HAS_ORACLE,
+//   INLINE uint rounding_window(const float *in)  (its F32 error bound as F32 steps), and
+//   INLINE double oracle(const float *in, uint16 attribute_words)
+// (its cpu_reference functor, in double) has its output taken from the oracle, rounded once,
+// where its F32 value lies within the window of a 16-bit rounding boundary. Double needs
+// cl_khr_fp64: a device without it rounds the F32 value (docs/devices.md).
+#if (defined(STORAGE_F16) || defined(STORAGE_BF16)) && defined(cl_khr_fp64)
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#define ROUND_ONCE 1
+
+// src/core/dtype.h's roundToOddFloat: v toward zero with the last bit set where inexact, which
+// rounds to F16 or BF16 as v itself does.
+INLINE float round_to_odd_float(double v) {
+  const float nearest = (float)v;
+  if (!isfinite(v) || (double)nearest == v) return nearest;
+  uint bits = as_uint(nearest);
+  if (fabs((double)nearest) > fabs(v)) bits -= 1u;
+  return as_float(bits | 1u);
+}
+
+// convert-inl.h's NearRoundingBoundary: BF16's boundaries are the F32 values whose low 16 bits
+// are 0x8000; F16's are found by rounding |v| stepped `window` down (not below 0) and up.
+INLINE bool near_rounding_boundary(float v, uint window) {
+  if (isnan(v)) return false;
+#if defined(STORAGE_BF16)
+  const bool tiny = fabs(v) < 0x1p-100f && v != 0.0f;  // the bounds are absolute there
+  return tiny || ((as_uint(v) + window - 0x8000u) & 0xffffu) <= 2u * window;
+#else
+  const uint magnitude = as_uint(v) & 0x7fffffffu;
+  const float below = as_float(magnitude - min(magnitude, window));
+  const float above = as_float(magnitude + window);
+#if defined(__F16C__)
+  return as_ushort((_Float16)below) != as_ushort((_Float16)above);
+#else
+  return f16_from_f32(below) != f16_from_f32(above);
+#endif
+#endif
+}
+
+// The reference formulas (devices/cpu_reference/sigmoid.h, gelu.h, limits.h), in double.
+INLINE double sigmoid_exact(double x) {
+  return 1.0 / (1.0 + exp(-x));
+}
+INLINE double silu_exact(double x) {
+  return x == -INFINITY ? -0.0 : x * sigmoid_exact(x);
+}
+// gelu-tanh.h's constants, in double: sqrt(2 / pi) and 0.044715.
+INLINE double gelu_tanh_exact(double x) {
+  if (x == -INFINITY) return -0.0;
+  const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+  return x / (1.0 + exp(-2.0 * u));
+}
+INLINE double gelu_erf_exact(double x) {
+  return x == -INFINITY ? -0.0 : x * (0.5 * erfc(-x / sqrt(2.0)));
+}
+// The windows (gated-inl.h's *Activation::ValueWindow): 2K + 2 steps for silu (K = 4) and
+// gelu_erf (K = 5), and for gelu_tanh 2K (1 + max(-v, 0)) + 2 with v exp's rounded argument.
+#define SILU_WINDOW 10u
+#define GELU_ERF_WINDOW 12u
+INLINE uint gelu_tanh_window(float input) {
+  const float x = fmax(input, -13.0f);
+  const float v =
+      x * fma(x * x, INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B, INFINIOP_GELU_TANH_TWO_A);
+  return (uint)convert_int(fma(fmax(-v, 0.0f), 10.0f, 12.0f));
+}
+INLINE double times_negative_tail_exact(double a, double factor, double x) {
+  return (factor == 0.0 && isinf(a) && isfinite(x) && x < 0.0) ? -a : a * factor;
+}
+#endif

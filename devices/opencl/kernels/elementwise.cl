@@ -132,9 +132,20 @@ INLINE int paired(int k) {
     LOAD_INPUT(4, at);                                 \
     LOAD_INPUT(5, at);                                 \
     apply(out, in, attribute_words);                   \
+    ROUND_OUTPUT_ONCE();                               \
     STORE_OUTPUT(0, at, out[0]);                       \
     STORE_OUTPUT(1, at, out[NUM_OUTPUTS > 1 ? 1 : 0]); \
   } while (0)
+
+// A functor with an oracle (common.cl, ROUND_ONCE) corrects its output where F16/BF16 could round
+// it differently from the exact value.
+#if defined(ROUND_ONCE) && defined(HAS_ORACLE)
+#define ROUND_OUTPUT_ONCE()                                \
+  if (near_rounding_boundary(out[0], rounding_window(in))) \
+  out[0] = round_to_odd_float(oracle(in, attribute_words))
+#else
+#define ROUND_OUTPUT_ONCE() (void)0
+#endif
 
 // Stores 0 to the outputs at at(k): the rows a call skips (ClippedSwiglu's group_index).
 #define ZERO_AT(at)            \

@@ -17,7 +17,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
     float derivative, unscale;
     const float activation = gelu_erf(x1, &derivative, &unscale);
     grad1 = unscale_tail(out_grad * x2 * derivative, unscale);
-    grad2 = unscale_tail(out_grad * activation, unscale);
+    grad2 = unscale_product(activation, out_grad, unscale);
   }
   out[0] = grad1;
   out[1] = grad2;

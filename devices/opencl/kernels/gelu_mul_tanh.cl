@@ -9,7 +9,16 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   float y = sigmoid_at_value(gelu_tanh_at(x1), x2);
   if (!(isfinite(x1) && x1 >= GELU_TANH_TAIL_BOUND && fast_path_holds(y))) {  // the exact path
     float unscale;
-    y = unscale_tail(gelu_tanh(x1, 0, &unscale) * x2, unscale);
+    y = unscale_product(gelu_tanh(x1, 0, &unscale), x2, unscale);
   }
   out[0] = y;
 }
+#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl)
+#define HAS_ORACLE 1
+INLINE uint rounding_window(const float *in) {
+  return gelu_tanh_window(in[0]);
+}
+INLINE double oracle(const float *in, uint16 attributes) {
+  return times_negative_tail_exact(in[1], gelu_tanh_exact(in[0]), in[0]);
+}
+#endif

@@ -22,12 +22,12 @@ namespace ew = infiniop::elementwise;
 // out = first - 2 * second (one input tensor split in halves).
 struct HalvesDifference {
   static constexpr int kOutputs = 1, kInputs = 2;
-  void operator()(float &out, float first, float second) const { out = first - 2.0f * second; }
+  void operator()(double &out, float first, float second) const { out = first - 2.0f * second; }
 };
 // first, second = in, -in (one output tensor split in halves).
 struct SplitOutput {
   static constexpr int kOutputs = 2, kInputs = 1;
-  void operator()(float &first, float &second, float in) const {
+  void operator()(double &first, double &second, float in) const {
     first = in;
     second = -in;
   }
