@@ -89,41 +89,45 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundToBF16High(DF /*df*/, hn::Vec<
 }
 
 // The lanes of `v` that may round to a different 16-bit value than the exact result they stand
-// for, given that the exact result is within `window` F32 steps of v (per lane, below 2^15; the
-// integer distance of
-// their bits: docs/accuracy.md, "Correctly rounded 16-bit results"): a rounding boundary of the
-// storage type lies within `window` steps of v. A NaN is never near (its payload, which F16C
-// keeps, must not decide). Below 2^-100 (BF16 only: F16 rounds all of it to +-0) the kernels'
-// bounds are absolute, not in steps (docs/accuracy.md: the far-left tails' clamp, the pairs'
-// subnormal low parts), so every non-zero value there is near. BF16's boundaries are the F32 values
-// whose low 16 bits are 0x8000, in every binade, subnormals and the overflow threshold included.
+// for, given that the exact result is within `window` F32 steps of v (the integer distance of
+// their bits; below 2^12): a rounding boundary of the storage type lies within `window` steps of
+// v. A handful of integer operations, for every output vector of the correctly rounded operators
+// (elementwise-inl.h's RoundedOnce): where these kernels are compute-bound every operation shows.
+//
+// BF16: its boundaries are the F32 values whose low 16 bits are 0x8000, in every binade,
+// subnormals and the overflow threshold included. Non-zero values below 2^-100 are near too:
+// there the kernels' bounds are absolute, not in steps (docs/accuracy.md: the far-left tails'
+// clamp, the pairs' subnormal low parts). A NaN may be near or not: its store is the canonical
+// NaN either way.
 template <class DF>
-HWY_INLINE auto NearRoundingBoundary(DF df, hn::Vec<DF> v, hn::Vec<hn::RebindToUnsigned<DF>> window,
+HWY_INLINE auto NearRoundingBoundary(DF df, hn::Vec<DF> v, uint32_t window,
                                      const hwy::bfloat16_t *) {
-  const hn::RebindToSigned<DF> di32;
-  const auto steps = hn::BitCast(di32, window);  // below 2^15
-  const auto bits = hn::BitCast(di32, v);
+  const hn::RebindToUnsigned<DF> du32;
+  const auto bits = hn::BitCast(du32, v);
   const auto offset =
-      hn::And(hn::Add(bits, hn::Sub(steps, hn::Set(di32, 0x8000))), hn::Set(di32, 0xffff));
-  const auto near = hn::Lt(offset, hn::Add(hn::Add(steps, steps), hn::Set(di32, 1)));
-  const auto magnitude = hn::Abs(v);
-  const auto tiny =
-      hn::And(hn::Lt(magnitude, hn::Set(df, 0x1p-100f)), hn::Gt(magnitude, hn::Zero(df)));
-  return hn::AndNot(hn::IsNaN(v), hn::Or(tiny, hn::RebindMask(df, near)));
+      hn::And(hn::Add(bits, hn::Set(du32, window - 0x8000u)), hn::Set(du32, 0xffff));
+  const auto near = hn::Lt(offset, hn::Set(du32, 2 * window + 1));
+  // |v| in (0, 2^-100): the magnitude's bits minus 1 below those of 2^-100 minus 1 (unsigned, so
+  // that 0 wraps to the top).
+  const auto magnitude = hn::And(bits, hn::Set(du32, 0x7fffffffu));
+  const auto tiny = hn::Lt(hn::Sub(magnitude, hn::Set(du32, 1)), hn::Set(du32, 0x0d7fffffu));
+  return hn::RebindMask(df, hn::Or(near, tiny));
 }
 
-// F16: whether |v| stepped `window` F32 steps down (not below 0) and up round to different F16
-// values (rounding is monotonic, so every value between rounds as both ends do otherwise).
+// F16: its boundaries, for |v| >= 2^-14, are the F32 values whose low 13 bits are 0x1000 (F16's
+// overflow threshold 65520 among them). Below, |v| + 2^-14 has them there too (F16's subnormal
+// spacing 2^-24 is its spacing at 2^-14), and the addition's rounding (half a step of the sum, at
+// most one step of v) is within the window's spare step. Zero is not near; a NaN as for BF16.
 template <class DF>
-HWY_INLINE auto NearRoundingBoundary(DF df, hn::Vec<DF> v, hn::Vec<hn::RebindToUnsigned<DF>> steps,
+HWY_INLINE auto NearRoundingBoundary(DF df, hn::Vec<DF> v, uint32_t window,
                                      const hwy::float16_t *) {
   const hn::RebindToUnsigned<DF> du32;
-  const auto magnitude = hn::And(hn::BitCast(du32, v), hn::Set(du32, 0x7fffffffu));
-  const auto below = hn::Sub(hn::Max(magnitude, steps), steps);
-  const auto above = hn::Add(magnitude, steps);
-  const auto differ = hn::Not(
-      hn::Eq(F32ToF16Bits(df, hn::BitCast(df, below)), F32ToF16Bits(df, hn::BitCast(df, above))));
-  return hn::AndNot(hn::IsNaN(v), hn::RebindMask(df, differ));
+  const auto magnitude = hn::Abs(v);
+  const auto small = hn::Lt(magnitude, hn::Set(df, 0x1p-14f));
+  const auto shifted = hn::IfThenElse(small, hn::Add(magnitude, hn::Set(df, 0x1p-14f)), magnitude);
+  const auto offset = hn::And(hn::Add(hn::BitCast(du32, shifted), hn::Set(du32, window - 0x1000u)),
+                              hn::Set(du32, 0x1fff));
+  return hn::RebindMask(df, hn::Lt(offset, hn::Set(du32, 2 * window + 1)));
 }
 
 // One vector: Lanes(df) elements.

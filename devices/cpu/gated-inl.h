@@ -10,6 +10,8 @@
 #define INFINIOP_CPU_GATED_INL_H_
 #endif
 
+#include <type_traits>
+
 #include "cpu/math-inl.h"
 #include "cpu_reference/gated.h"
 #include "cpu_reference/gelu.h"
@@ -41,26 +43,36 @@ HWY_NOINLINE void GatedBackwardExact(D d, V out_grad, V x1, V x2, V &grad1, V &g
 }
 
 // The F32 steps within which a forward value x2 act(x1) (or act(x) alone) lies of the exact one
-// (elementwise-inl.h's RoundedOnce): its bound K u (1 + c) |value| (docs/accuracy.md; the value
-// never cancels) is within 2K (1 + c) steps of the value, a step in the binade below being half
-// as large, plus one for a subnormal's absolute 2^-149 and one to spare.
+// (elementwise-inl.h's RoundedOnce): its bound K u |value| (docs/accuracy.md; the value never
+// cancels, and c = 0) is within 2K steps of the value, a step in the binade below being half as
+// large, plus one for a subnormal's absolute 2^-149 and one to spare.
 constexpr uint32_t RoundingWindow(int k) {
   return static_cast<uint32_t>(2 * k + 2);
 }
 
+// The oracle of a forward functor: the reference's, in double, where the activation's values are
+// correctly rounded (kValueWindow), else none.
+template <class Activation, class Reference>
+using ValueOracle = std::conditional_t<Activation::kValueWindow != 0, Reference, void>;
+
 template <class Activation>
 struct Gated {
   static constexpr int kOutputs = 1, kInputs = 2;  // out <- (x1, x2)
-  using Oracle = cpu_reference::Gated<Activation::kExact>;
-  template <class D, class V>
-  HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> RoundingWindow(D d, V x1, V /*x2*/) const {
-    return Activation::ValueWindow(d, x1);
-  }
+  using Oracle = ValueOracle<Activation, cpu_reference::Gated<Activation::kExact>>;
+  static constexpr uint32_t kRoundingWindow = Activation::kValueWindow;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &out, V x1, V x2) const {
     const typename Activation::template At<V> act(d, x1);
     out = act.Value(d, x2);
+    if (HWY_UNLIKELY(!FastPathHolds(d, x1, x1, Activation::kTailBound, out))) {
+      out = GatedExact<Activation>(d, x1, x2, out);
+    }
+  }
+  // For a 16-bit output (RoundedOnce): the activation's evaluation within kRoundingWindow.
+  template <class D, class V>
+  HWY_INLINE void ToRound(D d, V &out, V x1, V x2) const {
+    out = Activation::ValueToRound(d, x1, x2);
     if (HWY_UNLIKELY(!FastPathHolds(d, x1, x1, Activation::kTailBound, out))) {
       out = GatedExact<Activation>(d, x1, x2, out);
     }
@@ -91,9 +103,11 @@ struct SiluActivation {
   using At = SiluAt<V>;
   static constexpr float kTailBound = kSiluTailBound;
   static constexpr double (*kExact)(double) = cpu_reference::silu;
+  // The 16-bit path's own evaluation (SiluValueToRound: 5u, not SwiGlu's K = 4).
+  static constexpr uint32_t kValueWindow = RoundingWindow(7);
   template <class D, class V>
-  static HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> ValueWindow(D /*d*/, V /*x*/) {
-    return hn::Set(hn::RebindToUnsigned<D>(), RoundingWindow(4));  // SwiGlu's K, c = 0
+  static HWY_INLINE V ValueToRound(D d, V x, V g) {
+    return SiluValueToRound(d, x, g);
   }
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x, V *derivative, V *unscale) const {
@@ -105,10 +119,11 @@ struct GeluErfActivation {
   using At = GeluErfAt<V>;
   static constexpr float kTailBound = kGeluErfTailBound;
   static constexpr double (*kExact)(double) = cpu_reference::geluErf;
+  // The 16-bit path's own evaluation (GeluErfValueToRound: K = 9, not GeluMul's 5).
+  static constexpr uint32_t kValueWindow = RoundingWindow(9);
   template <class D, class V>
-  static HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> ValueWindow(D /*d*/, V /*x*/) {
-    // GeluMul's K (Gelu's is 4); c = 0: x^2 / 2 reaches exp as an exact pair.
-    return hn::Set(hn::RebindToUnsigned<D>(), RoundingWindow(5));
+  static HWY_INLINE V ValueToRound(D d, V x, V g) {
+    return GeluErfValueToRound(d, x, g);
   }
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x, V *derivative, V *unscale) const {
@@ -120,19 +135,10 @@ struct GeluTanhActivation {
   using At = GeluTanhAt<V>;
   static constexpr float kTailBound = kGeluTanhTailBound;
   static constexpr double (*kExact)(double) = cpu_reference::geluTanh;
-  // GeluMul's K = 5 with c = max(-v, 0), v = 2a (x + b x^3) the rounded argument of exp: for
-  // v < 0 its rounding moves the value by |v| times as much; for v >= 0 by (1 - s) v <= 0.28
-  // times, within K. x is clamped at -13 as the exact path clamps it (v = -177.5).
-  template <class D, class V>
-  static HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> ValueWindow(D d, V input) {
-    const V x = hn::Max(input, hn::Set(d, -13.0f));  // and NaN -> -13
-    const V v = hn::Mul(
-        x, Fma(d, hn::Mul(x, x), hn::Set(d, INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B),
-               hn::Set(d, INFINIOP_GELU_TANH_TWO_A)));
-    const V c = hn::Max(hn::Neg(v), hn::Zero(d));
-    const V steps = Fma(d, c, hn::Set(d, 10.0f), hn::Set(d, static_cast<float>(RoundingWindow(5))));
-    return hn::BitCast(hn::RebindToUnsigned<D>(), hn::ConvertTo(hn::RebindToSigned<D>(), steps));
-  }
+  // Not correctly rounded (0): exp's argument v = 2a (x + b x^3) is rounded (and so are a and b),
+  // so the bound is K u (1 + |v|) |value|, a window of up to 1,800 steps; on [-10, 10] a third
+  // of the values need a wide one, and with it BF16 GeluMul ran at 0.3-0.4x (docs/accuracy.md).
+  static constexpr uint32_t kValueWindow = 0;
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x, V *derivative, V *unscale) const {
     return GeluTanh(d, x, derivative, unscale);

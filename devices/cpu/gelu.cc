@@ -25,15 +25,20 @@ HWY_NOINLINE V ActivatedExact(D d, V input, V output) {  // out of line, as Gate
 template <class Activation>
 struct Activated {
   static constexpr int kOutputs = 1, kInputs = 1;  // output <- input
-  using Oracle = cpu_reference::Activated<Activation::kExact>;
-  template <class D, class V>
-  HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> RoundingWindow(D d, V input) const {
-    return Activation::ValueWindow(d, input);
-  }
+  using Oracle = ValueOracle<Activation, cpu_reference::Activated<Activation::kExact>>;
+  static constexpr uint32_t kRoundingWindow = Activation::kValueWindow;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &output, V input) const {
     output = typename Activation::template At<V>(d, input).Value(d);
+    if (HWY_UNLIKELY(!FastPathHolds(d, input, input, Activation::kTailBound, output))) {
+      output = ActivatedExact<Activation>(d, input, output);
+    }
+  }
+  // For a 16-bit output (RoundedOnce): the activation's evaluation within kRoundingWindow.
+  template <class D, class V>
+  HWY_INLINE void ToRound(D d, V &output, V input) const {
+    output = Activation::ValueToRound(d, input, hn::Set(d, 1.0f));
     if (HWY_UNLIKELY(!FastPathHolds(d, input, input, Activation::kTailBound, output))) {
       output = ActivatedExact<Activation>(d, input, output);
     }

@@ -86,6 +86,22 @@ HWY_INLINE V Quotient(D d, V n, V y) {
   return Fma(d, NegFma(d, q, y, n), r, q);
 }
 
+// 1 / y from the hardware's estimate and one Newton step: within 2^-16 for any estimate of at
+// least 8 bits (NEON's and SVE's are the coarsest; rcp14 is 14, rcpps 11.4), nothing assumed
+// beyond. Target-dependent: for the 16-bit paths only (ToRound), whose bits do not depend on it.
+template <class D, class V>
+HWY_INLINE V ReciprocalToRound(D d, V y) {
+  return Reciprocal(d, y, hn::ApproximateReciprocal(y));
+}
+
+// n / y as Quotient, from ReciprocalToRound: within u plus 2^-32.
+template <class D, class V>
+HWY_INLINE V QuotientToRound(D d, V n, V y) {
+  const V r = ReciprocalToRound(d, y);
+  const V q = hn::Mul(n, r);
+  return Fma(d, NegFma(d, q, y, n), r, q);
+}
+
 // sigmoid(v) = 1 / (1 + e), e = exp(-v), for v >= -87 (callers clamp there, where they also
 // clamp what multiplies sigmoid) and clamped here at 60: beyond, sigmoid is 1 and its slope e^-60
 // is below any rounding of the terms it joins (|c| e^-60 < 2^-70 for every caller's c), and
@@ -335,6 +351,19 @@ struct SiluAt {
   Sigmoid<V> sigmoid;
 };
 
+// g silu(x) for a 16-bit output that RoundedOnce corrects (elementwise-inl.h): its bits do not
+// depend on this evaluation, only its bound does, so it needs neither the pairs' low parts nor
+// the target-independent reciprocal. e within 2u (ExpOfMinus; its weight e / (1 + e) <= 1),
+// 1 + e and g x rounded (u each), their quotient (QuotientToRound: u): within 5u |g silu(x)| on
+// every target (3.7u measured), inside SiluActivation::kValueWindow (K = 7). Finite x at or
+// above the tail bound, as SiluAt.
+template <class D, class V>
+HWY_INLINE V SiluValueToRound(D d, V input, V g) {
+  const V x = hn::Max(input, hn::Set(d, -87.0f));
+  const V den = hn::Add(hn::Set(d, 1.0f), ExpOfMinus(d, hn::Min(x, hn::Set(d, 60.0f))));
+  return QuotientToRound(d, hn::Mul(g, x), den);
+}
+
 // gelu_tanh(x) = x sigmoid(v), v = 2a (x + b x^3), clamped as GeluTanh; c = x v'.
 template <class V>
 struct GeluTanhAt {
@@ -368,8 +397,8 @@ struct GeluTanhAt {
 };
 
 // W = 2 + a R(a) / P(a) of gelu_erf's F = k a + W (math_constants.h): R and P interleaved by
-// Horner, R / P one corrected quotient.
-template <class D, class V>
+// Horner, R / P one corrected quotient (QuotientToRound's where kToRound).
+template <bool kToRound = false, class D, class V>
 HWY_INLINE V ErfW(D d, V a) {
   V r = hn::Set(d, INFINIOP_ERF_R3), p = hn::Set(d, INFINIOP_ERF_P4);
   p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P3));
@@ -379,7 +408,7 @@ HWY_INLINE V ErfW(D d, V a) {
   p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P1));
   r = Fma(d, r, a, hn::Set(d, INFINIOP_ERF_R0));
   p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P0));
-  return Fma(d, a, Quotient(d, r, p), hn::Set(d, 2.0f));
+  return Fma(d, a, kToRound ? QuotientToRound(d, r, p) : Quotient(d, r, p), hn::Set(d, 2.0f));
 }
 
 // gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x), from one exp: with a = |x|,
@@ -430,6 +459,27 @@ HWY_INLINE V GeluErf(D d, V input, V *derivative, V *unscale) {
   *derivative = ZeroAtMinusInfNaNAtNaN(
       d, input, Fma(d, hn::Mul(capped, e), hn::Set(d, INFINIOP_INV_SQRT_2PI), cdf));
   return ProductAtNonFinite(d, input, hn::Mul(x, cdf));
+}
+
+// g gelu_erf(x) for a 16-bit output that RoundedOnce corrects (as SiluValueToRound): GeluErfAt's
+// formula with x^2 / 2 still an exact pair into exp (so c stays 0), but no low parts after it,
+// F = k a + W as one fma, and the quotients from QuotientToRound. The roundings add up to 11u at
+// worst (exp 2, the fit 1.3, W 2.7, F 1, e / F 2, 1 - T 1, the products 2), and measure 5.0u at
+// most (4M vectors, x in [-90, 90] down to 1e-3, AVX3, AVX2 and SSSE3):
+// GeluErfActivation::kValueWindow takes K = 9. Finite x at or above the tail bound, as GeluErfAt.
+template <class D, class V>
+HWY_INLINE V GeluErfValueToRound(D d, V input, V g) {
+  const V clamp = hn::Set(d, INFINIOP_ERF_CLAMP);
+  const V x = hn::Max(input, hn::Neg(clamp));
+  const V a = hn::Min(hn::Abs(x), clamp);
+  const V half_a = hn::Mul(a, hn::Set(d, 0.5f));
+  V h_lo;
+  const V h = ProductPair(d, half_a, a, &h_lo);
+  const V e = ExpOfMinus(d, h, &h_lo);
+  const V f = Fma(d, hn::Set(d, INFINIOP_ERF_K), a, ErfW<true>(d, a));
+  const V t = QuotientToRound(d, e, f);  // Phi(-|x|)
+  const V cdf = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), t, hn::Sub(hn::Set(d, 1.0f), t));
+  return hn::Mul(hn::Mul(g, x), cdf);
 }
 
 // a + b as the pair sum + *lo exactly (Knuth's TwoSum: no order of magnitudes needed).

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "accuracy.h"
+#include "core/dtype.h"
 #include "device_memory.h"
 #include "device_param.h"
 #include "silu_truth.h"
@@ -92,9 +93,9 @@ TEST_P(DeviceTest, SwiGluBackwardWorkedExample) {
 }
 
 // Exact where exact is representable, on every target (docs/accuracy.md): silu(x) = x wherever
-// sigmoid(x) rounds to 1 (x > 17.33), silu'(0) = 1/2, and so F16/BF16 round the true product:
-// silu(20) * 10.875 = 217.5 is 218 in BF16 (nearest even), where the AVX2 and SSE4 kernels'
-// sigmoid(20) = 0.99999994 gave 217.
+// sigmoid(x) rounds to 1 (x > 17.33), so F32 gives x1 x2, and silu'(0) = 1/2. F16/BF16 are the
+// exact value rounded once ("Correctly rounded 16-bit results"): silu(20) 10.875 is 217.5 less
+// 4.5e-7, 217 in BF16, where rounding F32's 217.5 would tie to 218.
 TEST_P(DeviceTest, SwiGluExactWhereRepresentable) {
   const float x1[] = {0, 17.5f, 20, 50, 88}, x2[] = {3, 3, 10.875f, -2, 1};
   const size_t n = sizeof(x1) / sizeof(x1[0]);
@@ -102,7 +103,11 @@ TEST_P(DeviceTest, SwiGluExactWhereRepresentable) {
     SCOPED_TRACE(infiniop::dtypeName(dtype));
     TensorBuffer x({n, 2}, dtype), y({n, 1}, dtype), expected({n, 1}, dtype);
     x.fill([&](size_t i) { return i % 2 ? x2[i / 2] : x1[i / 2]; });
-    expected.fill([&](size_t i) { return x1[i] * x2[i]; });  // exact in F32, rounded once
+    expected.fill([&](size_t i) {  // x1 x2 in F32 (exact); F16/BF16 the exact value, rounded once
+      if (dtype == INFINI_DTYPE_F32) return x1[i] * x2[i];
+      const double x = x1[i];
+      return infiniop::roundToOddFloat(x * x2[i] / (1.0 + std::exp(-x)));
+    });
     y.poison();
     ASSERT_EQ(runForward(handle(), y, x, -1), INFINI_STATUS_SUCCESS) << last_error;
     for (size_t i = 0; i < n; ++i) EXPECT_EQ(y.get(i), expected.get(i)) << "x1=" << x1[i];

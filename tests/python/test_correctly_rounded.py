@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Correctly rounded 16-bit results (docs/accuracy.md, "Correctly rounded 16-bit results"): the
-F16 and BF16 outputs of SwiGlu, GeluMul and Gelu (erf and tanh) are the float64 value rounded
-once to nearest even, on every device and cpu target, bit for bit.
+F16 and BF16 outputs of SwiGlu, and of GeluMul and Gelu with approximate="none", are the float64
+value rounded once to nearest even, on every device and cpu target, bit for bit (the tanh form
+is not yet: docs/accuracy.md says why).
 
-Oracle: PyTorch in float64 (silu; x Phi(x) with Phi from erfc, which keeps the left tail; the
-tanh form as x / (1 + exp(-2u)), the formula of SEMANTICS.md without tanh's cancellation),
+Oracle: PyTorch in float64 (silu; x Phi(x) with Phi from erfc, which keeps the left tail),
 rounded once to the 16-bit type here (F16 by numpy, which rounds float64 directly; BF16 through
 an F32 rounded to odd, which rounds as the float64 value does). The data are signed: the
 suite's mix, [-100, 100], products that land exactly on a rounding boundary, and specials; a
@@ -59,13 +59,7 @@ def gelu_erf64(x):
     return torch.where(x == -np.inf, torch.tensor(-0.0, dtype=torch.float64), x * phi)
 
 
-def gelu_tanh64(x):
-    u = np.sqrt(2.0 / np.pi) * (x + 0.044715 * x * x * x)
-    return torch.where(x == -np.inf, torch.tensor(-0.0, dtype=torch.float64),
-                       x / (1.0 + torch.exp(-2.0 * u)))
-
-
-GELU64 = {"none": gelu_erf64, "tanh": gelu_tanh64}
+GELU64 = {"none": gelu_erf64}
 
 
 def times_tail(a, factor, x):
@@ -116,7 +110,7 @@ def test_swiglu(device, dtype):
     check(infiniop.swiglu(x, dim=0, **on(device)), truth, dtype, "swiglu")
 
 
-@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("approximate", ["none"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("device", DEVICES)
 def test_gelu_mul(device, dtype, approximate):
@@ -126,7 +120,7 @@ def test_gelu_mul(device, dtype, approximate):
     check(infiniop.gelu_mul(x, approximate=approximate, **on(device)), truth, dtype, "gelu_mul")
 
 
-@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("approximate", ["none"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("device", DEVICES)
 def test_gelu(device, dtype, approximate):

@@ -574,21 +574,17 @@ INLINE float round_to_odd_float(double v) {
 }
 
 // convert-inl.h's NearRoundingBoundary: BF16's boundaries are the F32 values whose low 16 bits
-// are 0x8000; F16's are found by rounding |v| stepped `window` down (not below 0) and up.
+// are 0x8000 (and non-zero values below 2^-100 are near); F16's, those whose low 13 bits are
+// 0x1000, for |v| below 2^-14 after adding 2^-14.
 INLINE bool near_rounding_boundary(float v, uint window) {
-  if (isnan(v)) return false;
 #if defined(STORAGE_BF16)
-  const bool tiny = fabs(v) < 0x1p-100f && v != 0.0f;  // the bounds are absolute there
-  return tiny || ((as_uint(v) + window - 0x8000u) & 0xffffu) <= 2u * window;
+  const uint bits = as_uint(v);
+  const bool tiny = (bits & 0x7fffffffu) - 1u < 0x0d7fffffu;
+  return tiny || ((bits + window - 0x8000u) & 0xffffu) <= 2u * window;
 #else
-  const uint magnitude = as_uint(v) & 0x7fffffffu;
-  const float below = as_float(magnitude - min(magnitude, window));
-  const float above = as_float(magnitude + window);
-#if defined(__F16C__)
-  return as_ushort((_Float16)below) != as_ushort((_Float16)above);
-#else
-  return f16_from_f32(below) != f16_from_f32(above);
-#endif
+  const float magnitude = fabs(v);
+  const float shifted = magnitude < 0x1p-14f ? magnitude + 0x1p-14f : magnitude;
+  return ((as_uint(shifted) + window - 0x1000u) & 0x1fffu) <= 2u * window;
 #endif
 }
 
@@ -599,25 +595,12 @@ INLINE double sigmoid_exact(double x) {
 INLINE double silu_exact(double x) {
   return x == -INFINITY ? -0.0 : x * sigmoid_exact(x);
 }
-// gelu-tanh.h's constants, in double: sqrt(2 / pi) and 0.044715.
-INLINE double gelu_tanh_exact(double x) {
-  if (x == -INFINITY) return -0.0;
-  const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
-  return x / (1.0 + exp(-2.0 * u));
-}
 INLINE double gelu_erf_exact(double x) {
   return x == -INFINITY ? -0.0 : x * (0.5 * erfc(-x / sqrt(2.0)));
 }
-// The windows (gated-inl.h's *Activation::ValueWindow): 2K + 2 steps for silu (K = 4) and
-// gelu_erf (K = 5), and for gelu_tanh 2K (1 + max(-v, 0)) + 2 with v exp's rounded argument.
+// The windows (gated-inl.h's *Activation::kValueWindow): 2K + 2 steps, silu K = 4, gelu_erf 5.
 #define SILU_WINDOW 10u
 #define GELU_ERF_WINDOW 12u
-INLINE uint gelu_tanh_window(float input) {
-  const float x = fmax(input, -13.0f);
-  const float v =
-      x * fma(x * x, INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B, INFINIOP_GELU_TANH_TWO_A);
-  return (uint)convert_int(fma(fmax(-v, 0.0f), 10.0f, 12.0f));
-}
 INLINE double times_negative_tail_exact(double a, double factor, double x) {
   return (factor == 0.0 && isinf(a) && isfinite(x) && x < 0.0) ? -a : a * factor;
 }

@@ -14,12 +14,3 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   }
   out[0] = y;
 }
-#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl)
-#define HAS_ORACLE 1
-INLINE uint rounding_window(const float *in) {
-  return gelu_tanh_window(in[0]);
-}
-INLINE double oracle(const float *in, uint16 attributes) {
-  return gelu_tanh_exact(in[0]);
-}
-#endif
