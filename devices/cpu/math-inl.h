@@ -77,13 +77,18 @@ HWY_INLINE V ProductError(D d, V a, V b, V product) {
   return FmaSub(d, a, b, product);
 }
 
+// n / y from r, an estimate of 1 / y: n r corrected once by its exact remainder.
+template <class D, class V>
+HWY_INLINE V CorrectedQuotient(D d, V n, V y, V r) {
+  const V q = hn::Mul(n, r);
+  return Fma(d, NegFma(d, q, y, n), r, q);
+}
+
 // n / y for a positive normal y within 0.5 ulp + 2^-27: the quotient of y's estimate corrected
 // once by its exact remainder (as Sigmoid::Times).
 template <class D, class V>
 HWY_INLINE V Quotient(D d, V n, V y) {
-  const V r = ReciprocalEstimate(d, y);
-  const V q = hn::Mul(n, r);
-  return Fma(d, NegFma(d, q, y, n), r, q);
+  return CorrectedQuotient(d, n, y, ReciprocalEstimate(d, y));
 }
 
 // 1 / y from the hardware's estimate and one Newton step: within 2^-16 for any estimate of at
@@ -97,9 +102,7 @@ HWY_INLINE V ReciprocalToRound(D d, V y) {
 // n / y as Quotient, from ReciprocalToRound: within u plus 2^-32.
 template <class D, class V>
 HWY_INLINE V QuotientToRound(D d, V n, V y) {
-  const V r = ReciprocalToRound(d, y);
-  const V q = hn::Mul(n, r);
-  return Fma(d, NegFma(d, q, y, n), r, q);
+  return CorrectedQuotient(d, n, y, ReciprocalToRound(d, y));
 }
 
 // sigmoid(v) = 1 / (1 + e), e = exp(-v), for v >= -87 (callers clamp there, where they also
