@@ -11,6 +11,7 @@
 #define INFINIOP_CPU_CONVERT_INL_H_
 #endif
 
+#include "cpu/x86_bf16-inl.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -170,6 +171,10 @@ HWY_INLINE void StoreF32(DF df, hn::Vec<DF> v, float *p) {
 // One vector rounded to 16-bit storage: Lanes(df) U16 lanes, what StoreF32 writes.
 template <class DF>
 HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> Bits16(DF df, hn::Vec<DF> v, const hwy::bfloat16_t *) {
+#if INFINIOP_X86_BF16
+  hn::Vec<hn::Rebind<uint16_t, DF>> bits;
+  if (X86Bf16Bits(df, v, bits)) return bits;
+#endif
   v = CanonicalNaN(df, v);
   return hn::TruncateTo(hn::Rebind<uint16_t, DF>(), hn::ShiftRight<16>(RoundToBF16High(df, v)));
 }
@@ -231,6 +236,10 @@ template <class DF>
 HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PairBits(DF df, hn::Vec<DF> even, hn::Vec<DF> odd,
                                                       const hwy::bfloat16_t *) {
   const hn::RebindToUnsigned<DF> du32;
+#if INFINIOP_X86_BF16
+  hn::Vec<decltype(du32)> bits;
+  if (X86Bf16PairBits(df, even, odd, bits)) return bits;
+#endif
   even = CanonicalNaN(df, even);
   odd = CanonicalNaN(df, odd);
 #if HWY_TARGET == HWY_SCALAR  // one lane has no 16-bit lanes to pair
