@@ -11,6 +11,8 @@
 #define INFINIOP_CPU_CONVERT_INL_H_
 #endif
 
+#include <type_traits>
+
 #include "cpu/x86_bf16-inl.h"
 #include "hwy/highway.h"
 
@@ -89,29 +91,48 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundToBF16High(DF /*df*/, hn::Vec<
   return hn::Add(bits, hn::Add(odd, hn::Set(du32, 0x7fff)));
 }
 
+// A rounding window as a vector of U32 lanes: one for every lane, or each lane its own.
+template <class DU>
+HWY_INLINE hn::Vec<DU> WindowLanes(DU du, uint32_t window) {
+  return hn::Set(du, window);
+}
+template <class DU>
+HWY_INLINE hn::Vec<DU> WindowLanes(DU /*du*/, hn::Vec<DU> window) {
+  return window;
+}
+
+// The bits of the smallest |v| that the BF16 test below need not take as near whatever its
+// window, less 1: with one window for all lanes, 2^-100 (that window is a relative bound, and
+// some paths' bounds are absolute down there); a functor with a window per lane widens it itself
+// where its bound is absolute (up to 2^15 steps: every lane near), so only the F32 subnormals,
+// where no relative bound holds, are near regardless.
+template <class Window>
+constexpr uint32_t kTinyBits = std::is_same_v<Window, uint32_t> ? 0x0d7fffffu : 0x007fffffu;
+
 // The lanes of `v` that may round to a different 16-bit value than the exact result they stand
 // for, given that the exact result is within `window` F32 steps of v (the integer distance of
-// their bits; below 2^12): a rounding boundary of the storage type lies within `window` steps of
-// v. A handful of integer operations, for every output vector of the correctly rounded operators
-// (elementwise-inl.h's RoundedOnce): where these kernels are compute-bound every operation shows.
+// their bits; below 2^12; one for all lanes or a vector of U32 lanes, each its own): a rounding
+// boundary of the storage type lies within `window` steps of v. A handful of integer operations,
+// for every output vector of the correctly rounded operators (elementwise-inl.h's RoundedOnce):
+// where these kernels are compute-bound every operation shows.
 //
 // BF16: its boundaries are the F32 values whose low 16 bits are 0x8000, in every binade,
-// subnormals and the overflow threshold included. Non-zero values below 2^-100 are near too:
-// there the kernels' bounds are absolute, not in steps (docs/accuracy.md: the far-left tails'
-// clamp, the pairs' subnormal low parts). A NaN may be near or not: its store is the canonical
-// NaN either way.
-template <class DF>
-HWY_INLINE auto NearRoundingBoundary(DF df, hn::Vec<DF> v, uint32_t window,
-                                     const hwy::bfloat16_t *) {
+// subnormals and the overflow threshold included. Non-zero values below 2^-100 (kTinyBits) are
+// near too: there the kernels' bounds are absolute, not in steps (docs/accuracy.md: the far-left
+// tails' clamp, the pairs' subnormal low parts). A NaN may be near or not: its store is the
+// canonical NaN either way.
+template <class DF, class Window>
+HWY_INLINE auto NearRoundingBoundary(DF df, hn::Vec<DF> v, Window window, const hwy::bfloat16_t *) {
   const hn::RebindToUnsigned<DF> du32;
+  const auto lanes = WindowLanes(du32, window);
   const auto bits = hn::BitCast(du32, v);
   const auto offset =
-      hn::And(hn::Add(bits, hn::Set(du32, window - 0x8000u)), hn::Set(du32, 0xffff));
-  const auto near = hn::Lt(offset, hn::Set(du32, 2 * window + 1));
-  // |v| in (0, 2^-100): the magnitude's bits minus 1 below those of 2^-100 minus 1 (unsigned, so
+      hn::And(hn::Add(bits, hn::Sub(lanes, hn::Set(du32, 0x8000u))), hn::Set(du32, 0xffff));
+  const auto near = hn::Lt(offset, hn::Add(hn::Add(lanes, lanes), hn::Set(du32, 1)));
+  // |v| in (0, 2^-100) (or 2^-126): the magnitude's bits minus 1 below kTinyBits (unsigned, so
   // that 0 wraps to the top).
   const auto magnitude = hn::And(bits, hn::Set(du32, 0x7fffffffu));
-  const auto tiny = hn::Lt(hn::Sub(magnitude, hn::Set(du32, 1)), hn::Set(du32, 0x0d7fffffu));
+  const auto tiny = hn::Lt(hn::Sub(magnitude, hn::Set(du32, 1)), hn::Set(du32, kTinyBits<Window>));
   return hn::RebindMask(df, hn::Or(near, tiny));
 }
 
@@ -119,16 +140,17 @@ HWY_INLINE auto NearRoundingBoundary(DF df, hn::Vec<DF> v, uint32_t window,
 // overflow threshold 65520 among them). Below, |v| + 2^-14 has them there too (F16's subnormal
 // spacing 2^-24 is its spacing at 2^-14), and the addition's rounding (half a step of the sum, at
 // most one step of v) is within the window's spare step. Zero is not near; a NaN as for BF16.
-template <class DF>
-HWY_INLINE auto NearRoundingBoundary(DF df, hn::Vec<DF> v, uint32_t window,
-                                     const hwy::float16_t *) {
+template <class DF, class Window>
+HWY_INLINE auto NearRoundingBoundary(DF df, hn::Vec<DF> v, Window window, const hwy::float16_t *) {
   const hn::RebindToUnsigned<DF> du32;
+  const auto lanes = WindowLanes(du32, window);
   const auto magnitude = hn::Abs(v);
   const auto small = hn::Lt(magnitude, hn::Set(df, 0x1p-14f));
   const auto shifted = hn::IfThenElse(small, hn::Add(magnitude, hn::Set(df, 0x1p-14f)), magnitude);
-  const auto offset = hn::And(hn::Add(hn::BitCast(du32, shifted), hn::Set(du32, window - 0x1000u)),
-                              hn::Set(du32, 0x1fff));
-  return hn::RebindMask(df, hn::Lt(offset, hn::Set(du32, 2 * window + 1)));
+  const auto offset =
+      hn::And(hn::Add(hn::BitCast(du32, shifted), hn::Sub(lanes, hn::Set(du32, 0x1000u))),
+              hn::Set(du32, 0x1fff));
+  return hn::RebindMask(df, hn::Lt(offset, hn::Add(hn::Add(lanes, lanes), hn::Set(du32, 1))));
 }
 
 // One vector: Lanes(df) elements.

@@ -44,7 +44,8 @@ HWY_INLINE void ApplyTwo(const Functor &f, D d, V (&even_out)[kOut], V (&odd_out
   if constexpr (RoundsOnceTrait<Functor>::value) {
     f.f.ToRound(d, even_out[Out]..., even_in[In]...);
     f.f.ToRound(d, odd_out[Out]..., odd_in[In]...);
-    const auto near_even = f.Near(d, even_out[0]), near_odd = f.Near(d, odd_out[0]);
+    const auto near_even = f.Near(d, even_out[0], even_in[In]...);
+    const auto near_odd = f.Near(d, odd_out[0], odd_in[In]...);
     if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Or(near_even, near_odd)))) {
       even_out[0] = f.FromOracle(d, near_even, even_out[0], even_in[In]...);
       odd_out[0] = f.FromOracle(d, near_odd, odd_out[0], odd_in[In]...);
@@ -304,7 +305,7 @@ constexpr bool IsPaired() {
 // Correctly rounded 16-bit outputs (Ziv's strategy; docs/accuracy.md). A functor may declare
 //   using Oracle = <its cpu_reference functor, which computes in double; void: none>;
 //   void ToRound(D, V &out, V in...) const;  // its evaluation for 16-bit outputs, within:
-//   static constexpr uint32_t kRoundingWindow = <that evaluation's bound as F32 steps>;
+//   RoundingWindow(D, V in...) const;  // that bound as F32 steps: a uint32_t, or U32 lanes
 // The 16-bit bits do not depend on ToRound's evaluation, only on its bound holding, so it may
 // be cheaper than the F32 path and differ by target (SwiGlu's uses the hardware's reciprocal
 // estimate).
@@ -363,9 +364,10 @@ struct RoundedOnce {
   Functor f;
   OracleOf<Functor> oracle;
 
-  template <class D, class V>
-  HWY_INLINE auto Near(D d, V out) const {
-    return NearRoundingBoundary(d, out, Functor::kRoundingWindow, static_cast<const T *>(nullptr));
+  template <class D, class V, class... In>
+  HWY_INLINE auto Near(D d, V out, In... in) const {
+    return NearRoundingBoundary(d, out, f.RoundingWindow(d, in...),
+                                static_cast<const T *>(nullptr));
   }
   template <class D, class M, class V, class... In>
   HWY_INLINE V FromOracle(D d, M near, V out, In... in) const {
@@ -374,7 +376,7 @@ struct RoundedOnce {
   template <class D, class V, class... In>
   HWY_INLINE void operator()(D d, V &out, In... in) const {
     f.ToRound(d, out, in...);
-    const auto near = Near(d, out);
+    const auto near = Near(d, out, in...);
     if (HWY_UNLIKELY(!hn::AllFalse(d, near))) out = FromOracle(d, near, out, in...);
   }
 };

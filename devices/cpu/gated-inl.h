@@ -51,15 +51,14 @@ constexpr uint32_t RoundingWindow(int k) {
 }
 
 // The oracle of a forward functor: the reference's, in double, where the activation's values are
-// correctly rounded (kValueWindow), else none.
+// correctly rounded (kRoundsOnce), else none.
 template <class Activation, class Reference>
-using ValueOracle = std::conditional_t<Activation::kValueWindow != 0, Reference, void>;
+using ValueOracle = std::conditional_t<Activation::kRoundsOnce, Reference, void>;
 
 template <class Activation>
 struct Gated {
   static constexpr int kOutputs = 1, kInputs = 2;  // out <- (x1, x2)
   using Oracle = ValueOracle<Activation, cpu_reference::Gated<Activation::kExact>>;
-  static constexpr uint32_t kRoundingWindow = Activation::kValueWindow;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &out, V x1, V x2) const {
@@ -69,7 +68,11 @@ struct Gated {
       out = GatedExact<Activation>(d, x1, x2, out);
     }
   }
-  // For a 16-bit output (RoundedOnce): the activation's evaluation within kRoundingWindow.
+  // For a 16-bit output (RoundedOnce): the activation's evaluation, within RoundingWindow.
+  template <class D, class V>
+  HWY_INLINE auto RoundingWindow(D d, V x1, V /*x2*/) const {
+    return Activation::ValueWindow(d, x1);
+  }
   template <class D, class V>
   HWY_INLINE void ToRound(D d, V &out, V x1, V x2) const {
     out = Activation::ValueToRound(d, x1, x2);
@@ -104,7 +107,11 @@ struct SiluActivation {
   static constexpr float kTailBound = kSiluTailBound;
   static constexpr double (*kExact)(double) = cpu_reference::silu;
   // The 16-bit path's own evaluation (SiluValueToRound: 5u, not SwiGlu's K = 4).
-  static constexpr uint32_t kValueWindow = RoundingWindow(7);
+  static constexpr bool kRoundsOnce = true;
+  template <class D, class V>
+  static HWY_INLINE uint32_t ValueWindow(D, V) {
+    return RoundingWindow(7);
+  }
   template <class D, class V>
   static HWY_INLINE V ValueToRound(D d, V x, V g) {
     return SiluValueToRound(d, x, g);
@@ -120,7 +127,11 @@ struct GeluErfActivation {
   static constexpr float kTailBound = kGeluErfTailBound;
   static constexpr double (*kExact)(double) = cpu_reference::geluErf;
   // The 16-bit path's own evaluation (GeluErfValueToRound: K = 9, not GeluMul's 5).
-  static constexpr uint32_t kValueWindow = RoundingWindow(9);
+  static constexpr bool kRoundsOnce = true;
+  template <class D, class V>
+  static HWY_INLINE uint32_t ValueWindow(D, V) {
+    return RoundingWindow(9);
+  }
   template <class D, class V>
   static HWY_INLINE V ValueToRound(D d, V x, V g) {
     return GeluErfValueToRound(d, x, g);
@@ -135,10 +146,17 @@ struct GeluTanhActivation {
   using At = GeluTanhAt<V>;
   static constexpr float kTailBound = kGeluTanhTailBound;
   static constexpr double (*kExact)(double) = cpu_reference::geluTanh;
-  // Not correctly rounded (0): exp's argument v = 2a (x + b x^3) is rounded (and so are a and b),
-  // so the bound is K u (1 + |v|) |value|, a window of up to 1,800 steps; on [-10, 10] a third
-  // of the values need a wide one, and with it BF16 GeluMul ran at 0.3-0.4x (docs/accuracy.md).
-  static constexpr uint32_t kValueWindow = 0;
+  // The 16-bit path's own evaluation (GeluTanhValueToRound: v as an exact pair, 5u) and a window
+  // per lane: K = 9, wider in the tail, whose exact path rounds v (GeluTanhRoundingWindow).
+  static constexpr bool kRoundsOnce = true;
+  template <class D, class V>
+  static HWY_INLINE auto ValueWindow(D d, V x) {
+    return GeluTanhRoundingWindow(d, x);
+  }
+  template <class D, class V>
+  static HWY_INLINE V ValueToRound(D d, V x, V g) {
+    return GeluTanhValueToRound(d, x, g);
+  }
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x, V *derivative, V *unscale) const {
     return GeluTanh(d, x, derivative, unscale);

@@ -26,7 +26,6 @@ template <class Activation>
 struct Activated {
   static constexpr int kOutputs = 1, kInputs = 1;  // output <- input
   using Oracle = ValueOracle<Activation, cpu_reference::Activated<Activation::kExact>>;
-  static constexpr uint32_t kRoundingWindow = Activation::kValueWindow;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &output, V input) const {
@@ -35,7 +34,11 @@ struct Activated {
       output = ActivatedExact<Activation>(d, input, output);
     }
   }
-  // For a 16-bit output (RoundedOnce): the activation's evaluation within kRoundingWindow.
+  // For a 16-bit output (RoundedOnce): the activation's evaluation, within RoundingWindow.
+  template <class D, class V>
+  HWY_INLINE auto RoundingWindow(D d, V input) const {
+    return Activation::ValueWindow(d, input);
+  }
   template <class D, class V>
   HWY_INLINE void ToRound(D d, V &output, V input) const {
     output = Activation::ValueToRound(d, input, hn::Set(d, 1.0f));

@@ -9,6 +9,7 @@
 
 #include "cpu/ieee-inl.h"
 #include "hwy/highway.h"
+#include "cpu_reference/gelu.h"
 #include "math_constants.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -266,6 +267,25 @@ HWY_INLINE V Silu(D d, V input, V *derivative, V *unscale) {
   return ProductAtNonFinite(d, input, hn::IfThenElse(tail, value_tail, hn::Mul(x, sigmoid.s)));
 }
 
+// a + b as the pair sum + *lo exactly (Knuth's TwoSum: no order of magnitudes needed).
+template <class V>
+HWY_INLINE V SumPair(V a, V b, V *lo) {
+  const V sum = hn::Add(a, b);
+  const V b_virtual = hn::Sub(sum, a);
+  *lo = hn::Add(hn::Sub(a, hn::Sub(sum, b_virtual)), hn::Sub(b, b_virtual));
+  return sum;
+}
+
+// v = 2a (x + b x^3) as every gelu_tanh path rounds it: x (2a + 2ab x^2), the constants F32.
+// Within 6u of the exact v (the constants 1.5u, x^2 u, the fma u, the product u, and the sum of
+// two positive terms adds none), so exp(-v) carries a relative error up to 6u |v|.
+template <class D, class V>
+HWY_INLINE V GeluTanhArgument(D d, V x) {
+  constexpr float kTwoA = INFINIOP_GELU_TANH_TWO_A;
+  constexpr float kTwoAB = kTwoA * INFINIOP_GELU_TANH_B;
+  return hn::Mul(x, Fma(d, hn::Mul(x, x), hn::Set(d, kTwoAB), hn::Set(d, kTwoA)));
+}
+
 // gelu_tanh(x) = x sigmoid(v), v = 2u = 2a (x + b x^3), and its derivative
 //   s + x v' s (1 - s),  v' = 2a (1 + 3 b x^2),
 // which never cancels for negative x (unlike 0.5 (1 + tanh u)); the derivative's x is capped at
@@ -275,10 +295,9 @@ constexpr float kGeluTanhTailBound = -9.9f;
 template <class D, class V>
 HWY_INLINE V GeluTanh(D d, V input, V *derivative, V *unscale) {
   constexpr float kTwoA = INFINIOP_GELU_TANH_TWO_A;
-  constexpr float kTwoAB = kTwoA * INFINIOP_GELU_TANH_B;
-  constexpr float kSixAB = 3.0f * kTwoAB;
+  constexpr float kSixAB = 3.0f * (kTwoA * INFINIOP_GELU_TANH_B);
   const V x_low = hn::Max(input, hn::Set(d, -13.0f));
-  const V v = hn::Mul(x_low, Fma(d, hn::Mul(x_low, x_low), hn::Set(d, kTwoAB), hn::Set(d, kTwoA)));
+  const V v = GeluTanhArgument(d, x_low);
   const Sigmoid<V> sigmoid(d, hn::Max(v, hn::Set(d, -87.0f)));
   const auto tail = hn::Lt(input, hn::Set(d, kGeluTanhTailBound));
   const V e_tail = ScaledExpOfMinus(d, hn::Min(hn::Neg(v), hn::Set(d, 175.0f)), hn::Zero(d));
@@ -373,11 +392,7 @@ struct GeluTanhAt {
   template <class D>
   HWY_INLINE GeluTanhAt(D d, V input)
       : x(hn::Max(input, hn::Set(d, -20.0f))),
-        sigmoid(d,
-                hn::Max(hn::Mul(x, Fma(d, hn::Mul(x, x),
-                                       hn::Set(d, INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B),
-                                       hn::Set(d, INFINIOP_GELU_TANH_TWO_A))),
-                        hn::Set(d, -87.0f))) {}
+        sigmoid(d, hn::Max(GeluTanhArgument(d, x), hn::Set(d, -87.0f))) {}
   template <class D>
   HWY_INLINE V Value(D d, V g) const {
     return sigmoid.ProductOver(d, g, x);
@@ -398,6 +413,56 @@ struct GeluTanhAt {
   V x;
   Sigmoid<V> sigmoid;
 };
+
+// g gelu_tanh(x) for a 16-bit output that RoundedOnce corrects (as SiluValueToRound, with v for
+// x): v = x (2a + 2ab x^2) as a pair whose error is below 2^-44 |v| (x^2, 2ab x^2 and x t exact
+// products, 2a + 2ab x^2 an exact sum, the constants as pairs from the reference's doubles), so
+// that exp's argument is exact as for silu: within 5u of the exact value (e 2u, 1 + e, the
+// quotient, the product by g; 2^-44 |v| <= 2^-37 more), 3.8u measured (AVX3, AVX2).
+// GeluTanhRoundingWindow covers it. Finite x at or above the tail bound, as GeluTanhAt.
+template <class D, class V>
+HWY_INLINE V GeluTanhValueToRound(D d, V input, V g) {
+  constexpr double kTwoA = 2.0 * cpu_reference::kSqrtTwoOverPi;
+  constexpr double kTwoAB = kTwoA * cpu_reference::kGeluTanhBeta;
+  constexpr float kTwoAHi = static_cast<float>(kTwoA), kTwoABHi = static_cast<float>(kTwoAB);
+  const V x = hn::Max(input, hn::Set(d, -20.0f));
+  // v from x capped at 20 too: beyond, v > 600 is clamped at 60, and v_lo stays small beside it.
+  const V xv = hn::Min(x, hn::Set(d, 20.0f));
+  V s_lo, p_lo, t_lo, v_lo;
+  const V s = ProductPair(d, xv, xv, &s_lo);
+  const V p = ProductPair(d, hn::Set(d, kTwoABHi), s, &p_lo);
+  p_lo = Fma(d, hn::Set(d, kTwoABHi), s_lo,
+             Fma(d, hn::Set(d, static_cast<float>(kTwoAB - kTwoABHi)), s, p_lo));
+  const V t = SumPair(hn::Set(d, kTwoAHi), p, &t_lo);
+  t_lo = hn::Add(t_lo, hn::Add(p_lo, hn::Set(d, static_cast<float>(kTwoA - kTwoAHi))));
+  V v = ProductPair(d, xv, t, &v_lo);
+  v_lo = Fma(d, xv, t_lo, v_lo);
+  v = hn::Min(hn::Max(v, hn::Set(d, -87.0f)), hn::Set(d, 60.0f));
+  const V den = hn::Add(hn::Set(d, 1.0f), ExpOfMinus(d, v, &v_lo));
+  // x / den, then g: g x would overflow where g is large and the result is not (den reaches
+  // e^85), and the exact path that such a lane would take rounds v.
+  return hn::Mul(QuotientToRound(d, x, den), g);
+}
+
+// The F32 steps (2K + 2, as RoundingWindow) within which a gelu_tanh value for a 16-bit output
+// lies of the exact one, per lane (NearRoundingBoundary's BF16 `tiny` rule then only takes the
+// F32 subnormals; below 2^-100 it would take 4% of the values in [-10, 10], those below -9.2):
+// K = 9 (GeluTanhValueToRound's 5u, 1u more where its quotient's correction is subnormal, a
+// margin) but in the tail (x below
+// kGeluTanhTailBound), whose exact path rounds v into exp (6u |v|: GeluTanhArgument), where
+// K = 9 + 6 |v| (2,121 steps at most), and where v < -175 (x below about -12.91), where the tail
+// clamps exp's argument and its bound is lost: 2^15 steps, every lane near. The tail scales its
+// value by 2^128 and rounds it into the subnormals once, so its relative bound holds down to them;
+// a subnormal result's error is a step or two, inside any window.
+template <class D, class V>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> GeluTanhRoundingWindow(D d, V input) {
+  const V v = GeluTanhArgument(d, hn::Max(input, hn::Set(d, -13.0f)));
+  V steps =
+      hn::IfThenElse(hn::Lt(input, hn::Set(d, kGeluTanhTailBound)),
+                     Fma(d, hn::Abs(v), hn::Set(d, 12.0f), hn::Set(d, 21.0f)), hn::Set(d, 21.0f));
+  steps = hn::IfThenElse(hn::Lt(v, hn::Set(d, -175.0f)), hn::Set(d, 32768.0f), steps);
+  return hn::BitCast(hn::RebindToUnsigned<D>(), hn::ConvertTo(hn::RebindToSigned<D>(), steps));
+}
 
 // W = 2 + a R(a) / P(a) of gelu_erf's F = k a + W (math_constants.h): R and P interleaved by
 // Horner, R / P one corrected quotient (QuotientToRound's where kToRound).
@@ -483,15 +548,6 @@ HWY_INLINE V GeluErfValueToRound(D d, V input, V g) {
   const V t = QuotientToRound(d, e, f);  // Phi(-|x|)
   const V cdf = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), t, hn::Sub(hn::Set(d, 1.0f), t));
   return hn::Mul(hn::Mul(g, x), cdf);
-}
-
-// a + b as the pair sum + *lo exactly (Knuth's TwoSum: no order of magnitudes needed).
-template <class V>
-HWY_INLINE V SumPair(V a, V b, V *lo) {
-  const V sum = hn::Add(a, b);
-  const V b_virtual = hn::Sub(sum, a);
-  *lo = hn::Add(hn::Sub(a, hn::Sub(sum, b_virtual)), hn::Sub(b, b_virtual));
-  return sum;
 }
 
 // gelu_erf(x) = x Phi(x), clamped as GeluErf, with Phi(x) kept as the pair cdf + cdf_lo (within

@@ -598,9 +598,21 @@ INLINE double silu_exact(double x) {
 INLINE double gelu_erf_exact(double x) {
   return x == -INFINITY ? -0.0 : x * (0.5 * erfc(-x / sqrt(2.0)));
 }
-// The windows (gated-inl.h's *Activation::kValueWindow): 2K + 2 steps, silu K = 4, gelu_erf 5.
+INLINE double gelu_tanh_exact(double x) {
+  const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+  return x == -INFINITY ? -0.0 : x / (1.0 + exp(-2.0 * u));
+}
+// The windows (2K + 2 steps, as gated-inl.h's RoundingWindow): silu K = 4, gelu_erf 5, and
+// gelu_tanh per lane (math-inl.h's GeluTanhRoundingWindow): K = 9 + 6 |v| for x < 0 (v taken at
+// x clamped at -13, as the tail does), 9 elsewhere.
 #define SILU_WINDOW 10u
 #define GELU_ERF_WINDOW 12u
+INLINE uint gelu_tanh_window(float input) {
+  const float x = fmax(input, -13.0f);
+  const float v =
+      x * fma(x * x, INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B, INFINIOP_GELU_TANH_TWO_A);
+  return input < 0.0f ? (uint)fma(fabs(v), 12.0f, 21.0f) : 21u;
+}
 INLINE double times_negative_tail_exact(double a, double factor, double x) {
   return (factor == 0.0 && isinf(a) && isfinite(x) && x < 0.0) ? -a : a * factor;
 }

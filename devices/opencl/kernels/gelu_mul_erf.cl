@@ -18,7 +18,6 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
 INLINE uint rounding_window(const float *in) {
   return GELU_ERF_WINDOW;
 }
-// x2 is unused by a one-input functor.
 INLINE float rounded_oracle(float x1, float x2, uint16 attributes) {
   return round_to_odd_float(times_negative_tail_exact(x2, gelu_erf_exact(x1), x1));
 }

@@ -13,3 +13,12 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   }
   out[0] = y;
 }
+#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl)
+#define HAS_ORACLE 1
+INLINE uint rounding_window(const float *in) {
+  return gelu_tanh_window(in[0]);
+}
+INLINE float rounded_oracle(float x1, float x2, uint16 attributes) {
+  return round_to_odd_float(times_negative_tail_exact(x2, gelu_tanh_exact(x1), x1));
+}
+#endif
