@@ -377,7 +377,7 @@ struct SiluAt {
 // depend on this evaluation, only its bound does, so it needs neither the pairs' low parts nor
 // the target-independent reciprocal. e within 2u (ExpOfMinus; its weight e / (1 + e) <= 1),
 // 1 + e and g x rounded (u each), their quotient (QuotientToRound: u): within 5u |g silu(x)| on
-// every target (3.7u measured), inside SiluActivation::kValueWindow (K = 7). Finite x at or
+// every target (3.7u measured), inside SiluActivation::ValueWindow (K = 7). Finite x at or
 // above the tail bound, as SiluAt.
 template <class D, class V>
 HWY_INLINE V SiluValueToRound(D d, V input, V g) {
@@ -534,7 +534,7 @@ HWY_INLINE V GeluErf(D d, V input, V *derivative, V *unscale) {
 // F = k a + W as one fma, and the quotients from QuotientToRound. The roundings add up to 11u at
 // worst (exp 2, the fit 1.3, W 2.7, F 1, e / F 2, 1 - T 1, the products 2), and measure 5.0u at
 // most (4M vectors, x in [-90, 90] down to 1e-3, AVX3, AVX2 and SSSE3):
-// GeluErfActivation::kValueWindow takes K = 9. Finite x at or above the tail bound, as GeluErfAt.
+// GeluErfActivation::ValueWindow takes K = 9. Finite x at or above the tail bound, as GeluErfAt.
 template <class D, class V>
 HWY_INLINE V GeluErfValueToRound(D d, V input, V g) {
   const V clamp = hn::Set(d, INFINIOP_ERF_CLAMP);
