@@ -8,8 +8,8 @@
 #endif
 
 #include "cpu/ieee-inl.h"
-#include "hwy/highway.h"
 #include "cpu_reference/gelu.h"
+#include "hwy/highway.h"
 #include "math_constants.h"
 
 HWY_BEFORE_NAMESPACE();

@@ -266,15 +266,19 @@ INLINE float silu(float input, float *derivative, float *unscale) {
   return product_at_non_finite(input, tail ? value_tail : x * g.s);
 }
 
+// v = 2a (x + b x^3) as every gelu_tanh path rounds it (math-inl.h's GeluTanhArgument).
+INLINE float gelu_tanh_argument(float x) {
+  return x * fma(x * x, INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B, INFINIOP_GELU_TANH_TWO_A);
+}
+
 // gelu_tanh(x) = x sigmoid(v), v = 2a (x + b x^3), and its derivative s + x v' s (1 - s); the
 // tail x < -9.9: x e^v and (1 + x v') e^v, x clamped at -13.
 #define GELU_TANH_TAIL_BOUND -9.9f
 INLINE float gelu_tanh(float input, float *derivative, float *unscale) {
   const float two_a = INFINIOP_GELU_TANH_TWO_A;
-  const float two_ab = two_a * INFINIOP_GELU_TANH_B;
-  const float six_ab = 3.0f * two_ab;
+  const float six_ab = 3.0f * (two_a * INFINIOP_GELU_TANH_B);
   const float x_low = fmax(input, -13.0f);
-  const float v = x_low * fma(x_low * x_low, two_ab, two_a);
+  const float v = gelu_tanh_argument(x_low);
   const sigmoid_t g = sigmoid_of(fmax(v, -87.0f));
   const bool tail = input < GELU_TANH_TAIL_BOUND;
   const float e_tail = scaled_exp_of_minus(fmin(-v, 175.0f), 0.0f);
@@ -452,9 +456,7 @@ INLINE float silu_at_slope(sigmoid_at_t at, float g, float g_lo, bool has_lo) {
 INLINE sigmoid_at_t gelu_tanh_at(float input) {
   sigmoid_at_t at;
   at.x = fmax(input, -20.0f);
-  const float v = at.x * fma(at.x * at.x, INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B,
-                             INFINIOP_GELU_TANH_TWO_A);
-  at.sigmoid = sigmoid_of(fmax(v, -87.0f));
+  at.sigmoid = sigmoid_of(fmax(gelu_tanh_argument(at.x), -87.0f));
   return at;
 }
 INLINE float gelu_tanh_at_slope(sigmoid_at_t at, float g, float g_lo, bool has_lo) {
@@ -608,9 +610,7 @@ INLINE double gelu_tanh_exact(double x) {
 #define SILU_WINDOW 10u
 #define GELU_ERF_WINDOW 12u
 INLINE uint gelu_tanh_window(float input) {
-  const float x = fmax(input, -13.0f);
-  const float v =
-      x * fma(x * x, INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B, INFINIOP_GELU_TANH_TWO_A);
+  const float v = gelu_tanh_argument(fmax(input, -13.0f));
   return input < 0.0f ? (uint)fma(fabs(v), 12.0f, 21.0f) : 21u;
 }
 INLINE double times_negative_tail_exact(double a, double factor, double x) {
