@@ -90,7 +90,22 @@ struct ClippedAt {
   }
   template <class D>
   HWY_INLINE V Slope(D d, V g, const V *g_lo) const {
-    return sigmoid.SlopeTimes(d, hn::Clamp(z, hn::Set(d, -87.0f), hn::Set(d, 40.0f)), g, g_lo);
+    return sigmoid.SlopeTimes(d, SlopeFactor(d), g, g_lo);
+  }
+  // For ErrorBound: the gate's slope terms, and c: z = alpha a is rounded (u |z|), damped by the
+  // sigmoid (Sigmoid::ArgumentCondition). In the tail (z < -87) these are the clamp's, far above
+  // the tail's values: such lanes are near, and take the oracle.
+  template <class D>
+  HWY_INLINE V SlopeTerms(D d) const {
+    return sigmoid.SlopeTerms(d, SlopeFactor(d));
+  }
+  template <class D>
+  HWY_INLINE V Condition(D d) const {
+    return sigmoid.ArgumentCondition(d, z, SlopeFactor(d));
+  }
+  template <class D>
+  HWY_INLINE V SlopeFactor(D d) const {
+    return hn::Clamp(z, hn::Set(d, -87.0f), hn::Set(d, 40.0f));
   }
   V a, b, b_bias, z, x;
   Sigmoid<V> sigmoid;

@@ -10,6 +10,7 @@
 #include "cpu/elementwise-inl.h"
 #include "cpu/math-inl.h"
 #include "cpu/parallel.h"
+#include "cpu_reference/clipped_swiglu.h"
 #include "hwy/highway.h"
 #include "ops/clipped_swiglu.h"
 #include "ops/kernels.h"
@@ -29,11 +30,20 @@ HWY_NOINLINE V ClippedSwigluExact(D d, const ClippedSwigluAttributes &at, V A, V
 struct ClippedSwiglu : ClippedSwigluAttributes {
   static constexpr int kOutputs = 1, kInputs = 2;  // y <- (A, B)
   static constexpr bool kPaired = true;            // the interleaved split (PairedRow)
+  // 16-bit outputs: this F32 path within its ErrorBound (K = 4, as the F32 bound).
+  static constexpr bool kErrorBounds = true;
+  using Oracle = cpu_reference::ClippedSwiglu;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &y, V A, V B) const {
+    V unused;  // dead code, dropped
+    ToRound(d, y, unused, A, B);
+  }
+  template <class D, class V>
+  HWY_INLINE void ToRound(D d, V &y, V &bound, V A, V B) const {
     const ClippedAt<V> fast(d, *this, A, B);
     y = fast.Value(d, fast.b_bias);
+    bound = ErrorBound<4>(d, hn::Abs(y), fast.b_bias, fast.Condition(d));
     if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, y))) {
       y = ClippedSwigluExact(d, *this, A, B, fast.a, fast.z, y);
     }

@@ -8,6 +8,7 @@
 #include "cpu/elementwise-inl.h"
 #include "cpu/math-inl.h"
 #include "cpu/parallel.h"
+#include "cpu_reference/clipped_swiglu.h"
 #include "hwy/highway.h"
 #include "ops/clipped_swiglu.h"
 #include "ops/kernels.h"
@@ -35,9 +36,17 @@ HWY_NOINLINE void ClippedSwigluBackwardExact(D d, const ClippedSwigluAttributes 
 struct ClippedSwigluBackward : ClippedSwigluAttributes {
   static constexpr int kOutputs = 2, kInputs = 3;  // (dA, dB) <- (dy, A, B)
   static constexpr bool kPaired = true;
+  // 16-bit outputs: this F32 path, each output within its ErrorBound (K = 6, as the F32 bound).
+  static constexpr bool kErrorBounds = true;
+  using Oracle = cpu_reference::ClippedSwigluBackward;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &dA, V &dB, V dy, V A, V B) const {
+    V unused_a, unused_b;  // dead code, dropped
+    ToRound(d, dA, dB, unused_a, unused_b, dy, A, B);
+  }
+  template <class D, class V>
+  HWY_INLINE void ToRound(D d, V &dA, V &dB, V &bound_a, V &bound_b, V dy, V A, V B) const {
     const ClippedAt<V> fast(d, *this, A, B);
     // dy (b + bias) from b + bias as a pair: its rounding would count in full where b is small.
     V b_bias_lo, g_lo;
@@ -46,13 +55,20 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
     g_lo = Fma(d, dy, b_bias_lo, g_lo);
     dA = fast.Slope(d, g, &g_lo);
     dB = fast.Value(d, dy);
+    const V c = fast.Condition(d);
+    bound_a = ErrorBound<6>(d, hn::Mul(hn::Abs(g), fast.SlopeTerms(d)), g, c);
+    bound_b = ErrorBound<6>(d, hn::Abs(dB), dy, c);
     if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, dA, dB))) {
       ClippedSwigluBackwardExact(d, *this, dy, A, B, fast.a, fast.z, dA, dB);
     }
+    // the masks: exact zeros, bound 0
     const V limit = hn::Set(d, this->limit);
-    dA = hn::IfThenElseZero(hn::Le(A, limit), dA);
+    const auto unclamped_a = hn::Le(A, limit);
+    dA = hn::IfThenElseZero(unclamped_a, dA);
+    bound_a = hn::IfThenElseZero(unclamped_a, bound_a);
     const auto inside = hn::And(hn::Ge(B, hn::Neg(limit)), hn::Le(B, limit));
     dB = hn::IfThenElseZero(inside, dB);
+    bound_b = hn::IfThenElseZero(inside, bound_b);
   }
 };
 

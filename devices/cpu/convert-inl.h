@@ -153,6 +153,46 @@ HWY_INLINE auto NearRoundingBoundary(DF df, hn::Vec<DF> v, Window window, const 
   return hn::RebindMask(df, hn::Lt(offset, hn::Add(hn::Add(lanes, lanes), hn::Set(du32, 1))));
 }
 
+// As NearRoundingBoundary, for an exact result known to lie within `bound` (absolute, per lane)
+// of v: the bound of an output that may cancel (a gradient), which no window of F32 steps
+// expresses. A rounding boundary (a midpoint between two 16-bit values) lies in [v - bound,
+// v + bound]: the one inside v's 16-bit interval (`below` the magnitude truncated to the storage
+// type, `below` + half its step), or, where `below` starts a binade and the step below is half
+// as large, one under `below`. The differences are exact (same binade). A NaN bound or v counts
+// as near (the oracle decides); an exact zero with a zero bound does not.
+template <class DF>
+HWY_INLINE auto NearRoundingBoundaryWithin(DF df, hn::Vec<DF> v, hn::Vec<DF> bound,
+                                           const hwy::bfloat16_t *) {
+  const hn::RebindToUnsigned<DF> du32;
+  const auto magnitude = hn::Abs(v);
+  const auto below =
+      hn::BitCast(df, hn::And(hn::BitCast(du32, magnitude), hn::Set(du32, 0xffff0000u)));
+  const auto midpoint = hn::BitCast(df, hn::Or(hn::BitCast(du32, below), hn::Set(du32, 0x8000u)));
+  const auto at_midpoint = hn::Not(hn::Gt(hn::Abs(hn::Sub(magnitude, midpoint)), bound));
+  // Below the normal range the step is the same on both sides of `below`.
+  const auto under_below =
+      hn::And(hn::Lt(hn::Sub(magnitude, below), bound), hn::Ge(below, hn::Set(df, 0x1p-126f)));
+  return hn::Or(at_midpoint, under_below);
+}
+
+// F16: its boundaries as NearRoundingBoundary's, |v| below 2^-14 shifted by 2^-14 (its rounding,
+// at most 2^-38, added to the bound); there the step is F16's subnormal one on both sides.
+template <class DF>
+HWY_INLINE auto NearRoundingBoundaryWithin(DF df, hn::Vec<DF> v, hn::Vec<DF> bound,
+                                           const hwy::float16_t *) {
+  const hn::RebindToUnsigned<DF> du32;
+  const auto magnitude = hn::Abs(v);
+  const auto small = hn::Lt(magnitude, hn::Set(df, 0x1p-14f));
+  const auto shifted = hn::IfThenElse(small, hn::Add(magnitude, hn::Set(df, 0x1p-14f)), magnitude);
+  const auto widened = hn::IfThenElse(small, hn::Add(bound, hn::Set(df, 0x1p-38f)), bound);
+  const auto below =
+      hn::BitCast(df, hn::And(hn::BitCast(du32, shifted), hn::Set(du32, 0xffffe000u)));
+  const auto midpoint = hn::BitCast(df, hn::Or(hn::BitCast(du32, below), hn::Set(du32, 0x1000u)));
+  const auto at_midpoint = hn::Not(hn::Gt(hn::Abs(hn::Sub(shifted, midpoint)), widened));
+  const auto under_below = hn::AndNot(small, hn::Lt(hn::Sub(shifted, below), widened));
+  return hn::Or(at_midpoint, under_below);
+}
+
 // One vector: Lanes(df) elements.
 template <class DF>
 HWY_INLINE hn::Vec<DF> LoadF32(DF df, const float *p) {

@@ -10,6 +10,7 @@
 #endif
 
 #include <cstring>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -42,13 +43,11 @@ HWY_INLINE void ApplyTwo(const Functor &f, D d, V (&even_out)[kOut], V (&odd_out
                          V (&even_in)[kIn], V (&odd_in)[kIn], std::index_sequence<Out...>,
                          std::index_sequence<In...>) {
   if constexpr (RoundsOnceTrait<Functor>::value) {
-    f.f.ToRound(d, even_out[Out]..., even_in[In]...);
-    f.f.ToRound(d, odd_out[Out]..., odd_in[In]...);
-    const auto near_even = f.Near(d, even_out[0], even_in[In]...);
-    const auto near_odd = f.Near(d, odd_out[0], odd_in[In]...);
+    const auto near_even = f.Evaluate(d, even_out[Out]..., even_in[In]...);
+    const auto near_odd = f.Evaluate(d, odd_out[Out]..., odd_in[In]...);
     if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Or(near_even, near_odd)))) {
-      even_out[0] = f.FromOracle(d, near_even, even_out[0], even_in[In]...);
-      odd_out[0] = f.FromOracle(d, near_odd, odd_out[0], odd_in[In]...);
+      f.FromOracle(d, near_even, even_out[Out]..., even_in[In]...);
+      f.FromOracle(d, near_odd, odd_out[Out]..., odd_in[In]...);
     }
   } else {
     f(d, even_out[Out]..., even_in[In]...);
@@ -76,7 +75,7 @@ HWY_NOINLINE void ContiguousRow(const Functor &f, size_t n, char *const *base,
     }
   }
   for (; i + lanes <= n; i += lanes) {
-    const hn::Vec<decltype(d)> in[kIn] = {LoadF32(d, in_ptr[In] + i)...};
+    hn::Vec<decltype(d)> in[kIn] = {LoadF32(d, in_ptr[In] + i)...};
     hn::Vec<decltype(d)> out[kOut];
     f(d, out[Out]..., in[In]...);
     (StoreF32(d, out[Out], out_ptr[Out] + i), ...);
@@ -304,15 +303,19 @@ constexpr bool IsPaired() {
 
 // Correctly rounded 16-bit outputs (Ziv's strategy; docs/accuracy.md). A functor may declare
 //   using Oracle = <its cpu_reference functor, which computes in double; void: none>;
+// and either (one output)
 //   void ToRound(D, V &out, V in...) const;  // its evaluation for 16-bit outputs, within:
 //   RoundingWindow(D, V in...) const;  // that bound as F32 steps: a uint32_t, or U32 lanes
+// or, where an output may cancel (the gradients) and no window of steps holds, kErrorBounds and
+//   void ToRound(D, V &out..., V &bound..., V in...) const;  // each output's absolute bound
 // The 16-bit bits do not depend on ToRound's evaluation, only on its bound holding, so it may
 // be cheaper than the F32 path and differ by target (SwiGlu's uses the hardware's reciprocal
 // estimate).
-// Then each F16/BF16 output whose F32 value lies within the window of a 16-bit rounding boundary
-// is taken from the oracle instead, rounded once from its double: every 16-bit output is the
-// exact value rounded to nearest even, the same on every target, device and on cpu_reference.
-// Elsewhere the F32 value already rounds as the exact value does.
+// Then each F16/BF16 output whose F32 value lies within its bound of a 16-bit rounding boundary
+// is taken from the oracle instead, rounded once from its double (every output of the lane, one
+// oracle call): every 16-bit output is the exact value rounded to nearest even, the same on every
+// target, device and on cpu_reference. Elsewhere the F32 value already rounds as the exact value
+// does.
 template <class Functor, class = void>
 struct OracleTrait {
   using type = void;
@@ -324,60 +327,97 @@ struct OracleTrait<Functor, std::void_t<typename Functor::Oracle>> {
 template <class Functor>
 using OracleOf = typename OracleTrait<Functor>::type;
 
-// The oracle's output for lane `lane` of the inputs.
-template <class Oracle, size_t N, size_t... Operand>
-double OracleAt(const Oracle &oracle, const float (&inputs)[N][HWY_MAX_BYTES / sizeof(float)],
-                size_t lane, std::index_sequence<Operand...>) {
-  double exact;
-  oracle(exact, inputs[Operand][lane]...);
-  return exact;
+template <class Functor, class = void>
+struct ErrorBoundsTrait : std::false_type {};
+template <class Functor>
+struct ErrorBoundsTrait<Functor, std::void_t<decltype(Functor::kErrorBounds)>> : std::true_type {};
+
+// The oracle's outputs for lane `lane` of the inputs.
+template <class Oracle, size_t kOut, size_t N, size_t... Out, size_t... Operand>
+void OracleAt(const Oracle &oracle, double (&exact)[kOut],
+              const float (&inputs)[N][HWY_MAX_BYTES / sizeof(float)], size_t lane,
+              std::index_sequence<Out...>, std::index_sequence<Operand...>) {
+  oracle(exact[Out]..., inputs[Operand][lane]...);
 }
 
-// `out` with its `near` lanes replaced by the oracle's value for the lane's inputs, as the F32
-// that rounds to the same 16-bit value (roundToOddFloat). Out of line: a vector has such a lane
-// about once in 200 (BF16) or 50 (F16).
-template <class Oracle, class D, class M, class V, class... In>
-HWY_NOINLINE V RoundedFromOracle(D d, const Oracle &oracle, M near, V out, In... in) {
+// The outputs with their `near` lanes replaced by the oracle's values for the lane's inputs, each
+// as the F32 that rounds to the same 16-bit value (roundToOddFloat). Out of line: a vector has
+// such a lane about once in 200 (BF16) or 50 (F16).
+template <class Oracle, size_t kOut, class D, class M, class V, class... In>
+HWY_NOINLINE void RoundedFromOracle(D d, const Oracle &oracle, M near, V *const (&out)[kOut],
+                                    In... in) {
   constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
   const hn::RebindToUnsigned<D> du;
-  HWY_ALIGN float value[kMaxLanes];
+  HWY_ALIGN float value[kOut][kMaxLanes];
   HWY_ALIGN float inputs[sizeof...(In)][kMaxLanes];
   HWY_ALIGN uint32_t flag[kMaxLanes];
   size_t k = 0;
   (hn::Store(in, d, inputs[k++]), ...);
-  hn::Store(out, d, value);
+  for (size_t o = 0; o < kOut; ++o) hn::Store(*out[o], d, value[o]);
   hn::Store(hn::BitCast(du, hn::VecFromMask(d, near)), du, flag);
   for (size_t lane = 0; lane < hn::Lanes(d); ++lane) {
     if (flag[lane] == 0) continue;
-    value[lane] =
-        roundToOddFloat(OracleAt(oracle, inputs, lane, std::make_index_sequence<sizeof...(In)>()));
+    double exact[kOut];
+    OracleAt(oracle, exact, inputs, lane, std::make_index_sequence<kOut>(),
+             std::make_index_sequence<sizeof...(In)>());
+    for (size_t o = 0; o < kOut; ++o) value[o][lane] = roundToOddFloat(exact[o]);
   }
-  return hn::Load(d, value);
+  for (size_t o = 0; o < kOut; ++o) *out[o] = hn::Load(d, value[o]);
 }
 
-// A one-output functor whose 16-bit (T) output is correctly rounded, as above.
+// A functor whose 16-bit (T) outputs are correctly rounded, as above. Its operands arrive as
+// outputs then inputs, as the functor's; Evaluate and FromOracle take the same.
 template <class Functor, class T>
 struct RoundedOnce {
-  static_assert(Functor::kOutputs == 1, "RoundedOnce corrects one output");
   static constexpr int kOutputs = Functor::kOutputs, kInputs = Functor::kInputs;
   static constexpr bool kPaired = IsPaired<Functor>(), kRoundsOnce = true;
+  static_assert(kOutputs == 1 || ErrorBoundsTrait<Functor>::value,
+                "several outputs are rounded by their bounds");
   Functor f;
   OracleOf<Functor> oracle;
 
-  template <class D, class V, class... In>
-  HWY_INLINE auto Near(D d, V out, In... in) const {
-    return NearRoundingBoundary(d, out, f.RoundingWindow(d, in...),
-                                static_cast<const T *>(nullptr));
+  // The functor's evaluation to round, and the lanes that may round otherwise than exact.
+  template <class D, class... Operands>
+  HWY_INLINE auto Evaluate(D d, Operands &...operands) const {
+    return EvaluateSplit(d, std::tie(operands...), std::make_index_sequence<kOutputs>(),
+                         std::make_index_sequence<kInputs>());
   }
-  template <class D, class M, class V, class... In>
-  HWY_INLINE V FromOracle(D d, M near, V out, In... in) const {
-    return RoundedFromOracle(d, oracle, near, out, in...);
+  template <class D, class M, class... Operands>
+  HWY_INLINE void FromOracle(D d, M near, Operands &...operands) const {
+    FromOracleSplit(d, near, std::tie(operands...), std::make_index_sequence<kOutputs>(),
+                    std::make_index_sequence<kInputs>());
   }
-  template <class D, class V, class... In>
-  HWY_INLINE void operator()(D d, V &out, In... in) const {
-    f.ToRound(d, out, in...);
-    const auto near = Near(d, out, in...);
-    if (HWY_UNLIKELY(!hn::AllFalse(d, near))) out = FromOracle(d, near, out, in...);
+  template <class D, class... Operands>
+  HWY_INLINE void operator()(D d, Operands &...operands) const {
+    const auto near = Evaluate(d, operands...);
+    if (HWY_UNLIKELY(!hn::AllFalse(d, near))) FromOracle(d, near, operands...);
+  }
+
+ private:
+  template <class D, class Tuple, size_t... Out, size_t... In>
+  HWY_INLINE auto EvaluateSplit(D d, const Tuple &operands, std::index_sequence<Out...>,
+                                std::index_sequence<In...>) const {
+    constexpr const T *kStorage = nullptr;
+    if constexpr (ErrorBoundsTrait<Functor>::value) {
+      hn::Vec<D> bound[kOutputs];
+      f.ToRound(d, std::get<Out>(operands)..., bound[Out]..., std::get<kOutputs + In>(operands)...);
+      auto near = hn::FirstN(d, 0);  // none
+      ((near = hn::Or(
+            near, NearRoundingBoundaryWithin(d, std::get<Out>(operands), bound[Out], kStorage))),
+       ...);
+      return near;
+    } else {
+      f.ToRound(d, std::get<Out>(operands)..., std::get<kOutputs + In>(operands)...);
+      return NearRoundingBoundary(d, std::get<0>(operands),
+                                  f.RoundingWindow(d, std::get<kOutputs + In>(operands)...),
+                                  kStorage);
+    }
+  }
+  template <class D, class M, class Tuple, size_t... Out, size_t... In>
+  HWY_INLINE void FromOracleSplit(D d, M near, const Tuple &operands, std::index_sequence<Out...>,
+                                  std::index_sequence<In...>) const {
+    hn::Vec<D> *const out[kOutputs] = {&std::get<Out>(operands)...};
+    RoundedFromOracle(d, oracle, near, out, std::get<kOutputs + In>(operands)...);
   }
 };
 

@@ -85,14 +85,26 @@ struct Gated {
 template <class Activation>
 struct GatedBackward {
   static constexpr int kOutputs = 2, kInputs = 3;  // (grad1, grad2) <- (out_grad, x1, x2)
+  // 16-bit outputs: this F32 path, each output within its ErrorBound (K = 6, as the F32 bound).
+  static constexpr bool kErrorBounds = true;
+  using Oracle = cpu_reference::GatedBackward<Activation::kExact, Activation::kExactDerivative>;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &grad1, V &grad2, V out_grad, V x1, V x2) const {
+    V unused1, unused2;  // dead code, dropped
+    ToRound(d, grad1, grad2, unused1, unused2, out_grad, x1, x2);
+  }
+  template <class D, class V>
+  HWY_INLINE void ToRound(D d, V &grad1, V &grad2, V &bound1, V &bound2, V out_grad, V x1,
+                          V x2) const {
     const typename Activation::template At<V> act(d, x1);
     V g_lo;
     const V g = ProductPair(d, out_grad, x2, &g_lo);
     grad1 = act.Slope(d, g, &g_lo);
     grad2 = act.Value(d, out_grad);
+    const V c = act.Condition(d);
+    bound1 = ErrorBound<6>(d, hn::Mul(hn::Abs(g), act.SlopeTerms(d)), g, c);
+    bound2 = ErrorBound<6>(d, hn::Abs(grad2), out_grad, c);
     if (HWY_UNLIKELY(!FastPathHolds(d, x1, x1, Activation::kTailBound, grad1, grad2))) {
       GatedBackwardExact<Activation>(d, out_grad, x1, x2, grad1, grad2);
     }
@@ -106,6 +118,7 @@ struct SiluActivation {
   using At = SiluAt<V>;
   static constexpr float kTailBound = kSiluTailBound;
   static constexpr double (*kExact)(double) = cpu_reference::silu;
+  static constexpr double (*kExactDerivative)(double) = cpu_reference::siluDerivative;
   // The 16-bit path's own evaluation (SiluValueToRound: 5u, not SwiGlu's K = 4).
   static constexpr bool kRoundsOnce = true;
   template <class D, class V>
@@ -126,6 +139,7 @@ struct GeluErfActivation {
   using At = GeluErfAt<V>;
   static constexpr float kTailBound = kGeluErfTailBound;
   static constexpr double (*kExact)(double) = cpu_reference::geluErf;
+  static constexpr double (*kExactDerivative)(double) = cpu_reference::geluErfDerivative;
   // The 16-bit path's own evaluation (GeluErfValueToRound: K = 9, not GeluMul's 5).
   static constexpr bool kRoundsOnce = true;
   template <class D, class V>
@@ -146,6 +160,7 @@ struct GeluTanhActivation {
   using At = GeluTanhAt<V>;
   static constexpr float kTailBound = kGeluTanhTailBound;
   static constexpr double (*kExact)(double) = cpu_reference::geluTanh;
+  static constexpr double (*kExactDerivative)(double) = cpu_reference::geluTanhDerivative;
   // The 16-bit path's own evaluation (GeluTanhValueToRound: v as an exact pair, 5u) and a window
   // per lane: K = 9, wider in the tail, whose exact path rounds v (GeluTanhRoundingWindow).
   static constexpr bool kRoundsOnce = true;

@@ -26,11 +26,21 @@ HWY_NOINLINE V GeluBackwardExact(D d, V input, V grad_output, V grad_input) {  /
 template <class Activation>
 struct GeluBackwardOf {
   static constexpr int kOutputs = 1, kInputs = 2;  // grad_input <- (input, grad_output)
+  // 16-bit outputs: this F32 path within its ErrorBound (K = 4, as the F32 bound).
+  static constexpr bool kErrorBounds = true;
+  using Oracle = cpu_reference::GeluBackward<Activation::kExactDerivative>;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &grad_input, V input, V grad_output) const {
-    grad_input = typename Activation::template At<V>(d, input).Slope(
-        d, grad_output, static_cast<const V *>(nullptr));
+    V unused;  // dead code, dropped
+    ToRound(d, grad_input, unused, input, grad_output);
+  }
+  template <class D, class V>
+  HWY_INLINE void ToRound(D d, V &grad_input, V &bound, V input, V grad_output) const {
+    const typename Activation::template At<V> act(d, input);
+    grad_input = act.Slope(d, grad_output, static_cast<const V *>(nullptr));
+    bound = ErrorBound<4>(d, hn::Mul(hn::Abs(grad_output), act.SlopeTerms(d)), grad_output,
+                          act.Condition(d));
     if (HWY_UNLIKELY(!FastPathHolds(d, input, input, Activation::kTailBound, grad_input))) {
       grad_input = GeluBackwardExact<Activation>(d, input, grad_output, grad_input);
     }

@@ -169,8 +169,7 @@ struct Sigmoid {
   template <class D>
   HWY_INLINE V SlopeTimes(D d, V c, V g, const V *g_lo) const {
     const V one = hn::Set(d, 1.0f);
-    const V one_minus_s = hn::IfThenElse(hn::Lt(e, one), hn::Mul(e, s), hn::Sub(one, s));
-    const V h = Fma(d, c, one_minus_s, one);
+    const V h = Fma(d, c, OneMinus(d), one);
     // From s, 1 / den within F32's rounding (the estimate is 2^-17 off, which the correction
     // below cannot repair where it is dropped).
     const V q = hn::Mul(g, s);
@@ -182,8 +181,43 @@ struct Sigmoid {
     return Fma(d, q, h, hn::Mul(Remainder(d, g, g_lo, q), k));
   }
 
+  // 1 - s: e s where e < 1 (no cancellation, relative), 1 - s itself elsewhere.
+  template <class D>
+  HWY_INLINE V OneMinus(D d) const {
+    const V one = hn::Set(d, 1.0f);
+    return hn::IfThenElse(hn::Lt(e, one), hn::Mul(e, s), hn::Sub(one, s));
+  }
+  // The terms SlopeTimes sums, s (1 + |c| (1 - s)), for its error bound (ErrorBound).
+  template <class D>
+  HWY_INLINE V SlopeTerms(D d, V c) const {
+    return hn::Mul(s, hn::MulAdd(hn::Abs(c), OneMinus(d), hn::Set(d, 1.0f)));
+  }
+  // The condition of a value or slope of this sigmoid to a rounding of its argument v by
+  // |dv| <= k u |v|: their relative change is |dv| (1 - s) (1 + |c|) / (1 + |c| (1 - s)) at most,
+  // below |dv| min(1, (1 - s) (1 + |c|)), so c = |v| min(1, (1 - s) (1 + |c|)) (ErrorBound).
+  template <class D>
+  HWY_INLINE V ArgumentCondition(D d, V v, V c) const {
+    const V one_minus_s = OneMinus(d);
+    const V damping = hn::Min(hn::Set(d, 1.0f), hn::MulAdd(hn::Abs(c), one_minus_s, one_minus_s));
+    return hn::Mul(hn::Abs(v), damping);
+  }
+
   V e_lo, e, den, den_lo, estimate, s;
 };
+
+// The absolute bound of an F32 result for a 16-bit output's rounding test (elementwise-inl.h's
+// RoundedOnce, kErrorBounds): docs/accuracy.md's bound |scale| (K u terms (1 + c) + 2^-125 floor)
+// + 2^-149, with twice the operator's K (its measured maxima are 0.6-0.85 K; the windows' margin
+// too) and the floor at 2^-122 |scale| (1 + c), which covers the far-left tails' clamps (their
+// results are below 2^-240 |scale|, so every such lane is near). `terms` is |scale| times the
+// summed terms. Its own roundings (MulAdd, no fma needed) are far inside the margin; a NaN (an
+// infinite scale times zero terms) makes the lane near, as an infinite bound does.
+template <int K, class D, class V>
+HWY_INLINE V ErrorBound(D d, V terms, V scale, V c) {
+  const V relative = hn::MulAdd(hn::Abs(scale), hn::Set(d, 0x1p-122f),
+                                hn::Mul(terms, hn::Set(d, 2 * K * 0x1p-24f)));
+  return hn::MulAdd(relative, hn::Add(hn::Set(d, 1.0f), c), hn::Set(d, 0x1p-149f));
+}
 
 // `value` computed from a clamped x, with x's non-finite cases restored: -0 where x is -inf (the
 // limit of silu', gelu' and the gate's slope there, approached from below), NaN where x is NaN.
@@ -369,6 +403,15 @@ struct SiluAt {
   HWY_INLINE V Slope(D d, V g, const V *g_lo) const {
     return sigmoid.SlopeTimes(d, hn::Min(x, hn::Set(d, 40.0f)), g, g_lo);
   }
+  // For ErrorBound: act'(x)'s terms, and c (0: exp's argument is x itself).
+  template <class D>
+  HWY_INLINE V SlopeTerms(D d) const {
+    return sigmoid.SlopeTerms(d, hn::Min(x, hn::Set(d, 40.0f)));
+  }
+  template <class D>
+  HWY_INLINE V Condition(D d) const {
+    return hn::Zero(d);
+  }
   V x;
   Sigmoid<V> sigmoid;
 };
@@ -404,11 +447,27 @@ struct GeluTanhAt {
   }
   template <class D>
   HWY_INLINE V Slope(D d, V g, const V *g_lo) const {
+    return sigmoid.SlopeTimes(d, SlopeFactor(d), g, g_lo);
+  }
+  // For ErrorBound: act'(x)'s terms, and c: exp's argument v is rounded (6u |v|, damped by the
+  // sigmoid: Sigmoid::ArgumentCondition), v taken at x >= -20 (as here; beyond the tail's clamp
+  // at v = -175 the floor decides).
+  template <class D>
+  HWY_INLINE V SlopeTerms(D d) const {
+    return sigmoid.SlopeTerms(d, SlopeFactor(d));
+  }
+  template <class D>
+  HWY_INLINE V Condition(D d) const {
+    return sigmoid.ArgumentCondition(d, GeluTanhArgument(d, x), SlopeFactor(d));
+  }
+  // c = x v', v' = 2a (1 + 3 b x^2), x capped at 20.
+  template <class D>
+  HWY_INLINE V SlopeFactor(D d) const {
     constexpr float kSixAB = 3.0f * INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B;
     const V capped = hn::Min(x, hn::Set(d, 20.0f));
     const V dv =
         Fma(d, hn::Mul(capped, capped), hn::Set(d, kSixAB), hn::Set(d, INFINIOP_GELU_TANH_TWO_A));
-    return sigmoid.SlopeTimes(d, hn::Mul(capped, dv), g, g_lo);
+    return hn::Mul(capped, dv);
   }
   V x;
   Sigmoid<V> sigmoid;
@@ -615,6 +674,17 @@ struct GeluErfAt {
     V lo = hn::Mul(g, sum_lo);
     if (g_lo != nullptr) lo = Fma(d, *g_lo, sum, lo);
     return Fma(d, g, sum, lo);
+  }
+  // For ErrorBound: act'(x)'s terms Phi + |x phi|, and c (0: x^2 / 2 reaches exp exactly).
+  template <class D>
+  HWY_INLINE V SlopeTerms(D d) const {
+    const V capped = hn::Min(x, hn::Set(d, INFINIOP_ERF_CLAMP));
+    const V x_phi = hn::Mul(hn::Mul(capped, e), hn::Set(d, INFINIOP_INV_SQRT_2PI));
+    return hn::Add(cdf, hn::Abs(x_phi));
+  }
+  template <class D>
+  HWY_INLINE V Condition(D d) const {
+    return hn::Zero(d);
   }
   V x, e, e_lo, cdf, cdf_lo;
 };

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cpu_reference/limits.h"
+
 namespace infiniop::cpu_reference {
 
 constexpr double kSqrtTwoOverPi = 0.79788456080286535588;
@@ -50,6 +52,17 @@ template <double (*Act)(double)>
 struct Activated {
   static constexpr int kOutputs = 1, kInputs = 1;  // output <- input
   void operator()(double &output, float input) const { output = Act(input); }
+};
+
+// GeluBackward (tanh) and GeluBackwardV2's erf form: its functor, and the cpu and opencl devices'
+// oracle for their 16-bit outputs.
+template <double (*Derivative)(double)>
+struct GeluBackward {
+  static constexpr int kOutputs = 1, kInputs = 2;  // grad_input <- (input, grad_output)
+  void operator()(double &grad_input, float input, float grad_output) const {
+    // Far left the derivative underflows to 0 but is truly negative: inf * it is -inf, not NaN.
+    grad_input = timesNegativeTail(grad_output, Derivative(input), input);
+  }
 };
 
 }  // namespace infiniop::cpu_reference

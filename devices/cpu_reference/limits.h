@@ -7,10 +7,15 @@
 
 namespace infiniop::cpu_reference {
 
-// a * factor(x), for factors (silu, silu', gelu') that are negative and never 0 for finite
-// x < 0, yet underflow to 0 in double far left: an infinite `a` then gives -a, not NaN.
+// a * factor(x), for factors (silu, silu', gelu', the gate's slope) that are negative and never 0
+// for finite x < 0 (left of their zero), yet underflow to 0 in double far left: there the factor
+// is -0, as the devices give its limit (so the product's zero has the exact product's sign, as
+// correct rounding makes it), and an infinite `a` gives -a, not NaN (at x = -inf it is NaN).
 inline double timesNegativeTail(double a, double factor, double x) {
-  if (factor == 0.0 && std::isinf(a) && std::isfinite(x) && x < 0) return -a;
+  if (factor == 0.0 && x < 0) {
+    if (std::isinf(a)) return std::isfinite(x) ? -a : a * factor;
+    return a * -0.0;
+  }
   return a * factor;
 }
 

@@ -819,14 +819,12 @@ const std::vector<Group> &groups() {
 }
 
 // The groups whose outputs are correctly rounded (docs/accuracy.md, "Correctly rounded 16-bit
-// results"): the F16/BF16 forward values of SwiGlu, GeluMul and Gelu (erf and tanh). Every
+// results"): the F16/BF16 outputs of every elementwise operator, forward and backward. Every
 // device, cpu_reference included, rounds them from the exact value, so cpu_reference joins their
 // runs.
 bool correctlyRounded(const Group &g) {
   const bool half = g.slots.front().dtype != INFINI_DTYPE_F32;
-  return half && (g.name.rfind("SwiGlu_", 0) == 0 || g.name.rfind("GeluMul_Erf_", 0) == 0 ||
-                  g.name.rfind("Gelu_Erf_", 0) == 0 || g.name.rfind("GeluMul_Tanh_", 0) == 0 ||
-                  g.name.rfind("Gelu_Tanh_", 0) == 0);
+  return half && g.data != Data::kMoe;
 }
 
 // ---------------------------------------------------------------- runs

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+// ClippedSwiglu and ClippedSwigluBackward in double, straight from SEMANTICS.md:
+//   a = min(A, limit), b = clamp(B, -limit, limit), z = alpha a, g = a sigmoid(z),
+//   y = g (b + bias);  dA = dy (b + bias) g'(a) [A <= limit],  dB = dy g [-limit <= B <= limit],
+// with g'(a) = s + z s (1 - s). The clamps pass NaN; the masks are selects, as in PyTorch's
+// autograd of clamp, so a masked-out gradient is exactly 0. The functors of cpu_reference, and
+// the cpu device's oracle for its 16-bit outputs.
+#pragma once
+
+#include <cmath>
+
+#include "cpu_reference/limits.h"
+#include "cpu_reference/sigmoid.h"
+#include "ops/clipped_swiglu.h"
+
+namespace infiniop::cpu_reference {
+
+// v * g for the gate g = a sigmoid(z), which has a's sign and is never 0 for finite non-zero a,
+// yet may underflow to 0 in double: an infinite v then gives an infinity.
+inline double timesGate(double v, double g, double a) {
+  if (g == 0.0 && std::isinf(v) && std::isfinite(a) && a != 0.0)
+    return (a < 0) == (v < 0) ? INFINITY : -INFINITY;
+  return v * g;
+}
+
+struct Clipped {
+  double a, b, z, g;  // clamped halves, alpha a, the gate
+
+  Clipped(const ClippedSwigluAttributes &at, float A, float B) {
+    const double limit = at.limit;
+    a = A > limit ? limit : A;
+    b = B > limit ? limit : (B < -limit ? -limit : B);
+    z = at.alpha == 0.0f ? 0.0 : at.alpha * a;  // alpha 0: z = 0 even for infinite a
+    g = z == -INFINITY ? 0.0 : a * sigmoid(z);  // the limit of a sigmoid(alpha a) there
+  }
+
+  // g'(a) = s + z s (1 - s): the slope of z sigmoid(z), taken at z.
+  double slope() const { return siluDerivative(z); }
+};
+
+struct ClippedSwiglu : ClippedSwigluAttributes {
+  static constexpr int kOutputs = 1, kInputs = 2;  // y <- (A, B)
+  void operator()(double &y, float A, float B) const {
+    const Clipped c(*this, A, B);
+    y = timesGate(c.b + bias, c.g, c.a);
+  }
+};
+
+struct ClippedSwigluBackward : ClippedSwigluAttributes {
+  static constexpr int kOutputs = 2, kInputs = 3;  // (dA, dB) <- (dy, A, B)
+  void operator()(double &dA, double &dB, float dy, float A, float B) const {
+    const Clipped c(*this, A, B);
+    dA = A <= limit ? timesNegativeTail(dy * (c.b + bias), c.slope(), c.z) : 0.0;
+    dB = -limit <= B && B <= limit ? timesGate(dy, c.g, c.a) : 0.0;
+  }
+};
+
+static_assert(sizeof(ClippedSwiglu) == sizeof(ClippedSwigluAttributes));
+static_assert(sizeof(ClippedSwigluBackward) == sizeof(ClippedSwigluAttributes));
+
+}  // namespace infiniop::cpu_reference
