@@ -12,9 +12,17 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float far_left_a = as_float(attributes.s3), tail_a = as_float(attributes.s4);
   const clipped_at_t fast = clipped_at(alpha, limit, bias, far_left_a, in[0], in[1]);
   float y = sigmoid_at_value(fast.at, fast.b_bias);
-  if (!(isfinite(fast.a) && !fast.far_left && fast_path_holds(y))) {  // the exact path
+  const bool exact = !(isfinite(fast.a) && !fast.far_left && fast_path_holds(y));
+  if (exact) {  // the exact path
     const clipped_gate_t c = clipped_gate(alpha, limit, far_left_a, tail_a, in[0], in[1], false);
     y = unscale_tail(clipped_times_gate(c, c.b + bias), c.unscale);
   }
+#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl): the exact path's lanes always
+  const float condition = sigmoid_argument_condition(fast.at.sigmoid, fast.z, fmin(fast.z, 40.0f));
+  if (near_within(y, exact ? INFINITY : error_bound(4.0f, fabs(y), fast.b_bias, condition))) {
+    const clipped_exact_t c = clipped_exact(alpha, limit, in[0], in[1]);
+    y = round_to_odd_float(times_gate_exact(c.b + bias, c.g, c.a));
+  }
+#endif
   out[0] = y;
 }

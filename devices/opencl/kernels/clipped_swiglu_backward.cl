@@ -19,7 +19,9 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   float dA = clipped_at_slope(fast, g, g_lo, true);
   float dB = sigmoid_at_value(fast.at, dy);
   // the special values' exact path
-  if (!(isfinite(fast.a) && !fast.far_left && fast_path_holds(dA) && fast_path_holds(dB))) {
+  const bool exact =
+      !(isfinite(fast.a) && !fast.far_left && fast_path_holds(dA) && fast_path_holds(dB));
+  if (exact) {
     const clipped_gate_t c = clipped_gate(alpha, limit, far_left_a, tail_a, A, B, true);
     // dy (b + bias) first, unless that alone overflows from finite factors (bias near
     // FLT_MAX): then dy slope first, which overflows only where dA does.
@@ -30,6 +32,22 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
                       c.unscale);
     dB = unscale_tail(clipped_times_gate(c, dy), c.unscale);
   }
-  out[0] = A <= limit ? dA : 0.0f;
-  out[1] = (B >= -limit && B <= limit) ? dB : 0.0f;
+  const bool keep_a = A <= limit, keep_b = B >= -limit && B <= limit;
+#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl): the exact path's lanes always
+  const float slope_factor = fmin(fast.z, 40.0f);
+  const float condition = sigmoid_argument_condition(fast.at.sigmoid, fast.z, slope_factor);
+  const float bound_a =
+      exact ? INFINITY
+            : error_bound(6.0f, fabs(g) * sigmoid_slope_terms(fast.at.sigmoid, slope_factor), g,
+                          condition);
+  const float bound_b = exact ? INFINITY : error_bound(6.0f, fabs(dB), dy, condition);
+  if ((keep_a && near_within(dA, bound_a)) || (keep_b && near_within(dB, bound_b))) {
+    const clipped_exact_t c = clipped_exact(alpha, limit, A, B);
+    dA = round_to_odd_float(
+        times_negative_tail_exact((double)dy * (c.b + bias), silu_derivative_exact(c.z), c.z));
+    dB = round_to_odd_float(times_gate_exact(dy, c.g, c.a));
+  }
+#endif
+  out[0] = keep_a ? dA : 0.0f;
+  out[1] = keep_b ? dB : 0.0f;
 }

@@ -613,7 +613,99 @@ INLINE uint gelu_tanh_window(float input) {
   const float v = gelu_tanh_argument(fmax(input, -13.0f));
   return input < 0.0f ? (uint)fma(fabs(v), 12.0f, 21.0f) : 21u;
 }
+// cpu_reference/limits.h's timesNegativeTail: a negative factor that underflows is -0.
 INLINE double times_negative_tail_exact(double a, double factor, double x) {
-  return (factor == 0.0 && isinf(a) && isfinite(x) && x < 0.0) ? -a : a * factor;
+  if (factor == 0.0 && x < 0.0) return isinf(a) ? (isfinite(x) ? -a : a * factor) : a * -0.0;
+  return a * factor;
+}
+
+// The backward operators' and ClippedSwiglu's oracles (cpu_reference/sigmoid.h, gelu.h,
+// clipped_swiglu.h), in double.
+INLINE double silu_derivative_exact(double x) {
+  if (isinf(x)) return x > 0.0 ? 1.0 : 0.0;
+  const double s = sigmoid_exact(x);
+  return s + x * s * sigmoid_exact(-x);
+}
+INLINE double gelu_erf_derivative_exact(double x) {
+  if (isinf(x)) return x > 0.0 ? 1.0 : 0.0;
+  return 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(6.283185307179586);
+}
+INLINE double gelu_tanh_derivative_exact(double input) {
+  // clamped at +-30 as std::clamp does, NaN passing
+  const double x = input < -30.0 ? -30.0 : (input > 30.0 ? 30.0 : input);
+  const double k = 0.79788456080286535588, b = 0.044715;
+  const double u = k * (x + b * x * x * x);
+  const double half_one_plus_t = 1.0 / (1.0 + exp(-2.0 * u));
+  const double half_one_minus_t = 1.0 / (1.0 + exp(2.0 * u));
+  return half_one_plus_t +
+         x * (2.0 * half_one_plus_t * half_one_minus_t) * k * (1.0 + 3.0 * b * x * x);
+}
+INLINE double times_gate_exact(double v, double g, double a) {
+  if (g == 0.0 && isinf(v) && isfinite(a) && a != 0.0)
+    return (a < 0.0) == (v < 0.0) ? INFINITY : -INFINITY;
+  return v * g;
+}
+// ClippedSwiglu's clamped halves, z = alpha a and the gate a sigmoid(z), in double.
+typedef struct {
+  double a, b, z, g;
+} clipped_exact_t;
+INLINE clipped_exact_t clipped_exact(float alpha, float limit, float A, float B) {
+  clipped_exact_t c;
+  c.a = A > limit ? (double)limit : (double)A;
+  c.b = B > limit ? (double)limit : (B < -limit ? -(double)limit : (double)B);
+  c.z = alpha == 0.0f ? 0.0 : (double)alpha * c.a;
+  c.g = c.z == -INFINITY ? 0.0 : c.a * sigmoid_exact(c.z);
+  return c;
+}
+
+// convert-inl.h's NearRoundingBoundaryWithin: a 16-bit rounding boundary within `bound` (the
+// output's absolute error bound) of v; a NaN v or bound is near.
+INLINE bool near_within(float v, float bound) {
+  const float magnitude = fabs(v);
+#if defined(STORAGE_BF16)
+  const float below = as_float(as_uint(magnitude) & 0xffff0000u);
+  const float midpoint = as_float(as_uint(below) | 0x8000u);
+  return !(fabs(magnitude - midpoint) > bound) || (magnitude - below < bound && below >= 0x1p-126f);
+#else
+  const bool small = magnitude < 0x1p-14f;
+  const float shifted = small ? magnitude + 0x1p-14f : magnitude;
+  const float widened = small ? bound + 0x1p-38f : bound;
+  const float below = as_float(as_uint(shifted) & 0xffffe000u);
+  const float midpoint = as_float(as_uint(below) | 0x1000u);
+  return !(fabs(shifted - midpoint) > widened) || (!small && shifted - below < widened);
+#endif
+}
+
+// math-inl.h's ErrorBound: |scale| (2K u terms (1 + c) + 2^-122 (1 + c)) + 2^-149, `terms`
+// already times |scale|.
+INLINE float error_bound(float k, float terms, float scale, float c) {
+  return (fabs(scale) * 0x1p-122f + terms * (2.0f * k * 0x1p-24f)) * (1.0f + c) + 0x1p-149f;
+}
+// The terms of sigmoid_slope_times, s (1 + |c| (1 - s)), and the condition of a sigmoid to a
+// rounding of its argument v, |v| min(1, (1 - s) (1 + |c|)) (math-inl.h's Sigmoid).
+INLINE float sigmoid_one_minus(sigmoid_t g) {
+  return g.e < 1.0f ? g.e * g.s : 1.0f - g.s;
+}
+INLINE float sigmoid_slope_terms(sigmoid_t g, float c) {
+  return g.s * (fabs(c) * sigmoid_one_minus(g) + 1.0f);
+}
+INLINE float sigmoid_argument_condition(sigmoid_t g, float v, float c) {
+  const float one_minus_s = sigmoid_one_minus(g);
+  return fabs(v) * fmin(1.0f, fabs(c) * one_minus_s + one_minus_s);
+}
+// gelu_tanh's c = x v' (as gelu_tanh_at_slope), and its terms and condition.
+INLINE float gelu_tanh_slope_factor(sigmoid_at_t at) {
+  const float six_ab = 3.0f * INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B;
+  const float capped = fmin(at.x, 20.0f);
+  return capped * fma(capped * capped, six_ab, INFINIOP_GELU_TANH_TWO_A);
+}
+INLINE float gelu_tanh_condition(sigmoid_at_t at) {
+  return sigmoid_argument_condition(at.sigmoid, gelu_tanh_argument(at.x),
+                                    gelu_tanh_slope_factor(at));
+}
+// gelu_erf's slope terms Phi + |x phi|.
+INLINE float gelu_erf_slope_terms(gelu_erf_at_t at) {
+  const float capped = fmin(at.x, INFINIOP_ERF_CLAMP);
+  return at.cdf + fabs(capped * at.e * INFINIOP_INV_SQRT_2PI);
 }
 #endif

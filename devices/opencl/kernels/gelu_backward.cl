@@ -6,12 +6,25 @@
 #define NUM_INPUTS 2
 INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float input = in[0], grad_output = in[1];
-  float grad_input = gelu_tanh_at_slope(gelu_tanh_at(input), grad_output, 0.0f, false);
-  if (!(isfinite(input) && input >= GELU_TANH_TAIL_BOUND &&
-        fast_path_holds(grad_input))) {  // exact path
+  const sigmoid_at_t at = gelu_tanh_at(input);
+  float grad_input = gelu_tanh_at_slope(at, grad_output, 0.0f, false);
+  const bool exact =
+      !(isfinite(input) && input >= GELU_TANH_TAIL_BOUND && fast_path_holds(grad_input));
+  if (exact) {
     float derivative, unscale;
     gelu_tanh(input, &derivative, &unscale);
     grad_input = unscale_tail(derivative * grad_output, unscale);
   }
+#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl): the exact path's lanes always
+  const float bound =
+      exact ? INFINITY
+            : error_bound(
+                  4.0f,
+                  fabs(grad_output) * sigmoid_slope_terms(at.sigmoid, gelu_tanh_slope_factor(at)),
+                  grad_output, gelu_tanh_condition(at));
+  if (near_within(grad_input, bound))
+    grad_input = round_to_odd_float(
+        times_negative_tail_exact(grad_output, gelu_tanh_derivative_exact(input), input));
+#endif
   out[0] = grad_input;
 }

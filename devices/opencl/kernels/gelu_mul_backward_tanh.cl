@@ -12,13 +12,29 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   float grad1 = gelu_tanh_at_slope(at, g, g_lo, true);
   float grad2 = sigmoid_at_value(at, out_grad);
   // the special values' exact path
-  if (!(isfinite(x1) && x1 >= GELU_TANH_TAIL_BOUND && fast_path_holds(grad1) &&
-        fast_path_holds(grad2))) {
+  const bool exact = !(isfinite(x1) && x1 >= GELU_TANH_TAIL_BOUND && fast_path_holds(grad1) &&
+                       fast_path_holds(grad2));
+  if (exact) {
     float derivative, unscale;
     const float activation = gelu_tanh(x1, &derivative, &unscale);
     grad1 = unscale_tail(out_grad * x2 * derivative, unscale);
     grad2 = unscale_product(activation, out_grad, unscale);
   }
+#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl): the exact path's lanes always
+  const float c = gelu_tanh_condition(at);
+  const float bound1 =
+      exact
+          ? INFINITY
+          : error_bound(6.0f, fabs(g) * sigmoid_slope_terms(at.sigmoid, gelu_tanh_slope_factor(at)),
+                        g, c);
+  const float bound2 = exact ? INFINITY : error_bound(6.0f, fabs(grad2), out_grad, c);
+  if (near_within(grad1, bound1) || near_within(grad2, bound2)) {
+    const double dy = out_grad;
+    grad1 =
+        round_to_odd_float(times_negative_tail_exact(dy * x2, gelu_tanh_derivative_exact(x1), x1));
+    grad2 = round_to_odd_float(times_negative_tail_exact(dy, gelu_tanh_exact(x1), x1));
+  }
+#endif
   out[0] = grad1;
   out[1] = grad2;
 }
