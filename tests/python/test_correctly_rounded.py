@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Correctly rounded 16-bit results (docs/accuracy.md, "Correctly rounded 16-bit results"): the
-F16 and BF16 outputs of SwiGlu, GeluMul and Gelu (approximate "none" and "tanh") are the float64
-value rounded once to nearest even, on every device and cpu target, bit for bit.
+F16 and BF16 outputs of every elementwise operator (SwiGlu, GeluMul, Gelu, ClippedSwiglu and
+their gradients, approximate "none" and "tanh") are the float64 value rounded once to nearest
+even, on every device and cpu target, bit for bit.
 
 Oracle: PyTorch in float64 (silu; x Phi(x) with Phi from erfc, which keeps the left tail;
-x sigmoid(2u) for the tanh form, 0.5 (1 + tanh u) without its cancellation),
+x sigmoid(2u) for the tanh form, 0.5 (1 + tanh u) without its cancellation; the derivatives
+in forms that do not cancel but where they truly cross zero: s + x s sigmoid(-x),
+Phi + x phi, and gelu_tanh's from sigmoid(2u) and sigmoid(-2u)),
 rounded once to the 16-bit type here (F16 by numpy, which rounds float64 directly; BF16 through
 an F32 rounded to odd, which rounds as the float64 value does). The data are signed: the
 suite's mix, [-100, 100], products that land exactly on a rounding boundary, and specials; a
@@ -69,11 +72,40 @@ GELU64 = {"none": gelu_erf64, "tanh": gelu_tanh64}
 
 
 def times_tail(a, factor, x):
-    """a * factor, with an infinite a times a far-left factor that underflowed to 0 (truly
-    negative) giving -a, as SEMANTICS.md's limits ask."""
-    out = a * factor
-    fix = (factor == 0) & torch.isinf(a) & torch.isfinite(x) & (x < 0)
-    return torch.where(fix, -a, out)
+    """a * factor, for a factor that is truly negative left of its zero but underflowed to 0
+    far left: there it is -0 (the product's zero takes the exact product's sign), and an
+    infinite a gives -a (NaN at x = -inf), as SEMANTICS.md's limits ask."""
+    a, factor = torch.broadcast_tensors(torch.as_tensor(a, dtype=torch.float64), factor)
+    underflow = (factor == 0) & (x < 0)
+    out = torch.where(underflow, a * -0.0, a * factor)
+    return torch.where(underflow & torch.isinf(a) & torch.isfinite(x), -a, out)
+
+
+def limits(x, value, at_plus_inf):
+    """value with a derivative's limits at +-inf: at_plus_inf at +inf, -0 at -inf."""
+    value = torch.where(x == np.inf, torch.tensor(at_plus_inf, dtype=torch.float64), value)
+    return torch.where(x == -np.inf, torch.tensor(-0.0, dtype=torch.float64), value)
+
+
+def silu_grad64(x):
+    s, sm = torch.sigmoid(x), torch.sigmoid(-x)
+    return limits(x, s + x * s * sm, 1.0)
+
+
+def gelu_erf_grad64(x):
+    phi = torch.exp(-0.5 * x * x) / np.sqrt(2.0 * np.pi)
+    return limits(x, 0.5 * torch.special.erfc(-x / np.sqrt(2.0)) + x * phi, 1.0)
+
+
+def gelu_tanh_grad64(x):
+    c = x.clamp(-30.0, 30.0)
+    u = np.sqrt(2.0 / np.pi) * (c + 0.044715 * c * c * c)
+    p, m = torch.sigmoid(2.0 * u), torch.sigmoid(-2.0 * u)
+    slope = p + c * (2.0 * p * m) * np.sqrt(2.0 / np.pi) * (1.0 + 3.0 * 0.044715 * c * c)
+    return torch.where(torch.isnan(x), x, slope)
+
+
+GELU_GRAD64 = {"none": gelu_erf_grad64, "tanh": gelu_tanh_grad64}
 
 
 def data(dtype, seed):
@@ -165,3 +197,81 @@ def test_gelu_mul_tanh_left(device, dtype):
     a, b = x[:, 0].double(), x[:, 1].double()
     truth = times_tail(b, gelu_tanh64(a), a)
     check(infiniop.gelu_mul(x, approximate="tanh", **on(device)), truth, dtype, "gelu_mul tanh")
+
+
+# The gradients: where a derivative crosses zero (silu' at -1.2785, gelu' at -0.7518) their
+# bound is absolute, so many values lie near a boundary there: the data include such x.
+def grad_data(dtype, seed, n):
+    rng = np.random.default_rng(seed)
+    x = data(dtype, seed)[:n].double().numpy().copy()
+    x[: n // 8] = rng.uniform(-1.6, -0.5, n // 8)
+    return torch.from_numpy(rng.permutation(x)).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("device", DEVICES)
+def test_swiglu_backward(device, dtype):
+    x = torch.stack([grad_data(dtype, 11, N), data(dtype, 12)[:N]])
+    dy = data(dtype, 13)[:N].reshape(1, -1)
+    x1, x2, g = x[0].double(), x[1].double(), dy[0].double()
+    got = infiniop.swiglu_backward(dy, x, dim=0, **on(device))
+    check(got[0], times_tail(g * x2, silu_grad64(x1), x1), dtype, "swiglu_backward x1")
+    check(got[1], times_tail(g, silu64(x1), x1), dtype, "swiglu_backward x2")
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("device", DEVICES)
+def test_gelu_mul_backward(device, dtype, approximate):
+    x = torch.stack([grad_data(dtype, 14, N), data(dtype, 15)[:N]], dim=1)
+    dy = data(dtype, 16)[:N].reshape(-1, 1)
+    x1, x2, g = x[:, 0].double(), x[:, 1].double(), dy[:, 0].double()
+    got = infiniop.gelu_mul_backward(dy, x, approximate=approximate, **on(device))
+    check(got[:, 0], times_tail(g * x2, GELU_GRAD64[approximate](x1), x1), dtype,
+          "gelu_mul_backward x1")
+    check(got[:, 1], times_tail(g, GELU64[approximate](x1), x1), dtype, "gelu_mul_backward x2")
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("function", ["gelu_backward", "gelu_backward_v2"])
+def test_gelu_backward(device, dtype, approximate, function):
+    x = grad_data(dtype, 17, N)
+    dy = data(dtype, 18)[:N]
+    truth = times_tail(dy.double(), GELU_GRAD64[approximate](x.double()), x.double())
+    got = getattr(infiniop, function)(dy, x, approximate=approximate, **on(device))
+    check(got, truth, dtype, function)
+
+
+# ClippedSwiglu (SEMANTICS.md): a = min(A, limit), b = clamp(B, -limit, limit), z = alpha a,
+# g = a sigmoid(z); y = g (b + bias), dA = dy (b + bias) g'(a) [A <= limit], dB = dy g [B inside].
+@pytest.mark.parametrize("alpha", [1.702, -0.75])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("device", DEVICES)
+def test_clipped_swiglu(device, dtype, alpha):
+    limit, bias = 7.0, 1.0
+    x = torch.stack([grad_data(dtype, 19, N), data(dtype, 20)[:N] / 8], dim=1)  # interleaved
+    dy = data(dtype, 21)[:N].reshape(-1, 1)
+    A, B, g = x[:, 0].double(), x[:, 1].double(), dy[:, 0].double()
+    a = torch.where(A > limit, torch.tensor(limit, dtype=torch.float64), A)
+    b = torch.where(B > limit, torch.tensor(limit, dtype=torch.float64),
+                    torch.where(B < -limit, torch.tensor(-limit, dtype=torch.float64), B))
+    z = np.float64(np.float32(alpha)) * a
+    with np.errstate(all="ignore"):
+        gate = torch.where(z == -np.inf, torch.tensor(0.0, dtype=torch.float64),
+                           a * torch.sigmoid(z))
+    v = b + bias
+    finite_ok = torch.isfinite(A) & torch.isfinite(B) & torch.isfinite(g)
+    attributes = dict(alpha=alpha, limit=limit, bias=bias, **on(device))
+    y = infiniop.clipped_swiglu(x, **attributes)
+    # specials aside (cpu_reference's limits, checked bit for bit against it in bit_identity)
+    keep = finite_ok.numpy()
+    check(y[keep], (gate * v)[keep], dtype, "clipped_swiglu")
+    grad = infiniop.clipped_swiglu_backward(dy, x, **attributes)
+    dA = torch.where(A <= limit, times_tail(g * v, silu_grad64(z), z),
+                     torch.tensor(0.0, dtype=torch.float64))
+    dB = torch.where((B >= -limit) & (B <= limit), g * gate,
+                     torch.tensor(0.0, dtype=torch.float64))
+    check(grad[:, 0][keep], dA[keep], dtype, "clipped_swiglu_backward A")
+    check(grad[:, 1][keep], dB[keep], dtype, "clipped_swiglu_backward B")
