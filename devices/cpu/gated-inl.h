@@ -10,6 +10,7 @@
 #define INFINIOP_CPU_GATED_INL_H_
 #endif
 
+#include <cmath>
 #include <type_traits>
 
 #include "cpu/math-inl.h"
@@ -32,14 +33,32 @@ HWY_NOINLINE V GatedExact(D d, V x1, V x2, V out) {
   return hn::IfThenElse(exact, UnscaleProduct(d, value, x2, unscale), out);
 }
 
+// The 16-bit error bound (ErrorBound) of an exact-path result in the far-left tail, in place of
+// the fast path's, whose terms are taken at its clamp, far above the tail's values: the tail's
+// value and slope are computed scaled and hold K u |result| (1 + c) (c: the activation's
+// TailCondition, its rounded argument's), down to its clamp (kTailClamp), below which every lane
+// is near. Other lanes keep `bound`.
+template <class Activation, int K, class D, class M, class V>
+HWY_INLINE V TailBound(D d, M exact, V x, V result, V bound) {
+  const auto tail = hn::And(exact, hn::Lt(x, hn::Set(d, Activation::kTailBound)));
+  const V relative =
+      ErrorBound<K>(d, hn::Abs(result), hn::Zero(d), Activation::TailCondition(d, x));
+  const V inf = hn::Set(d, HUGE_VALF);
+  return hn::IfThenElse(
+      tail, hn::IfThenElse(hn::Lt(x, hn::Set(d, Activation::kTailClamp)), inf, relative), bound);
+}
+
 template <class Activation, class D, class V>
-HWY_NOINLINE void GatedBackwardExact(D d, V out_grad, V x1, V x2, V &grad1, V &grad2) {
+HWY_NOINLINE void GatedBackwardExact(D d, V out_grad, V x1, V x2, V &grad1, V &grad2, V &bound1,
+                                     V &bound2) {
   const auto exact = ExactLanes(d, x1, x1, Activation::kTailBound, grad1, grad2);
   V derivative, unscale;
   const V activation = Activation()(d, x1, &derivative, &unscale);
   grad1 =
       hn::IfThenElse(exact, Unscale(hn::Mul(hn::Mul(out_grad, x2), derivative), unscale), grad1);
   grad2 = hn::IfThenElse(exact, UnscaleProduct(d, activation, out_grad, unscale), grad2);
+  bound1 = TailBound<Activation, 6>(d, exact, x1, grad1, bound1);
+  bound2 = TailBound<Activation, 6>(d, exact, x1, grad2, bound2);
 }
 
 // The F32 steps within which a forward value x2 act(x1) (or act(x) alone) lies of the exact one
@@ -106,7 +125,7 @@ struct GatedBackward {
     bound1 = ErrorBound<6>(d, hn::Mul(hn::Abs(g), act.SlopeTerms(d)), g, c);
     bound2 = ErrorBound<6>(d, hn::Abs(grad2), out_grad, c);
     if (HWY_UNLIKELY(!FastPathHolds(d, x1, x1, Activation::kTailBound, grad1, grad2))) {
-      GatedBackwardExact<Activation>(d, out_grad, x1, x2, grad1, grad2);
+      GatedBackwardExact<Activation>(d, out_grad, x1, x2, grad1, grad2, bound1, bound2);
     }
   }
 };
@@ -117,6 +136,12 @@ struct SiluActivation {
   template <class V>
   using At = SiluAt<V>;
   static constexpr float kTailBound = kSiluTailBound;
+  // The tail's clamp and its condition (TailBound).
+  static constexpr float kTailClamp = -175.0f;
+  template <class D, class V>
+  static HWY_INLINE V TailCondition(D d, V /*x*/) {
+    return hn::Zero(d);
+  }
   static constexpr double (*kExact)(double) = cpu_reference::silu;
   static constexpr double (*kExactDerivative)(double) = cpu_reference::siluDerivative;
   // The 16-bit path's own evaluation (SiluValueToRound: 5u, not SwiGlu's K = 4).
@@ -138,6 +163,12 @@ struct GeluErfActivation {
   template <class V>
   using At = GeluErfAt<V>;
   static constexpr float kTailBound = kGeluErfTailBound;
+  // The tail's clamp and its condition (TailBound).
+  static constexpr float kTailClamp = -18.7f;
+  template <class D, class V>
+  static HWY_INLINE V TailCondition(D d, V /*x*/) {
+    return hn::Zero(d);
+  }
   static constexpr double (*kExact)(double) = cpu_reference::geluErf;
   static constexpr double (*kExactDerivative)(double) = cpu_reference::geluErfDerivative;
   // The 16-bit path's own evaluation (GeluErfValueToRound: K = 9, not GeluMul's 5).
@@ -159,6 +190,12 @@ struct GeluTanhActivation {
   template <class V>
   using At = GeluTanhAt<V>;
   static constexpr float kTailBound = kGeluTanhTailBound;
+  // The tail's clamp and its condition (TailBound).
+  static constexpr float kTailClamp = -12.9f;
+  template <class D, class V>
+  static HWY_INLINE V TailCondition(D d, V x) {
+    return hn::Abs(GeluTanhArgument(d, hn::Max(x, hn::Set(d, -13.0f))));
+  }
   static constexpr double (*kExact)(double) = cpu_reference::geluTanh;
   static constexpr double (*kExactDerivative)(double) = cpu_reference::geluTanhDerivative;
   // The 16-bit path's own evaluation (GeluTanhValueToRound: v as an exact pair, 5u) and a window

@@ -15,11 +15,13 @@ HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
 
 template <class Activation, class D, class V>
-HWY_NOINLINE V GeluBackwardExact(D d, V input, V grad_output, V grad_input) {  // as GatedExact
+HWY_NOINLINE void GeluBackwardExact(D d, V input, V grad_output, V &grad_input, V &bound) {
   const auto exact = ExactLanes(d, input, input, Activation::kTailBound, grad_input);
   V derivative, unscale;
   Activation()(d, input, &derivative, &unscale);
-  return hn::IfThenElse(exact, Unscale(hn::Mul(derivative, grad_output), unscale), grad_input);
+  grad_input =
+      hn::IfThenElse(exact, Unscale(hn::Mul(derivative, grad_output), unscale), grad_input);
+  bound = TailBound<Activation, 4>(d, exact, input, grad_input, bound);
 }
 
 // grad_input = grad_output act'(input), the activation a type (gated-inl.h).
@@ -42,7 +44,7 @@ struct GeluBackwardOf {
     bound = ErrorBound<4>(d, hn::Mul(hn::Abs(grad_output), act.SlopeTerms(d)), grad_output,
                           act.Condition(d));
     if (HWY_UNLIKELY(!FastPathHolds(d, input, input, Activation::kTailBound, grad_input))) {
-      grad_input = GeluBackwardExact<Activation>(d, input, grad_output, grad_input);
+      GeluBackwardExact<Activation>(d, input, grad_output, grad_input, bound);
     }
   }
 };

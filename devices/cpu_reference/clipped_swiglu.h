@@ -31,7 +31,8 @@ struct Clipped {
     a = A > limit ? limit : A;
     b = B > limit ? limit : (B < -limit ? -limit : B);
     z = at.alpha == 0.0f ? 0.0 : at.alpha * a;  // alpha 0: z = 0 even for infinite a
-    g = z == -INFINITY ? 0.0 : a * sigmoid(z);  // the limit of a sigmoid(alpha a) there
+    // the limit of a sigmoid(alpha a) there: a zero of a's sign (approached from a's side)
+    g = z == -INFINITY ? std::copysign(0.0, a) : a * sigmoid(z);
   }
 
   // g'(a) = s + z s (1 - s): the slope of z sigmoid(z), taken at z.

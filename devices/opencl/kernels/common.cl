@@ -654,7 +654,7 @@ INLINE clipped_exact_t clipped_exact(float alpha, float limit, float A, float B)
   c.a = A > limit ? (double)limit : (double)A;
   c.b = B > limit ? (double)limit : (B < -limit ? -(double)limit : (double)B);
   c.z = alpha == 0.0f ? 0.0 : (double)alpha * c.a;
-  c.g = c.z == -INFINITY ? 0.0 : c.a * sigmoid_exact(c.z);
+  c.g = c.z == -INFINITY ? copysign(0.0, c.a) : c.a * sigmoid_exact(c.z);
   return c;
 }
 
