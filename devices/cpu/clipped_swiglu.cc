@@ -36,14 +36,20 @@ struct ClippedSwiglu : ClippedSwigluAttributes {
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &y, V A, V B) const {
-    V unused;  // dead code, dropped
-    ToRound(d, y, unused, A, B);
+    Evaluate(d, y, static_cast<V *>(nullptr), A, B);
   }
   template <class D, class V>
   HWY_INLINE void ToRound(D d, V &y, V &bound, V A, V B) const {
+    Evaluate(d, y, &bound, A, B);
+  }
+
+ private:
+  // The bound only where asked for (not null: the 16-bit path).
+  template <class D, class V>
+  HWY_INLINE void Evaluate(D d, V &y, V *bound, V A, V B) const {
     const ClippedAt<V> fast(d, *this, A, B);
     y = fast.Value(d, fast.b_bias);
-    bound = ErrorBound<4>(d, hn::Abs(y), fast.b_bias, fast.Condition(d));
+    if (bound != nullptr) *bound = ErrorBound<4>(d, hn::Abs(y), fast.Condition(d));
     if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, y))) {
       y = ClippedSwigluExact(d, *this, A, B, fast.a, fast.z, y);
     }

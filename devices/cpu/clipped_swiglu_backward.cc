@@ -42,11 +42,17 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &dA, V &dB, V dy, V A, V B) const {
-    V unused_a, unused_b;  // dead code, dropped
-    ToRound(d, dA, dB, unused_a, unused_b, dy, A, B);
+    Evaluate(d, dA, dB, static_cast<V *>(nullptr), static_cast<V *>(nullptr), dy, A, B);
   }
   template <class D, class V>
   HWY_INLINE void ToRound(D d, V &dA, V &dB, V &bound_a, V &bound_b, V dy, V A, V B) const {
+    Evaluate(d, dA, dB, &bound_a, &bound_b, dy, A, B);
+  }
+
+ private:
+  // The bounds only where asked for (not null: the 16-bit path).
+  template <class D, class V>
+  HWY_INLINE void Evaluate(D d, V &dA, V &dB, V *bound_a, V *bound_b, V dy, V A, V B) const {
     const ClippedAt<V> fast(d, *this, A, B);
     // dy (b + bias) from b + bias as a pair: its rounding would count in full where b is small.
     V b_bias_lo, g_lo;
@@ -55,20 +61,21 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
     g_lo = Fma(d, dy, b_bias_lo, g_lo);
     dA = fast.Slope(d, g, &g_lo);
     dB = fast.Value(d, dy);
-    const V c = fast.Condition(d);
-    bound_a = ErrorBound<6>(d, hn::Mul(hn::Abs(g), fast.SlopeTerms(d)), g, c);
-    bound_b = ErrorBound<6>(d, hn::Abs(dB), dy, c);
     if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, dA, dB))) {
       ClippedSwigluBackwardExact(d, *this, dy, A, B, fast.a, fast.z, dA, dB);
     }
-    // the masks: exact zeros, bound 0
+    // the masks: exact zeros (bound 0)
     const V limit = hn::Set(d, this->limit);
     const auto unclamped_a = hn::Le(A, limit);
-    dA = hn::IfThenElseZero(unclamped_a, dA);
-    bound_a = hn::IfThenElseZero(unclamped_a, bound_a);
     const auto inside = hn::And(hn::Ge(B, hn::Neg(limit)), hn::Le(B, limit));
+    dA = hn::IfThenElseZero(unclamped_a, dA);
     dB = hn::IfThenElseZero(inside, dB);
-    bound_b = hn::IfThenElseZero(inside, bound_b);
+    if (bound_a != nullptr) {
+      const V c = fast.Condition(d);
+      *bound_a = hn::IfThenElseZero(unclamped_a,
+                                    ErrorBound<6>(d, hn::Mul(hn::Abs(g), fast.SlopeTerms(d)), c));
+      *bound_b = hn::IfThenElseZero(inside, ErrorBound<6>(d, hn::Abs(fast.Value(d, dy)), c));
+    }
   }
 };
 

@@ -153,44 +153,60 @@ HWY_INLINE auto NearRoundingBoundary(DF df, hn::Vec<DF> v, Window window, const 
   return hn::RebindMask(df, hn::Lt(offset, hn::Add(hn::Add(lanes, lanes), hn::Set(du32, 1))));
 }
 
-// As NearRoundingBoundary, for an exact result known to lie within `bound` (absolute, per lane)
-// of v: the bound of an output that may cancel (a gradient), which no window of F32 steps
-// expresses. A rounding boundary (a midpoint between two 16-bit values) lies in [v - bound,
-// v + bound]: the one inside v's 16-bit interval (`below` the magnitude truncated to the storage
-// type, `below` + half its step), or, where `below` starts a binade and the step below is half
-// as large, one under `below`. The differences are exact (same binade). A NaN bound or v counts
-// as near (the oracle decides); an exact zero with a zero bound does not.
+// As NearRoundingBoundary, for an exact result known to lie within `bound_u` u (u = 2^-24;
+// absolute, per lane) of v: the bound of an output that may cancel (a gradient), which no window
+// of F32 steps expresses. A rounding boundary (a midpoint between two 16-bit values) lies within
+// the bound of v: the one inside v's 16-bit interval (`below` the magnitude truncated to the
+// storage type, `below` + half its step), or the one under `below` (half a step of the binade
+// below, so 2^15 F32 steps under `below` for BF16 also where `below` starts a binade): nearer
+// than the first only there, within an eighth of a step above `below`. The differences are exact
+// (within a factor 2). No operand or result may be subnormal (each costs x86 a microcode assist:
+// the test ran the gradients at 0.2x where masked-out zeros met a subnormal midpoint), so the
+// magnitude is scaled by 2^24 first (the bound is in u; its boundaries stay where they were, an
+// exponent apart) and an F32 subnormal v is near unless it is an exact zero with a zero bound. A
+// NaN bound or v, and |v| from 2^104 on (the scaled magnitude overflows), count as near: the
+// oracle decides.
 template <class DF>
-HWY_INLINE auto NearRoundingBoundaryWithin(DF df, hn::Vec<DF> v, hn::Vec<DF> bound,
+HWY_INLINE auto NearRoundingBoundaryWithin(DF df, hn::Vec<DF> v, hn::Vec<DF> bound_u,
                                            const hwy::bfloat16_t *) {
   const hn::RebindToUnsigned<DF> du32;
-  const auto magnitude = hn::Abs(v);
-  const auto below =
-      hn::BitCast(df, hn::And(hn::BitCast(du32, magnitude), hn::Set(du32, 0xffff0000u)));
-  const auto midpoint = hn::BitCast(df, hn::Or(hn::BitCast(du32, below), hn::Set(du32, 0x8000u)));
-  const auto at_midpoint = hn::Not(hn::Gt(hn::Abs(hn::Sub(magnitude, midpoint)), bound));
-  // Below the normal range the step is the same on both sides of `below`.
-  const auto under_below =
-      hn::And(hn::Lt(hn::Sub(magnitude, below), bound), hn::Ge(below, hn::Set(df, 0x1p-126f)));
-  return hn::Or(at_midpoint, under_below);
+  const auto bits = hn::BitCast(du32, hn::Abs(v));
+  const auto smallest_normal = hn::Set(du32, 0x00800000u);
+  const auto scaled =
+      hn::Mul(hn::BitCast(df, hn::Max(bits, smallest_normal)), hn::Set(df, 0x1p24f));
+  const auto below = hn::And(hn::BitCast(du32, scaled), hn::Set(du32, 0xffff0000u));
+  const auto midpoint = hn::BitCast(df, hn::Or(below, hn::Set(du32, 0x8000u)));
+  const auto under = hn::BitCast(df, hn::Sub(below, hn::Set(du32, 0x8000u)));
+  const auto normal_near = hn::Or(hn::Not(hn::Gt(hn::Abs(hn::Sub(scaled, midpoint)), bound_u)),
+                                  hn::Not(hn::Gt(hn::Sub(scaled, under), bound_u)));
+  const auto subnormal = hn::RebindMask(df, hn::Lt(bits, smallest_normal));
+  const auto subnormal_near =
+      hn::Or(hn::RebindMask(df, hn::Ne(bits, hn::Zero(du32))), hn::Gt(bound_u, hn::Zero(df)));
+  return hn::Or(hn::AndNot(subnormal, normal_near), hn::And(subnormal, subnormal_near));
 }
 
 // F16: its boundaries as NearRoundingBoundary's, |v| below 2^-14 shifted by 2^-14 (its rounding,
-// at most 2^-38, added to the bound); there the step is F16's subnormal one on both sides.
+// at most 2^-38, added to the bound); there the step is F16's subnormal one on both sides. The
+// differences are multiples of 2^-37 at least, so only v itself may be subnormal: taken as 2^-126.
 template <class DF>
-HWY_INLINE auto NearRoundingBoundaryWithin(DF df, hn::Vec<DF> v, hn::Vec<DF> bound,
+HWY_INLINE auto NearRoundingBoundaryWithin(DF df, hn::Vec<DF> v, hn::Vec<DF> bound_u,
                                            const hwy::float16_t *) {
   const hn::RebindToUnsigned<DF> du32;
-  const auto magnitude = hn::Abs(v);
+  const auto scale = hn::Set(df, 0x1p24f);
+  const auto magnitude =
+      hn::BitCast(df, hn::Max(hn::BitCast(du32, hn::Abs(v)), hn::Set(du32, 0x00800000u)));
   const auto small = hn::Lt(magnitude, hn::Set(df, 0x1p-14f));
   const auto shifted = hn::IfThenElse(small, hn::Add(magnitude, hn::Set(df, 0x1p-14f)), magnitude);
-  const auto widened = hn::IfThenElse(small, hn::Add(bound, hn::Set(df, 0x1p-38f)), bound);
+  const auto widened = hn::IfThenElse(small, hn::Add(bound_u, hn::Set(df, 0x1p-14f)), bound_u);
   const auto below =
       hn::BitCast(df, hn::And(hn::BitCast(du32, shifted), hn::Set(du32, 0xffffe000u)));
   const auto midpoint = hn::BitCast(df, hn::Or(hn::BitCast(du32, below), hn::Set(du32, 0x1000u)));
-  const auto at_midpoint = hn::Not(hn::Gt(hn::Abs(hn::Sub(shifted, midpoint)), widened));
-  const auto under_below = hn::AndNot(small, hn::Lt(hn::Sub(shifted, below), widened));
-  return hn::Or(at_midpoint, under_below);
+  const auto under = hn::BitCast(df, hn::Sub(hn::BitCast(du32, below), hn::Set(du32, 0x1000u)));
+  const auto at_midpoint =
+      hn::Not(hn::Gt(hn::Mul(hn::Abs(hn::Sub(shifted, midpoint)), scale), widened));
+  const auto at_under =
+      hn::AndNot(small, hn::Not(hn::Gt(hn::Mul(hn::Sub(shifted, under), scale), widened)));
+  return hn::Or(at_midpoint, at_under);
 }
 
 // One vector: Lanes(df) elements.

@@ -307,7 +307,7 @@ constexpr bool IsPaired() {
 //   void ToRound(D, V &out, V in...) const;  // its evaluation for 16-bit outputs, within:
 //   RoundingWindow(D, V in...) const;  // that bound as F32 steps: a uint32_t, or U32 lanes
 // or, where an output may cancel (the gradients) and no window of steps holds, kErrorBounds and
-//   void ToRound(D, V &out..., V &bound..., V in...) const;  // each output's absolute bound
+//   void ToRound(D, V &out..., V &bound..., V in...) const;  // each output's bound, in u = 2^-24
 // The 16-bit bits do not depend on ToRound's evaluation, only on its bound holding, so it may
 // be cheaper than the F32 path and differ by target (SwiGlu's uses the hardware's reciprocal
 // estimate).

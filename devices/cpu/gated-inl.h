@@ -41,24 +41,25 @@ HWY_NOINLINE V GatedExact(D d, V x1, V x2, V out) {
 template <class Activation, int K, class D, class M, class V>
 HWY_INLINE V TailBound(D d, M exact, V x, V result, V bound) {
   const auto tail = hn::And(exact, hn::Lt(x, hn::Set(d, Activation::kTailBound)));
-  const V relative =
-      ErrorBound<K>(d, hn::Abs(result), hn::Zero(d), Activation::TailCondition(d, x));
+  const V relative = ErrorBound<K>(d, hn::Abs(result), Activation::TailCondition(d, x));
   const V inf = hn::Set(d, HUGE_VALF);
   return hn::IfThenElse(
       tail, hn::IfThenElse(hn::Lt(x, hn::Set(d, Activation::kTailClamp)), inf, relative), bound);
 }
 
 template <class Activation, class D, class V>
-HWY_NOINLINE void GatedBackwardExact(D d, V out_grad, V x1, V x2, V &grad1, V &grad2, V &bound1,
-                                     V &bound2) {
+HWY_NOINLINE void GatedBackwardExact(D d, V out_grad, V x1, V x2, V &grad1, V &grad2, V *bound1,
+                                     V *bound2) {
   const auto exact = ExactLanes(d, x1, x1, Activation::kTailBound, grad1, grad2);
   V derivative, unscale;
   const V activation = Activation()(d, x1, &derivative, &unscale);
   grad1 =
       hn::IfThenElse(exact, Unscale(hn::Mul(hn::Mul(out_grad, x2), derivative), unscale), grad1);
   grad2 = hn::IfThenElse(exact, UnscaleProduct(d, activation, out_grad, unscale), grad2);
-  bound1 = TailBound<Activation, 6>(d, exact, x1, grad1, bound1);
-  bound2 = TailBound<Activation, 6>(d, exact, x1, grad2, bound2);
+  if (bound1 != nullptr) {  // the 16-bit path
+    *bound1 = TailBound<Activation, 6>(d, exact, x1, grad1, *bound1);
+    *bound2 = TailBound<Activation, 6>(d, exact, x1, grad2, *bound2);
+  }
 }
 
 // The F32 steps within which a forward value x2 act(x1) (or act(x) alone) lies of the exact one
@@ -110,20 +111,30 @@ struct GatedBackward {
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &grad1, V &grad2, V out_grad, V x1, V x2) const {
-    V unused1, unused2;  // dead code, dropped
-    ToRound(d, grad1, grad2, unused1, unused2, out_grad, x1, x2);
+    Evaluate(d, grad1, grad2, static_cast<V *>(nullptr), static_cast<V *>(nullptr), out_grad, x1,
+             x2);
   }
   template <class D, class V>
   HWY_INLINE void ToRound(D d, V &grad1, V &grad2, V &bound1, V &bound2, V out_grad, V x1,
                           V x2) const {
+    Evaluate(d, grad1, grad2, &bound1, &bound2, out_grad, x1, x2);
+  }
+
+ private:
+  // The bounds only where asked for (not null: the 16-bit path).
+  template <class D, class V>
+  HWY_INLINE void Evaluate(D d, V &grad1, V &grad2, V *bound1, V *bound2, V out_grad, V x1,
+                           V x2) const {
     const typename Activation::template At<V> act(d, x1);
     V g_lo;
     const V g = ProductPair(d, out_grad, x2, &g_lo);
     grad1 = act.Slope(d, g, &g_lo);
     grad2 = act.Value(d, out_grad);
-    const V c = act.Condition(d);
-    bound1 = ErrorBound<6>(d, hn::Mul(hn::Abs(g), act.SlopeTerms(d)), g, c);
-    bound2 = ErrorBound<6>(d, hn::Abs(grad2), out_grad, c);
+    if (bound1 != nullptr) {
+      const V c = act.Condition(d);
+      *bound1 = ErrorBound<6>(d, hn::Mul(hn::Abs(g), act.SlopeTerms(d)), c);
+      *bound2 = ErrorBound<6>(d, hn::Abs(grad2), c);
+    }
     if (HWY_UNLIKELY(!FastPathHolds(d, x1, x1, Activation::kTailBound, grad1, grad2))) {
       GatedBackwardExact<Activation>(d, out_grad, x1, x2, grad1, grad2, bound1, bound2);
     }

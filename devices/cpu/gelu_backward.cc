@@ -15,13 +15,13 @@ HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
 
 template <class Activation, class D, class V>
-HWY_NOINLINE void GeluBackwardExact(D d, V input, V grad_output, V &grad_input, V &bound) {
+HWY_NOINLINE void GeluBackwardExact(D d, V input, V grad_output, V &grad_input, V *bound) {
   const auto exact = ExactLanes(d, input, input, Activation::kTailBound, grad_input);
   V derivative, unscale;
   Activation()(d, input, &derivative, &unscale);
   grad_input =
       hn::IfThenElse(exact, Unscale(hn::Mul(derivative, grad_output), unscale), grad_input);
-  bound = TailBound<Activation, 4>(d, exact, input, grad_input, bound);
+  if (bound != nullptr) *bound = TailBound<Activation, 4>(d, exact, input, grad_input, *bound);
 }
 
 // grad_input = grad_output act'(input), the activation a type (gated-inl.h).
@@ -34,15 +34,22 @@ struct GeluBackwardOf {
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &grad_input, V input, V grad_output) const {
-    V unused;  // dead code, dropped
-    ToRound(d, grad_input, unused, input, grad_output);
+    Evaluate(d, grad_input, static_cast<V *>(nullptr), input, grad_output);
   }
   template <class D, class V>
   HWY_INLINE void ToRound(D d, V &grad_input, V &bound, V input, V grad_output) const {
+    Evaluate(d, grad_input, &bound, input, grad_output);
+  }
+
+ private:
+  // The bound only where asked for (not null: the 16-bit path).
+  template <class D, class V>
+  HWY_INLINE void Evaluate(D d, V &grad_input, V *bound, V input, V grad_output) const {
     const typename Activation::template At<V> act(d, input);
     grad_input = act.Slope(d, grad_output, static_cast<const V *>(nullptr));
-    bound = ErrorBound<4>(d, hn::Mul(hn::Abs(grad_output), act.SlopeTerms(d)), grad_output,
-                          act.Condition(d));
+    if (bound != nullptr) {
+      *bound = ErrorBound<4>(d, hn::Mul(hn::Abs(grad_output), act.SlopeTerms(d)), act.Condition(d));
+    }
     if (HWY_UNLIKELY(!FastPathHolds(d, input, input, Activation::kTailBound, grad_input))) {
       GeluBackwardExact<Activation>(d, input, grad_output, grad_input, bound);
     }

@@ -206,17 +206,21 @@ struct Sigmoid {
 };
 
 // The absolute bound of an F32 result for a 16-bit output's rounding test (elementwise-inl.h's
-// RoundedOnce, kErrorBounds): docs/accuracy.md's bound |scale| (K u terms (1 + c) + 2^-125 floor)
-// + 2^-149, with twice the operator's K (its measured maxima are 0.6-0.85 K; the windows' margin
-// too) and the floor at 2^-122 |scale| (1 + c), which covers the far-left tails' clamps (their
-// results are below 2^-240 |scale|, so every such lane is near). `terms` is |scale| times the
-// summed terms. Its own roundings (MulAdd, no fma needed) are far inside the margin; a NaN (an
-// infinite scale times zero terms) makes the lane near, as an infinite bound does.
+// RoundedOnce, kErrorBounds), in units of u = 2^-24 (NearRoundingBoundaryWithin scales the
+// distance instead, so that no tiny bound is subnormal: each subnormal operand or result costs x86
+// a microcode assist, and the gradients ran at 0.1-0.3x): docs/accuracy.md's K u terms (1 + c)
+// with twice the operator's K (its measured maxima are 0.6-0.85 K; the windows' margin too).
+// `terms` is the summed terms times |scale|. Without the F32 bound's floors: below the tails'
+// clamps, where they count, TailBound (gated-inl.h) takes every lane (ClippedSwiglu's clamped
+// fast terms are far above its tail's values); a result's last rounding into the subnormals
+// never crosses a 16-bit midpoint, which F32 holds exactly, and lands on one only where the test
+// takes the lane anyway; the pairs' low parts that a tiny scale makes subnormal cost at most u
+// each. Its own roundings (MulAdd, no fma needed) are far inside the margin; a NaN (an infinite
+// scale times zero terms) makes the lane near, as an infinite bound does.
 template <int K, class D, class V>
-HWY_INLINE V ErrorBound(D d, V terms, V scale, V c) {
-  const V relative = hn::MulAdd(hn::Abs(scale), hn::Set(d, 0x1p-122f),
-                                hn::Mul(terms, hn::Set(d, 2 * K * 0x1p-24f)));
-  return hn::MulAdd(relative, hn::Add(hn::Set(d, 1.0f), c), hn::Set(d, 0x1p-149f));
+HWY_INLINE V ErrorBound(D d, V terms, V c) {
+  const V relative = hn::Mul(terms, hn::Set(d, static_cast<float>(2 * K)));
+  return hn::MulAdd(relative, c, relative);
 }
 
 // `value` computed from a clamped x, with x's non-finite cases restored: -0 where x is -inf (the

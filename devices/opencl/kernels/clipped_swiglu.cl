@@ -19,7 +19,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   }
 #ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl): the exact path's lanes always
   const float condition = sigmoid_argument_condition(fast.at.sigmoid, fast.z, fmin(fast.z, 40.0f));
-  if (near_within(y, exact ? INFINITY : error_bound(4.0f, fabs(y), fast.b_bias, condition))) {
+  if (near_within(y, exact ? INFINITY : error_bound(4.0f, fabs(y), condition))) {
     const clipped_exact_t c = clipped_exact(alpha, limit, in[0], in[1]);
     y = round_to_odd_float(times_gate_exact(c.b + bias, c.g, c.a));
   }

@@ -38,9 +38,9 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float condition = sigmoid_argument_condition(fast.at.sigmoid, fast.z, slope_factor);
   const float bound_a =
       exact ? INFINITY
-            : error_bound(6.0f, fabs(g) * sigmoid_slope_terms(fast.at.sigmoid, slope_factor), g,
+            : error_bound(6.0f, fabs(g) * sigmoid_slope_terms(fast.at.sigmoid, slope_factor),
                           condition);
-  const float bound_b = exact ? INFINITY : error_bound(6.0f, fabs(dB), dy, condition);
+  const float bound_b = exact ? INFINITY : error_bound(6.0f, fabs(dB), condition);
   if ((keep_a && near_within(dA, bound_a)) || (keep_b && near_within(dB, bound_b))) {
     const clipped_exact_t c = clipped_exact(alpha, limit, A, B);
     dA = round_to_odd_float(

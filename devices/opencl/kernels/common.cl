@@ -658,28 +658,34 @@ INLINE clipped_exact_t clipped_exact(float alpha, float limit, float A, float B)
   return c;
 }
 
-// convert-inl.h's NearRoundingBoundaryWithin: a 16-bit rounding boundary within `bound` (the
-// output's absolute error bound) of v; a NaN v or bound is near.
-INLINE bool near_within(float v, float bound) {
-  const float magnitude = fabs(v);
+// convert-inl.h's NearRoundingBoundaryWithin: a 16-bit rounding boundary within `bound_u` u
+// (u = 2^-24, the output's absolute error bound) of v, computed without subnormals (BF16: on the
+// magnitude scaled by 2^24, an F32 subnormal near unless an exact zero with a zero bound; F16: v
+// taken at least 2^-126); a NaN v or bound, and a BF16 |v| from 2^104 on, are near.
+INLINE bool near_within(float v, float bound_u) {
+  const uint bits = as_uint(fabs(v));
 #if defined(STORAGE_BF16)
-  const float below = as_float(as_uint(magnitude) & 0xffff0000u);
-  const float midpoint = as_float(as_uint(below) | 0x8000u);
-  return !(fabs(magnitude - midpoint) > bound) || (magnitude - below < bound && below >= 0x1p-126f);
+  if (bits < 0x00800000u) return bits != 0u || bound_u > 0.0f;
+  const float scaled = as_float(bits) * 0x1p24f;
+  const uint below = as_uint(scaled) & 0xffff0000u;
+  const float midpoint = as_float(below | 0x8000u), under = as_float(below - 0x8000u);
+  return !(fabs(scaled - midpoint) > bound_u) || !(scaled - under > bound_u);
 #else
+  const float magnitude = as_float(max(bits, 0x00800000u));
   const bool small = magnitude < 0x1p-14f;
   const float shifted = small ? magnitude + 0x1p-14f : magnitude;
-  const float widened = small ? bound + 0x1p-38f : bound;
-  const float below = as_float(as_uint(shifted) & 0xffffe000u);
-  const float midpoint = as_float(as_uint(below) | 0x1000u);
-  return !(fabs(shifted - midpoint) > widened) || (!small && shifted - below < widened);
+  const float widened = small ? bound_u + 0x1p-14f : bound_u;
+  const uint below = as_uint(shifted) & 0xffffe000u;
+  const float midpoint = as_float(below | 0x1000u), under = as_float(below - 0x1000u);
+  return !(fabs(shifted - midpoint) * 0x1p24f > widened) ||
+         (!small && !((shifted - under) * 0x1p24f > widened));
 #endif
 }
 
-// math-inl.h's ErrorBound: |scale| (2K u terms (1 + c) + 2^-122 (1 + c)) + 2^-149, `terms`
-// already times |scale|.
-INLINE float error_bound(float k, float terms, float scale, float c) {
-  return (fabs(scale) * 0x1p-122f + terms * (2.0f * k * 0x1p-24f)) * (1.0f + c) + 0x1p-149f;
+// math-inl.h's ErrorBound, in u: 2K terms (1 + c), `terms` already times |scale| (no floor: the
+// exact path's lanes, where it counts, are always near here).
+INLINE float error_bound(float k, float terms, float c) {
+  return terms * (2.0f * k) * (1.0f + c);
 }
 // The terms of sigmoid_slope_times, s (1 + |c| (1 - s)), and the condition of a sigmoid to a
 // rounding of its argument v, |v| min(1, (1 - s) (1 + |c|)) (math-inl.h's Sigmoid).

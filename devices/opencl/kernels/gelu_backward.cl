@@ -21,7 +21,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
             : error_bound(
                   4.0f,
                   fabs(grad_output) * sigmoid_slope_terms(at.sigmoid, gelu_tanh_slope_factor(at)),
-                  grad_output, gelu_tanh_condition(at));
+                  gelu_tanh_condition(at));
   if (near_within(grad_input, bound))
     grad_input = round_to_odd_float(
         times_negative_tail_exact(grad_output, gelu_tanh_derivative_exact(input), input));

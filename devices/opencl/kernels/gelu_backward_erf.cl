@@ -17,8 +17,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   }
 #ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl): the exact path's lanes always
   const float bound =
-      exact ? INFINITY
-            : error_bound(4.0f, fabs(grad_output) * gelu_erf_slope_terms(at), grad_output, 0.0f);
+      exact ? INFINITY : error_bound(4.0f, fabs(grad_output) * gelu_erf_slope_terms(at), 0.0f);
   if (near_within(grad_input, bound))
     grad_input = round_to_odd_float(
         times_negative_tail_exact(grad_output, gelu_erf_derivative_exact(input), input));

@@ -22,9 +22,8 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   }
 #ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl): the exact path's lanes always
   const float c = 0.0f;
-  const float bound1 =
-      exact ? INFINITY : error_bound(6.0f, fabs(g) * gelu_erf_slope_terms(at), g, c);
-  const float bound2 = exact ? INFINITY : error_bound(6.0f, fabs(grad2), out_grad, c);
+  const float bound1 = exact ? INFINITY : error_bound(6.0f, fabs(g) * gelu_erf_slope_terms(at), c);
+  const float bound2 = exact ? INFINITY : error_bound(6.0f, fabs(grad2), c);
   if (near_within(grad1, bound1) || near_within(grad2, bound2)) {
     const double dy = out_grad;
     grad1 =

@@ -23,11 +23,10 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
 #ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl): the exact path's lanes always
   const float c = gelu_tanh_condition(at);
   const float bound1 =
-      exact
-          ? INFINITY
-          : error_bound(6.0f, fabs(g) * sigmoid_slope_terms(at.sigmoid, gelu_tanh_slope_factor(at)),
-                        g, c);
-  const float bound2 = exact ? INFINITY : error_bound(6.0f, fabs(grad2), out_grad, c);
+      exact ? INFINITY
+            : error_bound(6.0f,
+                          fabs(g) * sigmoid_slope_terms(at.sigmoid, gelu_tanh_slope_factor(at)), c);
+  const float bound2 = exact ? INFINITY : error_bound(6.0f, fabs(grad2), c);
   if (near_within(grad1, bound1) || near_within(grad2, bound2)) {
     const double dy = out_grad;
     grad1 =

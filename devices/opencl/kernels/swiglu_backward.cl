@@ -24,8 +24,8 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float c = 0.0f;
   const float bound1 =
       exact ? INFINITY
-            : error_bound(6.0f, fabs(g) * sigmoid_slope_terms(at.sigmoid, fmin(at.x, 40.0f)), g, c);
-  const float bound2 = exact ? INFINITY : error_bound(6.0f, fabs(grad2), out_grad, c);
+            : error_bound(6.0f, fabs(g) * sigmoid_slope_terms(at.sigmoid, fmin(at.x, 40.0f)), c);
+  const float bound2 = exact ? INFINITY : error_bound(6.0f, fabs(grad2), c);
   if (near_within(grad1, bound1) || near_within(grad2, bound2)) {
     const double dy = out_grad;
     grad1 = round_to_odd_float(times_negative_tail_exact(dy * x2, silu_derivative_exact(x1), x1));
