@@ -223,9 +223,12 @@ INLINE float sigmoid_times(sigmoid_t g, float x) {
 // (gv + g_lo) s (1 + c (1 - s)) (math-inl.h's Sigmoid::SlopeTimes): the corrected quotient
 // (gv + g_lo) / (1 + e) left unrounded as q + remainder s, times h = 1 + c (1 - s); 1 - s
 // is e s where e < 1 (no cancellation) and 1 - s elsewhere.
+// 1 - s: e s where e < 1 (no cancellation), 1 - s itself elsewhere.
+INLINE float sigmoid_one_minus(sigmoid_t g) {
+  return g.e < 1.0f ? g.e * g.s : 1.0f - g.s;
+}
 INLINE float sigmoid_slope_times(sigmoid_t g, float c, float gv, float g_lo, bool has_lo) {
-  const float one_minus_s = g.e < 1.0f ? g.e * g.s : 1.0f - g.s;
-  const float h = fma(c, one_minus_s, 1.0f);
+  const float h = fma(c, sigmoid_one_minus(g), 1.0f);
   const float q = gv * g.s;
   // the correction dropped where s is below 2^-102 (as math-inl.h: no subnormals)
   const float k = g.s < 0x1p-102f ? 0.0f : h * g.s;
@@ -459,11 +462,14 @@ INLINE sigmoid_at_t gelu_tanh_at(float input) {
   at.sigmoid = sigmoid_of(fmax(gelu_tanh_argument(at.x), -87.0f));
   return at;
 }
-INLINE float gelu_tanh_at_slope(sigmoid_at_t at, float g, float g_lo, bool has_lo) {
+// c = x v', v' = 2a (1 + 3 b x^2), x capped at 20.
+INLINE float gelu_tanh_slope_factor(sigmoid_at_t at) {
   const float six_ab = 3.0f * INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B;
   const float capped = fmin(at.x, 20.0f);
-  const float dv = fma(capped * capped, six_ab, INFINIOP_GELU_TANH_TWO_A);
-  return sigmoid_slope_times(at.sigmoid, capped * dv, g, g_lo, has_lo);
+  return capped * fma(capped * capped, six_ab, INFINIOP_GELU_TANH_TWO_A);
+}
+INLINE float gelu_tanh_at_slope(sigmoid_at_t at, float g, float g_lo, bool has_lo) {
+  return sigmoid_slope_times(at.sigmoid, gelu_tanh_slope_factor(at), g, g_lo, has_lo);
 }
 
 // gelu_erf(x) = x Phi(x), clamped as gelu_erf, with Phi(x) kept as the pair cdf + cdf_lo (within
@@ -689,9 +695,6 @@ INLINE float error_bound(float k, float terms, float c) {
 }
 // The terms of sigmoid_slope_times, s (1 + |c| (1 - s)), and the condition of a sigmoid to a
 // rounding of its argument v, |v| min(1, (1 - s) (1 + |c|)) (math-inl.h's Sigmoid).
-INLINE float sigmoid_one_minus(sigmoid_t g) {
-  return g.e < 1.0f ? g.e * g.s : 1.0f - g.s;
-}
 INLINE float sigmoid_slope_terms(sigmoid_t g, float c) {
   return g.s * (fabs(c) * sigmoid_one_minus(g) + 1.0f);
 }
@@ -699,12 +702,7 @@ INLINE float sigmoid_argument_condition(sigmoid_t g, float v, float c) {
   const float one_minus_s = sigmoid_one_minus(g);
   return fabs(v) * fmin(1.0f, fabs(c) * one_minus_s + one_minus_s);
 }
-// gelu_tanh's c = x v' (as gelu_tanh_at_slope), and its terms and condition.
-INLINE float gelu_tanh_slope_factor(sigmoid_at_t at) {
-  const float six_ab = 3.0f * INFINIOP_GELU_TANH_TWO_A * INFINIOP_GELU_TANH_B;
-  const float capped = fmin(at.x, 20.0f);
-  return capped * fma(capped * capped, six_ab, INFINIOP_GELU_TANH_TWO_A);
-}
+// gelu_tanh's condition (its argument v rounded, 6u).
 INLINE float gelu_tanh_condition(sigmoid_at_t at) {
   return sigmoid_argument_condition(at.sigmoid, gelu_tanh_argument(at.x),
                                     gelu_tanh_slope_factor(at));
