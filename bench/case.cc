@@ -133,10 +133,12 @@ infiniStatus_t Case::bindOn(infiniopHandle_t handle, const std::vector<size_t> &
 }
 
 std::unique_ptr<Case> Case::create(const OpInfo &op, infiniDevice_t device, infiniDtype_t dtype,
-                                   const std::vector<size_t> &shape, std::string *error) {
+                                   const std::vector<size_t> &shape, infiniopFpmathMode_t fpmath,
+                                   std::string *error) {
   std::unique_ptr<Case> c(new Case(op, dtype, shape));
   c->own_memory_ = !isHostMemory(device);
   infiniStatus_t status = infiniopCreateHandle(&c->handle_, device, 0);
+  if (status == INFINI_STATUS_SUCCESS) status = infiniopSetHandleFpmathMode(c->handle_, fpmath);
   if (status == INFINI_STATUS_SUCCESS) {
     const auto start = std::chrono::steady_clock::now();
     status = c->bindOn(c->handle_, shape, &c->bound_);

@@ -27,9 +27,11 @@ struct CheckResult {
 
 class Case {
  public:
-  // Returns null and sets *error (status name and the library's message) on failure.
+  // Returns null and sets *error (status name and the library's message) on failure. The
+  // descriptor is created in `fpmath` mode (infiniopSetHandleFpmathMode).
   static std::unique_ptr<Case> create(const OpInfo &op, infiniDevice_t device, infiniDtype_t dtype,
-                                      const std::vector<size_t> &shape, std::string *error);
+                                      const std::vector<size_t> &shape, infiniopFpmathMode_t fpmath,
+                                      std::string *error);
   ~Case();
 
   // One call to completion: on opencl the enqueue and infiniopStreamSynchronize(handle, NULL).

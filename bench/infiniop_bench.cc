@@ -38,6 +38,7 @@ struct Options {
   int reps = 0;               // 0: adaptive
   bool csv = false, check = true;
   bool sweep = false;
+  infiniopFpmathMode_t fpmath = INFINIOP_FPMATH_STRICT;
   size_t sweep_max = kSweepMax;  // output elements
 };
 
@@ -46,6 +47,8 @@ void printUsage(FILE *to) {
                "usage: infiniop-bench [OP...] [--device NAME|all] (NAME: a device of this build)\n"
                "                      [--dtype f32|f16|bf16|all] [--shape AxBxC] [--threads N]\n"
                "                      [--reps N] [--csv] [--no-check] [--sweep] [--sweep-max N]\n"
+               "                      [--fpmath strict|relaxed] (relaxed: F32 rows as dtype "
+               "f32-relaxed)\n"
                "no OP: every operator. Operators:");
   for (const OpInfo &op : allOps()) std::fprintf(to, " %s", op.name);
   std::fprintf(to, "\n");
@@ -119,6 +122,12 @@ Options parse(int argc, char **argv) {
       o.sweep_max = static_cast<size_t>(positive(a, v)) << shift;
       if (o.sweep_max < kSweepMin) badArgument("--sweep-max is at least 4K (4096)");
       o.sweep = true;
+    } else if (a == "--fpmath") {
+      const std::string v = value();
+      if (v == "relaxed")
+        o.fpmath = INFINIOP_FPMATH_RELAXED;
+      else if (v != "strict")
+        badArgument("unknown fpmath mode '" + v + "'; strict or relaxed");
     } else if (a == "--no-check") {
       o.check = false;
     } else if (a == "-h" || a == "--help") {
@@ -157,7 +166,7 @@ class Progress {
 bool runCase(const Options &o, const OpInfo &op, infiniDtype_t dtype, infiniDevice_t device,
              const std::vector<size_t> &shape, Row *row) {
   std::string error;
-  const std::unique_ptr<Case> c = Case::create(op, device, dtype, shape, &error);
+  const std::unique_ptr<Case> c = Case::create(op, device, dtype, shape, o.fpmath, &error);
   if (!c) {
     row->check = "ERROR";
     row->note = "create: " + error;
@@ -296,6 +305,9 @@ int main(int argc, char **argv) {
           Row row;
           row.op = op->name;
           row.dtype = dtypeName(dtype);
+          // The relaxed mode changes only F32 outputs (infiniopFpmathMode_t).
+          if (o.fpmath == INFINIOP_FPMATH_RELAXED && dtype == INFINI_DTYPE_F32)
+            row.dtype += "-relaxed";
           row.device = deviceName(device);
           row.shape = shapeText(shape);
           progress.show(row.op + " " + row.dtype + " " + row.device + " " + row.shape);

@@ -42,6 +42,20 @@ struct ClippedSwiglu : ClippedSwigluAttributes {
   HWY_INLINE void ToRound(D d, V &y, V &bound, V A, V B) const {
     Evaluate(d, y, &bound, A, B);
   }
+  // An F32 output in the relaxed mode (elementwise-inl.h's RelaxedF32): (b + bias) x / (1 + e)
+  // as SiluValueShort's one quotient, the same bits on every target, within K = 8 (e 2u, 1 + e,
+  // the product and the quotient u each; times 1 + c as the strict bound).
+  static constexpr bool kRelaxed = true;
+  template <class D, class V>
+  HWY_INLINE void Relaxed(D d, V &y, V A, V B) const {
+    const ClippedAt<V> fast(d, *this, A, B);  // its sigmoid unused: the compiler drops it
+    const V v = hn::Clamp(fast.z, hn::Set(d, -87.0f), hn::Set(d, 60.0f));
+    const V den = hn::Add(hn::Set(d, 1.0f), ExpOfMinus(d, v));
+    y = ShortQuotient<true>(d, hn::Mul(fast.b_bias, fast.x), den);
+    if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, y))) {
+      y = ClippedSwigluExact(d, *this, A, B, fast.a, fast.z, y);
+    }
+  }
 
  private:
   // The bound only where asked for (not null: the 16-bit path).

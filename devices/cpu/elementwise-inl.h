@@ -492,6 +492,26 @@ HWY_INLINE void RangeTyped16(const Plan &plan, const Functor &f, const void *att
   }
 }
 
+// The relaxed mode of F32 outputs (Plan::relaxed, infiniopFpmathMode_t): a functor that declares
+// kRelaxed true runs `void Relaxed(D, V &out..., V in...) const` there, a cheaper evaluation with
+// its own bound (docs/accuracy.md) and the same bits on every target; others ignore the mode.
+template <class Functor, class = void>
+struct RelaxedTrait : std::false_type {};
+template <class Functor>
+struct RelaxedTrait<Functor, std::void_t<decltype(Functor::kRelaxed)>>
+    : std::bool_constant<Functor::kRelaxed> {};
+
+template <class Functor>
+struct RelaxedF32 {
+  static constexpr int kOutputs = Functor::kOutputs, kInputs = Functor::kInputs;
+  static constexpr bool kPaired = IsPaired<Functor>();
+  Functor f;
+  template <class D, class... Operands>
+  HWY_INLINE void operator()(D d, Operands &...operands) const {
+    f.Relaxed(d, operands...);
+  }
+};
+
 // Runs elements [begin, end) of the plan: the per-target body behind every cpu kernel.
 template <class Functor>
 HWY_INLINE void ElementwiseRange(const Plan &plan, const void *attributes, char *const *operands,
@@ -504,6 +524,11 @@ HWY_INLINE void ElementwiseRange(const Plan &plan, const void *attributes, char 
     case INFINI_DTYPE_BF16:
       return RangeTyped16<Functor, hwy::bfloat16_t>(plan, f, attributes, operands, begin, end);
     default:
+      if constexpr (RelaxedTrait<Functor>::value) {
+        if (plan.relaxed)
+          return RangeTyped<RelaxedF32<Functor>, float>(plan, RelaxedF32<Functor>{f}, operands,
+                                                        begin, end);
+      }
       return RangeTyped<Functor, float>(plan, f, operands, begin, end);
   }
 }

@@ -41,7 +41,19 @@ struct Activated {
   }
   template <class D, class V>
   HWY_INLINE void ToRound(D d, V &output, V input) const {
-    output = Activation::ValueToRound(d, input, hn::Set(d, 1.0f));
+    Short<false>(d, output, input);
+  }
+  // For an F32 output in the relaxed mode, as Gated::Relaxed.
+  static constexpr bool kRelaxed = Activation::kRelaxed;
+  template <class D, class V>
+  HWY_INLINE void Relaxed(D d, V &output, V input) const {
+    Short<true>(d, output, input);
+  }
+
+ private:
+  template <bool kSameBits, class D, class V>
+  HWY_INLINE void Short(D d, V &output, V input) const {
+    output = Activation::template ValueShort<kSameBits>(d, input, hn::Set(d, 1.0f));
     if (HWY_UNLIKELY(!FastPathHolds(d, input, input, Activation::kTailBound, output))) {
       output = ActivatedExact<Activation>(d, input, output);
     }

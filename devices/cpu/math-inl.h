@@ -106,6 +106,19 @@ HWY_INLINE V QuotientToRound(D d, V n, V y) {
   return CorrectedQuotient(d, n, y, ReciprocalToRound(d, y));
 }
 
+// n / y in the short evaluations (SiluValueShort and its kin below), which hold a bound looser than
+// the strict paths': for a 16-bit output to round (RoundedOnce), whose bits do not depend on the
+// evaluation, QuotientToRound from the hardware's estimate; for a relaxed F32 output
+// (kSameBits), whose bits are the evaluation's, Quotient, the same on every target.
+template <bool kSameBits, class D, class V>
+HWY_INLINE V ShortQuotient(D d, V n, V y) {
+  if constexpr (kSameBits) {
+    return Quotient(d, n, y);
+  } else {
+    return QuotientToRound(d, n, y);
+  }
+}
+
 // sigmoid(v) = 1 / (1 + e), e = exp(-v), for v >= -87 (callers clamp there, where they also
 // clamp what multiplies sigmoid) and clamped here at 60: beyond, sigmoid is 1 and its slope e^-60
 // is below any rounding of the terms it joins (|c| e^-60 < 2^-70 for every caller's c), and
@@ -420,17 +433,17 @@ struct SiluAt {
   Sigmoid<V> sigmoid;
 };
 
-// g silu(x) for a 16-bit output that RoundedOnce corrects (elementwise-inl.h): its bits do not
-// depend on this evaluation, only its bound does, so it needs neither the pairs' low parts nor
-// the target-independent reciprocal. e within 2u (ExpOfMinus; its weight e / (1 + e) <= 1),
-// 1 + e and g x rounded (u each), their quotient (QuotientToRound: u): within 5u |g silu(x)| on
-// every target (3.7u measured), inside SiluActivation::ValueWindow (K = 7). Finite x at or
-// above the tail bound, as SiluAt.
-template <class D, class V>
-HWY_INLINE V SiluValueToRound(D d, V input, V g) {
+// g silu(x), short: for a 16-bit output that RoundedOnce corrects (elementwise-inl.h), whose
+// bits do not depend on this evaluation, only its bound does, and for a relaxed F32 output
+// (kSameBits: ShortQuotient), it needs none of the pairs' low parts. e within 2u (ExpOfMinus; its
+// weight e / (1 + e) <= 1), 1 + e and g x rounded (u each), their quotient (u): within 5u
+// |g silu(x)| on every target (3.7u measured), inside SiluActivation::ValueWindow (K = 7) and the
+// relaxed bound (K = 8). Finite x at or above the tail bound, as SiluAt.
+template <bool kSameBits = false, class D, class V>
+HWY_INLINE V SiluValueShort(D d, V input, V g) {
   const V x = hn::Max(input, hn::Set(d, -87.0f));
   const V den = hn::Add(hn::Set(d, 1.0f), ExpOfMinus(d, hn::Min(x, hn::Set(d, 60.0f))));
-  return QuotientToRound(d, hn::Mul(g, x), den);
+  return ShortQuotient<kSameBits>(d, hn::Mul(g, x), den);
 }
 
 // gelu_tanh(x) = x sigmoid(v), v = 2a (x + b x^3), clamped as GeluTanh; c = x v'.
@@ -477,14 +490,14 @@ struct GeluTanhAt {
   Sigmoid<V> sigmoid;
 };
 
-// g gelu_tanh(x) for a 16-bit output that RoundedOnce corrects (as SiluValueToRound, with v for
-// x): v = x (2a + 2ab x^2) as a pair whose error is below 2^-44 |v| (x^2, 2ab x^2 and x t exact
-// products, 2a + 2ab x^2 an exact sum, the constants as pairs from the reference's doubles), so
-// that exp's argument is exact as for silu: within 5u of the exact value (e 2u, 1 + e, the
-// quotient, the product by g; 2^-44 |v| <= 2^-37 more), 3.8u measured (AVX3, AVX2).
-// GeluTanhRoundingWindow covers it. Finite x at or above the tail bound, as GeluTanhAt.
-template <class D, class V>
-HWY_INLINE V GeluTanhValueToRound(D d, V input, V g) {
+// g gelu_tanh(x), short (as SiluValueShort, with v for x): v = x (2a + 2ab x^2) as a pair whose
+// error is below 2^-44 |v| (x^2, 2ab x^2 and x t exact products, 2a + 2ab x^2 an exact sum, the
+// constants as pairs from the reference's doubles), so that exp's argument is exact as for silu:
+// within 5u of the exact value (e 2u, 1 + e, the quotient, the product by g; 2^-44 |v| <= 2^-37
+// more), 3.8u measured (AVX3, AVX2). GeluTanhRoundingWindow covers it. Finite x at or above the
+// tail bound, as GeluTanhAt.
+template <bool kSameBits = false, class D, class V>
+HWY_INLINE V GeluTanhValueShort(D d, V input, V g) {
   constexpr double kTwoA = 2.0 * cpu_reference::kSqrtTwoOverPi;
   constexpr double kTwoAB = kTwoA * cpu_reference::kGeluTanhBeta;
   constexpr float kTwoAHi = static_cast<float>(kTwoA), kTwoABHi = static_cast<float>(kTwoAB);
@@ -504,13 +517,13 @@ HWY_INLINE V GeluTanhValueToRound(D d, V input, V g) {
   const V den = hn::Add(hn::Set(d, 1.0f), ExpOfMinus(d, v, &v_lo));
   // x / den, then g: g x would overflow where g is large and the result is not (den reaches
   // e^85), and the exact path that such a lane would take rounds v.
-  return hn::Mul(QuotientToRound(d, x, den), g);
+  return hn::Mul(ShortQuotient<kSameBits>(d, x, den), g);
 }
 
 // The F32 steps (2K + 2, as RoundingWindow) within which a gelu_tanh value for a 16-bit output
 // lies of the exact one, per lane (NearRoundingBoundary's BF16 `tiny` rule then only takes the
 // F32 subnormals; below 2^-100 it would take 4% of the values in [-10, 10], those below -9.2):
-// K = 9 (GeluTanhValueToRound's 5u, 1u more where its quotient's correction is subnormal, a
+// K = 9 (GeluTanhValueShort's 5u, 1u more where its quotient's correction is subnormal, a
 // margin) but in the tail (x below
 // kGeluTanhTailBound), whose exact path rounds v into exp (6u |v|: GeluTanhArgument), where
 // K = 9 + 6 |v| (2,121 steps at most), and where v < -175 (x below about -12.91), where the tail
@@ -528,8 +541,8 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> GeluTanhRoundingWindow(D d, V input)
 }
 
 // W = 2 + a R(a) / P(a) of gelu_erf's F = k a + W (math_constants.h): R and P interleaved by
-// Horner, R / P one corrected quotient (QuotientToRound's where kToRound).
-template <bool kToRound = false, class D, class V>
+// Horner, R / P one corrected quotient (ShortQuotient's, same bits or not).
+template <bool kSameBits = true, class D, class V>
 HWY_INLINE V ErfW(D d, V a) {
   V r = hn::Set(d, INFINIOP_ERF_R3), p = hn::Set(d, INFINIOP_ERF_P4);
   p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P3));
@@ -539,7 +552,7 @@ HWY_INLINE V ErfW(D d, V a) {
   p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P1));
   r = Fma(d, r, a, hn::Set(d, INFINIOP_ERF_R0));
   p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P0));
-  return Fma(d, a, kToRound ? QuotientToRound(d, r, p) : Quotient(d, r, p), hn::Set(d, 2.0f));
+  return Fma(d, a, ShortQuotient<kSameBits>(d, r, p), hn::Set(d, 2.0f));
 }
 
 // gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x), from one exp: with a = |x|,
@@ -592,14 +605,14 @@ HWY_INLINE V GeluErf(D d, V input, V *derivative, V *unscale) {
   return ProductAtNonFinite(d, input, hn::Mul(x, cdf));
 }
 
-// g gelu_erf(x) for a 16-bit output that RoundedOnce corrects (as SiluValueToRound): GeluErfAt's
-// formula with x^2 / 2 still an exact pair into exp (so c stays 0), but no low parts after it,
-// F = k a + W as one fma, and the quotients from QuotientToRound. The roundings add up to 11u at
+// g gelu_erf(x), short (as SiluValueShort): GeluErfAt's formula with x^2 / 2 still an exact pair
+// into exp (so c stays 0), but no low parts after it, F = k a + W as one fma, and the quotients
+// from ShortQuotient. The roundings add up to 11u at
 // worst (exp 2, the fit 1.3, W 2.7, F 1, e / F 2, 1 - T 1, the products 2), and measure 5.0u at
 // most (4M vectors, x in [-90, 90] down to 1e-3, AVX3, AVX2 and SSSE3):
 // GeluErfActivation::ValueWindow takes K = 9. Finite x at or above the tail bound, as GeluErfAt.
-template <class D, class V>
-HWY_INLINE V GeluErfValueToRound(D d, V input, V g) {
+template <bool kSameBits = false, class D, class V>
+HWY_INLINE V GeluErfValueShort(D d, V input, V g) {
   const V clamp = hn::Set(d, INFINIOP_ERF_CLAMP);
   const V x = hn::Max(input, hn::Neg(clamp));
   const V a = hn::Min(hn::Abs(x), clamp);
@@ -607,8 +620,8 @@ HWY_INLINE V GeluErfValueToRound(D d, V input, V g) {
   V h_lo;
   const V h = ProductPair(d, half_a, a, &h_lo);
   const V e = ExpOfMinus(d, h, &h_lo);
-  const V f = Fma(d, hn::Set(d, INFINIOP_ERF_K), a, ErfW<true>(d, a));
-  const V t = QuotientToRound(d, e, f);  // Phi(-|x|)
+  const V f = Fma(d, hn::Set(d, INFINIOP_ERF_K), a, ErfW<kSameBits>(d, a));
+  const V t = ShortQuotient<kSameBits>(d, e, f);  // Phi(-|x|)
   const V cdf = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), t, hn::Sub(hn::Set(d, 1.0f), t));
   return hn::Mul(hn::Mul(g, x), cdf);
 }

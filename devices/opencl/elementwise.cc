@@ -145,6 +145,8 @@ infiniStatus_t makeElementwiseRunner(const char *op, infiniopHandle_t handle,
   // A one- or two-dim plan whose inner steps are all 1 or 2 (interleaved pairs) gets them as
   // constants: one more program per such pattern, instead of a loop PoCL cannot vectorize.
   std::string options = std::string("-cl-std=CL1.2 ") + storageOption(plan.dtype);
+  // The relaxed mode of F32 outputs (Plan::relaxed): kernels with a relaxed evaluation take it.
+  if (plan.relaxed) options += " -DRELAXED";
   const int inner = plan.ndim - 1;
   bool constant_steps = plan.ndim <= 2 && !plan.inner_contiguous;
   for (int k = 0; k < plan.numOperands(); ++k)

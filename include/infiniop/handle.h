@@ -26,4 +26,22 @@ typedef struct {
  * infiniopGetLastError) for a type not built into this library. */
 __INFINI_C infiniStatus_t infiniopGetDeviceInfo(infiniDevice_t device, infiniopDeviceInfo_t *info);
 
+/* How the elementwise operators evaluate their F32 outputs (docs/accuracy.md, "The relaxed
+ * mode"), in the spirit of oneDNN's fpmath_mode: STRICT (the default) holds each operator's
+ * documented F32 bound (K <= 6); RELAXED holds a looser one (K <= 8: at most 8 ulp, or 8 u of the
+ * summed terms where a gradient cancels) at less arithmetic. Both give the same bits on every cpu
+ * target and on opencl. F16/BF16 outputs are correctly rounded in either mode, and the MoE
+ * operators ignore it. */
+typedef enum {
+  INFINIOP_FPMATH_STRICT = 0,
+  INFINIOP_FPMATH_RELAXED = 1,
+} infiniopFpmathMode_t;
+
+/* Sets the mode of the descriptors created on `handle` from now on; a descriptor keeps the mode
+ * it was created with. BAD_PARAM for a value outside the enum (the handle's mode unchanged). */
+__INFINI_C infiniStatus_t infiniopSetHandleFpmathMode(infiniopHandle_t handle,
+                                                      infiniopFpmathMode_t mode);
+__INFINI_C infiniStatus_t infiniopGetHandleFpmathMode(infiniopHandle_t handle,
+                                                      infiniopFpmathMode_t *mode);
+
 #endif /* INFINIOP_HANDLE_H */

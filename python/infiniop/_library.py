@@ -351,6 +351,8 @@ _PROTOTYPES = {
     "infiniopGetDeviceTypes": (_status, [ctypes.POINTER(_enum), ctypes.c_int,
                                          ctypes.POINTER(ctypes.c_int)]),
     "infiniopGetDeviceInfo": (_status, [_enum, ctypes.POINTER(DeviceInfoStruct)]),
+    "infiniopSetHandleFpmathMode": (_status, [_ptr, _enum]),
+    "infiniopGetHandleFpmathMode": (_status, [_ptr, ctypes.POINTER(_enum)]),
     # tensor_descriptor.h
     "infiniopCreateTensorDescriptor": (_status, [_pptr, _size, _psize, _pdiff, _enum]),
     "infiniopDestroyTensorDescriptor": (_status, [_ptr]),

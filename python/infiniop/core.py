@@ -369,6 +369,28 @@ class Handle:
         for op in cached:
             op.close()
 
+    FPMATH_MODES = ("strict", "relaxed")  # infiniopFpmathMode_t, in its order
+
+    @property
+    def fpmath(self):
+        """"strict" (the default) or "relaxed": how the elementwise operators created on this
+        handle evaluate F32 outputs (infiniopSetHandleFpmathMode; docs/accuracy.md, "The relaxed
+        mode"). Setting it drops the cached descriptors, which keep the mode they were made
+        with: not while another thread is running a call on this handle."""
+        mode = ctypes.c_int()
+        _library.check(self._lib.infiniopGetHandleFpmathMode(self.value, ctypes.byref(mode)),
+                       "infiniopGetHandleFpmathMode")
+        return self.FPMATH_MODES[mode.value]
+
+    @fpmath.setter
+    def fpmath(self, mode):
+        if mode not in self.FPMATH_MODES:
+            raise ValueError(f"fpmath is 'strict' or 'relaxed', not {mode!r}")
+        _library.check(self._lib.infiniopSetHandleFpmathMode(self.value,
+                                                             self.FPMATH_MODES.index(mode)),
+                       "infiniopSetHandleFpmathMode")
+        self.clear_descriptors()
+
     @property
     def is_open(self):
         return self._raw is not None

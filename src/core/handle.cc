@@ -41,6 +41,32 @@ extern "C" infiniStatus_t infiniopDestroyHandle(infiniopHandle_t handle) {
   });
 }
 
+extern "C" infiniStatus_t infiniopSetHandleFpmathMode(infiniopHandle_t handle,
+                                                      infiniopFpmathMode_t mode) {
+  constexpr const char *kWhere = "infiniopSetHandleFpmathMode";
+  return infiniop::guarded(kWhere, [&] {
+    INFINIOP_CHECK(infiniop::checkHandle(kWhere, handle));
+    const int value = static_cast<int>(mode);
+    if (value != INFINIOP_FPMATH_STRICT && value != INFINIOP_FPMATH_RELAXED)
+      return fail(INFINI_STATUS_BAD_PARAM,
+                  std::string(kWhere) + ": mode " + std::to_string(value) +
+                      " is neither INFINIOP_FPMATH_STRICT (0) nor INFINIOP_FPMATH_RELAXED (1)");
+    handle->fpmath_mode.store(value);
+    return infiniop::succeed();
+  });
+}
+
+extern "C" infiniStatus_t infiniopGetHandleFpmathMode(infiniopHandle_t handle,
+                                                      infiniopFpmathMode_t *mode) {
+  constexpr const char *kWhere = "infiniopGetHandleFpmathMode";
+  return infiniop::guarded(kWhere, [&] {
+    INFINIOP_CHECK(infiniop::checkHandle(kWhere, handle));
+    if (!mode) return fail(INFINI_STATUS_NULL_POINTER, std::string(kWhere) + ": mode is NULL");
+    *mode = static_cast<infiniopFpmathMode_t>(handle->fpmath_mode.load());
+    return infiniop::succeed();
+  });
+}
+
 extern "C" infiniStatus_t infiniopGetDeviceTypes(infiniDevice_t *devices, int capacity,
                                                  int *count) {
   constexpr const char *kWhere = "infiniopGetDeviceTypes";

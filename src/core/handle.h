@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "core/device.h"
@@ -19,6 +20,9 @@ struct InfiniopHandle {
   const infiniop::Device *const device;
   const int device_id;
   const std::unique_ptr<infiniop::DeviceState> state;
+  // infiniopFpmathMode_t for the descriptors created from now on; atomic: a thread may set it
+  // while another creates descriptors.
+  std::atomic<int> fpmath_mode{INFINIOP_FPMATH_STRICT};
 };
 
 namespace infiniop {

@@ -99,6 +99,8 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op, Kerne
   }
   desc->plan_ = buildPlan(dtype, operands, static_cast<int>(outputs.size()), iteration_shape,
                           options.row_dim >= 0);
+  desc->plan_.relaxed =
+      dtype == INFINI_DTYPE_F32 && handle->fpmath_mode.load() == INFINIOP_FPMATH_RELAXED;
   INFINIOP_CHECK(device.elementwiseRunner(op, handle, kernel, desc->plan_, &desc->runner_));
   // Staged tensors: copied in before the kernel (inputs) or out after it (outputs), by the
   // device's copy kernel, between the user's layout and a contiguous workspace buffer.

@@ -38,6 +38,9 @@ struct Plan {
   bool inner_paired = false;
   enum Role : unsigned char { kAlone, kPairFirst, kPairSecond };
   Role role[kMaxOperands] = {};
+  // F32 outputs in the relaxed mode (infiniopFpmathMode_t): kernels that have a relaxed
+  // evaluation take it; set only for F32 plans.
+  bool relaxed = false;
 
   int numOperands() const { return num_outputs + num_inputs; }
   size_t rowLength() const { return shape[ndim - 1]; }

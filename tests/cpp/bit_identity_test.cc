@@ -258,6 +258,7 @@ struct Group {
   Attrs attrs;
   Data data;
   Describe describe;
+  bool relaxed = false;  // created in the relaxed mode (infiniopSetHandleFpmathMode)
 };
 
 const char *dtypeName(infiniDtype_t dtype) {
@@ -807,12 +808,34 @@ void addMoe(std::vector<Group> &groups) {
     }
 }
 
+// The relaxed mode's F32 groups: a copy of each F32 group whose operator has a relaxed
+// evaluation (docs/accuracy.md, "The relaxed mode"), with "_Relaxed" appended to its name. Its
+// bits are the same on every target and device too, though not the strict groups'.
+void addRelaxed(std::vector<Group> &groups) {
+  const std::vector<std::string> relaxed = {"Gelu_Erf_F32",
+                                            "GeluMul_Erf_F32",
+                                            "SwiGlu_F32",
+                                            "ClippedSwiglu_Interleaved_Default_F32",
+                                            "ClippedSwiglu_Halves_NoClip_F32",
+                                            "ClippedSwiglu_Interleaved_Huge_F32",
+                                            "ClippedSwiglu_Halves_Tiny_F32"};
+  const size_t strict = groups.size();
+  for (size_t i = 0; i < strict; ++i)
+    if (std::find(relaxed.begin(), relaxed.end(), groups[i].name) != relaxed.end()) {
+      Group g = groups[i];
+      g.name += "_Relaxed";
+      g.relaxed = true;
+      groups.push_back(g);
+    }
+}
+
 const std::vector<Group> &groups() {
   static const std::vector<Group> all = [] {
     std::vector<Group> g;
     addElementwise(g);
     addClippedSwiglu(g);
     addMoe(g);
+    addRelaxed(g);
     return g;
   }();
   return all;
@@ -867,6 +890,9 @@ RunResult runOnce(Case &c, infiniopHandle_t handle, uint8_t poison) {
   for (size_t k = 0; k < n; ++k)
     if (c.tensor(k)) descs[k] = c.tensor(k)->descriptor();
   void *desc = nullptr;
+  EXPECT_EQ(infiniopSetHandleFpmathMode(
+                handle, g.relaxed ? INFINIOP_FPMATH_RELAXED : INFINIOP_FPMATH_STRICT),
+            INFINI_STATUS_SUCCESS);
   const infiniStatus_t created = op.create(handle, &desc, descs, g.attrs);
   const std::string create_error = infiniopGetLastError();
   for (auto d : descs)

@@ -202,6 +202,30 @@ TEST(Handle, CpuDevicesAndErrors) {
   EXPECT_EQ(infiniopDestroyHandle(nullptr), INFINI_STATUS_NULL_POINTER);
 }
 
+// The handle's fpmath mode: strict until set, each value kept, errors for a null handle or
+// pointer. (A value outside the enum, BAD_PARAM, is tested from Python: passing one here would be
+// undefined behaviour that UBSan reports.)
+TEST(Handle, FpmathMode) {
+  infiniopHandle_t handle = nullptr;
+  ASSERT_EQ(infiniopCreateHandle(&handle, kHostDevice, 0), INFINI_STATUS_SUCCESS);
+  infiniopFpmathMode_t mode = INFINIOP_FPMATH_RELAXED;
+  ASSERT_EQ(infiniopGetHandleFpmathMode(handle, &mode), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(mode, INFINIOP_FPMATH_STRICT);
+  for (infiniopFpmathMode_t set : {INFINIOP_FPMATH_RELAXED, INFINIOP_FPMATH_STRICT}) {
+    ASSERT_EQ(infiniopSetHandleFpmathMode(handle, set), INFINI_STATUS_SUCCESS);
+    ASSERT_EQ(infiniopGetHandleFpmathMode(handle, &mode), INFINI_STATUS_SUCCESS);
+    EXPECT_EQ(mode, set);
+  }
+  EXPECT_EQ(INFINIOP_FPMATH_STRICT, 0);  // the ABI's values
+  EXPECT_EQ(INFINIOP_FPMATH_RELAXED, 1);
+  EXPECT_EQ(infiniopGetHandleFpmathMode(handle, nullptr), INFINI_STATUS_NULL_POINTER);
+  EXPECT_NE(std::string(infiniopGetLastError()).find("mode is NULL"), std::string::npos);
+  EXPECT_EQ(infiniopSetHandleFpmathMode(nullptr, INFINIOP_FPMATH_RELAXED),
+            INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(infiniopGetHandleFpmathMode(nullptr, &mode), INFINI_STATUS_NULL_POINTER);
+  EXPECT_EQ(infiniopDestroyHandle(handle), INFINI_STATUS_SUCCESS);
+}
+
 TEST(Runtime, MallocCopyFreeStreams) {
   infiniopHandle_t handle = nullptr;
   ASSERT_EQ(infiniopCreateHandle(&handle, kHostDevice, 0), INFINI_STATUS_SUCCESS);

@@ -11,7 +11,11 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float bias = as_float(attributes.s2);
   const float far_left_a = as_float(attributes.s3), tail_a = as_float(attributes.s4);
   const clipped_at_t fast = clipped_at(alpha, limit, bias, far_left_a, in[0], in[1]);
+#ifdef RELAXED  // the relaxed mode's F32 value (common.cl)
+  float y = over_one_plus_exp_relaxed(fast.b_bias * fast.at.x, fmin(fast.z, 60.0f));
+#else
   float y = sigmoid_at_value(fast.at, fast.b_bias);
+#endif
   const bool exact = !(isfinite(fast.a) && !fast.far_left && fast_path_holds(y));
   if (exact) {  // the exact path
     const clipped_gate_t c = clipped_gate(alpha, limit, far_left_a, tail_a, in[0], in[1], false);

@@ -303,6 +303,17 @@ INLINE float quotient(float n, float y) {
   return fma(fma(-q, y, n), r, q);
 }
 
+// The relaxed mode's F32 values (-DRELAXED; math-inl.h's SiluValueShort<true> and kin): n / (1 +
+// exp(-v)) as one quotient, with none of the strict paths' low parts. The same operations as the
+// cpu's, so the same bits. v is clamped to [-87, 60] by the callers.
+INLINE float over_one_plus_exp_relaxed(float n, float v) {
+  return quotient(n, 1.0f + exp_of_minus_sum(v, -0.0f));
+}
+INLINE float silu_value_relaxed(float input, float g) {
+  const float x = fmax(input, -87.0f);
+  return over_one_plus_exp_relaxed(g * x, fmin(x, 60.0f));
+}
+
 // W = 2 + a R(a) / P(a) of gelu_erf's F = k a + W (math-inl.h's ErfW).
 INLINE float erf_w(float a) {
   float r = INFINIOP_ERF_R3, p = INFINIOP_ERF_P4;
@@ -314,6 +325,18 @@ INLINE float erf_w(float a) {
   r = fma(r, a, INFINIOP_ERF_R0);
   p = fma(p, a, INFINIOP_ERF_P0);
   return fma(a, quotient(r, p), 2.0f);
+}
+
+// g gelu_erf(x) in the relaxed mode (math-inl.h's GeluErfValueShort<true>): x^2 / 2 an exact
+// pair into exp, F = k a + W one fma, T = e / F one quotient.
+INLINE float gelu_erf_value_relaxed(float input, float g) {
+  const float x = fmax(input, -INFINIOP_ERF_CLAMP);
+  const float a = fmin(fabs(x), INFINIOP_ERF_CLAMP);
+  const float half_a = a * 0.5f;
+  const float h = half_a * a;
+  const float e = exp_of_minus_sum(h, fma(half_a, a, -h));
+  const float t = quotient(e, fma(INFINIOP_ERF_K, a, erf_w(a)));
+  return g * x * (x < 0.0f ? t : 1.0f - t);
 }
 
 // n / (k a + W) from F's reciprocal estimate r, within 0.5 ulp + 2^-27 (as quotient).

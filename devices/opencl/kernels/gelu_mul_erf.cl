@@ -6,7 +6,11 @@
 #define NUM_INPUTS 2
 INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float x1 = in[0], x2 = in[1];
+#ifdef RELAXED  // the relaxed mode's F32 value (common.cl)
+  float y = gelu_erf_value_relaxed(x1, x2);
+#else
   float y = gelu_erf_at_value(gelu_erf_at(x1), x2);
+#endif
   if (!(isfinite(x1) && x1 >= GELU_ERF_TAIL_BOUND && fast_path_holds(y))) {  // the exact path
     float unscale;
     y = unscale_product(gelu_erf(x1, 0, &unscale), x2, unscale);

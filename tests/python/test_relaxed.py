@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The relaxed mode (Handle.fpmath = "relaxed", infiniopSetHandleFpmathMode; docs/accuracy.md,
+"The relaxed mode"), on every device.
+
+Oracle: PyTorch in float64 of each formula from the rounded F32 inputs. Error model: the strict
+one (docs/accuracy.md, "The form of the bound") with the relaxed K of tests/accuracy_bounds.json
+("relaxed_f32_bound_u", 8 for every operator that has a relaxed evaluation):
+    F32: |scale| (K u terms (1 + c) + 2^-125 (1 + |x|)) + 2^-149
+terms = |value| (these values never cancel); c = 0 but for ClippedSwiglu, whose exp argument
+z = alpha a is rounded first: c = |z| sigmoid(-z) (the relative change of sigmoid(z) per relative
+change of z). Also: the relaxed values do differ from the strict ones (the mode reaches the
+kernel), a descriptor keeps the mode it was made with, F16/BF16 outputs are the same bits in
+both modes (correctly rounded either way), and an operator without a relaxed evaluation (gelu
+tanh) gives the strict bits. The bits are the same on every target and on opencl:
+tests/cpp/bit_identity_test.cc's "_Relaxed" groups.
+"""
+
+import json
+import math
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import infiniop
+
+from helpers import DEVICES, assert_matches, open_handle, rng_for
+
+with open(pathlib.Path(__file__).resolve().parent.parent / "accuracy_bounds.json") as _bounds:
+    RELAXED_U = json.load(_bounds)["relaxed_f32_bound_u"]
+U = 2.0 ** -24
+EXP_FLOOR = 2.0 ** -125
+ROWS, COLUMNS = 16, 4096
+
+
+def hostile(rng, shape):
+    """Signed values over [-10, 10], 15% near zero, 10% out to |x| = 100 and a few far-left tails
+    (x < -87, where silu's exact path takes over) and exact zeros."""
+    n = int(np.prod(shape))
+    v = rng.uniform(-10.0, 10.0, n)
+    pick = rng.random(n)
+    v[pick < 0.15] = rng.standard_normal(int((pick < 0.15).sum())) * 1e-3
+    wide = (pick >= 0.15) & (pick < 0.25)
+    v[wide] = rng.uniform(-100.0, 100.0, int(wide.sum()))
+    v[(pick >= 0.25) & (pick < 0.26)] = -90.0
+    v[(pick >= 0.26) & (pick < 0.265)] = 0.0
+    return torch.from_numpy(v.reshape(shape)).float()
+
+
+def gelu_erf64(x):
+    """x Phi(x) without cancellation (F.gelu's 1 + erf loses the far left in float64)."""
+    return x * (0.5 * torch.special.erfc(-x / math.sqrt(2.0)))
+
+
+# name: (run(x, handle), truth and bound from x64, the key of RELAXED_U)
+def swiglu_case(x, handle):
+    return infiniop.swiglu(x, handle=handle)
+
+
+def swiglu_truth(x64, k):
+    a, b = x64.chunk(2, -1)
+    value = F.silu(a) * b
+    return value, k * U * value.abs() + b.abs() * EXP_FLOOR * (1 + a.abs())
+
+
+def gelu_mul_case(x, handle):
+    return infiniop.gelu_mul(x, handle=handle)
+
+
+def gelu_mul_truth(x64, k):
+    a, b = x64.chunk(2, -1)
+    value = gelu_erf64(a) * b
+    return value, k * U * value.abs() + b.abs() * EXP_FLOOR * (1 + a.abs())
+
+
+def gelu_case(x, handle):
+    return infiniop.gelu(x, handle=handle)
+
+
+def gelu_truth(x64, k):
+    value = gelu_erf64(x64)
+    return value, k * U * value.abs() + EXP_FLOOR * (1 + x64.abs())
+
+
+CLIPPED = {"interleaved": dict(alpha=1.702, limit=7.0, bias=1.0, interleaved=True),
+           "halves_negative_alpha": dict(alpha=-1.702, limit=7.0, bias=-1.0, interleaved=False),
+           "no_clip": dict(alpha=1.0, limit=float("inf"), bias=0.0, interleaved=False)}
+
+
+def clipped_case(attributes):
+    def run(x, handle):
+        return infiniop.clipped_swiglu(x, handle=handle, **attributes)
+
+    def truth(x64, k):
+        if attributes["interleaved"]:
+            A, B = x64[..., 0::2], x64[..., 1::2]
+        else:
+            A, B = x64.chunk(2, -1)
+        limit = attributes["limit"]
+        a = A.clamp(max=limit)
+        b = B.clamp(-limit, limit)
+        z = attributes["alpha"] * a
+        value = a * torch.sigmoid(z) * (b + attributes["bias"])
+        condition = z.abs() * torch.sigmoid(-z)
+        scale = (b + attributes["bias"]).abs()
+        return value, k * U * value.abs() * (1 + condition) + scale * EXP_FLOOR * (1 + a.abs())
+    return run, truth
+
+
+CASES = {"swiglu": (swiglu_case, swiglu_truth, "swiglu"),
+         "gelu_mul_erf": (gelu_mul_case, gelu_mul_truth, "gelu_mul"),
+         "gelu_erf": (gelu_case, gelu_truth, "gelu")}
+for _name, _attributes in CLIPPED.items():
+    CASES["clipped_swiglu_" + _name] = clipped_case(_attributes) + ("clipped_swiglu",)
+
+
+@pytest.fixture(params=DEVICES)
+def handles(request):
+    """(strict, relaxed) handles of one device, each its own (the session's shared handles keep
+    the strict mode)."""
+    strict, relaxed = open_handle(request.param), open_handle(request.param)
+    relaxed.fpmath = "relaxed"
+    yield strict, relaxed
+    strict.close()
+    relaxed.close()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_relaxed_within_bound(handles, case):
+    run, truth_of, key = CASES[case]
+    strict, relaxed = handles
+    x = hostile(rng_for("relaxed", case), (ROWS, COLUMNS))
+    got = run(x, relaxed)
+    truth, bound = truth_of(x.double(), RELAXED_U[key])
+    assert_matches(got, truth, bound, "float32", f"{case} relaxed on {relaxed.device.name}")
+    if relaxed.device != infiniop.Device.CPU_REFERENCE:  # the oracle has no relaxed evaluation
+        assert (got != run(x, strict)).any(), "the relaxed mode did not reach the kernel"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("case", ["swiglu", "gelu_mul_erf", "clipped_swiglu_interleaved"])
+def test_half_outputs_ignore_the_mode(handles, case, dtype):
+    run = CASES[case][0]
+    strict, relaxed = handles
+    x = hostile(rng_for("relaxed half", case), (ROWS, COLUMNS)).to(dtype)
+    assert torch.equal(run(x, strict).view(torch.int16), run(x, relaxed).view(torch.int16))
+
+
+def test_gelu_tanh_runs_strict(handles):
+    strict, relaxed = handles
+    x = hostile(rng_for("relaxed tanh"), (ROWS, COLUMNS))
+    same = [infiniop.gelu(x, approximate="tanh", handle=h).view(torch.int32)
+            for h in (strict, relaxed)]
+    assert torch.equal(*same)
+
+
+def test_mode_is_the_handles_and_kept_by_descriptors():
+    with infiniop.Handle("cpu") as handle:
+        assert handle.fpmath == "strict"
+        x = hostile(rng_for("relaxed keep"), (ROWS, COLUMNS))
+        strict = infiniop.swiglu(x, handle=handle)
+        handle.fpmath = "relaxed"
+        assert handle.fpmath == "relaxed"
+        relaxed = infiniop.swiglu(x, handle=handle)
+        assert (strict != relaxed).any()
+        handle.fpmath = "strict"
+        assert torch.equal(infiniop.swiglu(x, handle=handle), strict)
+        with pytest.raises(ValueError):
+            handle.fpmath = "fast"
+        assert handle.fpmath == "strict"
+        # the C function's own check, for a value outside infiniopFpmathMode_t
+        lib = infiniop._library.get_library()
+        assert lib.infiniopSetHandleFpmathMode(handle.value, 7) == infiniop.Status.BAD_PARAM
+        assert "neither INFINIOP_FPMATH_STRICT" in infiniop.last_error()
+        assert handle.fpmath == "strict"
