@@ -48,8 +48,32 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
   HWY_INLINE void ToRound(D d, V &dA, V &dB, V &bound_a, V &bound_b, V dy, V A, V B) const {
     Evaluate(d, dA, dB, &bound_a, &bound_b, dy, A, B);
   }
+  // F32 outputs in the relaxed mode: the gate's slope s + z (e s) s and value x s as the exact
+  // path's formulas (SiluRelaxed's), dy (b + bias) and dy times them rounded plainly; the same
+  // bits on every target, K = 8.
+  static constexpr bool kRelaxed = true;
+  template <class D, class V>
+  HWY_INLINE void Relaxed(D d, V &dA, V &dB, V dy, V A, V B) const {
+    const ClippedAt<V> fast(d, *this, A, B);  // its sigmoid's pairs unused: dropped
+    const Sigmoid<V> &sigmoid = fast.sigmoid;
+    const V slope = Fma(d, fast.SlopeFactor(d), sigmoid.Slope(), sigmoid.s);
+    dA = hn::Mul(hn::Mul(dy, fast.b_bias), slope);
+    dB = hn::Mul(dy, hn::Mul(fast.x, sigmoid.s));
+    if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, dA, dB))) {
+      ClippedSwigluBackwardExact(d, *this, dy, A, B, fast.a, fast.z, dA, dB);
+    }
+    Mask(d, A, B, dA, dB);
+  }
 
  private:
+  // The clamped halves' gradients are exact zeros.
+  template <class D, class V>
+  HWY_INLINE void Mask(D d, V A, V B, V &dA, V &dB) const {
+    const V limit = hn::Set(d, this->limit);
+    dA = hn::IfThenElseZero(hn::Le(A, limit), dA);
+    dB = hn::IfThenElseZero(hn::And(hn::Ge(B, hn::Neg(limit)), hn::Le(B, limit)), dB);
+  }
+
   // The bounds only where asked for (not null: the 16-bit path).
   template <class D, class V>
   HWY_INLINE void Evaluate(D d, V &dA, V &dB, V *bound_a, V *bound_b, V dy, V A, V B) const {

@@ -132,6 +132,20 @@ struct GatedBackward {
                           V x2) const {
     Evaluate(d, grad1, grad2, &bound1, &bound2, out_grad, x1, x2);
   }
+  // F32 outputs in the relaxed mode, where the activation has one (its Relaxed: value and
+  // derivative without the pairs), the same bits on every target: K = 8.
+  static constexpr bool kRelaxed = Activation::kRelaxed;
+  template <class D, class V>
+  HWY_INLINE void Relaxed(D d, V &grad1, V &grad2, V out_grad, V x1, V x2) const {
+    V derivative;
+    const V value = Activation::Relaxed(d, x1, &derivative);
+    grad1 = hn::Mul(hn::Mul(out_grad, x2), derivative);
+    grad2 = hn::Mul(out_grad, value);
+    if (HWY_UNLIKELY(!FastPathHolds(d, x1, x1, Activation::kTailBound, grad1, grad2))) {
+      GatedBackwardExact<Activation>(d, out_grad, x1, x2, grad1, grad2, static_cast<V *>(nullptr),
+                                     static_cast<V *>(nullptr));
+    }
+  }
 
  private:
   // The bounds only where asked for (not null: the 16-bit path).
@@ -174,8 +188,13 @@ struct SiluActivation {
   static HWY_INLINE uint32_t ValueWindow(D, V) {
     return RoundingWindow(7);
   }
-  // The relaxed F32 value (ValueShort<true>): 1.2x the strict rate in cache (AVX3).
+  // The relaxed F32 value (ValueShort<true>): 1.2x the strict rate in cache (AVX3); value and
+  // derivative for the gradients (SiluRelaxed).
   static constexpr bool kRelaxed = true;
+  template <class D, class V>
+  static HWY_INLINE V Relaxed(D d, V x, V *derivative) {
+    return SiluRelaxed(d, x, derivative);
+  }
   template <bool kSameBits, class D, class V>
   static HWY_INLINE V ValueShort(D d, V x, V g) {
     return SiluValueShort<kSameBits>(d, x, g);
@@ -203,8 +222,13 @@ struct GeluErfActivation {
   static HWY_INLINE uint32_t ValueWindow(D, V) {
     return RoundingWindow(9);
   }
-  // The relaxed F32 value (ValueShort<true>): 1.3-1.4x the strict rate in cache (AVX3).
+  // The relaxed F32 value (ValueShort<true>): 1.3-1.4x the strict rate in cache (AVX3); value
+  // and derivative for the gradients (GeluErfRelaxed).
   static constexpr bool kRelaxed = true;
+  template <class D, class V>
+  static HWY_INLINE V Relaxed(D d, V x, V *derivative) {
+    return GeluErfRelaxed(d, x, derivative);
+  }
   template <bool kSameBits, class D, class V>
   static HWY_INLINE V ValueShort(D d, V x, V g) {
     return GeluErfValueShort<kSameBits>(d, x, g);

@@ -40,6 +40,17 @@ struct GeluBackwardOf {
   HWY_INLINE void ToRound(D d, V &grad_input, V &bound, V input, V grad_output) const {
     Evaluate(d, grad_input, &bound, input, grad_output);
   }
+  // F32 outputs in the relaxed mode, as GatedBackward::Relaxed.
+  static constexpr bool kRelaxed = Activation::kRelaxed;
+  template <class D, class V>
+  HWY_INLINE void Relaxed(D d, V &grad_input, V input, V grad_output) const {
+    V derivative;
+    Activation::Relaxed(d, input, &derivative);
+    grad_input = hn::Mul(derivative, grad_output);
+    if (HWY_UNLIKELY(!FastPathHolds(d, input, input, Activation::kTailBound, grad_input))) {
+      GeluBackwardExact<Activation>(d, input, grad_output, grad_input, static_cast<V *>(nullptr));
+    }
+  }
 
  private:
   // The bound only where asked for (not null: the 16-bit path).

@@ -318,6 +318,18 @@ HWY_INLINE V Silu(D d, V input, V *derivative, V *unscale) {
   return ProductAtNonFinite(d, input, hn::IfThenElse(tail, value_tail, hn::Mul(x, sigmoid.s)));
 }
 
+// silu(x) and *derivative = silu'(x) for the relaxed mode's F32 gradients: Silu's formulas
+// without its tail (finite x at or above kSiluTailBound; callers take Silu for the rest), x s and
+// s + x (e s) s, s within about 0.5 ulp plus e's 2u: within about 6u of the derivative's terms
+// s (1 + |x| (1 - s)) (they cancel near x = -1.28).
+template <class D, class V>
+HWY_INLINE V SiluRelaxed(D d, V input, V *derivative) {
+  const V x = hn::Max(input, hn::Set(d, kSiluTailBound));
+  const Sigmoid<V> sigmoid(d, x);  // its pairs' low parts unused: the compiler drops them
+  *derivative = Fma(d, hn::Min(x, hn::Set(d, 40.0f)), sigmoid.Slope(), sigmoid.s);
+  return hn::Mul(x, sigmoid.s);
+}
+
 // a + b as the pair sum + *lo exactly (Knuth's TwoSum: no order of magnitudes needed).
 template <class V>
 HWY_INLINE V SumPair(V a, V b, V *lo) {
@@ -605,6 +617,21 @@ HWY_INLINE V GeluErf(D d, V input, V *derivative, V *unscale) {
   return ProductAtNonFinite(d, input, hn::Mul(x, cdf));
 }
 
+// Phi(x) as GeluErfValueShort takes it, with *x (clamped at -13.19) and *e = exp(-x^2 / 2).
+template <bool kSameBits, class D, class V>
+HWY_INLINE V GeluErfCdfShort(D d, V input, V *x, V *e) {
+  const V clamp = hn::Set(d, INFINIOP_ERF_CLAMP);
+  *x = hn::Max(input, hn::Neg(clamp));
+  const V a = hn::Min(hn::Abs(*x), clamp);
+  const V half_a = hn::Mul(a, hn::Set(d, 0.5f));
+  V h_lo;
+  const V h = ProductPair(d, half_a, a, &h_lo);
+  *e = ExpOfMinus(d, h, &h_lo);
+  const V f = Fma(d, hn::Set(d, INFINIOP_ERF_K), a, ErfW<kSameBits>(d, a));
+  const V t = ShortQuotient<kSameBits>(d, *e, f);  // Phi(-|x|)
+  return hn::IfThenElse(hn::Lt(*x, hn::Zero(d)), t, hn::Sub(hn::Set(d, 1.0f), t));
+}
+
 // g gelu_erf(x), short (as SiluValueShort): GeluErfAt's formula with x^2 / 2 still an exact pair
 // into exp (so c stays 0), but no low parts after it, F = k a + W as one fma, and the quotients
 // from ShortQuotient. The roundings add up to 11u at
@@ -613,19 +640,24 @@ HWY_INLINE V GeluErf(D d, V input, V *derivative, V *unscale) {
 // GeluErfActivation::ValueWindow takes K = 9. Finite x at or above the tail bound, as GeluErfAt.
 template <bool kSameBits = false, class D, class V>
 HWY_INLINE V GeluErfValueShort(D d, V input, V g) {
-  const V clamp = hn::Set(d, INFINIOP_ERF_CLAMP);
-  const V x = hn::Max(input, hn::Neg(clamp));
-  const V a = hn::Min(hn::Abs(x), clamp);
-  const V half_a = hn::Mul(a, hn::Set(d, 0.5f));
-  V h_lo;
-  const V h = ProductPair(d, half_a, a, &h_lo);
-  const V e = ExpOfMinus(d, h, &h_lo);
-  const V f = Fma(d, hn::Set(d, INFINIOP_ERF_K), a, ErfW<kSameBits>(d, a));
-  const V t = ShortQuotient<kSameBits>(d, e, f);  // Phi(-|x|)
-  const V cdf = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), t, hn::Sub(hn::Set(d, 1.0f), t));
+  V x, e;
+  const V cdf = GeluErfCdfShort<kSameBits>(d, input, &x, &e);
   return hn::Mul(hn::Mul(g, x), cdf);
 }
 
+// gelu_erf(x) and *derivative = Phi(x) + x phi(x) for the relaxed mode's F32 gradients: the
+// short cdf (same bits on every target) and GeluErf's derivative formula, without its tail
+// (finite x at or above the tail bound; callers take GeluErf for the rest). The derivative's two
+// terms cancel near x = -0.75, so its bound is in units of the terms (ErrorBound's form): cdf
+// within about 4u (GeluErfValueShort's), x phi's e 2u and two products, the fma u.
+template <class D, class V>
+HWY_INLINE V GeluErfRelaxed(D d, V input, V *derivative) {
+  V x, e;
+  const V cdf = GeluErfCdfShort<true>(d, input, &x, &e);
+  const V capped = hn::Min(x, hn::Set(d, INFINIOP_ERF_CLAMP));
+  *derivative = Fma(d, hn::Mul(capped, e), hn::Set(d, INFINIOP_INV_SQRT_2PI), cdf);
+  return hn::Mul(x, cdf);
+}
 // gelu_erf(x) = x Phi(x), clamped as GeluErf, with Phi(x) kept as the pair cdf + cdf_lo (within
 // about 0.5 u: T = e / F from e + e_lo over F = (k a + its rounding) + W, one corrected quotient
 // left unrounded; 1 - T's rounding caught exactly, 1 being larger than T <= 1/2).

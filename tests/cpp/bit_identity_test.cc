@@ -818,7 +818,13 @@ void addRelaxed(std::vector<Group> &groups) {
                                             "ClippedSwiglu_Interleaved_Default_F32",
                                             "ClippedSwiglu_Halves_NoClip_F32",
                                             "ClippedSwiglu_Interleaved_Huge_F32",
-                                            "ClippedSwiglu_Halves_Tiny_F32"};
+                                            "ClippedSwiglu_Halves_Tiny_F32",
+                                            "GeluBackwardV2_Erf_F32",
+                                            "GeluMulBackward_Erf_F32",
+                                            "SwiGluBackward_F32",
+                                            "ClippedSwigluBackward_Interleaved_Default_F32",
+                                            "ClippedSwigluBackward_Halves_NoClip_F32",
+                                            "ClippedSwigluBackward_Interleaved_Huge_F32"};
   const size_t strict = groups.size();
   for (size_t i = 0; i < strict; ++i)
     if (std::find(relaxed.begin(), relaxed.end(), groups[i].name) != relaxed.end()) {

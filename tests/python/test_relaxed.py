@@ -109,6 +109,78 @@ def clipped_case(attributes):
     return run, truth
 
 
+def slope_case(run, activation, slope_terms, split):
+    """A gradient case: run(y_grad, x, handle); truth by float64 autograd of activation (gated by
+    the second half where split); bound K u |scale| terms (cancelling derivatives: their terms)."""
+    def truth(x64, y_grad64, k):
+        x = x64.detach().clone().requires_grad_()
+        a, b = x.chunk(2, -1) if split else (x, None)
+        value = activation(a) if b is None else activation(a) * b
+        value.backward(y_grad64)
+        a64, b64 = x64.chunk(2, -1) if split else (x64, None)
+        scale = y_grad64.abs() if b64 is None else (y_grad64 * b64).abs()
+        floor = EXP_FLOOR * (1 + a64.abs())
+        bound = scale * (k * U * slope_terms(a64) + floor)
+        if b64 is not None:
+            value_bound = y_grad64.abs() * (k * U * activation(a64).abs() + floor)
+            bound = torch.cat([bound, value_bound], -1)
+        return x.grad, bound
+    return run, truth
+
+
+def silu_terms(x):
+    s = torch.sigmoid(x)
+    return s + (x * s * torch.sigmoid(-x)).abs()
+
+
+def gelu_erf_terms(x):
+    cdf = 0.5 * torch.special.erfc(-x / math.sqrt(2.0))
+    return cdf + (x * torch.exp(-x * x / 2) / math.sqrt(2 * math.pi)).abs()
+
+
+def clipped_backward_case(attributes):
+    def run(y_grad, x, handle):
+        return infiniop.clipped_swiglu_backward(y_grad, x, handle=handle, **attributes)
+
+    def truth(x64, y_grad64, k):
+        x = x64.detach().clone().requires_grad_()
+        A, B = (x[..., 0::2], x[..., 1::2]) if attributes["interleaved"] else x.chunk(2, -1)
+        limit, alpha, bias = attributes["limit"], attributes["alpha"], attributes["bias"]
+        a, b = A.clamp(max=limit), B.clamp(-limit, limit)
+        (a * torch.sigmoid(alpha * a) * (b + bias)).backward(y_grad64)
+        with torch.no_grad():
+            a, b = a.detach(), b.detach()
+            z = alpha * a
+            s, one_minus = torch.sigmoid(z), torch.sigmoid(-z)
+            condition = z.abs() * torch.clamp(one_minus * (1 + z.abs()), max=1.0)
+            floor = EXP_FLOOR * (1 + a.abs())
+            da = (y_grad64 * (b + bias)).abs() * (
+                k * U * s * (1 + z.abs() * one_minus) * (1 + condition) + floor)
+            db = y_grad64.abs() * (k * U * (a * s).abs() * (1 + condition) + floor)
+            bound = torch.zeros_like(x64)
+            if attributes["interleaved"]:
+                bound[..., 0::2], bound[..., 1::2] = da, db
+            else:
+                bound = torch.cat([da, db], -1)
+        return x.grad, bound
+    return run, truth
+
+
+GRADIENT_CASES = {
+    "swiglu_backward": slope_case(lambda g, x, h: infiniop.swiglu_backward(g, x, handle=h),
+                                  F.silu, silu_terms, True) + ("swiglu_backward",),
+    "gelu_mul_backward_erf": slope_case(lambda g, x, h: infiniop.gelu_mul_backward(g, x, handle=h),
+                                        gelu_erf64, gelu_erf_terms, True)
+    + ("gelu_mul_backward",),
+    "gelu_backward_v2_erf": slope_case(lambda g, x, h: infiniop.gelu_backward_v2(g, x, handle=h),
+                                       gelu_erf64, gelu_erf_terms, False)
+    + ("gelu_backward_v2",),
+}
+for _name, _attributes in CLIPPED.items():
+    GRADIENT_CASES["clipped_swiglu_backward_" + _name] = (clipped_backward_case(_attributes)
+                                                          + ("clipped_swiglu_backward",))
+
+
 CASES = {"swiglu": (swiglu_case, swiglu_truth, "swiglu"),
          "gelu_mul_erf": (gelu_mul_case, gelu_mul_truth, "gelu_mul"),
          "gelu_erf": (gelu_case, gelu_truth, "gelu")}
@@ -137,6 +209,20 @@ def test_relaxed_within_bound(handles, case):
     assert_matches(got, truth, bound, "float32", f"{case} relaxed on {relaxed.device.name}")
     if relaxed.device != infiniop.Device.CPU_REFERENCE:  # the oracle has no relaxed evaluation
         assert (got != run(x, strict)).any(), "the relaxed mode did not reach the kernel"
+
+
+@pytest.mark.parametrize("case", sorted(GRADIENT_CASES))
+def test_relaxed_gradient_within_bound(handles, case):
+    run, truth_of, key = GRADIENT_CASES[case]
+    strict, relaxed = handles
+    x = hostile(rng_for("relaxed", case), (ROWS, COLUMNS))
+    y_grad_shape = (ROWS, COLUMNS) if case.startswith("gelu_backward_v2") else (ROWS, COLUMNS // 2)
+    y_grad = hostile(rng_for("relaxed y_grad", case), y_grad_shape)
+    got = run(y_grad, x, relaxed)
+    truth, bound = truth_of(x.double(), y_grad.double(), RELAXED_U[key])
+    assert_matches(got, truth, bound, "float32", f"{case} relaxed on {relaxed.device.name}")
+    if relaxed.device != infiniop.Device.CPU_REFERENCE:
+        assert (got != run(y_grad, x, strict)).any(), "the relaxed mode did not reach the kernel"
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -11,6 +11,12 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float far_left_a = as_float(attributes.s3), tail_a = as_float(attributes.s4);
   const float dy = in[0], A = in[1], B = in[2];
   const clipped_at_t fast = clipped_at(alpha, limit, bias, far_left_a, A, B);
+#ifdef RELAXED  // the relaxed mode's F32 gradients (cpu's ClippedSwigluBackward::Relaxed)
+  const sigmoid_t sigmoid = fast.at.sigmoid;
+  const float slope = fma(fmin(fast.z, 40.0f), sigmoid_slope(sigmoid), sigmoid.s);
+  float dA = dy * fast.b_bias * slope;
+  float dB = dy * (fast.at.x * sigmoid.s);
+#else
   // b + bias as a pair: its rounding would count in full where b is small.
   float b_bias_lo, g_lo;
   const float b_bias = sum_pair(fast.b, bias, &b_bias_lo);
@@ -18,6 +24,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   g_lo = fma(dy, b_bias_lo, g_lo);
   float dA = clipped_at_slope(fast, g, g_lo, true);
   float dB = sigmoid_at_value(fast.at, dy);
+#endif
   // the special values' exact path
   const bool exact =
       !(isfinite(fast.a) && !fast.far_left && fast_path_holds(dA) && fast_path_holds(dB));

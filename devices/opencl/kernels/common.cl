@@ -268,6 +268,14 @@ INLINE float silu(float input, float *derivative, float *unscale) {
       input, tail ? fma(x_tail, e_tail, e_tail) : fma(fmin(x, 40.0f), sigmoid_slope(g), g.s));
   return product_at_non_finite(input, tail ? value_tail : x * g.s);
 }
+// silu(x) and *derivative for the relaxed gradients (math-inl.h's SiluRelaxed): silu's formulas
+// without its tail, x s and s + x (e s) s.
+INLINE float silu_relaxed(float input, float *derivative) {
+  const float x = fmax(input, SILU_TAIL_BOUND);
+  const sigmoid_t g = sigmoid_of(x);
+  *derivative = fma(fmin(x, 40.0f), sigmoid_slope(g), g.s);
+  return x * g.s;
+}
 
 // v = 2a (x + b x^3) as every gelu_tanh path rounds it (math-inl.h's GeluTanhArgument).
 INLINE float gelu_tanh_argument(float x) {
@@ -327,18 +335,31 @@ INLINE float erf_w(float a) {
   return fma(a, quotient(r, p), 2.0f);
 }
 
-// g gelu_erf(x) in the relaxed mode (math-inl.h's GeluErfValueShort<true>): x^2 / 2 an exact
-// pair into exp, F = k a + W one fma, T = e / F one quotient.
-INLINE float gelu_erf_value_relaxed(float input, float g) {
-  const float x = fmax(input, -INFINIOP_ERF_CLAMP);
-  const float a = fmin(fabs(x), INFINIOP_ERF_CLAMP);
+// Phi(x) in the relaxed mode (math-inl.h's GeluErfCdfShort<true>), with *x (clamped at -13.19)
+// and *e = exp(-x^2 / 2): x^2 / 2 an exact pair into exp, F = k a + W one fma, T = e / F one
+// quotient.
+INLINE float gelu_erf_cdf_relaxed(float input, float *x, float *e) {
+  *x = fmax(input, -INFINIOP_ERF_CLAMP);
+  const float a = fmin(fabs(*x), INFINIOP_ERF_CLAMP);
   const float half_a = a * 0.5f;
   const float h = half_a * a;
-  const float e = exp_of_minus_sum(h, fma(half_a, a, -h));
-  const float t = quotient(e, fma(INFINIOP_ERF_K, a, erf_w(a)));
-  return g * x * (x < 0.0f ? t : 1.0f - t);
+  *e = exp_of_minus_sum(h, fma(half_a, a, -h));
+  const float t = quotient(*e, fma(INFINIOP_ERF_K, a, erf_w(a)));
+  return *x < 0.0f ? t : 1.0f - t;
 }
-
+// g gelu_erf(x) in the relaxed mode (math-inl.h's GeluErfValueShort<true>).
+INLINE float gelu_erf_value_relaxed(float input, float g) {
+  float x, e;
+  const float cdf = gelu_erf_cdf_relaxed(input, &x, &e);
+  return g * x * cdf;
+}
+// gelu_erf(x) and *derivative for the relaxed gradients (math-inl.h's GeluErfRelaxed).
+INLINE float gelu_erf_relaxed(float input, float *derivative) {
+  float x, e;
+  const float cdf = gelu_erf_cdf_relaxed(input, &x, &e);
+  *derivative = fma(fmin(x, INFINIOP_ERF_CLAMP) * e, INFINIOP_INV_SQRT_2PI, cdf);
+  return x * cdf;
+}
 // n / (k a + W) from F's reciprocal estimate r, within 0.5 ulp + 2^-27 (as quotient).
 INLINE float gelu_erf_over_f(float n, float r, float ka, float w) {
   const float q = n * r;
