@@ -257,12 +257,20 @@ struct GeluTanhActivation {
   static HWY_INLINE auto ValueWindow(D d, V x) {
     return GeluTanhRoundingWindow(d, x);
   }
-  // No relaxed F32 value: the strict one rounds v once (its bound's c), and the short one, with v
-  // as a pair, measured no faster (0.9-1.0x in cache, AVX3); the relaxed mode runs the strict.
-  static constexpr bool kRelaxed = false;
+  static constexpr bool kRelaxed = true;
+  template <class D, class V>
+  static HWY_INLINE V Relaxed(D d, V x, V *derivative) {
+    return GeluTanhRelaxed(d, x, derivative);
+  }
+  // The relaxed F32 value is g x s from the rounded v (GeluTanhRelaxed, as the strict exact
+  // path): the short one with v as a pair measured no faster than the strict (0.9-1.0x).
   template <bool kSameBits, class D, class V>
   static HWY_INLINE V ValueShort(D d, V x, V g) {
-    return GeluTanhValueShort<kSameBits>(d, x, g);
+    if constexpr (kSameBits) {
+      return hn::Mul(g, GeluTanhRelaxed(d, x, static_cast<V *>(nullptr)));
+    } else {
+      return GeluTanhValueShort(d, x, g);
+    }
   }
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x, V *derivative, V *unscale) const {

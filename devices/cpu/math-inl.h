@@ -377,6 +377,24 @@ HWY_INLINE V GeluTanh(D d, V input, V *derivative, V *unscale) {
   return ProductAtNonFinite(d, input, hn::IfThenElse(tail, value_tail, hn::Mul(x_low, sigmoid.s)));
 }
 
+// gelu_tanh(x) and, where derivative is not null, its derivative for the relaxed mode: GeluTanh's
+// formulas without its tail (finite x at or above kGeluTanhTailBound; callers take GeluTanh for
+// the rest), x s and s + x v' (e s) s from the rounded v (GeluTanhArgument: the bound's c, as the
+// strict paths').
+template <class D, class V>
+HWY_INLINE V GeluTanhRelaxed(D d, V input, V *derivative) {
+  constexpr float kTwoA = INFINIOP_GELU_TANH_TWO_A;
+  constexpr float kSixAB = 3.0f * (kTwoA * INFINIOP_GELU_TANH_B);
+  const V x_low = hn::Max(input, hn::Set(d, -13.0f));
+  const Sigmoid<V> sigmoid(d, hn::Max(GeluTanhArgument(d, x_low), hn::Set(d, -87.0f)));
+  if (derivative != nullptr) {
+    const V x = hn::Min(x_low, hn::Set(d, 20.0f));
+    const V x_dv = hn::Mul(x, Fma(d, hn::Mul(x, x), hn::Set(d, kSixAB), hn::Set(d, kTwoA)));
+    *derivative = Fma(d, x_dv, sigmoid.Slope(), sigmoid.s);
+  }
+  return hn::Mul(x_low, sigmoid.s);
+}
+
 // The fast paths of the activations, for finite x at or above the tail bound (callers check
 // with FastPathHolds and take the functions above for the lanes ExactLanes names):
 // `Value(d, g)` is g act(x) and `Slope(d, g, g_lo)` is (g + g_lo) act'(x), each with the

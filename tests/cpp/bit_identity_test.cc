@@ -808,26 +808,13 @@ void addMoe(std::vector<Group> &groups) {
     }
 }
 
-// The relaxed mode's F32 groups: a copy of each F32 group whose operator has a relaxed
-// evaluation (docs/accuracy.md, "The relaxed mode"), with "_Relaxed" appended to its name. Its
-// bits are the same on every target and device too, though not the strict groups'.
+// The relaxed mode's F32 groups: a copy of each elementwise F32 group (docs/accuracy.md, "The
+// relaxed mode"), with "_Relaxed" appended to its name. Its bits are the same on every target and
+// device too, though not the strict groups'.
 void addRelaxed(std::vector<Group> &groups) {
-  const std::vector<std::string> relaxed = {"Gelu_Erf_F32",
-                                            "GeluMul_Erf_F32",
-                                            "SwiGlu_F32",
-                                            "ClippedSwiglu_Interleaved_Default_F32",
-                                            "ClippedSwiglu_Halves_NoClip_F32",
-                                            "ClippedSwiglu_Interleaved_Huge_F32",
-                                            "ClippedSwiglu_Halves_Tiny_F32",
-                                            "GeluBackwardV2_Erf_F32",
-                                            "GeluMulBackward_Erf_F32",
-                                            "SwiGluBackward_F32",
-                                            "ClippedSwigluBackward_Interleaved_Default_F32",
-                                            "ClippedSwigluBackward_Halves_NoClip_F32",
-                                            "ClippedSwigluBackward_Interleaved_Huge_F32"};
   const size_t strict = groups.size();
   for (size_t i = 0; i < strict; ++i)
-    if (std::find(relaxed.begin(), relaxed.end(), groups[i].name) != relaxed.end()) {
+    if (groups[i].data != Data::kMoe && groups[i].slots.front().dtype == INFINI_DTYPE_F32) {
       Group g = groups[i];
       g.name += "_Relaxed";
       g.relaxed = true;

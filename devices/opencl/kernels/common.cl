@@ -302,6 +302,19 @@ INLINE float gelu_tanh(float input, float *derivative, float *unscale) {
       input, tail ? fma(x_dv, e_tail, e_tail) : fma(x_dv, sigmoid_slope(g), g.s));
   return product_at_non_finite(input, tail ? value_tail : x_low * g.s);
 }
+// gelu_tanh(x) and, where derivative is not 0, its derivative in the relaxed mode (math-inl.h's
+// GeluTanhRelaxed): gelu_tanh's formulas without its tail, x s and s + x v' (e s) s.
+INLINE float gelu_tanh_relaxed(float input, float *derivative) {
+  const float two_a = INFINIOP_GELU_TANH_TWO_A;
+  const float six_ab = 3.0f * (two_a * INFINIOP_GELU_TANH_B);
+  const float x_low = fmax(input, -13.0f);
+  const sigmoid_t g = sigmoid_of(fmax(gelu_tanh_argument(x_low), -87.0f));
+  if (derivative) {
+    const float x = fmin(x_low, 20.0f);
+    *derivative = fma(x * fma(x * x, six_ab, two_a), sigmoid_slope(g), g.s);
+  }
+  return x_low * g.s;
+}
 
 // n / y within 0.5 ulp + 2^-27 for y > 0: reciprocal_estimate corrected once by the exact
 // remainder (math-inl.h's Quotient).

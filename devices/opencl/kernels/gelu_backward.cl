@@ -6,8 +6,14 @@
 #define NUM_INPUTS 2
 INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float input = in[0], grad_output = in[1];
+#ifdef RELAXED  // the relaxed mode's F32 gradient (common.cl)
+  float derivative;
+  gelu_tanh_relaxed(input, &derivative);
+  float grad_input = derivative * grad_output;
+#else
   const sigmoid_at_t at = gelu_tanh_at(input);
   float grad_input = gelu_tanh_at_slope(at, grad_output, 0.0f, false);
+#endif
   const bool exact =
       !(isfinite(input) && input >= GELU_TANH_TAIL_BOUND && fast_path_holds(grad_input));
   if (exact) {
