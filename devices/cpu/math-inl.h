@@ -520,13 +520,14 @@ struct GeluTanhAt {
   Sigmoid<V> sigmoid;
 };
 
-// g gelu_tanh(x), short (as SiluValueShort, with v for x): v = x (2a + 2ab x^2) as a pair whose
+// g gelu_tanh(x) for a 16-bit output, short (as SiluValueShort, with v for x; the relaxed F32
+// value is GeluTanhRelaxed's instead): v = x (2a + 2ab x^2) as a pair whose
 // error is below 2^-44 |v| (x^2, 2ab x^2 and x t exact products, 2a + 2ab x^2 an exact sum, the
 // constants as pairs from the reference's doubles), so that exp's argument is exact as for silu:
 // within 5u of the exact value (e 2u, 1 + e, the quotient, the product by g; 2^-44 |v| <= 2^-37
 // more), 3.8u measured (AVX3, AVX2). GeluTanhRoundingWindow covers it. Finite x at or above the
 // tail bound, as GeluTanhAt.
-template <bool kSameBits = false, class D, class V>
+template <class D, class V>
 HWY_INLINE V GeluTanhValueShort(D d, V input, V g) {
   constexpr double kTwoA = 2.0 * cpu_reference::kSqrtTwoOverPi;
   constexpr double kTwoAB = kTwoA * cpu_reference::kGeluTanhBeta;
@@ -547,7 +548,7 @@ HWY_INLINE V GeluTanhValueShort(D d, V input, V g) {
   const V den = hn::Add(hn::Set(d, 1.0f), ExpOfMinus(d, v, &v_lo));
   // x / den, then g: g x would overflow where g is large and the result is not (den reaches
   // e^85), and the exact path that such a lane would take rounds v.
-  return hn::Mul(ShortQuotient<kSameBits>(d, x, den), g);
+  return hn::Mul(QuotientToRound(d, x, den), g);
 }
 
 // The F32 steps (2K + 2, as RoundingWindow) within which a gelu_tanh value for a 16-bit output
