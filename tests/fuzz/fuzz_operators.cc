@@ -17,7 +17,9 @@
 //     differ);
 //   - where both succeed, the outputs equal cpu_reference's within the operator's F32 bound
 //     (tests/accuracy_bounds.json, with an allowance for cancellation) plus, for F16/BF16, one
-//     ulp of the output type; index and count outputs are exact.
+//     ulp of the output type; index and count outputs are exact;
+//   - the elementwise operators again on handles in the relaxed F32 mode
+//     (infiniopSetHandleFpmathMode), within its bound (K = 8).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -397,8 +399,10 @@ const char *const kOpNames[] = {"Gelu",
                                 "MoeFinalizeRoutingV2Grad",
                                 "MoeInitRoutingV2",
                                 "MoeInitRoutingV2Grad"};
-// F32 bounds in u (tests/accuracy_bounds.json); the MoE sums get 16 u per term.
+// F32 bounds in u (tests/accuracy_bounds.json); the MoE sums get 16 u per term. The relaxed
+// mode's, for the elementwise operators (the MoE operators ignore the mode).
 const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6, 4, 6, 16, 16, 0, 16};
+constexpr double kRelaxedBoundU = 8;
 
 struct Case {
   Op op = kGelu;
@@ -930,7 +934,7 @@ double inputScale(const Case &c, const std::vector<std::vector<uint8_t>> &fill) 
 }
 
 void compare(const char *device, const Case &c, const Run &cpu, const Run &ref,
-             const std::vector<std::vector<uint8_t>> &fill) {
+             const std::vector<std::vector<uint8_t>> &fill, double bound_u) {
   const double scale = inputScale(c, fill);
   double attr = 1;
   if (c.op == kClippedSwiglu || c.op == kClippedSwigluBackward)
@@ -967,7 +971,7 @@ void compare(const char *device, const Case &c, const Run &cpu, const Run &ref,
         // The documented K u terms (1 + c), with terms and c taken at the inputs' (and the
         // attributes') largest magnitude, for the cancellation the bound allows.
         const double terms = magnitude * (c.op >= kMoeFinalize ? 8 : 1);
-        double tol = kBoundU[c.op] * 0x1p-24 * 2 * (1 + cond) * (std::fabs(y) + terms) + 0x1p-140;
+        double tol = bound_u * 0x1p-24 * 2 * (1 + cond) * (std::fabs(y) + terms) + 0x1p-140;
         if (t.dtype != INFINI_DTYPE_F32) tol += ulpOf(t.dtype, std::fabs(y));
         ok = std::fabs(x - y) <= tol;
       }
@@ -995,9 +999,9 @@ void compare(const char *device, const Case &c, const Run &cpu, const Run &ref,
 }
 
 // The same statuses as cpu_reference (the workspace, whose size may differ, aside) and, where
-// both succeed, the same results within the operator's bound.
+// both succeed, the same results within bound_u (the operator's bound, strict or relaxed).
 void checkAgainstReference(const char *device, const Case &c, const Run &run, const Run &ref,
-                           const std::vector<std::vector<uint8_t>> &fill) {
+                           const std::vector<std::vector<uint8_t>> &fill, double bound_u) {
   if (run.create != ref.create)
     fail((std::string(device) + " and cpu_reference disagree on create").c_str(),
          std::string(infiniStatusString(run.create)) + " vs " + infiniStatusString(ref.create) +
@@ -1010,23 +1014,31 @@ void checkAgainstReference(const char *device, const Case &c, const Run &run, co
              std::to_string(ref.workspace) + ")\n" + describe(c));
   if (run.called && ref.called && run.call == INFINI_STATUS_SUCCESS &&
       ref.call == INFINI_STATUS_SUCCESS)
-    compare(device, c, run, ref, fill);
+    compare(device, c, run, ref, fill, bound_u);
 }
 
+// cpu_relaxed and cl_relaxed: the same devices in the relaxed F32 mode.
 struct Handles {
   infiniopHandle_t cpu = nullptr, ref = nullptr, cl = nullptr;
+  infiniopHandle_t cpu_relaxed = nullptr, cl_relaxed = nullptr;
   Handles() {
     if (infiniopCreateHandle(&cpu, INFINI_DEVICE_CPU, 0) != INFINI_STATUS_SUCCESS ||
-        infiniopCreateHandle(&ref, INFINI_DEVICE_CPU_REFERENCE, 0) != INFINI_STATUS_SUCCESS)
+        infiniopCreateHandle(&ref, INFINI_DEVICE_CPU_REFERENCE, 0) != INFINI_STATUS_SUCCESS ||
+        !openRelaxed(INFINI_DEVICE_CPU, &cpu_relaxed))
       fail("no cpu or cpu_reference handle", infiniopGetLastError());
     const char *env = std::getenv("INFINIOP_FUZZ_OPENCL");
     if (env && *env == '1' &&
-        infiniopCreateHandle(&cl, INFINI_DEVICE_OPENCL, 0) != INFINI_STATUS_SUCCESS)
+        (infiniopCreateHandle(&cl, INFINI_DEVICE_OPENCL, 0) != INFINI_STATUS_SUCCESS ||
+         !openRelaxed(INFINI_DEVICE_OPENCL, &cl_relaxed)))
       fail("INFINIOP_FUZZ_OPENCL=1 but no opencl handle", infiniopGetLastError());
+  }
+  static bool openRelaxed(infiniDevice_t device, infiniopHandle_t *handle) {
+    return infiniopCreateHandle(handle, device, 0) == INFINI_STATUS_SUCCESS &&
+           infiniopSetHandleFpmathMode(*handle, INFINIOP_FPMATH_RELAXED) == INFINI_STATUS_SUCCESS;
   }
   // At exit, before LeakSanitizer looks: whatever a handle still held would count as leaked.
   ~Handles() {
-    for (infiniopHandle_t h : {cpu, ref, cl})
+    for (infiniopHandle_t h : {cpu, ref, cl, cpu_relaxed, cl_relaxed})
       if (h && infiniopDestroyHandle(h) != INFINI_STATUS_SUCCESS)
         fail("handle destroy failed", infiniopGetLastError());
   }
@@ -1049,9 +1061,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (runnable)
     for (size_t k = 0; k < c.t.size(); ++k) fill[k] = fillBytes(in, c.t[k]);
   const Run ref = runOn(handles.ref, false, c, fill, runnable);
-  checkAgainstReference("cpu", c, runOn(handles.cpu, false, c, fill, runnable), ref, fill);
+  const double bound_u = kBoundU[c.op];
+  checkAgainstReference("cpu", c, runOn(handles.cpu, false, c, fill, runnable), ref, fill, bound_u);
   // opencl: the same call on device copies of the same bytes.
   if (handles.cl)
-    checkAgainstReference("opencl", c, runOn(handles.cl, true, c, fill, runnable), ref, fill);
+    checkAgainstReference("opencl", c, runOn(handles.cl, true, c, fill, runnable), ref, fill,
+                          bound_u);
+  // The elementwise operators in the relaxed mode: the same statuses, within K = 8.
+  if (c.op < kMoeFinalize) {
+    checkAgainstReference("cpu (relaxed)", c, runOn(handles.cpu_relaxed, false, c, fill, runnable),
+                          ref, fill, kRelaxedBoundU);
+    if (handles.cl_relaxed)
+      checkAgainstReference("opencl (relaxed)", c,
+                            runOn(handles.cl_relaxed, true, c, fill, runnable), ref, fill,
+                            kRelaxedBoundU);
+  }
   return 0;
 }
