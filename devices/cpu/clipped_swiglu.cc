@@ -50,8 +50,7 @@ struct ClippedSwiglu : ClippedSwigluAttributes {
   HWY_INLINE void Relaxed(D d, V &y, V A, V B) const {
     const ClippedAt<V> fast(d, *this, A, B);  // its sigmoid unused: the compiler drops it
     const V v = hn::Clamp(fast.z, hn::Set(d, -87.0f), hn::Set(d, 60.0f));
-    const V den = hn::Add(hn::Set(d, 1.0f), ExpOfMinus(d, v));
-    y = ShortQuotient<true>(d, hn::Mul(fast.b_bias, fast.x), den);
+    y = OverOnePlusExp<true>(d, hn::Mul(fast.b_bias, fast.x), v);
     if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, y))) {
       y = ClippedSwigluExact(d, *this, A, B, fast.a, fast.z, y);
     }

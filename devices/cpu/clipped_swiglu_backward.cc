@@ -66,12 +66,19 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
   }
 
  private:
-  // The clamped halves' gradients are exact zeros.
+  // The clamped halves' gradients are exact zeros (and so are their bounds, where asked for).
   template <class D, class V>
-  HWY_INLINE void Mask(D d, V A, V B, V &dA, V &dB) const {
+  HWY_INLINE void Mask(D d, V A, V B, V &dA, V &dB, V *bound_a = nullptr,
+                       V *bound_b = nullptr) const {
     const V limit = hn::Set(d, this->limit);
-    dA = hn::IfThenElseZero(hn::Le(A, limit), dA);
-    dB = hn::IfThenElseZero(hn::And(hn::Ge(B, hn::Neg(limit)), hn::Le(B, limit)), dB);
+    const auto unclamped_a = hn::Le(A, limit);
+    const auto inside = hn::And(hn::Ge(B, hn::Neg(limit)), hn::Le(B, limit));
+    dA = hn::IfThenElseZero(unclamped_a, dA);
+    dB = hn::IfThenElseZero(inside, dB);
+    if (bound_a != nullptr) {
+      *bound_a = hn::IfThenElseZero(unclamped_a, *bound_a);
+      *bound_b = hn::IfThenElseZero(inside, *bound_b);
+    }
   }
 
   // The bounds only where asked for (not null: the 16-bit path).
@@ -88,18 +95,12 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
     if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, dA, dB))) {
       ClippedSwigluBackwardExact(d, *this, dy, A, B, fast.a, fast.z, dA, dB);
     }
-    // the masks: exact zeros (bound 0)
-    const V limit = hn::Set(d, this->limit);
-    const auto unclamped_a = hn::Le(A, limit);
-    const auto inside = hn::And(hn::Ge(B, hn::Neg(limit)), hn::Le(B, limit));
-    dA = hn::IfThenElseZero(unclamped_a, dA);
-    dB = hn::IfThenElseZero(inside, dB);
     if (bound_a != nullptr) {
       const V c = fast.Condition(d);
-      *bound_a = hn::IfThenElseZero(unclamped_a,
-                                    ErrorBound<6>(d, hn::Mul(hn::Abs(g), fast.SlopeTerms(d)), c));
-      *bound_b = hn::IfThenElseZero(inside, ErrorBound<6>(d, hn::Abs(fast.Value(d, dy)), c));
+      *bound_a = ErrorBound<6>(d, hn::Mul(hn::Abs(g), fast.SlopeTerms(d)), c);
+      *bound_b = ErrorBound<6>(d, hn::Abs(fast.Value(d, dy)), c);
     }
+    Mask(d, A, B, dA, dB, bound_a, bound_b);
   }
 };
 

@@ -463,6 +463,13 @@ struct SiluAt {
   Sigmoid<V> sigmoid;
 };
 
+// n / (1 + exp(-v)) as one short quotient (ShortQuotient), v in [-87, 60] (callers clamp): the
+// short values of the sigmoid family (opencl's over_one_plus_exp_relaxed where kSameBits).
+template <bool kSameBits, class D, class V>
+HWY_INLINE V OverOnePlusExp(D d, V n, V v) {
+  return ShortQuotient<kSameBits>(d, n, hn::Add(hn::Set(d, 1.0f), ExpOfMinus(d, v)));
+}
+
 // g silu(x), short: for a 16-bit output that RoundedOnce corrects (elementwise-inl.h), whose
 // bits do not depend on this evaluation, only its bound does, and for a relaxed F32 output
 // (kSameBits: ShortQuotient), it needs none of the pairs' low parts. e within 2u (ExpOfMinus; its
@@ -472,8 +479,7 @@ struct SiluAt {
 template <bool kSameBits = false, class D, class V>
 HWY_INLINE V SiluValueShort(D d, V input, V g) {
   const V x = hn::Max(input, hn::Set(d, -87.0f));
-  const V den = hn::Add(hn::Set(d, 1.0f), ExpOfMinus(d, hn::Min(x, hn::Set(d, 60.0f))));
-  return ShortQuotient<kSameBits>(d, hn::Mul(g, x), den);
+  return OverOnePlusExp<kSameBits>(d, hn::Mul(g, x), hn::Min(x, hn::Set(d, 60.0f)));
 }
 
 // gelu_tanh(x) = x sigmoid(v), v = 2a (x + b x^3), clamped as GeluTanh; c = x v'.
