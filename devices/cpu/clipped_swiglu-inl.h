@@ -24,10 +24,11 @@ template <class V>
 struct ClippedGate {
   template <class D>
   HWY_INLINE ClippedGate(D d, const ClippedSwigluAttributes &at, V A, V B, bool want_slope) {
-    const V limit = hn::Set(d, at.limit);
-    a = hn::IfThenElse(hn::Gt(A, limit), limit, A);
+    const V limit = hn::Set(d, at.limit), a_limit = hn::Set(d, at.a_limit);
+    a = hn::IfThenElse(hn::Gt(A, a_limit), a_limit, A);
     b = hn::IfThenElse(hn::Gt(B, limit), limit,
                        hn::IfThenElse(hn::Lt(B, hn::Neg(limit)), hn::Neg(limit), B));
+    b_bias = at.clamp_mode == 1 ? b : hn::Add(b, hn::Set(d, at.bias));
     const V z = at.alpha == 0.0f ? hn::Zero(d) : hn::Mul(hn::Set(d, at.alpha), a);
     const auto far_left = hn::Lt(z, hn::Set(d, -87.0f));
     const V a_clamped = hn::IfThenElse(far_left, hn::Set(d, at.far_left_a), a);
@@ -64,7 +65,7 @@ struct ClippedGate {
     return hn::IfThenElse(hn::And(underflow, hn::IsInf(v)),
                           hn::Mul(v, hn::CopySign(hn::Set(d, 1.0f), a)), hn::Mul(v, g));
   }
-  V a, b, g, slope, unscale;
+  V a, b, b_bias, g, slope, unscale;  // b_bias: the gate's multiplier (b in clamp_mode 1)
 };
 
 // The fast path, for a finite clamped a: the gate a sigmoid(z) as SiluAt's, each output's
@@ -74,12 +75,13 @@ template <class V>
 struct ClippedAt {
   template <class D>
   HWY_INLINE ClippedAt(D d, const ClippedSwigluAttributes &at, V A, V B)
-      : a(hn::IfThenElse(hn::Gt(A, hn::Set(d, at.limit)), hn::Set(d, at.limit), A)),
+      : a(hn::IfThenElse(hn::Gt(A, hn::Set(d, at.a_limit)), hn::Set(d, at.a_limit), A)),
         // selects, not Min / Max, so that a NaN B reaches the results (and the exact path)
         b(hn::IfThenElse(
             hn::Gt(B, hn::Set(d, at.limit)), hn::Set(d, at.limit),
             hn::IfThenElse(hn::Lt(B, hn::Set(d, -at.limit)), hn::Set(d, -at.limit), B))),
-        b_bias(hn::Add(b, hn::Set(d, at.bias))),
+        // clamp_mode 1 adds no bias: b itself, so that a -0 b keeps its sign
+        b_bias(at.clamp_mode == 1 ? b : hn::Add(b, hn::Set(d, at.bias))),
         z(at.alpha == 0.0f ? hn::Zero(d) : hn::Mul(hn::Set(d, at.alpha), a)),
         // where z < -87 (either sign of alpha) a moves to where z = -87, as in ClippedGate
         x(hn::IfThenElse(hn::Lt(z, hn::Set(d, -87.0f)), hn::Set(d, at.far_left_a), a)),
@@ -110,6 +112,15 @@ struct ClippedAt {
   V a, b, b_bias, z, x;
   Sigmoid<V> sigmoid;
 };
+
+// clamp_mode 1's clamp of the gate g = silu(A): v limit where g > limit (A > a_pass, decided
+// exactly on the host), else v_gate = v g; clamp_mode 0 keeps v_gate. Such an A is positive, so
+// its gate is never a scaled tail's. A select, so that a NaN A keeps v_gate's NaN.
+template <class D, class V>
+HWY_INLINE V GateClamped(D d, const ClippedSwigluAttributes &at, V A, V v, V v_gate) {
+  if (at.clamp_mode != 1) return v_gate;
+  return hn::IfThenElse(hn::Gt(A, hn::Set(d, at.a_pass)), hn::Mul(v, hn::Set(d, at.limit)), v_gate);
+}
 
 }  // namespace infiniop::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

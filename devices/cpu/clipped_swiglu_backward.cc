@@ -23,14 +23,14 @@ HWY_NOINLINE void ClippedSwigluBackwardExact(D d, const ClippedSwigluAttributes 
   const ClippedGate<V> c(d, at, A, B, true);
   // dy (b + bias) first, unless that alone overflows from finite factors (bias near FLT_MAX):
   // then dy slope first, which overflows only where dA does.
-  const V b_bias_exact = hn::Add(c.b, hn::Set(d, at.bias));
+  const V b_bias_exact = c.b_bias;
   const V g_exact = hn::Mul(dy, b_bias_exact);
   const auto overflowed =
       hn::AndNot(hn::IsFinite(g_exact), hn::And(hn::IsFinite(dy), hn::IsFinite(b_bias_exact)));
   const V dA_exact = hn::IfThenElse(overflowed, hn::Mul(hn::Mul(dy, c.slope), b_bias_exact),
                                     hn::Mul(g_exact, c.slope));
   dA = hn::IfThenElse(exact, Unscale(dA_exact, c.unscale), dA);
-  dB = hn::IfThenElse(exact, Unscale(c.TimesGate(d, dy), c.unscale), dB);
+  dB = hn::IfThenElse(exact, Unscale(GateClamped(d, at, A, dy, c.TimesGate(d, dy)), c.unscale), dB);
 }
 
 struct ClippedSwigluBackward : ClippedSwigluAttributes {
@@ -58,7 +58,7 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
     const Sigmoid<V> &sigmoid = fast.sigmoid;
     const V slope = Fma(d, fast.SlopeFactor(d), sigmoid.Slope(), sigmoid.s);
     dA = hn::Mul(hn::Mul(dy, fast.b_bias), slope);
-    dB = hn::Mul(dy, hn::Mul(fast.x, sigmoid.s));
+    dB = GateClamped(d, *this, A, dy, hn::Mul(dy, hn::Mul(fast.x, sigmoid.s)));
     if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, dA, dB))) {
       ClippedSwigluBackwardExact(d, *this, dy, A, B, fast.a, fast.z, dA, dB);
     }
@@ -71,7 +71,7 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
   HWY_INLINE void Mask(D d, V A, V B, V &dA, V &dB, V *bound_a = nullptr,
                        V *bound_b = nullptr) const {
     const V limit = hn::Set(d, this->limit);
-    const auto unclamped_a = hn::Le(A, limit);
+    const auto unclamped_a = hn::Le(A, hn::Set(d, a_pass));  // A <= limit; silu(A) <= limit
     const auto inside = hn::And(hn::Ge(B, hn::Neg(limit)), hn::Le(B, limit));
     dA = hn::IfThenElseZero(unclamped_a, dA);
     dB = hn::IfThenElseZero(inside, dB);
@@ -86,19 +86,20 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
   HWY_INLINE void Evaluate(D d, V &dA, V &dB, V *bound_a, V *bound_b, V dy, V A, V B) const {
     const ClippedAt<V> fast(d, *this, A, B);
     // dy (b + bias) from b + bias as a pair: its rounding would count in full where b is small.
-    V b_bias_lo, g_lo;
-    const V b_bias = SumPair(fast.b, hn::Set(d, bias), &b_bias_lo);
+    // (clamp_mode 1: b exactly.)
+    V b_bias_lo = hn::Zero(d), g_lo;
+    const V b_bias = clamp_mode == 1 ? fast.b_bias : SumPair(fast.b, hn::Set(d, bias), &b_bias_lo);
     const V g = ProductPair(d, dy, b_bias, &g_lo);
     g_lo = Fma(d, dy, b_bias_lo, g_lo);
     dA = fast.Slope(d, g, &g_lo);
-    dB = fast.Value(d, dy);
+    dB = GateClamped(d, *this, A, dy, fast.Value(d, dy));
     if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, dA, dB))) {
       ClippedSwigluBackwardExact(d, *this, dy, A, B, fast.a, fast.z, dA, dB);
     }
     if (bound_a != nullptr) {
       const V c = fast.Condition(d);
       *bound_a = ErrorBound<6>(d, hn::Mul(hn::Abs(g), fast.SlopeTerms(d)), c);
-      *bound_b = ErrorBound<6>(d, hn::Abs(fast.Value(d, dy)), c);
+      *bound_b = ErrorBound<6>(d, hn::Abs(GateClamped(d, *this, A, dy, fast.Value(d, dy))), c);
     }
     Mask(d, A, B, dA, dB, bound_a, bound_b);
   }

@@ -2,9 +2,12 @@
 // ClippedSwiglu and ClippedSwigluBackward in double, straight from SEMANTICS.md:
 //   a = min(A, limit), b = clamp(B, -limit, limit), z = alpha a, g = a sigmoid(z),
 //   y = g (b + bias);  dA = dy (b + bias) g'(a) [A <= limit],  dB = dy g [-limit <= B <= limit],
-// with g'(a) = s + z s (1 - s). The clamps pass NaN; the masks are selects, as in PyTorch's
-// autograd of clamp, so a masked-out gradient is exactly 0. The functors of cpu_reference, and
-// the cpu device's oracle for its 16-bit outputs.
+// with g'(a) = s + z s (1 - s). clamp_mode 1 (the descriptor made alpha 1 and a_limit +inf): the
+// gate g = silu(A) is clamped instead, to limit where A > a_pass (silu(A) > limit), and bias is
+// not added: y = min(g, limit) b, dA = dy b g'(A) [A <= a_pass], dB = dy min(g, limit) [...].
+// The clamps pass NaN; the masks are selects, as in PyTorch's autograd of clamp, so a masked-out
+// gradient is exactly 0. The functors of cpu_reference, and the cpu device's oracle for its
+// 16-bit outputs.
 #pragma once
 
 #include <cmath>
@@ -28,7 +31,7 @@ struct Clipped {
 
   Clipped(const ClippedSwigluAttributes &at, float A, float B) {
     const double limit = at.limit;
-    a = A > limit ? limit : A;
+    a = A > at.a_limit ? at.a_limit : A;
     b = B > limit ? limit : (B < -limit ? -limit : B);
     z = at.alpha == 0.0f ? 0.0 : at.alpha * a;  // alpha 0: z = 0 even for infinite a
     // the limit of a sigmoid(alpha a) there: a zero of a's sign (approached from a's side)
@@ -43,7 +46,10 @@ struct ClippedSwiglu : ClippedSwigluAttributes {
   static constexpr int kOutputs = 1, kInputs = 2;  // y <- (A, B)
   void operator()(double &y, float A, float B) const {
     const Clipped c(*this, A, B);
-    y = timesGate(c.b + bias, c.g, c.a);
+    if (clamp_mode == 1)
+      y = A > a_pass ? double{limit} * c.b : timesGate(c.b, c.g, c.a);
+    else
+      y = timesGate(c.b + bias, c.g, c.a);
   }
 };
 
@@ -51,8 +57,10 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
   static constexpr int kOutputs = 2, kInputs = 3;  // (dA, dB) <- (dy, A, B)
   void operator()(double &dA, double &dB, float dy, float A, float B) const {
     const Clipped c(*this, A, B);
-    dA = A <= limit ? timesNegativeTail(dy * (c.b + bias), c.slope(), c.z) : 0.0;
-    dB = -limit <= B && B <= limit ? timesGate(dy, c.g, c.a) : 0.0;
+    const double scale = clamp_mode == 1 ? dy * c.b : dy * (c.b + bias);
+    const double gate = clamp_mode == 1 && A > a_pass ? double{limit} : c.g;
+    dA = A <= a_pass ? timesNegativeTail(scale, c.slope(), c.z) : 0.0;
+    dB = -limit <= B && B <= limit ? timesGate(dy, gate, c.a) : 0.0;
   }
 };
 

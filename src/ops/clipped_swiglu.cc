@@ -6,12 +6,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
+#include "cpu_reference/sigmoid.h"
 #include "elementwise/descriptor.h"
 #include "infiniop/ops/clipped_swiglu.h"
 #include "infiniop/ops/clipped_swiglu_backward.h"
@@ -41,6 +44,27 @@ struct ClippedDescriptor : infiniop::OperatorDescriptor {
   Groups groups;
 };
 
+// clamp_mode 1's a_pass: the largest float A with silu(A) <= limit, silu in double as
+// cpu_reference's. silu(A) <= 0 < limit for A <= 0 and silu rises for A >= 0, so a bisection over
+// the non-negative floats' bits (ordered as their values) finds it.
+float gatePassLimit(float limit) {
+  if (std::isinf(limit)) return limit;
+  const auto value = [](uint32_t bits) {
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+  };
+  uint32_t below = 0, above = 0x7f800000u;  // silu(+0) <= limit < silu(+inf)
+  while (above - below > 1) {
+    const uint32_t middle = below + (above - below) / 2;
+    if (infiniop::cpu_reference::silu(value(middle)) <= limit)
+      below = middle;
+    else
+      above = middle;
+  }
+  return value(below);
+}
+
 // Everything validated from the attributes and group_index before the tensors are looked at.
 struct Setup {
   int split = 0;
@@ -48,10 +72,16 @@ struct Setup {
   Groups groups;
 };
 
+// clamp_mode 1 ignores alpha and bias (the vendor's aclnnClippedSwigluV2), which are still
+// validated.
 infiniStatus_t prepare(const char *op, infiniopTensorDescriptor_t x,
                        infiniopTensorDescriptor_t group_index, int64_t dim, float alpha,
-                       float limit, float bias, Setup *setup) {
+                       float limit, float bias, int64_t clamp_mode, Setup *setup) {
   const std::string prefix = std::string(op) + ": ";
+  if (clamp_mode != 0 && clamp_mode != 1)
+    return fail(INFINI_STATUS_BAD_PARAM,
+                prefix + "clamp_mode " + std::to_string(clamp_mode) +
+                    " must be 0 (clamp A, then the gate) or 1 (the gate silu(A), then clamp it)");
   INFINIOP_CHECK(infiniop::normalizeSplitDim(op, "x", x, dim, &setup->split));
   if (!(limit > 0.0f))  // NaN too
     return fail(INFINI_STATUS_BAD_PARAM,
@@ -62,8 +92,17 @@ infiniStatus_t prepare(const char *op, infiniopTensorDescriptor_t x,
   if (!std::isfinite(bias))
     return fail(INFINI_STATUS_BAD_PARAM,
                 prefix + "bias " + std::to_string(bias) + " is not finite");
-  setup->attributes = {alpha, limit, bias, alpha == 0.0f ? 0.0f : -87.0f / alpha,
-                       alpha == 0.0f ? 0.0f : -175.0f / alpha};
+  if (clamp_mode == 1)
+    setup->attributes = {1.0f, limit, 0.0f, -87.0f, -175.0f, INFINITY, gatePassLimit(limit), 1};
+  else
+    setup->attributes = {alpha,
+                         limit,
+                         bias,
+                         alpha == 0.0f ? 0.0f : -87.0f / alpha,
+                         alpha == 0.0f ? 0.0f : -175.0f / alpha,
+                         limit,
+                         limit,
+                         0};
   if (!group_index) return INFINI_STATUS_SUCCESS;
   INFINIOP_CHECK(infiniop::checkTensor(op, "group_index descriptor", group_index));
   if (group_index->dtype != INFINI_DTYPE_I64)
@@ -151,17 +190,27 @@ infiniStatus_t calculate(const char *op, const void *public_desc, void *workspac
 }
 }  // namespace
 
+extern "C" infiniStatus_t infiniopCreateClippedSwigluV2Descriptor(
+    infiniopHandle_t handle, infiniopClippedSwigluDescriptor_t *desc_ptr,
+    infiniopTensorDescriptor_t y_desc, infiniopTensorDescriptor_t x_desc,
+    infiniopTensorDescriptor_t group_index_desc, int64_t dim, float alpha, float limit, float bias,
+    bool interleaved, int64_t clamp_mode) {
+  return infiniop::guarded(kForward, [&] {
+    Setup setup;
+    INFINIOP_CHECK(
+        prepare(kForward, x_desc, group_index_desc, dim, alpha, limit, bias, clamp_mode, &setup));
+    return finish(desc_ptr, handle, kForward, kForwardKernel, {{"y", y_desc}},
+                  {{"x", x_desc, setup.split, interleaved}}, setup);
+  });
+}
+
 extern "C" infiniStatus_t infiniopCreateClippedSwigluDescriptor(
     infiniopHandle_t handle, infiniopClippedSwigluDescriptor_t *desc_ptr,
     infiniopTensorDescriptor_t y_desc, infiniopTensorDescriptor_t x_desc,
     infiniopTensorDescriptor_t group_index_desc, int64_t dim, float alpha, float limit, float bias,
     bool interleaved) {
-  return infiniop::guarded(kForward, [&] {
-    Setup setup;
-    INFINIOP_CHECK(prepare(kForward, x_desc, group_index_desc, dim, alpha, limit, bias, &setup));
-    return finish(desc_ptr, handle, kForward, kForwardKernel, {{"y", y_desc}},
-                  {{"x", x_desc, setup.split, interleaved}}, setup);
-  });
+  return infiniopCreateClippedSwigluV2Descriptor(handle, desc_ptr, y_desc, x_desc, group_index_desc,
+                                                 dim, alpha, limit, bias, interleaved, 0);
 }
 
 extern "C" infiniStatus_t infiniopGetClippedSwigluWorkspaceSize(
@@ -186,9 +235,20 @@ extern "C" infiniStatus_t infiniopCreateClippedSwigluBackwardDescriptor(
     infiniopTensorDescriptor_t x_grad_desc, infiniopTensorDescriptor_t y_grad_desc,
     infiniopTensorDescriptor_t x_desc, infiniopTensorDescriptor_t group_index_desc, int64_t dim,
     float alpha, float limit, float bias, bool interleaved) {
+  return infiniopCreateClippedSwigluBackwardV2Descriptor(handle, desc_ptr, x_grad_desc, y_grad_desc,
+                                                         x_desc, group_index_desc, dim, alpha,
+                                                         limit, bias, interleaved, 0);
+}
+
+extern "C" infiniStatus_t infiniopCreateClippedSwigluBackwardV2Descriptor(
+    infiniopHandle_t handle, infiniopClippedSwigluBackwardDescriptor_t *desc_ptr,
+    infiniopTensorDescriptor_t x_grad_desc, infiniopTensorDescriptor_t y_grad_desc,
+    infiniopTensorDescriptor_t x_desc, infiniopTensorDescriptor_t group_index_desc, int64_t dim,
+    float alpha, float limit, float bias, bool interleaved, int64_t clamp_mode) {
   return infiniop::guarded(kBackward, [&] {
     Setup setup;
-    INFINIOP_CHECK(prepare(kBackward, x_desc, group_index_desc, dim, alpha, limit, bias, &setup));
+    INFINIOP_CHECK(
+        prepare(kBackward, x_desc, group_index_desc, dim, alpha, limit, bias, clamp_mode, &setup));
     // Operands: dA, dB <- (y_grad, A, B).
     return finish(desc_ptr, handle, kBackward, kBackwardKernel,
                   {{"x_grad", x_grad_desc, setup.split, interleaved}},

@@ -32,7 +32,32 @@ inline Truth oracle(infiniDtype_t dtype, float A, float B, float dy, const Attrs
 inline std::string attrsName(const Attrs &at) {
   return "dim=" + std::to_string(at.dim) + " alpha=" + std::to_string(at.alpha) +
          " limit=" + std::to_string(at.limit) + " bias=" + std::to_string(at.bias) +
-         (at.interleaved ? " interleaved" : " halves");
+         (at.interleaved ? " interleaved" : " halves") +
+         (at.clamp_mode ? " clamp_mode=" + std::to_string(at.clamp_mode) : "");
+}
+
+// The create calls: clamp_mode 0 by the original functions (what bindings call), any other by V2.
+inline infiniStatus_t createForward(infiniopHandle_t h, infiniopClippedSwigluDescriptor_t *op,
+                                    infiniopTensorDescriptor_t y, infiniopTensorDescriptor_t x,
+                                    infiniopTensorDescriptor_t groups, const Attrs &at) {
+  if (at.clamp_mode == 0)
+    return infiniopCreateClippedSwigluDescriptor(h, op, y, x, groups, at.dim, at.alpha, at.limit,
+                                                 at.bias, at.interleaved);
+  return infiniopCreateClippedSwigluV2Descriptor(h, op, y, x, groups, at.dim, at.alpha, at.limit,
+                                                 at.bias, at.interleaved, at.clamp_mode);
+}
+inline infiniStatus_t createBackward(infiniopHandle_t h,
+                                     infiniopClippedSwigluBackwardDescriptor_t *op,
+                                     infiniopTensorDescriptor_t x_grad,
+                                     infiniopTensorDescriptor_t y_grad,
+                                     infiniopTensorDescriptor_t x,
+                                     infiniopTensorDescriptor_t groups, const Attrs &at) {
+  if (at.clamp_mode == 0)
+    return infiniopCreateClippedSwigluBackwardDescriptor(
+        h, op, x_grad, y_grad, x, groups, at.dim, at.alpha, at.limit, at.bias, at.interleaved);
+  return infiniopCreateClippedSwigluBackwardV2Descriptor(h, op, x_grad, y_grad, x, groups, at.dim,
+                                                         at.alpha, at.limit, at.bias,
+                                                         at.interleaved, at.clamp_mode);
 }
 
 // A 1-D (or, for the error tests, any-shape) group_index with its own storage; strided views
@@ -91,8 +116,7 @@ inline infiniStatus_t runForward(infiniopHandle_t h, TensorBuffer &y, TensorBuff
   auto yd = y.descriptor(), xd = x.descriptor();
   auto gd = groups ? groups->descriptor() : nullptr;
   infiniopClippedSwigluDescriptor_t op = nullptr;
-  infiniStatus_t s = infiniopCreateClippedSwigluDescriptor(h, &op, yd, xd, gd, at.dim, at.alpha,
-                                                           at.limit, at.bias, at.interleaved);
+  infiniStatus_t s = createForward(h, &op, yd, xd, gd, at);
   last_error = infiniopGetLastError();
   infiniopDestroyTensorDescriptor(yd);
   infiniopDestroyTensorDescriptor(xd);
@@ -122,8 +146,7 @@ inline infiniStatus_t runBackward(infiniopHandle_t h, TensorBuffer &x_grad, void
   auto gd = x_grad.descriptor(), yd = y_grad.descriptor(), xd = x.descriptor();
   auto id = groups ? groups->descriptor() : nullptr;
   infiniopClippedSwigluBackwardDescriptor_t op = nullptr;
-  infiniStatus_t s = infiniopCreateClippedSwigluBackwardDescriptor(
-      h, &op, gd, yd, xd, id, at.dim, at.alpha, at.limit, at.bias, at.interleaved);
+  infiniStatus_t s = createBackward(h, &op, gd, yd, xd, id, at);
   last_error = infiniopGetLastError();
   infiniopDestroyTensorDescriptor(gd);
   infiniopDestroyTensorDescriptor(yd);
@@ -253,15 +276,47 @@ inline GroupIndex groupsFor(Groups kind, size_t pre, size_t *active) {
   }
 }
 
-// Inputs: uniform over [-range, range] with a share near 0, and every 13th value special.
-inline float inputValue(size_t i, float value, float limit) {
-  const float specials[] = {INFINITY, -INFINITY, NAN,
-                            1e4f,     -1e4f,     1e-40f,
-                            -1e-40f,  0.0f,      -0.0f,
-                            limit,    -limit,    std::nextafter(limit, INFINITY),
-                            -100.0f,  90.0f,     std::nextafter(-limit, -INFINITY)};
+// clamp_mode 1's boundary: the largest float A with silu(A) <= limit, found here in long double
+// (independently of the library's double bisection); +inf for limit +inf.
+inline float gateBoundary(float limit) {
+  if (std::isinf(limit)) return limit;
+  const auto value = [](uint32_t bits) {
+    float a;
+    std::memcpy(&a, &bits, sizeof a);
+    return a;
+  };
+  uint32_t below = 0, above = 0x7f800000u;  // silu(+0) <= limit < silu(+inf)
+  while (above - below > 1) {
+    const uint32_t middle = below + (above - below) / 2;
+    const long double a = value(middle);
+    (a / (1 + std::exp(-a)) <= limit ? below : above) = middle;
+  }
+  return value(below);
+}
+
+// Inputs: uniform over [-range, range] with a share near 0, and every 13th value special
+// (clamp_mode 1: A's gate boundary and the float above it too).
+inline float inputValue(size_t i, float value, float limit, int64_t clamp_mode = 0) {
+  const float boundary = clamp_mode == 1 ? gateBoundary(limit) : limit;
+  const float specials[] = {INFINITY,
+                            -INFINITY,
+                            NAN,
+                            1e4f,
+                            -1e4f,
+                            1e-40f,
+                            -1e-40f,
+                            0.0f,
+                            -0.0f,
+                            limit,
+                            -limit,
+                            std::nextafter(limit, INFINITY),
+                            -100.0f,
+                            90.0f,
+                            std::nextafter(-limit, -INFINITY),
+                            boundary,
+                            std::nextafter(boundary, INFINITY)};
   if (i % 13 != 12) return value;
-  return specials[(i / 13) % (sizeof(specials) / sizeof(specials[0]))];
+  return specials[(i / 13) % (clamp_mode == 1 ? 17 : 15)];
 }
 
 struct Case {
@@ -294,7 +349,9 @@ inline void checkCase(infiniopHandle_t h, infiniDtype_t dtype, Layout layout, co
   TensorBuffer x(full, st.x, dtype), y(half, st.y, dtype), dy(half, st.dy, dtype),
       dx(full, st.dx, dtype);
   const float range = std::isfinite(at.limit) ? 2 * at.limit : 10.0f;
-  x.fill([&](size_t i) { return inputValue(i, signedValue(seed, i, range), at.limit); });
+  x.fill([&](size_t i) {
+    return inputValue(i, signedValue(seed, i, range), at.limit, at.clamp_mode);
+  });
   dy.fill([&](size_t i) {
     return i % 31 == 30 ? (i % 2 ? INFINITY : -INFINITY) : signedValue(seed + 1, i, 4.0f);
   });

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // ClippedSwiglu and ClippedSwigluBackward against the long-double oracle (clipped_swiglu.h; the
 // tolerances are clipped_swiglu_test.cc's file comment) on every device: every dim, both splits,
-// attributes, group_index sums, layouts and sizes around the vector widths.
+// attributes (clamp_mode 0 and 1), group_index sums, layouts and sizes around the vector widths.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -56,6 +56,28 @@ std::vector<Case> allCases() {
   // Large enough for every thread (>= 2^15 pairs computed), with and without group_index.
   cases.push_back({{4, 2 * 8200}, Attrs{-1, 1.702f, 7.0f, 1.0f, true}});
   cases.push_back({{16, 8200}, Attrs{-1, 1.702f, 0.5f, 1.0f, false}, Groups::kLess});
+  // DeepSeek-V4's clamp, silu(min(A, limit)) clamp(B, -limit, limit): clamp_mode 0, alpha 1,
+  // bias 0.
+  for (bool interleaved : {true, false})
+    for (size_t n : {17, 64})
+      cases.push_back({{5, 2 * n}, Attrs{-1, 1.0f, limits[n % 4], 0.0f, interleaved}});
+  // clamp_mode 1 (min(silu(A), limit) clamp(B, -limit, limit); alpha and bias, varied here,
+  // unused): every dim, both splits, group_index variants, row lengths, a large case.
+  const auto after = [&](int64_t dim, bool interleaved) {
+    Attrs at = attrs(dim, interleaved);
+    at.clamp_mode = 1;
+    return at;
+  };
+  for (int64_t dim = -4; dim < 4; ++dim)
+    for (bool interleaved : {true, false}) {
+      std::vector<size_t> shape = rank4;
+      shape[static_cast<size_t>(dim < 0 ? dim + 4 : dim)] *= 2;
+      cases.push_back({shape, after(dim, interleaved), groups[k % 9]});
+    }
+  for (size_t n : {1, 3, 7, 8, 9, 16, 17, 33, 65})
+    for (bool interleaved : {true, false})
+      cases.push_back({{3, 2 * n}, after(-1, interleaved), groups[k % 4]});
+  cases.push_back({{8, 8200}, Attrs{-1, 1.702f, 7.0f, 1.0f, true, 1}, Groups::kLess});
   return cases;
 }
 

@@ -73,6 +73,164 @@ TEST_P(DeviceTest, ClippedSwigluHandWorkedValues) {
   }
 }
 
+// clamp_mode 1 (ClippedSwigluV2): y = min(silu(A), limit) clamp(B, -limit, limit), whatever alpha
+// and bias are (1.702 and 1 here, and ignored). Expected values from mpmath at 30 digits.
+TEST_P(DeviceTest, ClippedSwigluV2HandWorkedValues) {
+  struct Row {
+    float A, B, dy;
+    double y, dA, dB;
+  };
+  const Row rows[] = {
+      {1, 2, 1, 1.46211715726, 1.85534102374, 0.73105857863},
+      {10, -10, 2, -49.0, 0, 0},  // silu(10) > 7: the gate is 7, dA = 0; B clipped: dB = 0
+      {-2, 0.5f, -1, -0.119202922022, 0.0453921243924, 0.238405844044},
+      {7, -7, 0.5f, -48.9553584915, -3.51911173973, 3.49681132082},  // silu(7) < 7; B at -limit
+      {8, 7.5f, 1, 49.0, 0, 0},                                      // both clamped
+      {-7.5f, 7.5f, 1, -0.0290208784385, -0.0251353858584, 0},       // no clamp of A below
+  };
+  const size_t n = sizeof(rows) / sizeof(rows[0]);
+  Attrs at;
+  at.clamp_mode = 1;
+  for (bool interleaved : {true, false}) {
+    SCOPED_TRACE(interleaved ? "interleaved" : "halves");
+    at.interleaved = interleaved;
+    TensorBuffer x({1, 2 * n}, INFINI_DTYPE_F32), y({1, n}, INFINI_DTYPE_F32),
+        dy({1, n}, INFINI_DTYPE_F32), dx({1, 2 * n}, INFINI_DTYPE_F32);
+    const size_t ia = 0, step = interleaved ? 2 : 1, ib = interleaved ? 1 : n;
+    for (size_t k = 0; k < n; ++k) {
+      x.set(ia + step * k, rows[k].A);
+      x.set(ib + step * k, rows[k].B);
+      dy.set(k, rows[k].dy);
+    }
+    y.poison();
+    dx.poison();
+    ASSERT_EQ(runForward(handle(), y, x, nullptr, at), INFINI_STATUS_SUCCESS) << last_error;
+    ASSERT_EQ(runBackward(handle(), dx, dx.data(), dy, x, nullptr, at), INFINI_STATUS_SUCCESS)
+        << last_error;
+    for (size_t k = 0; k < n; ++k) {
+      SCOPED_TRACE("pair " + std::to_string(k));
+      EXPECT_NEAR(y.get(k), rows[k].y, 1e-6 * std::fabs(rows[k].y));
+      EXPECT_NEAR(dx.get(ia + step * k), rows[k].dA, 1e-6 * std::fabs(rows[k].dA));
+      EXPECT_NEAR(dx.get(ib + step * k), rows[k].dB, 1e-6 * std::fabs(rows[k].dB));
+    }
+  }
+}
+
+// clamp_mode 1's boundaries: the gate's clamp passes the last A with silu(A) <= limit (dA flows,
+// y = silu(A) b) and clamps the next float (dA exactly 0, y = limit b, dB = dy limit); B at
+// +-limit passes, beyond is clipped; NaN passes both clamps; -0 B keeps its sign (no bias added).
+TEST_P(DeviceTest, ClippedSwigluV2BoundaryRules) {
+  for (float limit : {7.0f, 0.5f, 1e-20f, 3e38f}) {
+    SCOPED_TRACE("limit " + std::to_string(limit));
+    Attrs at{-1, -3.0f, limit, 5.0f, true, 1};
+    const float edge = gateBoundary(limit), past = std::nextafter(edge, INFINITY);
+    const float b = std::fmin(limit, 0.75f);
+    const float pairs[][2] = {{edge, b},     {past, b},     {past, -limit},
+                              {edge, limit}, {NAN, b},      {edge, NAN},
+                              {INFINITY, b}, {2.0f, -0.0f}, {past, 2 * limit}};
+    const size_t n = sizeof(pairs) / sizeof(pairs[0]);
+    TensorBuffer x({n, 2}, INFINI_DTYPE_F32), y({n, 1}, INFINI_DTYPE_F32),
+        dy({n, 1}, INFINI_DTYPE_F32), dx({n, 2}, INFINI_DTYPE_F32);
+    for (size_t k = 0; k < n; ++k) {
+      x.set(2 * k, pairs[k][0]);
+      x.set(2 * k + 1, pairs[k][1]);
+    }
+    dy.fill([](size_t) { return 2.0f; });
+    y.poison();
+    dx.poison();
+    ASSERT_EQ(runForward(handle(), y, x, nullptr, at), INFINI_STATUS_SUCCESS) << last_error;
+    ASSERT_EQ(runBackward(handle(), dx, dx.data(), dy, x, nullptr, at), INFINI_STATUS_SUCCESS)
+        << last_error;
+    const double silu_edge = edge / (1 + std::exp(-static_cast<double>(edge)));
+    EXPECT_LE(silu_edge, limit);
+    EXPECT_GT(past / (1 + std::exp(-static_cast<double>(past))), limit);
+    EXPECT_NEAR(y.get(0), silu_edge * b, 4e-7 * silu_edge * b + 0x1p-149);
+    EXPECT_NE(dx.get(0), 0.0f);  // dA passes at the edge
+    EXPECT_EQ(y.get(1), static_cast<float>(static_cast<double>(limit) * b));  // limit b
+    EXPECT_EQ(dx.get(2), 0.0f);                                               // dA clamped
+    EXPECT_EQ(dx.get(3), 2 * limit);     // dB = dy limit (B inside)
+    EXPECT_EQ(dx.get(5), 2 * limit);     // B = -limit passes
+    EXPECT_NE(dx.get(7), 0.0f);          // B = +limit passes, and so does A
+    EXPECT_TRUE(std::isnan(y.get(4)));   // NaN A
+    EXPECT_EQ(dx.get(8), 0.0f);          // its dA is 0
+    EXPECT_TRUE(std::isnan(dx.get(9)));  // dB = dy silu(NaN)
+    EXPECT_TRUE(std::isnan(y.get(5)));   // NaN B
+    EXPECT_EQ(dx.get(11), 0.0f);         // its dB is 0
+    EXPECT_EQ(y.get(6), static_cast<float>(static_cast<double>(limit) * b));  // silu(inf) > limit
+    EXPECT_EQ(dx.get(12), 0.0f);
+    EXPECT_TRUE(y.get(7) == 0.0f && std::signbit(y.get(7)));  // silu(2) (-0) = -0
+    EXPECT_EQ(y.get(8), static_cast<float>(static_cast<double>(limit) * limit));
+    EXPECT_EQ(dx.get(17), 0.0f);  // B clipped
+  }
+}
+
+// DeepSeek-V4's clamp, silu(min(A, limit)) clamp(B, -limit, limit), is clamp_mode 0 with alpha 1
+// and bias 0 (what torch_npu callers pass).
+TEST_P(DeviceTest, ClippedSwigluDeepSeekV4Clamp) {
+  const Attrs at{-1, 1.0f, 7.0f, 0.0f, false};
+  const float As[] = {-3.0f, 0.5f, 6.5f, 7.0f, 12.0f, -40.0f};
+  const float Bs[] = {2.0f, -8.0f, 7.0f, -0.25f, 3.0f, 9.0f};
+  const size_t n = 6;
+  TensorBuffer x({1, 2 * n}, INFINI_DTYPE_F32), y({1, n}, INFINI_DTYPE_F32);
+  for (size_t k = 0; k < n; ++k) {
+    x.set(k, As[k]);
+    x.set(n + k, Bs[k]);
+  }
+  y.poison();
+  ASSERT_EQ(runForward(handle(), y, x, nullptr, at), INFINI_STATUS_SUCCESS) << last_error;
+  for (size_t k = 0; k < n; ++k) {
+    const double a = std::fmin(As[k], 7.0), b = std::fmax(-7.0, std::fmin(Bs[k], 7.0));
+    const double expected = a / (1 + std::exp(-a)) * b;
+    EXPECT_NEAR(y.get(k), expected, 4e-7 * std::fabs(expected)) << "pair " << k;
+  }
+}
+
+// V2 with clamp_mode 0 is the original operator, bit for bit, forward and backward.
+TEST_P(DeviceTest, ClippedSwigluV2ModeZeroIsTheOriginal) {
+  for (infiniDtype_t dtype : kFloatDtypes) {
+    SCOPED_TRACE(infiniop::dtypeName(dtype));
+    const Attrs at{-1, 1.702f, 7.0f, 1.0f, true};
+    TensorBuffer x({8, 70}, dtype), dy({8, 35}, dtype);
+    x.fill([&](size_t i) { return inputValue(i, signedValue(5, i, 14.0f), at.limit); });
+    dy.fill([](size_t i) { return signedValue(6, i, 3.0f); });
+    auto xd = x.descriptor(), yd = dy.descriptor();
+    std::vector<uint8_t> results[2][2];
+    for (int v2 = 0; v2 < 2; ++v2) {
+      TensorBuffer y({8, 35}, dtype), dx({8, 70}, dtype);
+      infiniopClippedSwigluDescriptor_t op = nullptr;
+      infiniopClippedSwigluBackwardDescriptor_t back = nullptr;
+      ASSERT_EQ(v2 ? infiniopCreateClippedSwigluV2Descriptor(handle(), &op, yd, xd, nullptr, -1,
+                                                             at.alpha, at.limit, at.bias, true, 0)
+                   : createForward(handle(), &op, yd, xd, nullptr, at),
+                INFINI_STATUS_SUCCESS);
+      ASSERT_EQ(
+          v2 ? infiniopCreateClippedSwigluBackwardV2Descriptor(
+                   handle(), &back, xd, yd, xd, nullptr, -1, at.alpha, at.limit, at.bias, true, 0)
+             : createBackward(handle(), &back, xd, yd, xd, nullptr, at),
+          INFINI_STATUS_SUCCESS);
+      DeviceMirror device(handle());
+      device.add(y);
+      device.add(dx);
+      device.add(x);
+      device.add(dy);
+      ASSERT_EQ(infiniopClippedSwiglu(op, nullptr, 0, device(y), device(x), nullptr, nullptr),
+                INFINI_STATUS_SUCCESS);
+      ASSERT_EQ(infiniopClippedSwigluBackward(back, nullptr, 0, device(dx), device(dy), device(x),
+                                              nullptr, nullptr),
+                INFINI_STATUS_SUCCESS);
+      device.download();
+      results[v2][0] = y.storage();
+      results[v2][1] = dx.storage();
+      infiniopDestroyClippedSwigluDescriptor(op);
+      infiniopDestroyClippedSwigluBackwardDescriptor(back);
+    }
+    EXPECT_EQ(results[0][0], results[1][0]);
+    EXPECT_EQ(results[0][1], results[1][1]);
+    infiniopDestroyTensorDescriptor(xd);
+    infiniopDestroyTensorDescriptor(yd);
+  }
+}
+
 // Interleaving pairs flat elements (2q, 2q+1) of the merged row [pre, cut*after], NOT elements
 // 2k and 2k+1 along `dim`: with alpha = 0, limit = +inf and bias = 0, y = A B / 2 (F32: within
 // 8 ulp, as sigmoid(0) is computed, not special-cased; the pairing errors are far larger).
@@ -263,12 +421,15 @@ TEST_P(DeviceTest, ClippedSwigluBoundaryAndNanRules) {
 // ---------------------------------------------------------------- every special pairing
 TEST_P(DeviceTest, ClippedSwigluSpecialValues) {
   const Attrs attr_sets[] = {
-      {-1, 1.702f, 7.0f, 1.0f, true},     {-1, 1.702f, INFINITY, 1.0f, true},
-      {-1, -0.5f, INFINITY, -2.0f, true}, {-1, 0.0f, 0.5f, 1.0f, true},
-      {-1, 0.5f, INFINITY, 0.0f, true},
+      {-1, 1.702f, 7.0f, 1.0f, true},        {-1, 1.702f, INFINITY, 1.0f, true},
+      {-1, -0.5f, INFINITY, -2.0f, true},    {-1, 0.0f, 0.5f, 1.0f, true},
+      {-1, 0.5f, INFINITY, 0.0f, true},      {-1, 1.702f, 7.0f, 1.0f, true, 1},
+      {-1, -0.5f, INFINITY, -2.0f, true, 1}, {-1, 0.0f, 0.5f, 1.0f, true, 1},
   };
   for (const Attrs &at : attr_sets) {
     const float limit = at.limit;
+    // (clamp_mode 1: the gate's boundary and the float past it, as the last two.)
+    const float edge = at.clamp_mode == 1 ? gateBoundary(limit) : 1.0f;
     const std::vector<float> specials = {INFINITY,
                                          -INFINITY,
                                          NAN,
@@ -285,7 +446,9 @@ TEST_P(DeviceTest, ClippedSwigluSpecialValues) {
                                          1.0f,
                                          -1.5f,
                                          -100.0f,
-                                         -60.0f};
+                                         -60.0f,
+                                         edge,
+                                         std::nextafter(edge, INFINITY)};
     const std::vector<float> grads = {1.5f, -0.25f, INFINITY, -INFINITY, 0.0f};
     const size_t S = specials.size(), rows = S * grads.size();
     for (infiniDtype_t dtype : kFloatDtypes) {
@@ -611,6 +774,22 @@ TEST_P(DeviceTest, ClippedSwigluBadArguments) {
     expect(INFINI_STATUS_BAD_PARAM, y, x, nullptr, with(bad, 7, 1), "bad alpha");
     expect(INFINI_STATUS_BAD_PARAM, y, x, nullptr, with(1.702f, 7, bad), "bad bias");
   }
+  // clamp_mode: 0 or 1 (V2), checked first; alpha, bias and limit still in clamp_mode 1.
+  for (int64_t mode : {int64_t{2}, int64_t{-1}, INT64_MIN, INT64_MAX}) {
+    Attrs at;
+    at.clamp_mode = mode;
+    expect(INFINI_STATUS_BAD_PARAM, y, x, nullptr, at, "bad clamp_mode");
+    EXPECT_NE(last_error.find("clamp_mode " + std::to_string(mode)), std::string::npos)
+        << last_error;
+    at.dim = 5;  // a bad dim too: the clamp_mode is named
+    expect(INFINI_STATUS_BAD_PARAM, y, x, nullptr, at, "bad clamp_mode and dim");
+    EXPECT_NE(last_error.find("clamp_mode"), std::string::npos) << last_error;
+  }
+  for (const Attrs &bad : {Attrs{-1, INFINITY, 7, 1, true, 1}, Attrs{-1, 1.702f, 7, NAN, true, 1},
+                           Attrs{-1, 1.702f, -1, 1, true, 1}, Attrs{-1, 1.702f, NAN, 1, true, 1}})
+    expect(INFINI_STATUS_BAD_PARAM, y, x, nullptr, bad, "clamp_mode 1, bad attribute");
+  expect(INFINI_STATUS_BAD_TENSOR_SHAPE, y_odd, odd, nullptr, Attrs{-1, 1.702f, 7, 1, true, 1},
+         "clamp_mode 1, odd split size");
   // group_index: checked at create (dtype, rank) or at calculate (values, NULL pointer).
   const GroupIndex negative = GroupIndex::counts({2, -1});
   expect(INFINI_STATUS_BAD_PARAM, y, x, &negative, Attrs{}, "negative count");
@@ -717,6 +896,20 @@ TEST_P(DeviceTest, ClippedSwigluBackwardBadArguments) {
     expect(INFINI_STATUS_BAD_PARAM, dx, dx.data(), dy, x, nullptr, with(1.702f, 7, bad),
            "bad bias");
   }
+  // clamp_mode: 0 or 1 (V2); alpha and bias are validated in clamp_mode 1 too.
+  for (int64_t mode : {int64_t{2}, int64_t{-1}, INT64_MIN, INT64_MAX}) {
+    Attrs at;
+    at.clamp_mode = mode;
+    expect(INFINI_STATUS_BAD_PARAM, dx, dx.data(), dy, x, nullptr, at, "bad clamp_mode");
+    EXPECT_NE(last_error.find("clamp_mode " + std::to_string(mode)), std::string::npos)
+        << last_error;
+  }
+  Attrs after = with(NAN, 7, 1);
+  after.clamp_mode = 1;
+  expect(INFINI_STATUS_BAD_PARAM, dx, dx.data(), dy, x, nullptr, after, "clamp_mode 1, NaN alpha");
+  after = with(1.702f, 0, 1);
+  after.clamp_mode = 1;
+  expect(INFINI_STATUS_BAD_PARAM, dx, dx.data(), dy, x, nullptr, after, "clamp_mode 1, limit 0");
   const GroupIndex negative = GroupIndex::counts({1, -2, 1});
   expect(INFINI_STATUS_BAD_PARAM, dx, dx.data(), dy, x, &negative, Attrs{}, "negative count");
   // In place too: a negative count must not touch x.

@@ -18,6 +18,7 @@ struct ClippedSwigluAttrs {
   float limit = 7.0f;
   float bias = 1.0f;
   bool interleaved = true;
+  int64_t clamp_mode = 0;  // 1: min(silu(A), limit) clamp(B, -limit, limit); alpha, bias unused
 };
 
 // v * g where g = a sigmoid(alpha a) has a's sign and is never 0 for finite non-zero a, but may
@@ -39,16 +40,19 @@ struct ClippedSwigluTruth {
 inline ClippedSwigluTruth clippedSwigluTruth(infiniDtype_t dtype, float Af, float Bf, float dyf,
                                              const ClippedSwigluAttrs &at,
                                              double floor_weight = 1.0) {
-  const long double A = Af, B = Bf, dy = dyf, limit = at.limit, alpha = at.alpha;
+  const bool after = at.clamp_mode == 1;  // the gate's clamp, after silu, instead of A's
+  const long double A = Af, B = Bf, dy = dyf, limit = at.limit, alpha = after ? 1 : at.alpha;
   // The clamps: no lower clamp on A; NaN passes through both.
-  const long double a = std::isnan(A) ? A : std::fmin(A, limit);
+  const long double a = std::isnan(A) || after ? A : std::fmin(A, limit);
   const long double b = std::isnan(B) ? B : std::fmax(-limit, std::fmin(B, limit));
   // alpha = 0 makes sigmoid(alpha a) the constant 1/2 whatever a is, infinities included.
   const long double z = alpha == 0 ? 0.0L : alpha * a;
   const long double s = sigmoidL(z), sm = sigmoidL(-z);  // sm = 1 - s without cancellation
   // lim a sigmoid(alpha a) where alpha a -> -inf is 0.
-  const long double g = (std::isinf(z) && z < 0) ? 0.0L : a * s;
-  const long double v = b + static_cast<long double>(at.bias);
+  const long double g_raw = (std::isinf(z) && z < 0) ? 0.0L : a * s;
+  // clamp_mode 1: the gate clamped above at limit (NaN passes), and no bias.
+  const long double g = after && g_raw > limit ? limit : g_raw;
+  const long double v = after ? b : b + static_cast<long double>(at.bias);
   ClippedSwigluTruth t{};
   t.y = timesGate(v, g, a);
   // d/da [a sigmoid(alpha a)] = s + z s (1 - s); its limits at z = +-inf are 1 and 0.
@@ -58,7 +62,7 @@ inline ClippedSwigluTruth clippedSwigluTruth(infiniDtype_t dtype, float Af, floa
   else
     slope = s + z * s * sm;
   const long double scale = dy * v;
-  t.dA_masked = !(A <= limit);
+  t.dA_masked = after ? !(g_raw <= limit) : !(A <= limit);
   t.dB_masked = !(-limit <= B && B <= limit);
   // The slope is negative left of z = -1.28 and underflows far left: an infinite scale then gives
   // -scale.
@@ -72,7 +76,10 @@ inline ClippedSwigluTruth clippedSwigluTruth(infiniDtype_t dtype, float Af, floa
   const double zd = finite_z ? std::fabs(static_cast<double>(z)) : 0.0;
   const double sd = static_cast<double>(s), smd = static_cast<double>(sm);
   // At z = +-inf g is infinite or exactly 0, and the slope exactly 1 or 0.
-  const double gate_terms = finite_z ? std::fabs(static_cast<double>(g)) * (1 + zd * smd) : 0.0;
+  // A clamped gate (clamp_mode 1) is limit itself, times one rounded product.
+  const double gate_terms = after && g_raw > limit ? static_cast<double>(limit)
+                            : finite_z ? std::fabs(static_cast<double>(g)) * (1 + zd * smd)
+                                       : 0.0;
   const double slope_terms =
       finite_z ? sd * (1 + zd * smd) + zd * sd * smd * (2 + zd * std::fabs(smd - sd))
                : static_cast<double>(slope);

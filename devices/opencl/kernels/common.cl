@@ -420,10 +420,10 @@ typedef struct {
   float a, b, g, slope, unscale;
 } clipped_gate_t;
 
-INLINE clipped_gate_t clipped_gate(float alpha, float limit, float far_left_a, float tail_a,
-                                   float A, float B, bool want_slope) {
+INLINE clipped_gate_t clipped_gate(float alpha, float limit, float a_limit, float far_left_a,
+                                   float tail_a, float A, float B, bool want_slope) {
   clipped_gate_t c;
-  c.a = A > limit ? limit : A;
+  c.a = A > a_limit ? a_limit : A;
   c.b = B > limit ? limit : (B < -limit ? -limit : B);
   const float z = alpha == 0.0f ? 0.0f : alpha * c.a;
   const bool far_left = z < -87.0f;
@@ -456,6 +456,13 @@ INLINE clipped_gate_t clipped_gate(float alpha, float limit, float far_left_a, f
 INLINE float clipped_times_gate(clipped_gate_t c, float v) {
   return (c.g == 0.0f && isinf(v) && isfinite(c.a) && c.a != 0.0f) ? v * copysign(1.0f, c.a)
                                                                    : v * c.g;
+}
+
+// clamp_mode 1's clamp of the gate silu(A), as clipped_swiglu-inl.h's GateClamped: v limit where
+// A > a_pass (silu(A) > limit), else v_gate = v g; clamp_mode 0 keeps v_gate.
+INLINE float gate_clamped(int clamp_mode, float a_pass, float limit, float A, float v,
+                          float v_gate) {
+  return clamp_mode == 1 && A > a_pass ? v * limit : v_gate;
 }
 
 // The fast paths of the activations, for finite x (math-inl.h's SiluAt, GeluTanhAt, GeluErfAt):
@@ -598,13 +605,13 @@ typedef struct {
   sigmoid_at_t at;
 } clipped_at_t;
 
-INLINE clipped_at_t clipped_at(float alpha, float limit, float bias, float far_left_a, float A,
-                               float B) {
+INLINE clipped_at_t clipped_at(float alpha, float limit, float a_limit, float bias, int clamp_mode,
+                               float far_left_a, float A, float B) {
   clipped_at_t c;
-  c.a = A > limit ? limit : A;
+  c.a = A > a_limit ? a_limit : A;
   // selects, not fmin / fmax, so that a NaN B reaches the results (and the exact path)
   c.b = B > limit ? limit : (B < -limit ? -limit : B);
-  c.b_bias = c.b + bias;
+  c.b_bias = clamp_mode == 1 ? c.b : c.b + bias;  // clamp_mode 1 adds no bias (a -0 b stays)
   const float z = alpha == 0.0f ? 0.0f : alpha * c.a;
   // where z < -87 (either sign of alpha) a moves to where z = -87, as in clipped_gate
   c.far_left = z < -87.0f;
@@ -712,9 +719,9 @@ INLINE double times_gate_exact(double v, double g, double a) {
 typedef struct {
   double a, b, z, g;
 } clipped_exact_t;
-INLINE clipped_exact_t clipped_exact(float alpha, float limit, float A, float B) {
+INLINE clipped_exact_t clipped_exact(float alpha, float limit, float a_limit, float A, float B) {
   clipped_exact_t c;
-  c.a = A > limit ? (double)limit : (double)A;
+  c.a = A > a_limit ? (double)a_limit : (double)A;
   c.b = B > limit ? (double)limit : (B < -limit ? -(double)limit : (double)B);
   c.z = alpha == 0.0f ? 0.0 : (double)alpha * c.a;
   c.g = c.z == -INFINITY ? copysign(0.0, c.a) : c.a * sigmoid_exact(c.z);

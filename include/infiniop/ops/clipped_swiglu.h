@@ -25,6 +25,18 @@ __INFINI_C infiniStatus_t infiniopCreateClippedSwigluDescriptor(
     infiniopTensorDescriptor_t y_desc, infiniopTensorDescriptor_t x_desc,
     infiniopTensorDescriptor_t group_index_desc /* nullable */, int64_t dim, float alpha,
     float limit, float bias, bool interleaved);
+/* aclnnClippedSwigluV2: the same, with clamp_mode. 0 is the operator above (the create function
+ * above is this one with clamp_mode 0). 1 clamps after the activation, and ignores alpha and bias
+ * (still validated, finite):
+ *   y = min(silu(A), limit) * clamp(B, -limit, limit),  silu(A) = A * sigmoid(A),
+ * the clamp decided exactly (silu(A) in double against limit); NaN passes both clamps. Any other
+ * clamp_mode is BAD_PARAM. The descriptor is an infiniopClippedSwigluDescriptor_t for the
+ * functions below. */
+__INFINI_C infiniStatus_t infiniopCreateClippedSwigluV2Descriptor(
+    infiniopHandle_t handle, infiniopClippedSwigluDescriptor_t *desc_ptr,
+    infiniopTensorDescriptor_t y_desc, infiniopTensorDescriptor_t x_desc,
+    infiniopTensorDescriptor_t group_index_desc /* nullable */, int64_t dim, float alpha,
+    float limit, float bias, bool interleaved, int64_t clamp_mode);
 __INFINI_C infiniStatus_t
 infiniopGetClippedSwigluWorkspaceSize(infiniopClippedSwigluDescriptor_t desc, size_t *size);
 __INFINI_C infiniStatus_t infiniopClippedSwiglu(infiniopClippedSwigluDescriptor_t desc,

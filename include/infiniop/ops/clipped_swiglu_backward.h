@@ -21,6 +21,16 @@ __INFINI_C infiniStatus_t infiniopCreateClippedSwigluBackwardDescriptor(
     infiniopTensorDescriptor_t x_grad_desc, infiniopTensorDescriptor_t y_grad_desc,
     infiniopTensorDescriptor_t x_desc, infiniopTensorDescriptor_t group_index_desc /* nullable */,
     int64_t dim, float alpha, float limit, float bias, bool interleaved);
+/* The gradient of ClippedSwigluV2 (clamp_mode 0: the operator above; the create function above is
+ * this one with clamp_mode 0). clamp_mode 1, with g = silu(A), s = sigmoid(A), b as above:
+ *   dA = y_grad * b * s * (1 + A * (1 - s))   where g <= limit, else 0
+ *   dB = y_grad * min(g, limit)               where -limit <= B <= limit, else 0
+ * alpha and bias ignored (validated); other clamp_mode values are BAD_PARAM. */
+__INFINI_C infiniStatus_t infiniopCreateClippedSwigluBackwardV2Descriptor(
+    infiniopHandle_t handle, infiniopClippedSwigluBackwardDescriptor_t *desc_ptr,
+    infiniopTensorDescriptor_t x_grad_desc, infiniopTensorDescriptor_t y_grad_desc,
+    infiniopTensorDescriptor_t x_desc, infiniopTensorDescriptor_t group_index_desc /* nullable */,
+    int64_t dim, float alpha, float limit, float bias, bool interleaved, int64_t clamp_mode);
 __INFINI_C infiniStatus_t infiniopGetClippedSwigluBackwardWorkspaceSize(
     infiniopClippedSwigluBackwardDescriptor_t desc, size_t *size);
 __INFINI_C infiniStatus_t infiniopClippedSwigluBackward(
