@@ -253,7 +253,12 @@ void addOperatorRows(std::vector<Row> &rows) {
       both(setShape("x", {2, 7}), setShape("y", {2, 3})));
   add("SwiGluBackward", "OddSplit", C, S, "`x`'s split dim odd",
       both(both(setShape("x", {2, 7}), setShape("x_grad", {2, 7})), setShape("y_grad", {2, 3})));
-  for (const char *op : {"ClippedSwiglu", "ClippedSwigluBackward"}) {
+  for (const char *op : {"ClippedSwigluV2", "ClippedSwigluBackwardV2"}) {
+    add(op, "ClampModeTwo", C, P, "`clamp_mode` 2", setAttr(5, 2));
+    add(op, "ClampModeNegative", C, P, "`clamp_mode` -1", setAttr(5, -1));
+  }
+  for (const char *op :
+       {"ClippedSwiglu", "ClippedSwigluBackward", "ClippedSwigluV2", "ClippedSwigluBackwardV2"}) {
     add(op, "DimTooLarge", C, P, "`dim` 2 (rank 2)", setAttr(0, 2));
     add(op, "DimTooSmall", C, P, "`dim` -3 (rank 2)", setAttr(0, -3));
     add(op, "LimitZero", C, P, "`limit` 0", setAttr(2, 0));
@@ -285,7 +290,7 @@ void addOperatorRows(std::vector<Row> &rows) {
       s.workspace = w;
     };
   };
-  for (const char *op : {"ClippedSwiglu"}) {
+  for (const char *op : {"ClippedSwiglu", "ClippedSwigluV2"}) {
     add(op, "StagedWorkspaceOneByteShort", K, INFINI_STATUS_INSUFFICIENT_WORKSPACE,
         "a staged layout (dim 0, padded rows) with its workspace one byte short",
         staged(Broken::Workspace::kOneByteShort));
@@ -296,6 +301,10 @@ void addOperatorRows(std::vector<Row> &rows) {
   add("ClippedSwiglu", "OddSplit", C, S, "`x`'s split dim odd",
       both(setShape("x", {2, 7}), setShape("y", {2, 3})));
   add("ClippedSwigluBackward", "OddSplit", C, S, "`x`'s split dim odd",
+      both(both(setShape("x", {2, 7}), setShape("x_grad", {2, 7})), setShape("y_grad", {2, 3})));
+  add("ClippedSwigluV2", "OddSplit", C, S, "`x`'s split dim odd",
+      both(setShape("x", {2, 7}), setShape("y", {2, 3})));
+  add("ClippedSwigluBackwardV2", "OddSplit", C, S, "`x`'s split dim odd",
       both(both(setShape("x", {2, 7}), setShape("x_grad", {2, 7})), setShape("y_grad", {2, 3})));
 
   // MoeFinalizeRoutingV2: R = 2, K = 1, E = 3, H = 4.

@@ -24,7 +24,8 @@
 // cancellation points, and specials (+-0, subnormals, +-inf, NaN, 1e30, FLT_MAX), in 64-element
 // blocks that are all finite, mixed, or finite but for one special, so that which lanes share a
 // vector with a special value differs with the vector width. ClippedSwiglu adds attribute sets
-// from the defaults to extreme (alpha 1e4 or 1e-30, limit 1e-30 or +inf, bias up to FLT_MAX). The
+// from the defaults to extreme (alpha 1e4 or 1e-30, limit 1e-30 or +inf, bias up to FLT_MAX), and
+// clamp_mode 1's (ClippedSwigluV2, ClippedSwigluBackwardV2: limits 7, 0.5, 1e-30, 1e30, +inf). The
 // MoE operators use T = 37 tokens, H = 1000 (not a multiple of any vector width), K = 3, E = 5,
 // C = 20, mostly finite values (a rare special, so that most sums stay finite and show their
 // order), duplicate indices, dropped tokens and active_num cuts.
@@ -509,6 +510,7 @@ void addClippedSwiglu(std::vector<Group> &groups) {
     const char *name;
     bool interleaved, mid_dim;  // mid_dim: x (32, 8, 512) split on dim 1 with a group_index
     double alpha, limit, bias;
+    bool clamp_after = false;  // clamp_mode 1 (ClippedSwigluV2: alpha and bias unused)
   };
   const double inf = INFINITY;
   const Variant variants[] = {
@@ -520,10 +522,17 @@ void addClippedSwiglu(std::vector<Group> &groups) {
       {"Halves_ZeroAlpha", false, false, 0.0, 1e30, 1e-30},
       {"Interleaved_Huge", true, false, 1e4, 1e30, -1e30},
       {"Halves_Tiny", false, false, 1e-30, 1e-30, static_cast<double>(FLT_MAX)},
+      {"Interleaved_Default", true, false, 1.702, 7.0, 1.0, true},
+      {"InterleavedDim1GroupIndex_Default", true, true, 1.702, 7.0, 1.0, true},
+      {"Halves_Limit05", false, false, 1.702, 0.5, 1.0, true},
+      {"Halves_NoClip", false, false, 1.0, inf, 0.0, true},
+      {"Interleaved_Tiny", true, false, 1.0, 1e-30, 0.0, true},
+      {"Halves_Huge", false, false, 1.0, 1e30, 0.0, true},
   };
-  for (bool backward : {false, true}) {
-    const std::string op = backward ? "ClippedSwigluBackward" : "ClippedSwiglu";
-    for (const Variant &v : variants)
+  for (bool backward : {false, true})
+    for (const Variant &v : variants) {
+      const std::string op = std::string(backward ? "ClippedSwigluBackward" : "ClippedSwiglu") +
+                             (v.clamp_after ? "V2" : "");
       for (infiniDtype_t t : kFloatDtypes) {
         const std::vector<size_t> x = v.mid_dim ? std::vector<size_t>{32, 8, 512}
                                                 : std::vector<size_t>{kRows, 2 * kElements / kRows};
@@ -539,15 +548,15 @@ void addClippedSwiglu(std::vector<Group> &groups) {
           give(s, "group_index", {3}, INFINI_DTYPE_I64, {7, 0, 14});
           computed = 21;
         }
-        groups.push_back(
-            {groupName(op, v.name, t),
-             op,
-             s,
-             {v.mid_dim ? 1.0 : -1.0, v.alpha, v.limit, v.bias, v.interleaved ? 1.0 : 0.0},
-             Data::kHostile,
-             clipped(backward, L, v.interleaved, computed)});
+        groups.push_back({groupName(op, v.name, t),
+                          op,
+                          s,
+                          {v.mid_dim ? 1.0 : -1.0, v.alpha, v.limit, v.bias,
+                           v.interleaved ? 1.0 : 0.0, v.clamp_after ? 1.0 : 0.0},
+                          Data::kHostile,
+                          clipped(backward, L, v.interleaved, computed)});
       }
-  }
+    }
 }
 
 // ---- MoE

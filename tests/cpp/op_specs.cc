@@ -178,6 +178,50 @@ const std::vector<OpSpec> &specs() {
          return infiniopDestroyClippedSwigluBackwardDescriptor(
              as<infiniopClippedSwigluBackwardDescriptor_t>(d));
        }},
+      // clamp_mode 1 (attribute 5) by the V2 create functions; the other calls are the above.
+      {"ClippedSwigluV2",
+       {{"y", {2, 4}, F32, true, false, {}},
+        {"x", {2, 8}, F32, false, false, {}},
+        {"group_index", {1}, I64, false, true, {2}}},
+       {-1, 1.702, 7.0, 1.0, 1, 1},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateClippedSwigluV2Descriptor(
+             h, asOut<infiniopClippedSwigluDescriptor_t>(d), t[0], t[1], t[2], i64(a[0]), f32(a[1]),
+             f32(a[2]), f32(a[3]), a[4] != 0, i64(a[5]));
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetClippedSwigluWorkspaceSize(as<infiniopClippedSwigluDescriptor_t>(d), s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p, void *stream) {
+         return infiniopClippedSwiglu(as<infiniopClippedSwigluDescriptor_t>(d), w, ws, p[0], p[1],
+                                      p[2], stream);
+       },
+       [](void *d) {
+         return infiniopDestroyClippedSwigluDescriptor(as<infiniopClippedSwigluDescriptor_t>(d));
+       }},
+      {"ClippedSwigluBackwardV2",
+       {{"x_grad", {2, 8}, F32, true, false, {}},
+        {"y_grad", {2, 4}, F32, false, false, {}},
+        {"x", {2, 8}, F32, false, false, {}},
+        {"group_index", {1}, I64, false, true, {2}}},
+       {-1, 1.702, 7.0, 1.0, 0, 1},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateClippedSwigluBackwardV2Descriptor(
+             h, asOut<infiniopClippedSwigluBackwardDescriptor_t>(d), t[0], t[1], t[2], t[3],
+             i64(a[0]), f32(a[1]), f32(a[2]), f32(a[3]), a[4] != 0, i64(a[5]));
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetClippedSwigluBackwardWorkspaceSize(
+             as<infiniopClippedSwigluBackwardDescriptor_t>(d), s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p, void *stream) {
+         return infiniopClippedSwigluBackward(as<infiniopClippedSwigluBackwardDescriptor_t>(d), w,
+                                              ws, p[0], p[1], p[2], p[3], stream);
+       },
+       [](void *d) {
+         return infiniopDestroyClippedSwigluBackwardDescriptor(
+             as<infiniopClippedSwigluBackwardDescriptor_t>(d));
+       }},
       {"MoeFinalizeRoutingV2",
        {{"out", {2, 4}, F32, true, false, {}},
         {"expanded_x", {2, 4}, F32, false, false, {}},
