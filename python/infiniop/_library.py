@@ -403,11 +403,16 @@ _PROTOTYPES = {
     # ops/clipped_swiglu.h, ops/clipped_swiglu_backward.h
     "infiniopCreateClippedSwigluDescriptor": (
         _status, [_ptr, _pptr, _ptr, _ptr, _ptr] + _CLIPPED_SWIGLU_ATTRIBUTES),
+    "infiniopCreateClippedSwigluV2Descriptor": (
+        _status, [_ptr, _pptr, _ptr, _ptr, _ptr] + _CLIPPED_SWIGLU_ATTRIBUTES + [ctypes.c_int64]),
     "infiniopGetClippedSwigluWorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopClippedSwiglu": (_status, [_ptr, _ptr, _size, _ptr, _ptr, _ptr, _ptr]),
     "infiniopDestroyClippedSwigluDescriptor": (_status, [_ptr]),
     "infiniopCreateClippedSwigluBackwardDescriptor": (
         _status, [_ptr, _pptr, _ptr, _ptr, _ptr, _ptr] + _CLIPPED_SWIGLU_ATTRIBUTES),
+    "infiniopCreateClippedSwigluBackwardV2Descriptor": (
+        _status, [_ptr, _pptr, _ptr, _ptr, _ptr, _ptr] + _CLIPPED_SWIGLU_ATTRIBUTES
+        + [ctypes.c_int64]),
     "infiniopGetClippedSwigluBackwardWorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopClippedSwigluBackward": (_status, [_ptr, _ptr, _size, _ptr, _ptr, _ptr, _ptr, _ptr]),
     "infiniopDestroyClippedSwigluBackwardDescriptor": (_status, [_ptr]),

@@ -10,6 +10,13 @@ B = row[L/2:]. With a = min(A, limit), b = clamp(B, -limit, limit), s = sigmoid(
     ClippedSwigluBackward: dA = y_grad * (b + bias) * s * (1 + alpha a (1 - s)) * [A <= limit]
                            dB = y_grad * a * s * [-limit <= B <= limit]
                            x_grad = dA, dB merged back exactly as x was split (x's shape)
+clamp_mode=1 (aclnnClippedSwigluV2) clamps after the activation instead, and ignores alpha and
+bias (still validated): with g = silu(A) = A sigmoid(A), s = sigmoid(A),
+    ClippedSwiglu:         y = min(g, limit) * b
+    ClippedSwigluBackward: dA = y_grad * b * s * (1 + A (1 - s)) * [g <= limit]
+                           dB = y_grad * min(g, limit) * [-limit <= B <= limit]
+(the clamp decided exactly: g in double against limit). clamp_mode 0, the default, is the
+operator above; others are BAD_PARAM.
 group_index (optional, INT64, 1-D) holds per-group row COUNTS: only the first min(sum, pre) rows
 are computed, the rest of y (or x_grad) is zero-filled; a negative count is BAD_PARAM.
 limit > 0 (+inf: no clipping); alpha and bias finite. The attributes are float32 in the C API.
@@ -17,6 +24,7 @@ limit > 0 (+inf: no clipping); alpha and bias finite. The attributes are float32
 
 import math
 import numbers
+import operator
 
 from ._dispatch import output_names, run
 from .core import array_view, output
@@ -26,7 +34,8 @@ from .swiglu import _check_dim, _halved_shape
 __all__ = ["ClippedSwiglu", "ClippedSwigluBackward", "clipped_swiglu", "clipped_swiglu_backward"]
 
 # The vendor API's defaults (aclnnClippedSwiglu).
-DEFAULTS = {"dim": -1, "alpha": 1.702, "limit": 7.0, "bias": 1.0, "interleaved": True}
+DEFAULTS = {"dim": -1, "alpha": 1.702, "limit": 7.0, "bias": 1.0, "interleaved": True,
+            "clamp_mode": 0}
 
 # The smallest magnitude that rounds to a float32 infinity: (2 - 2^-24) 2^127.
 _FLOAT32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103
@@ -62,10 +71,26 @@ def _zero_signs(attributes):
     return tuple(math.copysign(1.0, attributes[k]) for k in ("alpha", "limit", "bias"))
 
 
-def _check_attributes(dim, alpha, limit, bias, interleaved):
+def _check_clamp_mode(clamp_mode):
+    """clamp_mode as a Python int that fits int64_t; its value (0 or 1) is the library's to check
+    (BAD_PARAM)."""
+    if type(clamp_mode) is not int:  # bool is refused, numpy and torch integers are taken
+        if isinstance(clamp_mode, bool):
+            raise TypeError("clamp_mode must be an int, not bool")
+        try:
+            clamp_mode = operator.index(clamp_mode)
+        except TypeError:
+            raise TypeError(f"clamp_mode must be an int, not {type(clamp_mode).__name__}") from None
+    if not -2 ** 63 <= clamp_mode < 2 ** 63:
+        raise OverflowError(f"clamp_mode {clamp_mode} does not fit in int64_t")
+    return clamp_mode
+
+
+def _check_attributes(dim, alpha, limit, bias, interleaved, clamp_mode=0):
     return {"dim": _check_dim(dim, bits=64), "alpha": _check_real("alpha", alpha),
             "limit": _check_real("limit", limit), "bias": _check_real("bias", bias),
-            "interleaved": _check_bool("interleaved", interleaved)}
+            "interleaved": _check_bool("interleaved", interleaved),
+            "clamp_mode": _check_clamp_mode(clamp_mode)}
 
 
 def _group_index_view(group_index):
@@ -87,14 +112,23 @@ class _ClippedSwigluOperator(_AttributeOperator):
     @classmethod
     def _attributes(cls, *, dim=DEFAULTS["dim"], alpha=DEFAULTS["alpha"],
                     limit=DEFAULTS["limit"], bias=DEFAULTS["bias"],
-                    interleaved=DEFAULTS["interleaved"]):
-        checked = _check_attributes(dim, alpha, limit, bias, interleaved)
-        return checked, [checked[k] for k in ("dim", "alpha", "limit", "bias", "interleaved")]
+                    interleaved=DEFAULTS["interleaved"], clamp_mode=DEFAULTS["clamp_mode"]):
+        checked = _check_attributes(dim, alpha, limit, bias, interleaved, clamp_mode)
+        names = ("dim", "alpha", "limit", "bias", "interleaved")
+        if checked["clamp_mode"] != 0:
+            names += ("clamp_mode",)
+        return checked, [checked[k] for k in names]
+
+    @classmethod
+    def _create_name(cls, checked):
+        """clamp_mode 0: the original create function; any other: its V2 (which checks it)."""
+        return f"infiniopCreate{cls._NAME}{'V2' if checked['clamp_mode'] else ''}Descriptor"
 
 
 class ClippedSwiglu(_ClippedSwigluOperator):
     """An infiniopClippedSwigluDescriptor_t: ClippedSwiglu(handle, y_desc, x_desc,
-    group_index_desc=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0, interleaved=True), or
+    group_index_desc=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0, interleaved=True,
+    clamp_mode=0), or
     ClippedSwiglu.for_arrays(handle, y, x, group_index=None, ...). Call it as
     op(y, x[, group_index]) with pointers or arrays (group_index None or left out when the
     descriptor has none)."""
@@ -106,7 +140,7 @@ class ClippedSwiglu(_ClippedSwigluOperator):
 class ClippedSwigluBackward(_ClippedSwigluOperator):
     """An infiniopClippedSwigluBackwardDescriptor_t: ClippedSwigluBackward(handle, x_grad_desc,
     y_grad_desc, x_desc, group_index_desc=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0,
-    interleaved=True), or ClippedSwigluBackward.for_arrays(handle, x_grad, y_grad, x,
+    interleaved=True, clamp_mode=0), or ClippedSwigluBackward.for_arrays(handle, x_grad, y_grad, x,
     group_index=None, ...). Call it as op(x_grad, y_grad, x[, group_index])."""
 
     _NAME = "ClippedSwigluBackward"
@@ -117,22 +151,25 @@ class ClippedSwigluBackward(_ClippedSwigluOperator):
 # Functions on arrays
 
 def clipped_swiglu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=True,
-                   group_index=None, device="cpu", out=None, handle=None, _stage=None):
+                   group_index=None, device="cpu", out=None, handle=None, clamp_mode=0,
+                   _stage=None):
     """y = a * sigmoid(alpha a) * (b + bias), a = min(A, limit), b = clamp(B, -limit, limit),
-    A and B the two halves of each row of x merged around `dim` (see the module docstring).
+    A and B the two halves of each row of x merged around `dim` (see the module docstring);
+    clamp_mode=1: y = min(silu(A), limit) * b (alpha and bias unused).
 
     x: a NumPy array (float32, float16) or a torch CPU tensor (float32, float16, bfloat16), any
     strides. dim: in [-x.ndim, x.ndim - 1]; x.shape[dim] must be even. alpha, limit, bias:
     real numbers, passed as float32 (limit > 0, +inf for no clipping; alpha, bias finite).
-    interleaved: bool. group_index: None, or per-group row counts (int64 1-D NumPy array, torch
-    tensor or list): only the first min(sum, pre) rows are computed, the others are zero. out:
+    interleaved: bool. clamp_mode: 0 or 1 (an int). group_index: None, or per-group row counts
+    (int64 1-D NumPy array, torch tensor or list): only the first min(sum, pre) rows are
+    computed, the others are zero. out:
     where to write, of x's shape with `dim` halved, any strides; allocated contiguous when None.
     device: 'cpu', 'cpu_reference', 'opencl' or a Device; ignored when a Handle is given.
     Returns out. Raises InfiniopError with the library's status and reason (BAD_PARAM for dim,
     the attributes or a negative count; BAD_TENSOR_SHAPE for an odd split, a wrong out shape or
     a group_index that is not 1-D; BAD_TENSOR_DTYPE, ...).
     """
-    attributes = _check_attributes(dim, alpha, limit, bias, interleaved)
+    attributes = _check_attributes(dim, alpha, limit, bias, interleaved, clamp_mode)
     x_view = array_view(x, "x")
     group_view = _group_index_view(group_index)
     names = output_names(out, "x", "y")
@@ -144,7 +181,7 @@ def clipped_swiglu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=T
 
 def clipped_swiglu_backward(y_grad, x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0,
                             interleaved=True, group_index=None, device="cpu", out=None,
-                            handle=None, _stage=None):
+                            handle=None, clamp_mode=0, _stage=None):
     """x_grad, the gradient of clipped_swiglu(x, ...) with the same attributes and group_index
     for the upstream gradient y_grad (see the module docstring for the formulas).
 
@@ -153,7 +190,7 @@ def clipped_swiglu_backward(y_grad, x, dim=-1, *, alpha=1.702, limit=7.0, bias=1
     shape, allocated like x when None; it may be the very object passed as x (in place). The
     other arguments are as in clipped_swiglu(). Returns out. Raises InfiniopError likewise.
     """
-    attributes = _check_attributes(dim, alpha, limit, bias, interleaved)
+    attributes = _check_attributes(dim, alpha, limit, bias, interleaved, clamp_mode)
     y_grad_view = array_view(y_grad, "y_grad")
     x_view = array_view(x, "x")
     if y_grad_view.kind != x_view.kind:

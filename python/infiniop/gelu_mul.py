@@ -89,6 +89,11 @@ class _AttributeOperator(_SplitOperator):
         raise NotImplementedError
 
     @classmethod
+    def _create_name(cls, checked):
+        """The C create function for these checked attributes."""
+        return f"infiniopCreate{cls._NAME}Descriptor"
+
+    @classmethod
     def _complete(cls, tensors, what):
         """The tensor arguments, the absent optional ones as None."""
         required = len(cls._ARGUMENTS) - len(cls._OPTIONAL)
@@ -108,7 +113,7 @@ class _AttributeOperator(_SplitOperator):
         checked, c_values = self._attributes(**attributes)
         lib = _library.get_library()
         desc = ctypes.c_void_p()
-        name = f"infiniopCreate{self._NAME}Descriptor"
+        name = self._create_name(checked)
         _library.check(getattr(lib, name)(
             handle.value, ctypes.byref(desc),
             *(None if d is None else d.value for d in tensor_descs), *c_values), name)

@@ -91,18 +91,22 @@ def group_rows(group_index, pre):
 # ----------------------------------------------------------------------------------------------
 # Oracle and error model
 
-def torch_oracle(x, y_grad, dim, alpha, limit, bias, interleaved, n=None):
+def torch_oracle(x, y_grad, dim, alpha, limit, bias, interleaved, n=None, clamp_mode=0):
     """(y, x_grad) in float64 by autograd from the rounded inputs and float32 attributes;
     x_grad is None without y_grad. Rows >= n (default: all rows computed) are zero. Call before
-    the operator: x.double() is a copy, so an in-place call cannot change it."""
+    the operator: x.double() is a copy, so an in-place call cannot change it. clamp_mode 1
+    (aclnnClippedSwigluV2): y = silu(A).clamp(max=limit) * B.clamp(-limit, limit)."""
     alpha, limit, bias = f32(alpha), f32(limit), f32(bias)
     x64 = x.detach().to(torch.float64, copy=True).requires_grad_()  # never the caller's
     pre, L, d = merged(tuple(x.shape), dim)
     n = pre if n is None else n
     A, B = split(x64.reshape(pre, L), interleaved)
-    a = A.clamp(max=limit)
-    b = B.clamp(-limit, limit)
-    y = a * torch.sigmoid(alpha * a) * (b + bias)
+    if clamp_mode == 1:
+        y = (A * torch.sigmoid(A)).clamp(max=limit) * B.clamp(-limit, limit)
+    else:
+        a = A.clamp(max=limit)
+        b = B.clamp(-limit, limit)
+        y = a * torch.sigmoid(alpha * a) * (b + bias)
     keep = (torch.arange(pre) < n)[:, None]
     y = torch.where(keep, y, torch.zeros((), dtype=torch.float64))
     y = y.reshape(halved(tuple(x.shape), d))
@@ -112,16 +116,19 @@ def torch_oracle(x, y_grad, dim, alpha, limit, bias, interleaved, n=None):
     return y.detach(), x64.grad
 
 
-def error_model(x64, g64, dim, alpha, limit, bias, interleaved, n=None):
+def error_model(x64, g64, dim, alpha, limit, bias, interleaved, n=None, clamp_mode=0):
     """(y bound, x_grad bound, y exact-zero mask, x_grad exact-zero mask), float64/bool tensors
     of y's and x's shapes. The bound is that of F32 before the output-rounding ulp; where the
-    mask is set the result must be exactly 0 (masked gradients, rows >= n)."""
-    alpha, limit, bias = f32(alpha), f32(limit), f32(bias)
+    mask is set the result must be exactly 0 (masked gradients, rows >= n). clamp_mode 1: alpha
+    1, bias 0, no clamp of A; a clamped gate is limit, times one rounded product."""
+    after = clamp_mode == 1
+    alpha, limit, bias = (1.0, f32(limit), 0.0) if after else (f32(alpha), f32(limit), f32(bias))
     shape = tuple(x64.shape)
     pre, L, d = merged(shape, dim)
     n = pre if n is None else n
     A, B = split(x64.reshape(pre, L), interleaved)
-    a = A.clamp(max=limit).clamp(min=-1e5)  # -inf -> finite terms (the truth is a limit there)
+    # -inf -> finite terms (the truth is a limit there)
+    a = A.clamp(-1e5, 1e5) if after else A.clamp(max=limit).clamp(min=-1e5)
     b = B.clamp(-limit, limit).clamp(-1e5, 1e5)
     z = alpha * a
     k = z.abs()
@@ -129,6 +136,9 @@ def error_model(x64, g64, dim, alpha, limit, bias, interleaved, n=None):
     beta = b.abs() + abs(bias)
     floor = EXP_FLOOR * (1 + a.abs() + k)
     gate = (a * s).abs() * (1 + k * s_neg)
+    gate_clamped = after & ~(A * torch.sigmoid(A) <= limit)  # NaN A: its own NaN anyway
+    if after:
+        gate = torch.where(gate_clamped, torch.tensor(limit, dtype=torch.float64), gate)
     y_bound = beta * (REL * gate + floor)
     dropped = (torch.arange(pre) >= n)[:, None].expand(pre, L // 2)
     y_zero = dropped.reshape(halved(shape, d))
@@ -140,7 +150,7 @@ def error_model(x64, g64, dim, alpha, limit, bias, interleaved, n=None):
     dA = g * beta * (REL_BACKWARD * slope + floor)
     dB = g * (REL_BACKWARD * gate + floor)
     grad_bound = merge(dA, dB, interleaved).reshape(shape)
-    A_masked = ~(A <= limit)
+    A_masked = gate_clamped | torch.isnan(A) if after else ~(A <= limit)
     B_masked = ~((B >= -limit) & (B <= limit))
     grad_zero = merge(A_masked | dropped, B_masked | dropped, interleaved).reshape(shape)
     return y_bound, grad_bound, y_zero, grad_zero
@@ -285,6 +295,7 @@ ATTRIBUTE_CASES = [
     dict(alpha=-1.25, limit=1.5, bias=0.0),  # a negative alpha is finite, so valid
     dict(alpha=0.0, limit=4.0, bias=2.0),  # sigmoid(0) = 1/2 everywhere
     dict(alpha=1.702, limit=math.inf, bias=1.0),  # no clipping
+    dict(alpha=1.0, limit=7.0, bias=0.0),  # DeepSeek-V4: silu(min(A, limit)) clamp(B)
 ]
 
 
@@ -308,6 +319,142 @@ def test_clamping(device, dtype_name, interleaved, attrs):
         assert ((B > -limit) & (B < limit)).any() and (A < limit).any()
     y, x_grad = run_both(x, g, dim, attrs, interleaved, device, dtype_name)
     check(y, x_grad, x64, g64, dim, attrs, interleaved, dtype_name, f"{device}")
+
+
+# ----------------------------------------------------------------------------------------------
+# clamp_mode 1 (aclnnClippedSwigluV2): y = min(silu(A), limit) clamp(B, -limit, limit); alpha and
+# bias are unused (the vendor's defaults passed here too)
+
+AFTER_CASES = [
+    dict(alpha=1.702, limit=7.0, bias=1.0, clamp_mode=1),
+    dict(alpha=1.0, limit=2.0, bias=0.0, clamp_mode=1),
+    dict(alpha=-3.0, limit=0.5, bias=5.0, clamp_mode=1),
+    dict(alpha=1.0, limit=math.inf, bias=0.0, clamp_mode=1),
+]
+
+
+def float32_of(bits):
+    return float(np.array(bits, dtype=np.uint32).view(np.float32))
+
+
+def gate_boundary(limit):
+    """The largest float32 A with silu(A) <= limit in float64 (+inf for limit +inf): silu rises
+    from 0 on, and is <= 0 < limit below."""
+    if math.isinf(limit):
+        return limit
+    below, above = 0, 0x7F800000
+    while above - below > 1:
+        middle = (below + above) // 2
+        a = float32_of(middle)
+        below, above = (middle, above) if a / (1 + math.exp(-a)) <= limit else (below, middle)
+    return float32_of(below)
+
+
+def with_boundary_values(x32, limit, interleaved):
+    """x (float32) with A's first values at and around the gate's boundary and B's at +-limit."""
+    x = x32.clone()
+    A, B = split(x.reshape(x.shape[0], -1), interleaved)
+    if math.isfinite(limit):
+        edge = gate_boundary(f32(limit))
+        values = [edge, float(np.nextafter(np.float32(edge), np.float32(np.inf))),
+                  float(np.nextafter(np.float32(edge), np.float32(0))), 2 * edge, -edge]
+        A[0, :len(values)] = torch.tensor(values)
+        B[0, :3] = torch.tensor([f32(limit), -f32(limit), 0.5 * f32(limit)])
+    return x
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype_name", list(TORCH_DTYPES))
+@pytest.mark.parametrize("interleaved", [True, False])
+@pytest.mark.parametrize("attrs", AFTER_CASES,
+                         ids=["a{alpha}-l{limit}-b{bias}".format(**c) for c in AFTER_CASES])
+def test_clamp_mode_one(device, dtype_name, interleaved, attrs):
+    shape, dim = (12, 34), -1
+    rng = rng_for("after", dtype_name, interleaved, sorted(attrs.items()))
+    x = with_boundary_values(random_tensor(rng, shape, "float32", attrs["limit"]),
+                             attrs["limit"], interleaved).to(TORCH_DTYPES[dtype_name])
+    g = random_tensor(rng, halved(shape, dim), dtype_name)
+    x64, g64 = x.double(), g.double()
+    A, _ = split(x64.reshape(shape), interleaved)
+    if math.isfinite(attrs["limit"]):  # the gate's clamp is reached, and not everywhere
+        gate = A * torch.sigmoid(A)
+        assert (gate > attrs["limit"]).any() and (gate <= attrs["limit"]).any()
+    y, x_grad = run_both(x, g, dim, attrs, interleaved, device, dtype_name)
+    check(y, x_grad, x64, g64, dim, attrs, interleaved, dtype_name, f"{device}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_clamp_mode_one_dims_and_groups(device, dim, interleaved):
+    attrs = dict(alpha=1.702, limit=2.0, bias=1.0, clamp_mode=1)
+    shape = (6, 4, 10)
+    rng = rng_for("after-dims", dim, interleaved)
+    x = random_tensor(rng, shape, "float32", attrs["limit"])
+    g = random_tensor(rng, halved(shape, dim), "float32")
+    for counts in (None, [1, 2]):
+        y, x_grad = run_both(x, g, dim, attrs, interleaved, device, "float32", group_index=counts)
+        check(y, x_grad, x.double(), g.double(), dim, attrs, interleaved, "float32", f"{device}",
+              group_index=counts)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_clamp_mode_one_boundary_by_hand(device):
+    """At the boundary's float silu(A) <= limit: y = silu(A) B, dA flows; one float past it
+    y = limit B exactly (the float32 product), dA = 0, dB = dy limit."""
+    limit = 7.0
+    edge = gate_boundary(limit)
+    past = float(np.nextafter(np.float32(edge), np.float32(np.inf)))
+    x = torch.tensor([[edge, 1.5, past, 1.5]], dtype=torch.float32)
+    g = torch.tensor([[2.0, 2.0]])
+    kw = dict(limit=limit, clamp_mode=1, **on(device))
+    y = infiniop.clipped_swiglu(x, **kw)
+    grad = infiniop.clipped_swiglu_backward(g, x, **kw)
+    silu = edge / (1 + math.exp(-edge))
+    assert silu <= limit < past / (1 + math.exp(-past))
+    assert abs(y[0, 0].item() - 1.5 * silu) <= 1e-6 * silu
+    assert y[0, 1].item() == np.float32(limit * 1.5)
+    assert grad[0, 0].item() != 0 and grad[0, 2].item() == 0
+    assert grad[0, 3].item() == 2 * limit
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_clamp_mode_one_ignores_alpha_and_bias(device):
+    rng = rng_for("after-ignores")
+    x = random_tensor(rng, (8, 20), "float32", 3.0)
+    g = random_tensor(rng, (8, 10), "float32")
+    kw = dict(limit=3.0, clamp_mode=1, **on(device))
+    y = infiniop.clipped_swiglu(x, **kw)
+    grad = infiniop.clipped_swiglu_backward(g, x, **kw)
+    for alpha, bias in ((-2.0, 7.5), (0.0, 0.0), (1e30, -1e30)):
+        assert torch.equal(y, infiniop.clipped_swiglu(x, alpha=alpha, bias=bias, **kw))
+        assert torch.equal(grad, infiniop.clipped_swiglu_backward(g, x, alpha=alpha, bias=bias,
+                                                                  **kw))
+    # clamp_mode 0 is the default (the original create function)
+    assert torch.equal(infiniop.clipped_swiglu(x, clamp_mode=0, **on(device)),
+                       infiniop.clipped_swiglu(x, **on(device)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bad_clamp_mode(device):
+    x = random_tensor(rng_for("bad-mode"), (4, 6), "float32")
+    g = random_tensor(rng_for("bad-mode-g"), (4, 3), "float32")
+    for mode in (2, -1, 2 ** 63 - 1, -2 ** 63):
+        error = expect_failure(infiniop.clipped_swiglu, Status.BAD_PARAM, x, clamp_mode=mode,
+                               out=torch.full((4, 3), 7.0), **on(device))
+        assert f"clamp_mode {mode}" in error.message
+        expect_failure(infiniop.clipped_swiglu_backward, Status.BAD_PARAM, g, x, clamp_mode=mode,
+                       out=torch.full((4, 6), 7.0), **on(device))
+    # alpha, bias and limit are still validated in clamp_mode 1
+    for bad in (dict(alpha=math.nan), dict(bias=math.inf), dict(limit=0.0)):
+        expect_failure(infiniop.clipped_swiglu, Status.BAD_PARAM, x, clamp_mode=1, **bad,
+                       **on(device))
+    for mode, kind in ((True, TypeError), (1.0, TypeError), ("1", TypeError),
+                       (2 ** 63, OverflowError)):
+        with pytest.raises(kind):
+            infiniop.clipped_swiglu(x, clamp_mode=mode, **on(device))
+    assert torch.equal(infiniop.clipped_swiglu(x, clamp_mode=np.int64(1), **on(device)),
+                       infiniop.clipped_swiglu(x, clamp_mode=1, **on(device)))
 
 
 def test_defaults():

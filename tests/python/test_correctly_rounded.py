@@ -275,3 +275,30 @@ def test_clipped_swiglu(device, dtype, alpha):
                      torch.tensor(0.0, dtype=torch.float64))
     check(grad[:, 0][keep], dA[keep], dtype, "clipped_swiglu_backward A")
     check(grad[:, 1][keep], dB[keep], dtype, "clipped_swiglu_backward B")
+
+
+# ClippedSwiglu's clamp_mode 1 (aclnnClippedSwigluV2): g = silu(A), y = min(g, limit) b,
+# dA = dy b silu'(A) [g <= limit], dB = dy min(g, limit) [B inside]; alpha and bias unused. A
+# spans [-10, 10] and beyond, so the gate's clamp at limit 4 is often active.
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("device", DEVICES)
+def test_clipped_swiglu_clamp_mode_one(device, dtype):
+    limit = 4.0
+    x = torch.stack([grad_data(dtype, 22, N), data(dtype, 23)[:N] / 8], dim=1)  # interleaved
+    dy = data(dtype, 24)[:N].reshape(-1, 1)
+    A, B, g = x[:, 0].double(), x[:, 1].double(), dy[:, 0].double()
+    b = B.clamp(-limit, limit)
+    gate = A * torch.sigmoid(A)
+    clamped = gate > limit
+    gate_c = torch.where(clamped, torch.tensor(limit, dtype=torch.float64), gate)
+    keep = (torch.isfinite(A) & torch.isfinite(B) & torch.isfinite(g)).numpy()
+    assert clamped[torch.from_numpy(keep)].any() and not clamped[torch.from_numpy(keep)].all()
+    attributes = dict(alpha=1.702, limit=limit, bias=1.0, clamp_mode=1, **on(device))
+    check(infiniop.clipped_swiglu(x, **attributes)[keep], (gate_c * b)[keep], dtype,
+          "clipped_swiglu clamp_mode=1")
+    grad = infiniop.clipped_swiglu_backward(dy, x, **attributes)
+    zero = torch.tensor(0.0, dtype=torch.float64)
+    dA = torch.where(gate <= limit, times_tail(g * b, silu_grad64(A), A), zero)
+    dB = torch.where((B >= -limit) & (B <= limit), g * gate_c, zero)
+    check(grad[:, 0][keep], dA[keep], dtype, "clipped_swiglu_backward clamp_mode=1 A")
+    check(grad[:, 1][keep], dB[keep], dtype, "clipped_swiglu_backward clamp_mode=1 B")

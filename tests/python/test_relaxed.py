@@ -87,7 +87,22 @@ def gelu_truth(x64, k):
 
 CLIPPED = {"interleaved": dict(alpha=1.702, limit=7.0, bias=1.0, interleaved=True),
            "halves_negative_alpha": dict(alpha=-1.702, limit=7.0, bias=-1.0, interleaved=False),
-           "no_clip": dict(alpha=1.0, limit=float("inf"), bias=0.0, interleaved=False)}
+           "no_clip": dict(alpha=1.0, limit=float("inf"), bias=0.0, interleaved=False),
+           # clamp_mode 1: min(silu(A), limit) clamp(B, -limit, limit), alpha and bias unused
+           "clamp_after": dict(alpha=1.702, limit=7.0, bias=1.0, interleaved=True, clamp_mode=1),
+           "clamp_after_halves": dict(alpha=1.0, limit=2.0, bias=0.0, interleaved=False,
+                                      clamp_mode=1)}
+
+
+def clipped_parts(attributes, A, B):
+    """(a, b, z, the gate times the multiplier's factor: y = gate * v, v) of either clamp_mode."""
+    limit = attributes["limit"]
+    b = B.clamp(-limit, limit)
+    if attributes.get("clamp_mode", 0) == 1:
+        return A, b, A, (A * torch.sigmoid(A)).clamp(max=limit), b
+    a = A.clamp(max=limit)
+    z = attributes["alpha"] * a
+    return a, b, z, a * torch.sigmoid(z), b + attributes["bias"]
 
 
 def clipped_case(attributes):
@@ -99,13 +114,10 @@ def clipped_case(attributes):
             A, B = x64[..., 0::2], x64[..., 1::2]
         else:
             A, B = x64.chunk(2, -1)
-        limit = attributes["limit"]
-        a = A.clamp(max=limit)
-        b = B.clamp(-limit, limit)
-        z = attributes["alpha"] * a
-        value = a * torch.sigmoid(z) * (b + attributes["bias"])
+        a, _, z, gate, v = clipped_parts(attributes, A, B)
+        value = gate * v
         condition = z.abs() * torch.sigmoid(-z)
-        scale = (b + attributes["bias"]).abs()
+        scale = v.abs()
         return value, k * U * value.abs() * (1 + condition) + scale * EXP_FLOOR * (1 + a.abs())
     return run, truth
 
@@ -178,18 +190,16 @@ def clipped_backward_case(attributes):
     def truth(x64, y_grad64, k):
         x = x64.detach().clone().requires_grad_()
         A, B = (x[..., 0::2], x[..., 1::2]) if attributes["interleaved"] else x.chunk(2, -1)
-        limit, alpha, bias = attributes["limit"], attributes["alpha"], attributes["bias"]
-        a, b = A.clamp(max=limit), B.clamp(-limit, limit)
-        (a * torch.sigmoid(alpha * a) * (b + bias)).backward(y_grad64)
+        a, b, z, gate, v = clipped_parts(attributes, A, B)
+        (gate * v).backward(y_grad64)
         with torch.no_grad():
-            a, b = a.detach(), b.detach()
-            z = alpha * a
+            a, z, gate, v = a.detach(), z.detach(), gate.detach(), v.detach()
             s, one_minus = torch.sigmoid(z), torch.sigmoid(-z)
             condition = z.abs() * torch.clamp(one_minus * (1 + z.abs()), max=1.0)
             floor = EXP_FLOOR * (1 + a.abs())
-            da = (y_grad64 * (b + bias)).abs() * (
+            da = (y_grad64 * v).abs() * (
                 k * U * s * (1 + z.abs() * one_minus) * (1 + condition) + floor)
-            db = y_grad64.abs() * (k * U * (a * s).abs() * (1 + condition) + floor)
+            db = y_grad64.abs() * (k * U * gate.abs() * (1 + condition) + floor)
             bound = torch.zeros_like(x64)
             if attributes["interleaved"]:
                 bound[..., 0::2], bound[..., 1::2] = da, db

@@ -128,6 +128,21 @@ def test_clipped_swiglu(interleaved, group_index):
                   "infiniop.torch.clipped_swiglu", group_index=counts)
 
 
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_clipped_swiglu_clamp_mode_one(interleaved):
+    """clamp_mode=1: autograd of silu(A).clamp(max=limit) * B.clamp(-limit, limit) in float64
+    (the gate's clamp zeroes dA where silu(A) > limit), group_index too."""
+    rng = rng_for("torch-clipped-after", interleaved)
+    attrs = dict(clipped_tests.SMALL_LIMIT, clamp_mode=1)
+    x = random_tensor(rng, (10, 16), "float32", limit=attrs["limit"])
+    g = random_tensor(rng, (10, 8), "float32")
+    counts = torch.tensor([2, 6])
+    y, grad = run(itorch.clipped_swiglu, x, g, dim=-1, interleaved=interleaved,
+                  group_index=counts, **attrs)
+    clipped_tests.check(y, grad, x.double(), g.double(), -1, attrs, interleaved, "float32",
+                        "infiniop.torch.clipped_swiglu clamp_mode=1", group_index=counts)
+
+
 @pytest.mark.parametrize("device", [OPENCL])
 def test_on_opencl(device):
     """One small swiglu and gelu case on opencl (staged through device memory)."""
@@ -466,7 +481,9 @@ def test_torch_ops_agree_with_functions():
               lambda t: itorch.gelu(t, approximate="tanh")),
              (lambda t: torch.ops.infiniop.gelu_mul(t), lambda t: itorch.gelu_mul(t)),
              (lambda t: torch.ops.infiniop.clipped_swiglu(t, -1, limit=1.0, interleaved=False),
-              lambda t: itorch.clipped_swiglu(t, -1, limit=1.0, interleaved=False))]
+              lambda t: itorch.clipped_swiglu(t, -1, limit=1.0, interleaved=False)),
+             (lambda t: torch.ops.infiniop.clipped_swiglu(t, limit=1.0, clamp_mode=1),
+              lambda t: itorch.clipped_swiglu(t, limit=1.0, clamp_mode=1))]
     for op, function in cases:
         results = []
         for f in (op, function):

@@ -17,7 +17,7 @@ node (prim::PythonOp), under torch.fx.symbolic_trace as one call_function node.
     swiglu(x, dim=-1)                     SwiGlu / SwiGluBackward
     gelu_mul(input, approximate='none')   GeluMul / GeluMulBackward
     gelu(input, approximate='none')       Gelu / GeluBackwardV2
-    clipped_swiglu(x, dim=-1, alpha=1.702, limit=7.0, bias=1.0, interleaved=True,
+    clipped_swiglu(x, dim=-1, alpha=1.702, limit=7.0, bias=1.0, interleaved=True, clamp_mode=0,
                    group_index=None)      ClippedSwiglu / ClippedSwigluBackward
     moe_init_routing_v2(x, expert_idx, expert_num=..., ...)
                                           MoeInitRoutingV2 / MoeInitRoutingV2Grad (w.r.t. x)
@@ -117,17 +117,19 @@ def gelu(input, *, approximate="none", device="cpu", handle=None):
 
 
 def clipped_swiglu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=True,
-                   group_index=None, device="cpu", handle=None):
-    """The clipped SwiGLU of GPT-OSS (infiniop.clipped_swiglu), with autograd: x's gradient
-    by ClippedSwigluBackward (rows beyond group_index's sum get 0); group_index is not
+                   group_index=None, device="cpu", handle=None, clamp_mode=0):
+    """The clipped SwiGLU of GPT-OSS (infiniop.clipped_swiglu; clamp_mode=1: min(silu(A),
+    limit) clamp(B), aclnnClippedSwigluV2's), with autograd: x's gradient by
+    ClippedSwigluBackward (rows beyond group_index's sum get 0); group_index is not
     differentiable."""
     if not isinstance(x, _torch.Tensor) or isinstance(group_index, _fx.Proxy):
         return _not_tensors(
             clipped_swiglu, (x, dim),
             {"alpha": alpha, "limit": limit, "bias": bias, "interleaved": interleaved,
-             "group_index": group_index, "device": device, "handle": handle}, ((x, "x", False),))
+             "group_index": group_index, "device": device, "handle": handle,
+             "clamp_mode": clamp_mode}, ((x, "x", False),))
     return ClippedSwigluFunction.apply(x, dim, alpha, limit, bias, interleaved, group_index,
-                                       device, handle)
+                                       device, handle, clamp_mode)
 
 
 def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capacity=0,

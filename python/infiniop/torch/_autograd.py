@@ -151,13 +151,14 @@ GeluFunction = _one_attribute_pair(
 
 class ClippedSwigluFunction(torch.autograd.Function):
     """The clipped SwiGLU (ClippedSwiglu); backward: ClippedSwigluBackward.
-    apply(x, dim, alpha, limit, bias, interleaved, group_index, device, handle); group_index
-    (row counts) is not differentiable."""
+    apply(x, dim, alpha, limit, bias, interleaved, group_index, device, handle[, clamp_mode]);
+    group_index (row counts) is not differentiable; clamp_mode 0 when left out."""
 
     @staticmethod
-    def forward(ctx, x, dim, alpha, limit, bias, interleaved, group_index, device, handle):
+    def forward(ctx, x, dim, alpha, limit, bias, interleaved, group_index, device, handle,
+                clamp_mode=0):
         ctx.attributes = {"dim": dim, "alpha": alpha, "limit": limit, "bias": bias,
-                          "interleaved": interleaved}
+                          "interleaved": interleaved, "clamp_mode": clamp_mode}
         ctx.lib = _lib(device, handle)
         if isinstance(group_index, torch.Tensor):  # saved: an in-place change is detected
             ctx.save_for_backward(x, group_index)
@@ -176,7 +177,7 @@ class ClippedSwigluFunction(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             grad_x = infiniop.clipped_swiglu_backward(grad_y, x, group_index=group_index,
                                                       **ctx.attributes, **ctx.lib)
-        return (grad_x,) + (None,) * 8
+        return (grad_x,) + (None,) * 9  # a trailing None past apply's arguments is dropped
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ device='cpu' | 'cpu_reference' | 'opencl' as a string and use that device's defa
     torch.ops.infiniop.gelu_mul(Tensor input, *, str approximate='none', str device='cpu')
     torch.ops.infiniop.clipped_swiglu(Tensor x, int dim=-1, *, float alpha=1.702,
         float limit=7.0, float bias=1.0, bool interleaved=True, Tensor? group_index=None,
-        str device='cpu') -> Tensor
+        str device='cpu', int clamp_mode=0) -> Tensor
     torch.ops.infiniop.moe_init_routing_v2(Tensor x, Tensor expert_idx, *, int expert_num,
         int active_num=0, int expert_capacity=0, int drop_pad_mode=0,
         int expert_tokens_count_or_cumsum_flag=0, bool expert_tokens_before_capacity_flag=False,
@@ -43,8 +43,8 @@ _SCHEMAS = {
     "gelu_mul": "gelu_mul(Tensor input, *, str approximate='none', str device='cpu') -> Tensor",
     "clipped_swiglu": (
         "clipped_swiglu(Tensor x, int dim=-1, *, float alpha=1.702, float limit=7.0, "
-        "float bias=1.0, bool interleaved=True, Tensor? group_index=None, str device='cpu') "
-        "-> Tensor"),
+        "float bias=1.0, bool interleaved=True, Tensor? group_index=None, str device='cpu', "
+        "int clamp_mode=0) -> Tensor"),
     "moe_init_routing_v2": (
         "moe_init_routing_v2(Tensor x, Tensor expert_idx, *, int expert_num, int active_num=0, "
         "int expert_capacity=0, int drop_pad_mode=0, int expert_tokens_count_or_cumsum_flag=0, "
@@ -72,10 +72,10 @@ def _gelu_mul_cpu(input, *, approximate="none", device="cpu"):
 
 
 def _clipped_swiglu_cpu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=True,
-                        group_index=None, device="cpu"):
+                        group_index=None, device="cpu", clamp_mode=0):
     return infiniop.clipped_swiglu(x, dim=dim, alpha=alpha, limit=limit, bias=bias,
                                    interleaved=interleaved, group_index=group_index,
-                                   device=device)
+                                   device=device, clamp_mode=clamp_mode)
 
 
 def _init_attributes(expert_num, active_num, expert_capacity, drop_pad_mode,
@@ -117,9 +117,9 @@ def _gelu_mul_autograd(input, *, approximate="none", device="cpu"):
 
 
 def _clipped_swiglu_autograd(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=True,
-                             group_index=None, device="cpu"):
+                             group_index=None, device="cpu", clamp_mode=0):
     return _autograd.ClippedSwigluFunction.apply(x, dim, alpha, limit, bias, interleaved,
-                                                 group_index, device, None)
+                                                 group_index, device, None, clamp_mode)
 
 
 def _moe_init_autograd(x, expert_idx, *, expert_num, active_num=0, expert_capacity=0,
