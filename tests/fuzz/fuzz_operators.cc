@@ -497,10 +497,11 @@ Case decode(Input &in) {
         g.hi = static_cast<int64_t>(pre) + 1;
         g.present = in.chance(128);
         c.t.push_back(g);
-        c.f[0] = in.chance(200) ? 1.702f : fuzzFloat(in);  // alpha
-        c.f[1] = in.chance(200) ? 7.0f : fuzzFloat(in);    // limit
-        c.f[2] = in.chance(200) ? 1.0f : fuzzFloat(in);    // bias
-        c.flag = in.chance(128);                           // interleaved
+        c.f[0] = in.chance(200) ? 1.702f : fuzzFloat(in);        // alpha
+        c.f[1] = in.chance(200) ? 7.0f : fuzzFloat(in);          // limit
+        c.f[2] = in.chance(200) ? 1.0f : fuzzFloat(in);          // bias
+        c.flag = in.chance(128);                                 // interleaved
+        c.i[1] = fuzzInt(in, static_cast<int64_t>(in.pick(2)));  // clamp_mode (V2 unless 0)
       }
       break;
     }
@@ -821,13 +822,21 @@ Run runOn(infiniopHandle_t handle, bool device_memory, const Case &c,
         CREATE_CALL(SwiGluBackward, d[0], d[1], d[2], static_cast<int32_t>(c.i[0]));
         break;
       case kClippedSwiglu:
-        CREATE_CALL(ClippedSwiglu, d[0], d[1], d[2], c.i[0], c.f[0], c.f[1], c.f[2], c.flag);
+        if (c.i[1] == 0)
+          CREATE_CALL(ClippedSwiglu, d[0], d[1], d[2], c.i[0], c.f[0], c.f[1], c.f[2], c.flag);
+        else
+          OP_CALL(ClippedSwiglu, infiniopCreateClippedSwigluV2Descriptor, d[0], d[1], d[2], c.i[0],
+                  c.f[0], c.f[1], c.f[2], c.flag, c.i[1]);
         break;
 #undef CALL_ARGS
 #define CALL_ARGS p[0], p[1], p[2], p[3], stream
       case kClippedSwigluBackward:
-        CREATE_CALL(ClippedSwigluBackward, d[0], d[1], d[2], d[3], c.i[0], c.f[0], c.f[1], c.f[2],
-                    c.flag);
+        if (c.i[1] == 0)
+          CREATE_CALL(ClippedSwigluBackward, d[0], d[1], d[2], d[3], c.i[0], c.f[0], c.f[1], c.f[2],
+                      c.flag);
+        else
+          OP_CALL(ClippedSwigluBackward, infiniopCreateClippedSwigluBackwardV2Descriptor, d[0],
+                  d[1], d[2], d[3], c.i[0], c.f[0], c.f[1], c.f[2], c.flag, c.i[1]);
         break;
       case kMoeInitGrad:
 #undef CALL_ARGS
@@ -947,8 +956,8 @@ void compare(const char *device, const Case &c, const Run &cpu, const Run &ref,
                     (c.approximate == 1 && (c.op == kGelu || c.op == kGeluBackwardV2 ||
                                             c.op == kGeluMul || c.op == kGeluMulBackward));
   if (tanh) cond = 2 * 0.7978845608 * (scale + 0.044715 * scale * scale * scale);
-  if (c.op == kClippedSwiglu || c.op == kClippedSwigluBackward)
-    cond = std::fabs(c.f[0]) * std::fmin(scale, std::fabs(c.f[1]));
+  if (c.op == kClippedSwiglu || c.op == kClippedSwigluBackward)  // clamp_mode 1: alpha 1, A whole
+    cond = c.i[1] == 1 ? scale : std::fabs(c.f[0]) * std::fmin(scale, std::fabs(c.f[1]));
   cond = std::isnan(cond) ? 88 : std::fmin(cond, 88);
   for (size_t k = 0; k < c.t.size(); ++k) {
     const Tensor &t = c.t[k];
