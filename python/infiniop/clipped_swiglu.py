@@ -24,11 +24,11 @@ limit > 0 (+inf: no clipping); alpha and bias finite. The attributes are float32
 
 import math
 import numbers
-import operator
 
 from ._dispatch import output_names, run
 from .core import array_view, output
 from .gelu_mul import _AttributeOperator
+from .moe_finalize_routing import _check_int64
 from .swiglu import _check_dim, _halved_shape
 
 __all__ = ["ClippedSwiglu", "ClippedSwigluBackward", "clipped_swiglu", "clipped_swiglu_backward"]
@@ -71,26 +71,11 @@ def _zero_signs(attributes):
     return tuple(math.copysign(1.0, attributes[k]) for k in ("alpha", "limit", "bias"))
 
 
-def _check_clamp_mode(clamp_mode):
-    """clamp_mode as a Python int that fits int64_t; its value (0 or 1) is the library's to check
-    (BAD_PARAM)."""
-    if type(clamp_mode) is not int:  # bool is refused, numpy and torch integers are taken
-        if isinstance(clamp_mode, bool):
-            raise TypeError("clamp_mode must be an int, not bool")
-        try:
-            clamp_mode = operator.index(clamp_mode)
-        except TypeError:
-            raise TypeError(f"clamp_mode must be an int, not {type(clamp_mode).__name__}") from None
-    if not -2 ** 63 <= clamp_mode < 2 ** 63:
-        raise OverflowError(f"clamp_mode {clamp_mode} does not fit in int64_t")
-    return clamp_mode
-
-
 def _check_attributes(dim, alpha, limit, bias, interleaved, clamp_mode=0):
     return {"dim": _check_dim(dim, bits=64), "alpha": _check_real("alpha", alpha),
             "limit": _check_real("limit", limit), "bias": _check_real("bias", bias),
             "interleaved": _check_bool("interleaved", interleaved),
-            "clamp_mode": _check_clamp_mode(clamp_mode)}
+            "clamp_mode": _check_int64("clamp_mode", clamp_mode)}
 
 
 def _group_index_view(group_index):

@@ -294,29 +294,37 @@ inline float gateBoundary(float limit) {
   return value(below);
 }
 
-// Inputs: uniform over [-range, range] with a share near 0, and every 13th value special
-// (clamp_mode 1: A's gate boundary and the float above it too).
+// The special inputs: infinities, NaN, huge and subnormal values, zeros, +-limit and the floats
+// beyond, the far left, and the gate's boundary and the float past it (clamp_mode 1; 1 else).
+inline std::vector<float> specialValues(float limit, int64_t clamp_mode) {
+  const float edge = clamp_mode == 1 ? gateBoundary(limit) : 1.0f;
+  return {INFINITY,
+          -INFINITY,
+          NAN,
+          1e4f,
+          -1e4f,
+          1e-40f,
+          -1e-40f,
+          0.0f,
+          -0.0f,
+          limit,
+          -limit,
+          std::nextafter(limit, INFINITY),
+          std::nextafter(-limit, -INFINITY),
+          1.0f,
+          -1.5f,
+          -100.0f,
+          -60.0f,
+          90.0f,
+          edge,
+          std::nextafter(edge, INFINITY)};
+}
+
+// Inputs: uniform over [-range, range] with a share near 0, and every 13th value special.
 inline float inputValue(size_t i, float value, float limit, int64_t clamp_mode = 0) {
-  const float boundary = clamp_mode == 1 ? gateBoundary(limit) : limit;
-  const float specials[] = {INFINITY,
-                            -INFINITY,
-                            NAN,
-                            1e4f,
-                            -1e4f,
-                            1e-40f,
-                            -1e-40f,
-                            0.0f,
-                            -0.0f,
-                            limit,
-                            -limit,
-                            std::nextafter(limit, INFINITY),
-                            -100.0f,
-                            90.0f,
-                            std::nextafter(-limit, -INFINITY),
-                            boundary,
-                            std::nextafter(boundary, INFINITY)};
   if (i % 13 != 12) return value;
-  return specials[(i / 13) % (clamp_mode == 1 ? 17 : 15)];
+  const std::vector<float> specials = specialValues(limit, clamp_mode);
+  return specials[(i / 13) % specials.size()];
 }
 
 struct Case {

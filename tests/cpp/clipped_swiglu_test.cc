@@ -20,6 +20,7 @@
 //    the group_index sum exactly +0, whatever the inputs.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -38,49 +39,53 @@ namespace infiniop_test::clipped_swiglu {
 namespace {
 
 // ---------------------------------------------------------------- hand-worked values
-TEST_P(DeviceTest, ClippedSwigluHandWorkedValues) {
-  // Defaults: alpha = 1.702, limit = 7, bias = 1, interleaved; x = [A0, B0, A1, B1, ...].
-  // Expected values from mpmath at 30 digits, alpha = float(1.702) = 1.70200002193...
-  struct Row {
-    float A, B, dy;
-    double y, dA, dB;
-  };
-  const Row rows[] = {
-      {1, 2, 1, 2.53738730638, 3.20333882673, 0.845795768794},
-      {10, -10, 2, -41.9997187699, 0, 0},  // both clipped: gradients masked
-      {-2, 0.5f, -1, -0.096512061186, 0.110723029035, 0.064341374124},
-      {7, -7, 0.5f, -41.9997187699, -3.00021923738, 3.49997656416},  // at +-limit: gradients pass
-      {-7.5f, 7.5f, 1, -0.000171546110537, -0.000269097834382, 0},   // no lower clamp on A
-  };
-  const size_t n = sizeof(rows) / sizeof(rows[0]);
+struct HandRow {
+  float A, B, dy;
+  double y, dA, dB;
+};
+
+// The rows as the pairs of one merged row (F32), both operators, within 1e-6 of the values.
+void checkHandWorked(infiniopHandle_t h, const std::vector<HandRow> &rows, const Attrs &at) {
+  const size_t n = rows.size();
   TensorBuffer x({1, 2 * n}, INFINI_DTYPE_F32), y({1, n}, INFINI_DTYPE_F32),
       dy({1, n}, INFINI_DTYPE_F32), dx({1, 2 * n}, INFINI_DTYPE_F32);
+  const size_t step = at.interleaved ? 2 : 1, ib = at.interleaved ? 1 : n;  // A at step k
   for (size_t k = 0; k < n; ++k) {
-    x.set(2 * k, rows[k].A);
-    x.set(2 * k + 1, rows[k].B);
+    x.set(step * k, rows[k].A);
+    x.set(ib + step * k, rows[k].B);
     dy.set(k, rows[k].dy);
   }
   y.poison();
   dx.poison();
-  ASSERT_EQ(runForward(handle(), y, x, nullptr, Attrs{}), INFINI_STATUS_SUCCESS) << last_error;
-  ASSERT_EQ(runBackward(handle(), dx, dx.data(), dy, x, nullptr, Attrs{}), INFINI_STATUS_SUCCESS)
-      << last_error;
+  ASSERT_EQ(runForward(h, y, x, nullptr, at), INFINI_STATUS_SUCCESS) << last_error;
+  ASSERT_EQ(runBackward(h, dx, dx.data(), dy, x, nullptr, at), INFINI_STATUS_SUCCESS) << last_error;
   for (size_t k = 0; k < n; ++k) {
     SCOPED_TRACE("pair " + std::to_string(k));
     EXPECT_NEAR(y.get(k), rows[k].y, 1e-6 * std::fabs(rows[k].y));
-    EXPECT_NEAR(dx.get(2 * k), rows[k].dA, 1e-6 * std::fabs(rows[k].dA));
-    EXPECT_NEAR(dx.get(2 * k + 1), rows[k].dB, 1e-6 * std::fabs(rows[k].dB));
+    EXPECT_NEAR(dx.get(step * k), rows[k].dA, 1e-6 * std::fabs(rows[k].dA));
+    EXPECT_NEAR(dx.get(ib + step * k), rows[k].dB, 1e-6 * std::fabs(rows[k].dB));
   }
+}
+
+TEST_P(DeviceTest, ClippedSwigluHandWorkedValues) {
+  // Defaults: alpha = 1.702, limit = 7, bias = 1, interleaved; x = [A0, B0, A1, B1, ...].
+  // Expected values from mpmath at 30 digits, alpha = float(1.702) = 1.70200002193...
+  checkHandWorked(
+      handle(),
+      {
+          {1, 2, 1, 2.53738730638, 3.20333882673, 0.845795768794},
+          {10, -10, 2, -41.9997187699, 0, 0},  // both clipped: gradients masked
+          {-2, 0.5f, -1, -0.096512061186, 0.110723029035, 0.064341374124},
+          {7, -7, 0.5f, -41.9997187699, -3.00021923738, 3.49997656416},  // at +-limit: they pass
+          {-7.5f, 7.5f, 1, -0.000171546110537, -0.000269097834382, 0},   // no lower clamp on A
+      },
+      Attrs{});
 }
 
 // clamp_mode 1 (ClippedSwigluV2): y = min(silu(A), limit) clamp(B, -limit, limit), whatever alpha
 // and bias are (1.702 and 1 here, and ignored). Expected values from mpmath at 30 digits.
 TEST_P(DeviceTest, ClippedSwigluV2HandWorkedValues) {
-  struct Row {
-    float A, B, dy;
-    double y, dA, dB;
-  };
-  const Row rows[] = {
+  const std::vector<HandRow> rows = {
       {1, 2, 1, 1.46211715726, 1.85534102374, 0.73105857863},
       {10, -10, 2, -49.0, 0, 0},  // silu(10) > 7: the gate is 7, dA = 0; B clipped: dB = 0
       {-2, 0.5f, -1, -0.119202922022, 0.0453921243924, 0.238405844044},
@@ -88,32 +93,26 @@ TEST_P(DeviceTest, ClippedSwigluV2HandWorkedValues) {
       {8, 7.5f, 1, 49.0, 0, 0},                                      // both clamped
       {-7.5f, 7.5f, 1, -0.0290208784385, -0.0251353858584, 0},       // no clamp of A below
   };
-  const size_t n = sizeof(rows) / sizeof(rows[0]);
-  Attrs at;
-  at.clamp_mode = 1;
   for (bool interleaved : {true, false}) {
     SCOPED_TRACE(interleaved ? "interleaved" : "halves");
-    at.interleaved = interleaved;
-    TensorBuffer x({1, 2 * n}, INFINI_DTYPE_F32), y({1, n}, INFINI_DTYPE_F32),
-        dy({1, n}, INFINI_DTYPE_F32), dx({1, 2 * n}, INFINI_DTYPE_F32);
-    const size_t ia = 0, step = interleaved ? 2 : 1, ib = interleaved ? 1 : n;
-    for (size_t k = 0; k < n; ++k) {
-      x.set(ia + step * k, rows[k].A);
-      x.set(ib + step * k, rows[k].B);
-      dy.set(k, rows[k].dy);
-    }
-    y.poison();
-    dx.poison();
-    ASSERT_EQ(runForward(handle(), y, x, nullptr, at), INFINI_STATUS_SUCCESS) << last_error;
-    ASSERT_EQ(runBackward(handle(), dx, dx.data(), dy, x, nullptr, at), INFINI_STATUS_SUCCESS)
-        << last_error;
-    for (size_t k = 0; k < n; ++k) {
-      SCOPED_TRACE("pair " + std::to_string(k));
-      EXPECT_NEAR(y.get(k), rows[k].y, 1e-6 * std::fabs(rows[k].y));
-      EXPECT_NEAR(dx.get(ia + step * k), rows[k].dA, 1e-6 * std::fabs(rows[k].dA));
-      EXPECT_NEAR(dx.get(ib + step * k), rows[k].dB, 1e-6 * std::fabs(rows[k].dB));
-    }
+    checkHandWorked(handle(), rows, Attrs{-1, 1.702f, 7.0f, 1.0f, interleaved, 1});
   }
+}
+
+// Rows [A, B] of F32 pairs under y_grad 2: y [n, 1] and x_grad [n, 2] of both operators.
+void runPairs(infiniopHandle_t h, const std::vector<std::array<float, 2>> &pairs, const Attrs &at,
+              TensorBuffer &y, TensorBuffer &dx) {
+  const size_t n = pairs.size();
+  TensorBuffer x({n, 2}, INFINI_DTYPE_F32), dy({n, 1}, INFINI_DTYPE_F32);
+  for (size_t k = 0; k < n; ++k) {
+    x.set(2 * k, pairs[k][0]);
+    x.set(2 * k + 1, pairs[k][1]);
+  }
+  dy.fill([](size_t) { return 2.0f; });
+  y.poison();
+  dx.poison();
+  ASSERT_EQ(runForward(h, y, x, nullptr, at), INFINI_STATUS_SUCCESS) << last_error;
+  ASSERT_EQ(runBackward(h, dx, dx.data(), dy, x, nullptr, at), INFINI_STATUS_SUCCESS) << last_error;
 }
 
 // clamp_mode 1's boundaries: the gate's clamp passes the last A with silu(A) <= limit (dA flows,
@@ -125,22 +124,11 @@ TEST_P(DeviceTest, ClippedSwigluV2BoundaryRules) {
     Attrs at{-1, -3.0f, limit, 5.0f, true, 1};
     const float edge = gateBoundary(limit), past = std::nextafter(edge, INFINITY);
     const float b = std::fmin(limit, 0.75f);
-    const float pairs[][2] = {{edge, b},     {past, b},     {past, -limit},
-                              {edge, limit}, {NAN, b},      {edge, NAN},
-                              {INFINITY, b}, {2.0f, -0.0f}, {past, 2 * limit}};
-    const size_t n = sizeof(pairs) / sizeof(pairs[0]);
-    TensorBuffer x({n, 2}, INFINI_DTYPE_F32), y({n, 1}, INFINI_DTYPE_F32),
-        dy({n, 1}, INFINI_DTYPE_F32), dx({n, 2}, INFINI_DTYPE_F32);
-    for (size_t k = 0; k < n; ++k) {
-      x.set(2 * k, pairs[k][0]);
-      x.set(2 * k + 1, pairs[k][1]);
-    }
-    dy.fill([](size_t) { return 2.0f; });
-    y.poison();
-    dx.poison();
-    ASSERT_EQ(runForward(handle(), y, x, nullptr, at), INFINI_STATUS_SUCCESS) << last_error;
-    ASSERT_EQ(runBackward(handle(), dx, dx.data(), dy, x, nullptr, at), INFINI_STATUS_SUCCESS)
-        << last_error;
+    const std::vector<std::array<float, 2>> pairs = {
+        {edge, b},   {past, b},     {past, -limit}, {edge, limit},    {NAN, b},
+        {edge, NAN}, {INFINITY, b}, {2.0f, -0.0f},  {past, 2 * limit}};
+    TensorBuffer y({pairs.size(), 1}, INFINI_DTYPE_F32), dx({pairs.size(), 2}, INFINI_DTYPE_F32);
+    runPairs(handle(), pairs, at, y, dx);
     const double silu_edge = edge / (1 + std::exp(-static_cast<double>(edge)));
     EXPECT_LE(silu_edge, limit);
     EXPECT_GT(past / (1 + std::exp(-static_cast<double>(past))), limit);
@@ -368,10 +356,7 @@ TEST_P(DeviceTest, ClippedSwigluTransposedAndPadded) {
 TEST_P(DeviceTest, ClippedSwigluBoundaryAndNanRules) {
   Attrs at;
   at.limit = 0.5f;
-  struct Pair {
-    float A, B;
-  };
-  const Pair pairs[] = {
+  const std::vector<std::array<float, 2>> pairs = {
       {0.5f, -0.5f},       // 0: both exactly at the limit: both gradients pass
       {0.5f, 0.5f},        // 1
       {0.75f, -0.75f},     // 2: both clipped: y uses (0.5, -0.5), gradients exactly 0
@@ -381,19 +366,8 @@ TEST_P(DeviceTest, ClippedSwigluBoundaryAndNanRules) {
       {-INFINITY, 0.25f},  // 6: alpha > 0: y = 0 * (b + bias) = 0, dA = dy (b+bias) 0 = 0
       {0.0f, 0.25f},       // 7
   };
-  const size_t n = sizeof(pairs) / sizeof(pairs[0]);
-  TensorBuffer x({n, 2}, INFINI_DTYPE_F32), y({n, 1}, INFINI_DTYPE_F32),
-      dy({n, 1}, INFINI_DTYPE_F32), dx({n, 2}, INFINI_DTYPE_F32);
-  for (size_t k = 0; k < n; ++k) {
-    x.set(2 * k, pairs[k].A);
-    x.set(2 * k + 1, pairs[k].B);
-  }
-  dy.fill([](size_t) { return 2.0f; });
-  y.poison();
-  dx.poison();
-  ASSERT_EQ(runForward(handle(), y, x, nullptr, at), INFINI_STATUS_SUCCESS) << last_error;
-  ASSERT_EQ(runBackward(handle(), dx, dx.data(), dy, x, nullptr, at), INFINI_STATUS_SUCCESS)
-      << last_error;
+  TensorBuffer y({pairs.size(), 1}, INFINI_DTYPE_F32), dx({pairs.size(), 2}, INFINI_DTYPE_F32);
+  runPairs(handle(), pairs, at, y, dx);
   const auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
   const double g05 = 0.5 * sig(1.702 * 0.5);
   EXPECT_NEAR(dx.get(0), 2 * 0.5 * (sig(0.851) + 0.851 * sig(0.851) * sig(-0.851)), 1e-6);
@@ -427,28 +401,7 @@ TEST_P(DeviceTest, ClippedSwigluSpecialValues) {
       {-1, -0.5f, INFINITY, -2.0f, true, 1}, {-1, 0.0f, 0.5f, 1.0f, true, 1},
   };
   for (const Attrs &at : attr_sets) {
-    const float limit = at.limit;
-    // (clamp_mode 1: the gate's boundary and the float past it, as the last two.)
-    const float edge = at.clamp_mode == 1 ? gateBoundary(limit) : 1.0f;
-    const std::vector<float> specials = {INFINITY,
-                                         -INFINITY,
-                                         NAN,
-                                         1e4f,
-                                         -1e4f,
-                                         1e-40f,
-                                         -1e-40f,
-                                         0.0f,
-                                         -0.0f,
-                                         limit,
-                                         -limit,
-                                         std::nextafter(limit, INFINITY),
-                                         std::nextafter(-limit, -INFINITY),
-                                         1.0f,
-                                         -1.5f,
-                                         -100.0f,
-                                         -60.0f,
-                                         edge,
-                                         std::nextafter(edge, INFINITY)};
+    const std::vector<float> specials = specialValues(at.limit, at.clamp_mode);
     const std::vector<float> grads = {1.5f, -0.25f, INFINITY, -INFINITY, 0.0f};
     const size_t S = specials.size(), rows = S * grads.size();
     for (infiniDtype_t dtype : kFloatDtypes) {

@@ -3,10 +3,52 @@
 // (tests/CMakeLists.txt) rather than in each suite that drives every operator.
 #include "op_specs.h"
 
+#include <string>
+#include <utility>
+
 namespace infiniop_test {
 
+namespace {
+// ClippedSwiglu(Backward) under the V2 name: the same descriptor and calls, created by the V2
+// function with clamp_mode 1 (attribute 5).
+OpSpec clampAfter(const OpSpec &base, const char *name, decltype(OpSpec::create) create) {
+  OpSpec op = base;
+  op.name = name;
+  op.attrs.push_back(1);
+  op.create = std::move(create);
+  return op;
+}
+
+// The table with ClippedSwigluV2 and ClippedSwigluBackwardV2 after ClippedSwigluBackward (so
+// that neighbours, whose descriptors the bad-input table swaps, stay of other kinds).
+std::vector<OpSpec> withClampAfter(const std::vector<OpSpec> &base) {
+  std::vector<OpSpec> all;
+  const OpSpec *forward = nullptr;
+  for (const OpSpec &op : base) {
+    all.push_back(op);
+    if (std::string(op.name) == "ClippedSwiglu") forward = &op;
+    if (std::string(op.name) != "ClippedSwigluBackward" || !forward) continue;
+    all.push_back(clampAfter(*forward, "ClippedSwigluV2",
+                             [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+                               return infiniopCreateClippedSwigluV2Descriptor(
+                                   h, asOut<infiniopClippedSwigluDescriptor_t>(d), t[0], t[1], t[2],
+                                   i64(a[0]), f32(a[1]), f32(a[2]), f32(a[3]), a[4] != 0,
+                                   i64(a[5]));
+                             }));
+    all.push_back(clampAfter(op, "ClippedSwigluBackwardV2",
+                             [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+                               return infiniopCreateClippedSwigluBackwardV2Descriptor(
+                                   h, asOut<infiniopClippedSwigluBackwardDescriptor_t>(d), t[0],
+                                   t[1], t[2], t[3], i64(a[0]), f32(a[1]), f32(a[2]), f32(a[3]),
+                                   a[4] != 0, i64(a[5]));
+                             }));
+  }
+  return all;
+}
+}  // namespace
+
 const std::vector<OpSpec> &specs() {
-  static const std::vector<OpSpec> all = {
+  static const std::vector<OpSpec> base = {
       {"GeluBackward",
        {{"grad_input", {2, 4}, F32, true, false, {}},
         {"input", {2, 4}, F32, false, false, {}},
@@ -178,50 +220,6 @@ const std::vector<OpSpec> &specs() {
          return infiniopDestroyClippedSwigluBackwardDescriptor(
              as<infiniopClippedSwigluBackwardDescriptor_t>(d));
        }},
-      // clamp_mode 1 (attribute 5) by the V2 create functions; the other calls are the above.
-      {"ClippedSwigluV2",
-       {{"y", {2, 4}, F32, true, false, {}},
-        {"x", {2, 8}, F32, false, false, {}},
-        {"group_index", {1}, I64, false, true, {2}}},
-       {-1, 1.702, 7.0, 1.0, 1, 1},
-       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
-         return infiniopCreateClippedSwigluV2Descriptor(
-             h, asOut<infiniopClippedSwigluDescriptor_t>(d), t[0], t[1], t[2], i64(a[0]), f32(a[1]),
-             f32(a[2]), f32(a[3]), a[4] != 0, i64(a[5]));
-       },
-       [](void *d, size_t *s) {
-         return infiniopGetClippedSwigluWorkspaceSize(as<infiniopClippedSwigluDescriptor_t>(d), s);
-       },
-       [](void *d, void *w, size_t ws, const Ptrs &p, void *stream) {
-         return infiniopClippedSwiglu(as<infiniopClippedSwigluDescriptor_t>(d), w, ws, p[0], p[1],
-                                      p[2], stream);
-       },
-       [](void *d) {
-         return infiniopDestroyClippedSwigluDescriptor(as<infiniopClippedSwigluDescriptor_t>(d));
-       }},
-      {"ClippedSwigluBackwardV2",
-       {{"x_grad", {2, 8}, F32, true, false, {}},
-        {"y_grad", {2, 4}, F32, false, false, {}},
-        {"x", {2, 8}, F32, false, false, {}},
-        {"group_index", {1}, I64, false, true, {2}}},
-       {-1, 1.702, 7.0, 1.0, 0, 1},
-       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
-         return infiniopCreateClippedSwigluBackwardV2Descriptor(
-             h, asOut<infiniopClippedSwigluBackwardDescriptor_t>(d), t[0], t[1], t[2], t[3],
-             i64(a[0]), f32(a[1]), f32(a[2]), f32(a[3]), a[4] != 0, i64(a[5]));
-       },
-       [](void *d, size_t *s) {
-         return infiniopGetClippedSwigluBackwardWorkspaceSize(
-             as<infiniopClippedSwigluBackwardDescriptor_t>(d), s);
-       },
-       [](void *d, void *w, size_t ws, const Ptrs &p, void *stream) {
-         return infiniopClippedSwigluBackward(as<infiniopClippedSwigluBackwardDescriptor_t>(d), w,
-                                              ws, p[0], p[1], p[2], p[3], stream);
-       },
-       [](void *d) {
-         return infiniopDestroyClippedSwigluBackwardDescriptor(
-             as<infiniopClippedSwigluBackwardDescriptor_t>(d));
-       }},
       {"MoeFinalizeRoutingV2",
        {{"out", {2, 4}, F32, true, false, {}},
         {"expanded_x", {2, 4}, F32, false, false, {}},
@@ -326,6 +324,7 @@ const std::vector<OpSpec> &specs() {
              as<infiniopMoeInitRoutingV2GradDescriptor_t>(d));
        }},
   };
+  static const std::vector<OpSpec> all = withClampAfter(base);
   return all;
 }
 

@@ -299,28 +299,6 @@ ATTRIBUTE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype_name", list(TORCH_DTYPES))
-@pytest.mark.parametrize("interleaved", [True, False])
-@pytest.mark.parametrize("attrs", ATTRIBUTE_CASES,
-                         ids=["a{alpha}-l{limit}-b{bias}".format(**c) for c in ATTRIBUTE_CASES])
-def test_clamping(device, dtype_name, interleaved, attrs):
-    shape, dim = (12, 34), -1
-    rng = rng_for("clamp", dtype_name, interleaved, sorted(attrs.items()))
-    x = random_tensor(rng, shape, dtype_name, attrs["limit"])
-    g = random_tensor(rng, halved(shape, dim), dtype_name)
-    x64, g64 = x.double(), g.double()
-    A, B = split(x64.reshape(shape), interleaved)
-    limit = attrs["limit"]
-    if math.isfinite(limit):  # the inputs reach every clamp case
-        assert (A > limit).any() and (A == limit).any() and (A < -limit).any()
-        assert (B > limit).any() and (B == limit).any()
-        assert (B < -limit).any() and (B == -limit).any()
-        assert ((B > -limit) & (B < limit)).any() and (A < limit).any()
-    y, x_grad = run_both(x, g, dim, attrs, interleaved, device, dtype_name)
-    check(y, x_grad, x64, g64, dim, attrs, interleaved, dtype_name, f"{device}")
-
-
 # ----------------------------------------------------------------------------------------------
 # clamp_mode 1 (aclnnClippedSwigluV2): y = min(silu(A), limit) clamp(B, -limit, limit); alpha and
 # bias are unused (the vendor's defaults passed here too)
@@ -366,22 +344,34 @@ def with_boundary_values(x32, limit, interleaved):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype_name", list(TORCH_DTYPES))
 @pytest.mark.parametrize("interleaved", [True, False])
-@pytest.mark.parametrize("attrs", AFTER_CASES,
-                         ids=["a{alpha}-l{limit}-b{bias}".format(**c) for c in AFTER_CASES])
-def test_clamp_mode_one(device, dtype_name, interleaved, attrs):
+@pytest.mark.parametrize("attrs", ATTRIBUTE_CASES + AFTER_CASES,
+                         ids=["a{alpha}-l{limit}-b{bias}".format(**c) for c in ATTRIBUTE_CASES]
+                         + ["after-a{alpha}-l{limit}-b{bias}".format(**c) for c in AFTER_CASES])
+def test_clamping(device, dtype_name, interleaved, attrs):
     shape, dim = (12, 34), -1
-    rng = rng_for("after", dtype_name, interleaved, sorted(attrs.items()))
-    x = with_boundary_values(random_tensor(rng, shape, "float32", attrs["limit"]),
-                             attrs["limit"], interleaved).to(TORCH_DTYPES[dtype_name])
+    after = attrs.get("clamp_mode", 0) == 1
+    rng = rng_for("clamp", dtype_name, interleaved, sorted(attrs.items()))
+    x = random_tensor(rng, shape, "float32" if after else dtype_name, attrs["limit"])
+    if after:
+        x = with_boundary_values(x, attrs["limit"], interleaved).to(TORCH_DTYPES[dtype_name])
     g = random_tensor(rng, halved(shape, dim), dtype_name)
     x64, g64 = x.double(), g.double()
-    A, _ = split(x64.reshape(shape), interleaved)
-    if math.isfinite(attrs["limit"]):  # the gate's clamp is reached, and not everywhere
-        gate = A * torch.sigmoid(A)
-        assert (gate > attrs["limit"]).any() and (gate <= attrs["limit"]).any()
+    A, B = split(x64.reshape(shape), interleaved)
+    limit = attrs["limit"]
+    if math.isfinite(limit):  # the inputs reach every clamp case
+        assert (A > limit).any() and (A == limit).any() and (A < -limit).any()
+        assert (B > limit).any() and (B == limit).any()
+        assert (B < -limit).any() and (B == -limit).any()
+        assert ((B > -limit) & (B < limit)).any() and (A < limit).any()
+        if after:  # the gate's clamp too, and not everywhere
+            gate = A * torch.sigmoid(A)
+            assert (gate > limit).any() and (gate <= limit).any()
     y, x_grad = run_both(x, g, dim, attrs, interleaved, device, dtype_name)
     check(y, x_grad, x64, g64, dim, attrs, interleaved, dtype_name, f"{device}")
 
+
+# ----------------------------------------------------------------------------------------------
+# clamp_mode 1 beyond test_clamping's cases
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dim", [0, 1, -1])
