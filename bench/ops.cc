@@ -67,12 +67,14 @@ Binder geluBackwardV2() {
 // The vendor API's defaults (aclnnClippedSwiglu); no group_index: every row is computed.
 constexpr float kClippedAlpha = 1.702f, kClippedLimit = 7.0f, kClippedBias = 1.0f;
 
-template <bool kInterleaved>
+// kClampMode 1: aclnnClippedSwigluV2's clamp after the activation (alpha and bias unused).
+template <bool kInterleaved, int64_t kClampMode = 0>
 Binder clippedSwiglu() {
   return bind<infiniopClippedSwigluDescriptor_t>(
       [](H h, auto *d, const Descs &o, const Descs &i) {
-        return infiniopCreateClippedSwigluDescriptor(h, d, o[0], i[0], nullptr, -1, kClippedAlpha,
-                                                     kClippedLimit, kClippedBias, kInterleaved);
+        return infiniopCreateClippedSwigluV2Descriptor(h, d, o[0], i[0], nullptr, -1, kClippedAlpha,
+                                                       kClippedLimit, kClippedBias, kInterleaved,
+                                                       kClampMode);
       },
       infiniopGetClippedSwigluWorkspaceSize,
       [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
@@ -81,13 +83,13 @@ Binder clippedSwiglu() {
       infiniopDestroyClippedSwigluDescriptor);
 }
 
-template <bool kInterleaved>
+template <bool kInterleaved, int64_t kClampMode = 0>
 Binder clippedSwigluBackward() {
   return bind<infiniopClippedSwigluBackwardDescriptor_t>(
       [](H h, auto *d, const Descs &o, const Descs &i) {
-        return infiniopCreateClippedSwigluBackwardDescriptor(h, d, o[0], i[0], i[1], nullptr, -1,
-                                                             kClippedAlpha, kClippedLimit,
-                                                             kClippedBias, kInterleaved);
+        return infiniopCreateClippedSwigluBackwardV2Descriptor(
+            h, d, o[0], i[0], i[1], nullptr, -1, kClippedAlpha, kClippedLimit, kClippedBias,
+            kInterleaved, kClampMode);
       },
       infiniopGetClippedSwigluBackwardWorkspaceSize,
       [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
@@ -221,6 +223,8 @@ const std::vector<OpInfo> &allOps() {
        {S, S2},  // x_grad; y_grad, x (interleaved = true)
        clippedSwigluBackward<true>()},
       {"clipped_swiglu_backward_halves", {S2}, {S, S2}, clippedSwigluBackward<false>()},
+      {"clipped_swiglu_v2", {S}, {S2}, clippedSwiglu<true, 1>()},  // clamp_mode 1, interleaved
+      {"clipped_swiglu_backward_v2", {S2}, {S, S2}, clippedSwigluBackward<true, 1>()},
       {"moe_finalize_routing",
        {Extent::kTokens},  // out; expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx
        {Extent::kExpanded, Extent::kRowIndex, Extent::kTokens, Extent::kTokens, Extent::kBias,
