@@ -398,7 +398,7 @@ def test_softmax_grad(device, dtype_name, experts, k, renorm, indices):
         if renorm == 1:  # only the k selected matter
             xs = x64.detach().gather(-1, sel)
             ak = xs.max(-1, keepdim=True).values - xs
-            cond = torch.zeros_like(p).scatter_reduce(-1, sel, ak, "amax", include_self=True)
+            cond = torch.zeros_like(p).scatter(-1, sel, ak)  # duplicates: the same a
             cond = cond + ak.max(-1, keepdim=True).values
             depth = 0
         magnitude = grad_magnitude_softmax(p, g64, sel, renorm, y64.detach())
@@ -697,7 +697,7 @@ def test_torch_softmax_autograd(device, renorm):
         torch.autograd.backward([y, soft], [g, gs])
         x64 = x.detach().double().requires_grad_()
         p64 = torch.softmax(x64, -1)
-        y64 = p64.gather(-1, idx.long()) * (~finished).unsqueeze(-1)
+        y64 = p64.gather(-1, idx.long().clamp(max=32)) * (~finished).unsqueeze(-1)
         torch.autograd.backward([y64, p64], [g.double(), gs.double()])
         torch.testing.assert_close(x.grad.double(), x64.grad, rtol=0, atol=1e-5)
 
@@ -742,8 +742,10 @@ def test_torch_ops_registered():
     want = infiniop.moe_gating_top_k(x, 4, None, 2, 4, 1, 0, 1, True, 2.5)
     assert all(torch.equal(a, b) for a, b in zip((y, idx, norm), want))
     xg = x.clone().requires_grad_()
-    torch.ops.infiniop.moe_gating_top_k(xg, 4)[0].sum().backward()
-    assert xg.grad is not None and xg.grad.abs().sum() > 0
+    g = torch.randn(6, 4)
+    y, idx, _ = torch.ops.infiniop.moe_gating_top_k(xg, 4)
+    y.backward(g)  # (sum(y) is routed_scaling_factor: its gradient would be ~0)
+    assert torch.equal(xg.grad, infiniop.moe_gating_top_k_grad(g, x, idx))
 
 
 @pytest.mark.parametrize("device", DEVICES)
