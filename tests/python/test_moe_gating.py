@@ -37,6 +37,7 @@ plus an absolute floor 2^-125.5 (scaled by the gradient's magnitude) for e = 0 b
 """
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -782,3 +783,28 @@ def test_npu_aliases(device):
     assert none is None
     with pytest.raises(TypeError, match="x must be a torch.Tensor"):
         iop.npu_moe_gating_top_k([1.0], 2)
+
+
+def test_torch_tracing_and_double_backward():
+    """torch.fx and torch.jit.trace record the routers as one call each (a trace replays at
+    other shapes); a backward through their gradients (create_graph=True) is refused."""
+
+    class Router(torch.nn.Module):
+        def forward(self, x):
+            y, idx, _ = iop.moe_gating_top_k_softmax(x, 2, renorm=1)
+            y2, idx2, _ = iop.moe_gating_top_k(x, 2, None, 2, 4, 1)
+            return y * 2 + y2, idx, idx2
+
+    model = Router()
+    x = torch.randn(5, 8)
+    graph = torch.fx.symbolic_trace(model)
+    assert all(torch.equal(a, b) for a, b in zip(model(x), graph(x)))
+    with warnings.catch_warnings():  # torch's TracerWarnings (shapes read as ints)
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(model, x, check_trace=False)
+    x2 = torch.randn(7, 8)
+    assert all(torch.equal(a, b) for a, b in zip(model(x2), traced(x2)))
+    xg = x.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(model(xg)[0].sum(), xg, create_graph=True)
+    with pytest.raises(RuntimeError, match="no second derivative"):
+        grad.sum().backward()
