@@ -6,6 +6,7 @@
 #include "gather/inverse.h"
 #include "opencl/elementwise.h"
 #include "opencl/moe_finalize_routing.h"
+#include "ops/moe_gating.h"
 #include "opencl/moe_init_routing.h"
 #include "opencl/program.h"
 #include "opencl/runtime.h"
@@ -60,7 +61,18 @@ class OpenclDevice final : public Device {
     return opencl::readForCheck(where, handle, queue, src, bytes, host);
   }
 
-  bool supports(KernelId) const override { return true; }  // every operator
+  // Every operator but the router ones (their kernels are not written yet).
+  bool supports(KernelId id) const override {
+    switch (id) {
+      case KernelId::moe_gating_top_k_softmax:
+      case KernelId::moe_gating_top_k_softmax_grad:
+      case KernelId::moe_gating_top_k:
+      case KernelId::moe_gating_top_k_grad:
+        return false;
+      default:
+        return true;
+    }
+  }
   infiniStatus_t elementwiseRunner(const char *op, infiniopHandle_t handle, KernelId id,
                                    const elementwise::Plan &plan,
                                    std::unique_ptr<elementwise::Runner> *runner) const override {
@@ -84,6 +96,11 @@ class OpenclDevice final : public Device {
                                std::unique_ptr<moe::InitRunner> *runner) const override {
     *workspace_size = moeInitWorkspaceBytes(plan);
     return makeMoeInitRunner(handle, plan, runner);
+  }
+  infiniStatus_t moeGatingRunner(const char *op, infiniopHandle_t, const moe::RouterPlan &,
+                                 size_t *, std::unique_ptr<moe::RouterRunner> *) const override {
+    return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,
+                std::string(op) + ": not available on device opencl");
   }
 };
 
