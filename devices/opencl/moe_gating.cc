@@ -88,9 +88,8 @@ class Router final : public moe::RouterRunner {
     INFINIOP_CHECK(workGroupSize(op_, handle_, kernel_.get(), &group_));
 
     std::vector<cl_long> geometry(kViews * kGeometry, 0);
-    const RouterView *views[kViews] = {&p.y,        &p.expert_idx, &p.row_idx,
-                                       &p.probs,    &p.x,          &p.finished,
-                                       &p.bias,     &p.grad_x,     &p.grad_y};
+    const RouterView *views[kViews] = {&p.y,        &p.expert_idx, &p.row_idx, &p.probs, &p.x,
+                                       &p.finished, &p.bias,       &p.grad_x,  &p.grad_y};
     for (int v = 0; v < kViews; ++v) {
       cl_long *g = geometry.data() + v * kGeometry;
       g[0] = views[v]->col_stride;
@@ -101,9 +100,9 @@ class Router final : public moe::RouterRunner {
       }
     }
     cl_int code = CL_SUCCESS;
-    geometry_ = clCreateBuffer(stateOf<State>(handle_).context,
-                               CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                               geometry.size() * sizeof(cl_long), geometry.data(), &code);
+    geometry_ =
+        clCreateBuffer(stateOf<State>(handle_).context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                       geometry.size() * sizeof(cl_long), geometry.data(), &code);
     INFINIOP_CL_CHECK(op_, "clCreateBuffer", code);
     return INFINI_STATUS_SUCCESS;
   }
@@ -117,8 +116,7 @@ class Router final : public moe::RouterRunner {
     // x's buffer (never read: OpenCL 1.2 drivers differ on NULL buffer arguments).
     Arg x, y, expert_idx, row_idx, probs, finished, bias, grad_x, grad_y, scratch;
     INFINIOP_CHECK(resolve(p.x, data.x, nullptr, &x));
-    const bool grad =
-        p.kind == RouterKind::top_k_softmax_grad || p.kind == RouterKind::top_k_grad;
+    const bool grad = p.kind == RouterKind::top_k_softmax_grad || p.kind == RouterKind::top_k_grad;
     INFINIOP_CHECK(resolve(p.y, data.y, x.mem, &y));
     INFINIOP_CHECK(
         resolve(p.expert_idx, grad ? data.expert_idx_in : data.expert_idx, x.mem, &expert_idx));
@@ -145,10 +143,10 @@ class Router final : public moe::RouterRunner {
     switch (p.kind) {
       case RouterKind::top_k_softmax:
         INFINIOP_CHECK(setArgs(op_, kernel, 0, geometry_, y.mem, y.index, expert_idx.mem,
-                               expert_idx.index, row_idx.mem, row_idx.index, probs.mem,
-                               probs.index, x.mem, x.index, finished.mem, finished.index,
-                               scratch.mem, scratch.index, R, E, k, renorm, present(p.row_idx),
-                               present(p.probs), present(p.finished)));
+                               expert_idx.index, row_idx.mem, row_idx.index, probs.mem, probs.index,
+                               x.mem, x.index, finished.mem, finished.index, scratch.mem,
+                               scratch.index, R, E, k, renorm, present(p.row_idx), present(p.probs),
+                               present(p.finished)));
         break;
       case RouterKind::top_k: {
         const cl_ulong groups = p.group_count, k_group = p.k_group;
@@ -166,8 +164,8 @@ class Router final : public moe::RouterRunner {
         break;
       case RouterKind::top_k_grad:
         INFINIOP_CHECK(setArgs(op_, kernel, 0, geometry_, grad_x.mem, grad_x.index, grad_y.mem,
-                               grad_y.index, x.mem, x.index, expert_idx.mem, expert_idx.index, E,
-                               k, sigmoid, p.scale, p.eps));
+                               grad_y.index, x.mem, x.index, expert_idx.mem, expert_idx.index, E, k,
+                               sigmoid, p.scale, p.eps));
         break;
     }
     return launch(op_, queue, kernel, p.rows, group_);

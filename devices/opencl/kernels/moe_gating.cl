@@ -119,19 +119,19 @@ INLINE bool ranks_before(float a, ulong ia, float b, ulong ib) {
 // One selection pass over j in [0, n) of the best key ranked after (prev, prev_index) (the first
 // pass: first != 0, nothing excluded); KEY(j) the key, ELIGIBLE(j) whether j may be taken.
 // Leaves the result in best (n where nothing is eligible) and best_key.
-#define SELECT_NEXT(n, KEY, ELIGIBLE, first, prev, prev_index, best, best_key)  \
-  do {                                                                          \
-    best = (n);                                                                 \
-    best_key = 0.0f;                                                            \
-    for (ulong j_ = 0; j_ < (n); ++j_) {                                        \
-      if (!(ELIGIBLE(j_))) continue;                                            \
-      const float key_ = KEY(j_);                                               \
-      if (!(first) && !ranks_before(prev, prev_index, key_, j_)) continue;      \
-      if (best == (n) || ranks_before(key_, j_, best_key, best)) {              \
-        best = j_;                                                              \
-        best_key = key_;                                                        \
-      }                                                                         \
-    }                                                                           \
+#define SELECT_NEXT(n, KEY, ELIGIBLE, first, prev, prev_index, best, best_key) \
+  do {                                                                         \
+    best = (n);                                                                \
+    best_key = 0.0f;                                                           \
+    for (ulong j_ = 0; j_ < (n); ++j_) {                                       \
+      if (!(ELIGIBLE(j_))) continue;                                           \
+      const float key_ = KEY(j_);                                              \
+      if (!(first) && !ranks_before(prev, prev_index, key_, j_)) continue;     \
+      if (best == (n) || ranks_before(key_, j_, best_key, best)) {             \
+        best = j_;                                                             \
+        best_key = key_;                                                       \
+      }                                                                        \
+    }                                                                          \
   } while (0)
 #define ALWAYS(j) true
 
@@ -166,13 +166,15 @@ INLINE void store_index(__global expert_index_t *out, ulong i, ulong v) {
 }
 
 // MoeGatingTopKSoftmax. scratch: the workspace's floats, row r's p at scratch_index + r * E.
-__kernel void moe_gating_top_k_softmax(
-    const __global long *geometry, __global storage_t *y, ulong y_index,
-    __global expert_index_t *expert_idx, ulong expert_idx_index, __global row_index_t *row_idx,
-    ulong row_idx_index, __global float *probs, ulong probs_index, const __global storage_t *x,
-    ulong x_index, const __global uchar *finished, ulong finished_index, __global float *scratch,
-    ulong scratch_index, ulong R, ulong E, ulong k, uint renorm, uint has_row_idx, uint has_probs,
-    uint has_finished) {
+__kernel void moe_gating_top_k_softmax(const __global long *geometry, __global storage_t *y,
+                                       ulong y_index, __global expert_index_t *expert_idx,
+                                       ulong expert_idx_index, __global row_index_t *row_idx,
+                                       ulong row_idx_index, __global float *probs,
+                                       ulong probs_index, const __global storage_t *x,
+                                       ulong x_index, const __global uchar *finished,
+                                       ulong finished_index, __global float *scratch,
+                                       ulong scratch_index, ulong R, ulong E, ulong k, uint renorm,
+                                       uint has_row_idx, uint has_probs, uint has_finished) {
   const ulong r = get_global_id(0);
   const row_t xr = row_of(geometry, VIEW_X, x_index, r);
   const row_t yr = row_of(geometry, VIEW_Y, y_index, r);
@@ -276,17 +278,15 @@ __kernel void moe_gating_top_k(const __global long *geometry, __global storage_t
   float last_key = 0.0f;
   if (groups > 1) {
     for (ulong g = 0; g < groups; ++g) {
-      ulong best = 0;
-      float best_key = 0.0f, first_key = 0.0f;
-#define GROUP_V(j) V_AT(g * gsize + (j))
-      SELECT_NEXT(gsize, GROUP_V, ALWAYS, true, 0.0f, 0, best, best_key);
-      first_key = best_key;
-      if (mode == 1) {
-        SELECT_NEXT(gsize, GROUP_V, ALWAYS, false, first_key, best, best, best_key);
-        first_key = first_key + best_key;
-      }
+      ulong first = 0, second = 0;
+      float first_key = 0.0f, second_key = 0.0f;
+#define GROUP_V(j) V_AT(g *gsize + (j))
+      SELECT_NEXT(gsize, GROUP_V, ALWAYS, true, 0.0f, 0, first, first_key);
+      // mode 1: v_a + v_b of the two largest, in selection order (one F32 add).
+      if (mode == 1)
+        SELECT_NEXT(gsize, GROUP_V, ALWAYS, false, first_key, first, second, second_key);
 #undef GROUP_V
-      score[g] = first_key;
+      score[g] = mode == 1 ? first_key + second_key : first_key;
     }
     ulong best = 0;
     float best_key = 0.0f;
@@ -325,12 +325,14 @@ __kernel void moe_gating_top_k(const __global long *geometry, __global storage_t
 #define S_AT(i) ((ulong)expert_idx[element(ir, (i))])
 
 // MoeGatingTopKSoftmaxGrad.
-__kernel void moe_gating_top_k_softmax_grad(
-    const __global long *geometry, __global storage_t *grad_x, ulong grad_x_index,
-    const __global storage_t *grad_y, ulong grad_y_index, const __global storage_t *x,
-    ulong x_index, const __global expert_index_t *expert_idx, ulong expert_idx_index,
-    const __global uchar *finished, ulong finished_index, ulong E, ulong k, uint renorm,
-    uint has_finished) {
+__kernel void moe_gating_top_k_softmax_grad(const __global long *geometry,
+                                            __global storage_t *grad_x, ulong grad_x_index,
+                                            const __global storage_t *grad_y, ulong grad_y_index,
+                                            const __global storage_t *x, ulong x_index,
+                                            const __global expert_index_t *expert_idx,
+                                            ulong expert_idx_index, const __global uchar *finished,
+                                            ulong finished_index, ulong E, ulong k, uint renorm,
+                                            uint has_finished) {
   const ulong r = get_global_id(0);
   const row_t xr = row_of(geometry, VIEW_X, x_index, r);
   const row_t gxr = row_of(geometry, VIEW_GRAD_X, grad_x_index, r);
