@@ -91,11 +91,12 @@ INLINE float exp_minus(float a) {
   return a > 87.0f ? 0.0f : exp_of_minus_sum(a, -0.0f);
 }
 
-// The library's sigmoid (the elementwise operators' Sigmoid, math-inl.h): 1 / (1 + exp(-v)) as
-// sigmoid_of's s, v clamped to [-87, 60] there; sigmoid(-inf) = 0, NaN stays NaN.
+// The library's sigmoid (the elementwise operators' Sigmoid, math-inl.h's Sigmoid::s, clamped to
+// [-87, 60] by sigmoid_of's callers and itself), 0 below -87 (where it is below 2^-125.5, as
+// cpu's SigmoidFloor); NaN stays NaN.
 INLINE float sigmoid_value(float v) {
   const float s = sigmoid_of(fmax(v, -87.0f)).s;
-  return isnan(v) ? v : (v < -3.4028235e38f ? 0.0f : s);
+  return isnan(v) ? v : (v < -87.0f ? 0.0f : s);
 }
 
 // The row sum of the docs: 16 slots (element j into slot j % 16, each from +0 in increasing j),
@@ -382,7 +383,7 @@ __kernel void moe_gating_top_k_softmax_grad(const __global long *geometry,
 
 // MoeGatingTopKGrad: p recomputed from x; w_i = p_{s_i}; D = sum_i w_i + eps; t = sum_i g_i w_i;
 // grad_w_i = (c / D) (g_i - t / D); grad_p_j = the grad_w_i of the slots selecting j; sigmoid:
-// grad_x_j = grad_p_j p_j (1 - p_j); softmax: grad_x_j = p_j (grad_p_j - q), q = sum_i grad_w_i
+// grad_x_j = grad_p_j (p_j (1 - p_j)); softmax: grad_x_j = p_j (grad_p_j - q), q = sum_i grad_w_i
 // p_{s_i}.
 __kernel void moe_gating_top_k_grad(const __global long *geometry, __global storage_t *grad_x,
                                     ulong grad_x_index, const __global storage_t *grad_y,
@@ -417,7 +418,7 @@ __kernel void moe_gating_top_k_grad(const __global long *geometry, __global stor
     for (ulong i = 0; i < k; ++i)
       if (S_AT(i) == j) grad_p += GRAD_W_AT(i);
     const float pj = P_AT(j);
-    const float value = sigmoid ? grad_p * pj * (1.0f - pj) : pj * (grad_p - q);
+    const float value = sigmoid ? grad_p * (pj * (1.0f - pj)) : pj * (grad_p - q);
     store_value(grad_x, element(gxr, j), value);
   }
 #undef GRAD_W_AT
