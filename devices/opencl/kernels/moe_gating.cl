@@ -136,6 +136,43 @@ INLINE bool ranks_before(float a, ulong ia, float b, ulong ib) {
   } while (0)
 #define ALWAYS(j) true
 
+// The first `count` of j in [0, n) (ELIGIBLE(j)) in selection order of KEY(j): EMIT(i, j, key)
+// for i = 0..count-1 in order. Up to SMALL_K, one pass keeping the best `count` sorted in private
+// arrays (most keys fail the first comparison); beyond, `count` SELECT_NEXT passes. The order is
+// total, so both give the same selection (as the cpu device's TopK).
+#define SMALL_K 32
+#define FOR_EACH_TOP(n, KEY, ELIGIBLE, count, EMIT)                                            \
+  do {                                                                                         \
+    if ((count) <= SMALL_K) {                                                                  \
+      float tk_[SMALL_K];                                                                      \
+      ulong ti_[SMALL_K];                                                                      \
+      ulong filled_ = 0;                                                                       \
+      for (ulong j_ = 0; j_ < (n); ++j_) {                                                     \
+        if (!(ELIGIBLE(j_))) continue;                                                         \
+        const float key_ = KEY(j_);                                                            \
+        if (filled_ == (count) && !ranks_before(key_, j_, tk_[(count)-1], ti_[(count)-1]))     \
+          continue;                                                                            \
+        ulong slot_ = filled_ < (count) ? filled_++ : (count)-1;                               \
+        for (; slot_ > 0 && ranks_before(key_, j_, tk_[slot_ - 1], ti_[slot_ - 1]); --slot_) { \
+          tk_[slot_] = tk_[slot_ - 1];                                                         \
+          ti_[slot_] = ti_[slot_ - 1];                                                         \
+        }                                                                                      \
+        tk_[slot_] = key_;                                                                     \
+        ti_[slot_] = j_;                                                                       \
+      }                                                                                        \
+      for (ulong i_ = 0; i_ < (count); ++i_) EMIT(i_, ti_[i_], tk_[i_]);                       \
+    } else {                                                                                   \
+      ulong prev_ = 0, best_ = 0;                                                              \
+      float prev_key_ = 0.0f, best_key_ = 0.0f;                                                \
+      for (ulong i_ = 0; i_ < (count); ++i_) {                                                 \
+        SELECT_NEXT(n, KEY, ELIGIBLE, i_ == 0, prev_key_, prev_, best_, best_key_);            \
+        EMIT(i_, best_, best_key_);                                                            \
+        prev_ = best_;                                                                         \
+        prev_key_ = best_key_;                                                                 \
+      }                                                                                        \
+    }                                                                                          \
+  } while (0)
+
 // x[r, j] of the row loaded as F32.
 #define X_AT(j) load_value(x, element(xr, (j)))
 
@@ -161,6 +198,21 @@ INLINE float softmax_denominator(const __global storage_t *x, row_t xr, ulong E,
 
 // p_j = e_j / S, recomputed (the same operations give the same bits).
 #define SOFTMAX_AT(j) divide(exp_minus(m - X_AT(j)), S)
+
+// p = softmax(x) into p[0, E): e_j there first, summed in slots, then each divided by S (the
+// cpu device's Softmax: the same operations as SOFTMAX_AT).
+INLINE void softmax_into(const __global storage_t *x, row_t xr, ulong E, __global float *p) {
+  const float m = row_max(x, xr, E);
+  float slot[SUM_SLOTS];
+  for (int i = 0; i < SUM_SLOTS; ++i) slot[i] = 0.0f;
+  for (ulong j = 0; j < E; ++j) {
+    const float e = exp_minus(m - X_AT(j));
+    p[j] = e;
+    slot[j % SUM_SLOTS] += e;
+  }
+  const float S = fold_slots(slot);
+  for (ulong j = 0; j < E; ++j) p[j] = divide(p[j], S);
+}
 
 INLINE void store_index(__global expert_index_t *out, ulong i, ulong v) {
   out[i] = (expert_index_t)v;
@@ -189,9 +241,7 @@ __kernel void moe_gating_top_k_softmax(const __global long *geometry, __global s
   if (!renorm) {
     // p into the scratch row (and softmax_out), then the top k of p.
     __global float *p = scratch + scratch_index + r * E;
-    const float m = row_max(x, xr, E);
-    const float S = softmax_denominator(x, xr, E, m);
-    for (ulong j = 0; j < E; ++j) p[j] = SOFTMAX_AT(j);
+    softmax_into(x, xr, E, p);
     if (has_probs) {
       const row_t pr = row_of(geometry, VIEW_PROBS, probs_index, r);
       for (ulong j = 0; j < E; ++j) store_f32(probs, element(pr, j), p[j]);
@@ -203,16 +253,14 @@ __kernel void moe_gating_top_k_softmax(const __global long *geometry, __global s
       }
       return;
     }
-    ulong prev = 0, best = 0;
-    float prev_key = 0.0f, best_key = 0.0f;
 #define P_AT(j) p[j]
-    for (ulong i = 0; i < k; ++i) {
-      SELECT_NEXT(E, P_AT, ALWAYS, i == 0, prev_key, prev, best, best_key);
-      store_value(y, element(yr, i), best_key);
-      expert_idx[element(ir, i)] = (expert_index_t)best;
-      prev = best;
-      prev_key = best_key;
-    }
+#define EMIT_Y(i, j, key)                               \
+  {                                                     \
+    store_value(y, element(yr, (i)), (key));            \
+    expert_idx[element(ir, (i))] = (expert_index_t)(j); \
+  }
+    FOR_EACH_TOP(E, P_AT, ALWAYS, k, EMIT_Y);
+#undef EMIT_Y
 #undef P_AT
     return;
   }
@@ -225,16 +273,15 @@ __kernel void moe_gating_top_k_softmax(const __global long *geometry, __global s
   }
   // renorm 1: the top k of x (indices first, into expert_idx), then their softmax over the k:
   // m = x_{s_0}, S the sum of e_i in selection order from +0.
-  ulong prev = 0, best = 0;
-  float prev_key = 0.0f, best_key = 0.0f, m = 0.0f, S = 0.0f;
-  for (ulong i = 0; i < k; ++i) {
-    SELECT_NEXT(E, X_AT, ALWAYS, i == 0, prev_key, prev, best, best_key);
-    expert_idx[element(ir, i)] = (expert_index_t)best;
-    if (i == 0) m = best_key;
-    S += exp_minus(m - best_key);
-    prev = best;
-    prev_key = best_key;
+  float m = 0.0f, S = 0.0f;
+#define EMIT_X(i, j, key)                               \
+  {                                                     \
+    expert_idx[element(ir, (i))] = (expert_index_t)(j); \
+    if ((i) == 0) m = (key);                            \
+    S += exp_minus(m - (key));                          \
   }
+  FOR_EACH_TOP(E, X_AT, ALWAYS, k, EMIT_X);
+#undef EMIT_X
   for (ulong i = 0; i < k; ++i) {
     const ulong s = (ulong)expert_idx[element(ir, i)];
     store_value(y, element(yr, i), divide(exp_minus(m - X_AT(s)), S));
@@ -262,9 +309,7 @@ __kernel void moe_gating_top_k(const __global long *geometry, __global storage_t
   if (sigmoid) {
     for (ulong j = 0; j < E; ++j) p[j] = sigmoid_value(X_AT(j));
   } else {
-    const float m = row_max(x, xr, E);
-    const float S = softmax_denominator(x, xr, E, m);
-    for (ulong j = 0; j < E; ++j) p[j] = SOFTMAX_AT(j);
+    softmax_into(x, xr, E, p);
   }
   if (has_probs) {
     const row_t pr = row_of(geometry, VIEW_PROBS, probs_index, r);
@@ -278,39 +323,39 @@ __kernel void moe_gating_top_k(const __global long *geometry, __global storage_t
   ulong last = 0;
   float last_key = 0.0f;
   if (groups > 1) {
+    // A group's score: its largest v (mode 0), or v_a + v_b of its two largest in selection
+    // order (mode 1, one F32 add).
+    const ulong best_of = mode == 1 ? 2 : 1;
     for (ulong g = 0; g < groups; ++g) {
-      ulong first = 0, second = 0;
-      float first_key = 0.0f, second_key = 0.0f;
+      float sum = 0.0f;
 #define GROUP_V(j) V_AT(g *gsize + (j))
-      SELECT_NEXT(gsize, GROUP_V, ALWAYS, true, 0.0f, 0, first, first_key);
-      // mode 1: v_a + v_b of the two largest, in selection order (one F32 add).
-      if (mode == 1)
-        SELECT_NEXT(gsize, GROUP_V, ALWAYS, false, first_key, first, second, second_key);
+#define EMIT_SCORE(i, j, key) sum = (i) == 0 ? (key) : sum + (key);
+      FOR_EACH_TOP(gsize, GROUP_V, ALWAYS, best_of, EMIT_SCORE);
+#undef EMIT_SCORE
 #undef GROUP_V
-      score[g] = mode == 1 ? first_key + second_key : first_key;
+      score[g] = sum;
     }
-    ulong best = 0;
-    float best_key = 0.0f;
 #define SCORE_AT(g) score[g]
-    for (ulong i = 0; i < k_group; ++i) {
-      SELECT_NEXT(groups, SCORE_AT, ALWAYS, i == 0, last_key, last, best, best_key);
-      last = best;
-      last_key = best_key;
-    }
+#define EMIT_LAST(i, j, key) \
+  {                          \
+    last = (j);              \
+    last_key = (key);        \
+  }
+    FOR_EACH_TOP(groups, SCORE_AT, ALWAYS, k_group, EMIT_LAST);
+#undef EMIT_LAST
+#undef SCORE_AT
   }
   // Expert j is selectable when its group was kept.
 #define KEPT(j) (groups == 1 || !ranks_before(last_key, last, score[(j) / gsize], (j) / gsize))
-  ulong prev = 0, best = 0;
-  float prev_key = 0.0f, best_key = 0.0f, S = 0.0f;
-  for (ulong i = 0; i < k; ++i) {
-    SELECT_NEXT(E, V_AT, KEPT, i == 0, prev_key, prev, best, best_key);
-    expert_idx[element(ir, i)] = (expert_index_t)best;
-    S += p[best];
-    prev = best;
-    prev_key = best_key;
+  float S = 0.0f;
+#define EMIT_EXPERT(i, j, key)                          \
+  {                                                     \
+    expert_idx[element(ir, (i))] = (expert_index_t)(j); \
+    S += p[j];                                          \
   }
+  FOR_EACH_TOP(E, V_AT, KEPT, k, EMIT_EXPERT);
+#undef EMIT_EXPERT
 #undef KEPT
-#undef SCORE_AT
 #undef V_AT
   // y_i = (w_i / D) c, D = S + eps.
   const float D = S + eps;
