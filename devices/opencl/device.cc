@@ -6,7 +6,7 @@
 #include "gather/inverse.h"
 #include "opencl/elementwise.h"
 #include "opencl/moe_finalize_routing.h"
-#include "ops/moe_gating.h"
+#include "opencl/moe_gating.h"
 #include "opencl/moe_init_routing.h"
 #include "opencl/program.h"
 #include "opencl/runtime.h"
@@ -97,10 +97,12 @@ class OpenclDevice final : public Device {
     *workspace_size = moeInitWorkspaceBytes(plan);
     return makeMoeInitRunner(handle, plan, runner);
   }
-  infiniStatus_t moeGatingRunner(const char *op, infiniopHandle_t, const moe::RouterPlan &,
-                                 size_t *, std::unique_ptr<moe::RouterRunner> *) const override {
-    return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,
-                std::string(op) + ": not available on device opencl");
+  infiniStatus_t moeGatingRunner(const char *op, infiniopHandle_t handle,
+                                 const moe::RouterPlan &plan, size_t *workspace_size,
+                                 std::unique_ptr<moe::RouterRunner> *runner) const override {
+    // The forwards keep each row's p (and group scores) in the workspace.
+    *workspace_size = moeGatingWorkspaceBytes(plan);
+    return makeMoeGatingRunner(op, handle, plan, runner);
   }
 };
 
