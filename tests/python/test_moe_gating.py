@@ -287,8 +287,8 @@ def test_softmax_ties_exact(device, renorm):
     equal keys lower expert first; the values are small integers, so every other key is far
     from its neighbours."""
     rows = [[0.0] * 8, [0.0, -0.0] * 4, [1.0, 3.0, 3.0, -2.0, 3.0, 0.0, 1.0, 3.0],
-            [-1.0, -1.0, -5.0, 2.0, -1.0, 2.0, -5.0, 2.0], [5.0, 4.0, 3.0, 2.0, 1.0, 0.0, -1.0, -2.0],
-            [-2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0]]
+            [-1.0, -1.0, -5.0, 2.0, -1.0, 2.0, -5.0, 2.0],
+            [5.0, 4.0, 3.0, 2.0, 1.0, 0.0, -1.0, -2.0], [-2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0]]
     x = torch.tensor(rows, dtype=torch.float32)
     for k in (1, 3, 8):
         y, idx, _ = infiniop.moe_gating_top_k_softmax(x, k, renorm=renorm, **on(device))
