@@ -808,3 +808,28 @@ def test_torch_tracing_and_double_backward():
     (grad,) = torch.autograd.grad(model(xg)[0].sum(), xg, create_graph=True)
     with pytest.raises(RuntimeError, match="no second derivative"):
         grad.sum().backward()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gating_out_and_layouts(device):
+    """MoeGatingTopK with a strided x and every output given in out= (strided, poisoned,
+    SENTINEL around y): the contiguous call's bits; F32 bias beside BF16 x."""
+    rng = rng_for("gating-out")
+    base = router_logits(rng, 16, 64, (-2, 2)).to(torch.bfloat16)
+    bias = torch.from_numpy(rng.uniform(-0.1, 0.1, 64)).float()
+    args = (6, bias, 2, 8, 1, 0, 1, True, 2.5, 1e-20)
+    want = infiniop.moe_gating_top_k(base, *args, **on(device))
+    storage = torch.full((64, 33), SENTINEL, dtype=torch.bfloat16)
+    x = storage[:, 1::2].t()  # (16, 64), strides (2, 33)
+    x.copy_(base)
+    y_store = torch.full((16, 13), SENTINEL, dtype=torch.bfloat16)
+    y = y_store[:, ::2][:, :6]
+    y.fill_(float("nan"))
+    idx = poisoned((6, 16), torch.int64).t()
+    norm = poisoned((64, 16), torch.float32).t()
+    got = infiniop.moe_gating_top_k(x, *args, index_dtype=torch.int64, out=(y, idx, norm),
+                                    **on(device))
+    assert got[0] is y and got[1] is idx and got[2] is norm
+    assert (y_store[:, 1::2] == SENTINEL).all() and (y_store[:, 12] == SENTINEL).all()
+    for a, b in zip(want, got):
+        assert torch.equal(a.to(b.dtype), b)
