@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "core/dtype.h"
@@ -23,25 +24,44 @@ inline bool Before(float a, size_t i, float b, size_t j) {
   return a > b || (a == b && i < j);
 }
 
+// A key's place in the selection order as an unsigned integer, larger first: NaN highest, then
+// +inf ... +0 = -0 ... -inf (both zeros map to 2^31).
+inline uint32_t OrderOf(float key) {
+  uint32_t bits;
+  std::memcpy(&bits, &key, sizeof bits);
+  const uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return 0xffffffffu;
+  return bits >> 31 ? 0x80000000u - magnitude : 0x80000000u + magnitude;
+}
+// Expert j's rank: its key's order, then the lower index first. Distinct for distinct j < 2^32,
+// so one integer comparison decides the total order.
+inline uint64_t RankOf(float key, size_t j) {
+  return uint64_t{OrderOf(key)} << 32 | (0xffffffffu - static_cast<uint32_t>(j));
+}
+
 // The first k of the candidates (increasing indices, `count` of them; NULL: 0..count-1) in
-// selection order into top[0..k). Small k: one pass keeping the k best in order (most keys fail
-// the first comparison); larger k: std::partial_sort in `sort` (room for `count`). The order is
-// total, so both give the same.
+// selection order into top[0..k). Small k: one pass keeping the k best ranks in order (most keys
+// fail the first comparison); larger k: std::partial_sort in `sort` (room for `count`) with the
+// comparator. The order is total, so both give the same.
 inline void TopK(const float *key, const size_t *candidates, size_t count, size_t k, size_t *top,
                  size_t *sort) {
   const auto at = [&](size_t c) { return candidates ? candidates[c] : c; };
-  const auto before = [&](size_t i, size_t j) { return Before(key[i], i, key[j], j); };
-  if (k <= 32) {
+  const size_t last = count ? at(count - 1) : 0;  // the largest index
+  if (k <= 32 && last <= 0xffffffffu) {
+    uint64_t best[32];
     size_t n = 0;
     for (size_t c = 0; c < count; ++c) {
       const size_t j = at(c);
-      if (n == k && !before(j, top[k - 1])) continue;
+      const uint64_t rank = RankOf(key[j], j);
+      if (n == k && rank <= best[k - 1]) continue;
       size_t slot = n < k ? n++ : k - 1;
-      for (; slot > 0 && before(j, top[slot - 1]); --slot) top[slot] = top[slot - 1];
-      top[slot] = j;
+      for (; slot > 0 && rank > best[slot - 1]; --slot) best[slot] = best[slot - 1];
+      best[slot] = rank;
     }
+    for (size_t i = 0; i < k; ++i) top[i] = 0xffffffffu - static_cast<uint32_t>(best[i]);
     return;
   }
+  const auto before = [&](size_t i, size_t j) { return Before(key[i], i, key[j], j); };
   for (size_t c = 0; c < count; ++c) sort[c] = at(c);
   std::partial_sort(sort, sort + k, sort + count, before);
   std::copy(sort, sort + k, top);
