@@ -96,30 +96,17 @@ void Renormalized(const float *x, const size_t *s, size_t k, float m, float *y) 
   for (size_t i = 0; i < k; ++i) y[i] = y[i] / sum;
 }
 
-// Per-range scratch: rows of E floats and the selection's index arrays.
-struct Scratch {
-  explicit Scratch(const moe::RouterPlan &p)
-      : x(p.experts),
-        probs(p.experts),
-        buffer(p.experts),
-        y(p.k),
-        g(p.k),
-        scores(p.group_count),
-        top(p.k) {}
-  std::vector<float> x, probs, buffer, y, g, scores;
-  std::vector<size_t> top, groups, candidates, sort;
-};
-
-void SoftmaxForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, Scratch &s) {
+void SoftmaxForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r,
+                    const Scratch &s) {
   const size_t E = p.experts, k = p.k;
-  LoadRow(p.x, d.x, r, s.x.data());
+  LoadRow(p.x, d.x, r, s.x);
   if (p.renorm) {
-    TopK(s.x.data(), nullptr, E, k, s.top.data(), s.sort);
-    Renormalized(s.x.data(), s.top.data(), k, s.x[s.top[0]], s.y.data());
+    TopK(s.x, nullptr, E, k, s.top, s.sort);
+    Renormalized(s.x, s.top, k, s.x[s.top[0]], s.y);
   } else {
-    Softmax(s.x.data(), s.probs.data(), E);
-    if (p.probs.present) StoreRow(p.probs, d.probs, r, s.probs.data());
-    TopK(s.probs.data(), nullptr, E, k, s.top.data(), s.sort);
+    Softmax(s.x, s.probs, E);
+    if (p.probs.present) StoreRow(p.probs, d.probs, r, s.probs);
+    TopK(s.probs, nullptr, E, k, s.top, s.sort);
     for (size_t i = 0; i < k; ++i) s.y[i] = s.probs[s.top[i]];
   }
   const bool finished = Finished(p, d.finished, r);
@@ -129,7 +116,7 @@ void SoftmaxForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r
     if (p.row_idx.present)
       StoreIndex(p.row_idx, d.row_idx, r, i, static_cast<int64_t>(i * p.rows + r));
   }
-  StoreRow(p.y, d.y, r, s.y.data());
+  StoreRow(p.y, d.y, r, s.y);
 }
 
 // MoeGatingTopK's p: softmax, or sigmoid per element.
@@ -140,16 +127,16 @@ void Normalize(const moe::RouterPlan &p, const float *x, float *probs) {
     Softmax(x, probs, p.experts);
 }
 
-void TopKForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, Scratch &s) {
+void TopKForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, const Scratch &s) {
   const size_t E = p.experts, k = p.k;
-  LoadRow(p.x, d.x, r, s.x.data());
-  Normalize(p, s.x.data(), s.probs.data());
-  if (p.probs.present) StoreRow(p.probs, d.probs, r, s.probs.data());
-  float *v = s.probs.data();  // the selection's keys: p + bias
+  LoadRow(p.x, d.x, r, s.x);
+  Normalize(p, s.x, s.probs);
+  if (p.probs.present) StoreRow(p.probs, d.probs, r, s.probs);
+  float *v = s.probs;  // the selection's keys: p + bias
   if (p.bias.present) {
-    LoadRow(p.bias, d.bias, 0, s.buffer.data());
+    LoadRow(p.bias, d.bias, 0, s.buffer);
     for (size_t j = 0; j < E; ++j) s.buffer[j] = s.probs[j] + s.buffer[j];
-    v = s.buffer.data();
+    v = s.buffer;
   }
   const size_t *candidates = nullptr;
   size_t count = E;
@@ -160,16 +147,15 @@ void TopKForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, S
       TopK(v + g * size, nullptr, size, best, two, s.sort);  // indices within the group
       s.scores[g] = best == 2 ? v[g * size + two[0]] + v[g * size + two[1]] : v[g * size + two[0]];
     }
-    s.groups.resize(p.k_group);
-    TopK(s.scores.data(), nullptr, p.group_count, p.k_group, s.groups.data(), s.sort);
-    std::sort(s.groups.begin(), s.groups.end());  // members in increasing index: ties by index
-    s.candidates.clear();
-    for (size_t g : s.groups)
-      for (size_t j = g * size; j < (g + 1) * size; ++j) s.candidates.push_back(j);
-    candidates = s.candidates.data();
-    count = s.candidates.size();
+    TopK(s.scores, nullptr, p.group_count, p.k_group, s.groups, s.sort);
+    std::sort(s.groups, s.groups + p.k_group);  // members in increasing index: ties by index
+    count = 0;
+    for (size_t n = 0; n < p.k_group; ++n)
+      for (size_t j = s.groups[n] * size; j < (s.groups[n] + 1) * size; ++j)
+        s.candidates[count++] = j;
+    candidates = s.candidates;
   }
-  TopK(v, candidates, count, k, s.top.data(), s.sort);
+  TopK(v, candidates, count, k, s.top, s.sort);
   float sum = 0.0f;
   for (size_t i = 0; i < k; ++i) sum += s.probs[s.top[i]];
   const float denominator = sum + p.eps;
@@ -177,25 +163,25 @@ void TopKForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, S
     s.y[i] = s.probs[s.top[i]] / denominator * p.scale;
     StoreIndex(p.expert_idx, d.expert_idx, r, i, static_cast<int64_t>(s.top[i]));
   }
-  StoreRow(p.y, d.y, r, s.y.data());
+  StoreRow(p.y, d.y, r, s.y);
 }
 
 // The grads read k = grad_y's width of expert_idx into s.top and grad_y into s.g.
-void LoadSelection(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, Scratch &s) {
+void LoadSelection(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, const Scratch &s) {
   for (size_t i = 0; i < p.k; ++i)
     s.top[i] = static_cast<size_t>(LoadIndex(p.expert_idx, d.expert_idx_in, r, i));
-  LoadRow(p.grad_y, d.grad_y, r, s.g.data());
+  LoadRow(p.grad_y, d.grad_y, r, s.g);
 }
 
-void SoftmaxGrad(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, Scratch &s) {
+void SoftmaxGrad(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, const Scratch &s) {
   const size_t E = p.experts, k = p.k;
-  float *grad = s.buffer.data();
+  float *grad = s.buffer;
   std::fill(grad, grad + E, 0.0f);
   if (!Finished(p, d.finished, r)) {
-    LoadRow(p.x, d.x, r, s.x.data());
+    LoadRow(p.x, d.x, r, s.x);
     LoadSelection(p, d, r, s);
-    const float *g = s.g.data();
-    const size_t *top = s.top.data();
+    const float *g = s.g;
+    const size_t *top = s.top;
     float dot = 0.0f;
     if (p.renorm) {
       float m = -INFINITY;
@@ -206,12 +192,12 @@ void SoftmaxGrad(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, S
         else
           m = xi > m ? xi : m;
       }
-      Renormalized(s.x.data(), top, k, m, s.y.data());
+      Renormalized(s.x, top, k, m, s.y);
       for (size_t i = 0; i < k; ++i) dot += g[i] * s.y[i];
       for (size_t i = 0; i < k; ++i) grad[top[i]] += s.y[i] * (g[i] - dot);
     } else {
-      Softmax(s.x.data(), s.probs.data(), E);
-      const float *probs = s.probs.data();
+      Softmax(s.x, s.probs, E);
+      const float *probs = s.probs;
       for (size_t i = 0; i < k; ++i) dot += g[i] * probs[top[i]];
       for (size_t i = 0; i < k; ++i) grad[top[i]] += g[i];  // G
       for (size_t j = 0; j < E; ++j) grad[j] = probs[j] * (grad[j] - dot);
@@ -220,18 +206,18 @@ void SoftmaxGrad(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, S
   StoreRow(p.grad_x, d.grad_x, r, grad);
 }
 
-void TopKGrad(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, Scratch &s) {
+void TopKGrad(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, const Scratch &s) {
   const size_t E = p.experts, k = p.k;
-  LoadRow(p.x, d.x, r, s.x.data());
+  LoadRow(p.x, d.x, r, s.x);
   LoadSelection(p, d, r, s);
-  Normalize(p, s.x.data(), s.probs.data());
-  const float *probs = s.probs.data(), *g = s.g.data();
-  const size_t *top = s.top.data();
+  Normalize(p, s.x, s.probs);
+  const float *probs = s.probs, *g = s.g;
+  const size_t *top = s.top;
   float sum = 0.0f, t = 0.0f;
   for (size_t i = 0; i < k; ++i) sum += probs[top[i]];
   for (size_t i = 0; i < k; ++i) t += g[i] * probs[top[i]];
   const float D = sum + p.eps, c_over_d = p.scale / D, t_over_d = t / D;
-  float *grad_p = s.buffer.data();
+  float *grad_p = s.buffer;
   std::fill(grad_p, grad_p + E, 0.0f);
   float q = 0.0f;
   for (size_t i = 0; i < k; ++i) {
@@ -246,8 +232,8 @@ void TopKGrad(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, Scra
 
 }  // namespace
 
-void MoeGatingRows(const moe::RouterPlan &p, const moe::RouterData &d, size_t first, size_t last) {
-  Scratch s(p);
+void MoeGatingRows(const moe::RouterPlan &p, const moe::RouterData &d, const Scratch &s,
+                   size_t first, size_t last) {
   for (size_t r = first; r < last; ++r) switch (p.kind) {
       case moe::RouterKind::top_k_softmax:
         SoftmaxForward(p, d, r, s);
@@ -273,9 +259,10 @@ HWY_EXPORT(MoeGatingRows);
 
 void moeGating(const moe::RouterPlan &plan, const moe::RouterData &data) {
   const auto rows = &HWY_DYNAMIC_DISPATCH(MoeGatingRows);
+  gating::ScratchPool pool(plan, static_cast<size_t>(std::max(1, callThreads())));
   // A row costs about 4 element-operations per expert (load, exp, divide, store).
   parallelRanges(plan.rows, 4 * plan.experts,
-                 [&](size_t first, size_t last) { rows(plan, data, first, last); });
+                 [&](size_t first, size_t last) { rows(plan, data, pool.Take(), first, last); });
 }
 }  // namespace infiniop::cpu
 #endif

@@ -42,6 +42,36 @@ void storeIndex(const RouterView &v, void *data, size_t r, size_t c, int64_t val
     static_cast<int32_t *>(data)[v.offset(r, c)] = static_cast<int32_t>(value);
 }
 
+// Every result of a call, kept until all are computed and then stored: a failure (out of memory)
+// leaves the outputs untouched.
+class Writer {
+ public:
+  void value(const RouterView &v, void *data, size_t r, size_t c, double x) {
+    pending_.push_back({&v, data, r, c, x, 0, false});
+  }
+  void index(const RouterView &v, void *data, size_t r, size_t c, int64_t i) {
+    pending_.push_back({&v, data, r, c, 0, i, true});
+  }
+  void store() const {
+    for (const Pending &w : pending_)
+      if (w.is_index)
+        storeIndex(*w.view, w.data, w.r, w.c, w.index);
+      else
+        storeFloat(*w.view, w.data, w.r, w.c, w.value);
+  }
+
+ private:
+  struct Pending {
+    const RouterView *view;
+    void *data;
+    size_t r, c;
+    double value;
+    int64_t index;
+    bool is_index;
+  };
+  std::vector<Pending> pending_;
+};
+
 // Whether expert i (key a) is selected before expert j (key b).
 bool before(double a, size_t i, double b, size_t j) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && (!std::isnan(b) || i < j);
@@ -100,13 +130,13 @@ std::vector<double> softmaxOf(const std::vector<double> &x, const std::vector<si
   return softmax(picked);
 }
 
-void writeProbs(const RouterPlan &p, const moe::RouterData &d, size_t r,
+void writeProbs(Writer &w, const RouterPlan &p, const moe::RouterData &d, size_t r,
                 const std::vector<double> &probs) {
   if (!p.probs.present) return;
-  for (size_t j = 0; j < p.experts; ++j) storeFloat(p.probs, d.probs, r, j, probs[j]);
+  for (size_t j = 0; j < p.experts; ++j) w.value(p.probs, d.probs, r, j, probs[j]);
 }
 
-void softmaxForward(const RouterPlan &p, const moe::RouterData &d) {
+void softmaxForward(Writer &w, const RouterPlan &p, const moe::RouterData &d) {
   for (size_t r = 0; r < p.rows; ++r) {
     const std::vector<double> x = rowOf(p.x, d.x, r);
     const bool finished =
@@ -118,26 +148,26 @@ void softmaxForward(const RouterPlan &p, const moe::RouterData &d) {
       y = softmaxOf(x, s);
     } else {
       const std::vector<double> probs = softmax(x);
-      writeProbs(p, d, r, probs);
+      writeProbs(w, p, d, r, probs);
       s = topK(probs, allOf(p.experts), p.k);
       for (size_t i = 0; i < p.k; ++i) y[i] = probs[s[i]];
     }
     for (size_t i = 0; i < p.k; ++i) {
-      storeFloat(p.y, d.y, r, i, finished ? 0.0 : y[i]);
-      storeIndex(p.expert_idx, d.expert_idx, r, i,
-                 finished ? static_cast<int64_t>(p.experts) : static_cast<int64_t>(s[i]));
+      w.value(p.y, d.y, r, i, finished ? 0.0 : y[i]);
+      w.index(p.expert_idx, d.expert_idx, r, i,
+              finished ? static_cast<int64_t>(p.experts) : static_cast<int64_t>(s[i]));
       if (p.row_idx.present)
-        storeIndex(p.row_idx, d.row_idx, r, i, static_cast<int64_t>(i * p.rows + r));
+        w.index(p.row_idx, d.row_idx, r, i, static_cast<int64_t>(i * p.rows + r));
     }
   }
 }
 
 // MoeGatingTopK: scores v = p + bias, the kept groups, then the top k of their experts.
-void topKForward(const RouterPlan &p, const moe::RouterData &d) {
+void topKForward(Writer &w, const RouterPlan &p, const moe::RouterData &d) {
   const size_t size = p.experts / p.group_count;
   for (size_t r = 0; r < p.rows; ++r) {
     const std::vector<double> probs = normalized(p, rowOf(p.x, d.x, r));
-    writeProbs(p, d, r, probs);
+    writeProbs(w, p, d, r, probs);
     std::vector<double> v = probs;
     if (p.bias.present)
       for (size_t j = 0; j < p.experts; ++j) v[j] += loadFloat(p.bias, d.bias, 0, j);
@@ -161,14 +191,14 @@ void topKForward(const RouterPlan &p, const moe::RouterData &d) {
     double sum = 0;
     for (size_t j : s) sum += probs[j];
     for (size_t i = 0; i < p.k; ++i) {
-      storeFloat(p.y, d.y, r, i, probs[s[i]] / (sum + p.eps) * p.scale);
-      storeIndex(p.expert_idx, d.expert_idx, r, i, static_cast<int64_t>(s[i]));
+      w.value(p.y, d.y, r, i, probs[s[i]] / (sum + p.eps) * p.scale);
+      w.index(p.expert_idx, d.expert_idx, r, i, static_cast<int64_t>(s[i]));
     }
   }
 }
 
 // The grads: grad_x = J^T g for the given index list, J the Jacobian of y in x.
-void softmaxGrad(const RouterPlan &p, const moe::RouterData &d) {
+void softmaxGrad(Writer &w, const RouterPlan &p, const moe::RouterData &d) {
   for (size_t r = 0; r < p.rows; ++r) {
     const std::vector<double> x = rowOf(p.x, d.x, r);
     const std::vector<double> g = rowOf(p.grad_y, d.grad_y, r);
@@ -193,11 +223,11 @@ void softmaxGrad(const RouterPlan &p, const moe::RouterData &d) {
         for (size_t j = 0; j < p.experts; ++j) grad[j] = probs[j] * (G[j] - dot);
       }
     }
-    for (size_t j = 0; j < p.experts; ++j) storeFloat(p.grad_x, d.grad_x, r, j, grad[j]);
+    for (size_t j = 0; j < p.experts; ++j) w.value(p.grad_x, d.grad_x, r, j, grad[j]);
   }
 }
 
-void topKGrad(const RouterPlan &p, const moe::RouterData &d) {
+void topKGrad(Writer &w, const RouterPlan &p, const moe::RouterData &d) {
   for (size_t r = 0; r < p.rows; ++r) {
     const std::vector<double> probs = normalized(p, rowOf(p.x, d.x, r));
     const std::vector<double> g = rowOf(p.grad_y, d.grad_y, r);
@@ -219,7 +249,7 @@ void topKGrad(const RouterPlan &p, const moe::RouterData &d) {
     for (size_t j = 0; j < p.experts; ++j) {
       const double pj = probs[j];
       const double grad = p.sigmoid ? grad_p[j] * pj * (1.0 - pj) : pj * (grad_p[j] - q);
-      storeFloat(p.grad_x, d.grad_x, r, j, grad);
+      w.value(p.grad_x, d.grad_x, r, j, grad);
     }
   }
 }
@@ -227,16 +257,22 @@ void topKGrad(const RouterPlan &p, const moe::RouterData &d) {
 }  // namespace
 
 void moeGating(const moe::RouterPlan &p, const moe::RouterData &data) {
+  Writer w;
   switch (p.kind) {
     case moe::RouterKind::top_k_softmax:
-      return softmaxForward(p, data);
+      softmaxForward(w, p, data);
+      break;
     case moe::RouterKind::top_k_softmax_grad:
-      return softmaxGrad(p, data);
+      softmaxGrad(w, p, data);
+      break;
     case moe::RouterKind::top_k:
-      return topKForward(p, data);
+      topKForward(w, p, data);
+      break;
     case moe::RouterKind::top_k_grad:
-      return topKGrad(p, data);
+      topKGrad(w, p, data);
+      break;
   }
+  w.store();
 }
 
 }  // namespace infiniop::cpu_reference
