@@ -61,18 +61,7 @@ class OpenclDevice final : public Device {
     return opencl::readForCheck(where, handle, queue, src, bytes, host);
   }
 
-  // Every operator but the router ones (their kernels are not written yet).
-  bool supports(KernelId id) const override {
-    switch (id) {
-      case KernelId::moe_gating_top_k_softmax:
-      case KernelId::moe_gating_top_k_softmax_grad:
-      case KernelId::moe_gating_top_k:
-      case KernelId::moe_gating_top_k_grad:
-        return false;
-      default:
-        return true;
-    }
-  }
+  bool supports(KernelId) const override { return true; }  // every operator
   infiniStatus_t elementwiseRunner(const char *op, infiniopHandle_t handle, KernelId id,
                                    const elementwise::Plan &plan,
                                    std::unique_ptr<elementwise::Runner> *runner) const override {

@@ -99,12 +99,7 @@ class Router final : public moe::RouterRunner {
         g[2 + moe::kRouterMaxLeading + d] = views[v]->strides[d];
       }
     }
-    cl_int code = CL_SUCCESS;
-    geometry_ =
-        clCreateBuffer(stateOf<State>(handle_).context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                       geometry.size() * sizeof(cl_long), geometry.data(), &code);
-    INFINIOP_CL_CHECK(op_, "clCreateBuffer", code);
-    return INFINI_STATUS_SUCCESS;
+    return planBuffer(op_, handle_, geometry, &geometry_);
   }
 
   infiniStatus_t run(const moe::RouterData &data, void *stream) const override {

@@ -214,8 +214,13 @@ INLINE void softmax_into(const __global storage_t *x, row_t xr, ulong E, __globa
   for (ulong j = 0; j < E; ++j) p[j] = divide(p[j], S);
 }
 
-INLINE void store_index(__global expert_index_t *out, ulong i, ulong v) {
-  out[i] = (expert_index_t)v;
+// A row finished marks: y = 0 and expert_idx = E (the vendor's).
+INLINE void finished_row(__global storage_t *y, row_t yr, __global expert_index_t *expert_idx,
+                         row_t ir, ulong k, ulong E) {
+  for (ulong i = 0; i < k; ++i) {
+    store_value(y, element(yr, i), 0.0f);
+    expert_idx[element(ir, i)] = (expert_index_t)E;
+  }
 }
 
 // MoeGatingTopKSoftmax. scratch: the workspace's floats, row r's p at scratch_index + r * E.
@@ -247,10 +252,7 @@ __kernel void moe_gating_top_k_softmax(const __global long *geometry, __global s
       for (ulong j = 0; j < E; ++j) store_f32(probs, element(pr, j), p[j]);
     }
     if (done) {
-      for (ulong i = 0; i < k; ++i) {
-        store_value(y, element(yr, i), 0.0f);
-        expert_idx[element(ir, i)] = (expert_index_t)E;
-      }
+      finished_row(y, yr, expert_idx, ir, k, E);
       return;
     }
 #define P_AT(j) p[j]
@@ -265,10 +267,7 @@ __kernel void moe_gating_top_k_softmax(const __global long *geometry, __global s
     return;
   }
   if (done) {
-    for (ulong i = 0; i < k; ++i) {
-      store_value(y, element(yr, i), 0.0f);
-      expert_idx[element(ir, i)] = (expert_index_t)E;
-    }
+    finished_row(y, yr, expert_idx, ir, k, E);
     return;
   }
   // renorm 1: the top k of x (indices first, into expert_idx), then their softmax over the k:
