@@ -23,9 +23,9 @@ equal inputs are taken lower expert first. NaN rows must select exactly as the o
 
 Error model (F32; F16/BF16 add one ulp of the output type, helpers.assert_matches), the core's
 (tests/cpp/moe_gating_test.cc, docs/moe_gating_top_k_softmax.md, docs/moe_gating_top_k.md), with
-u = 2^-24, K = tests/accuracy_bounds.json's "moe_gating" (PROVISIONAL_U below where the file has
-none), chain = ceil(E / 16) + 4 (the longest addition chain of the 16-slot row sum),
-a_j = m - x_j (the exponent's argument, whose F32 rounding exp amplifies), A = sum_j p_j a_j:
+u = 2^-24, K = tests/accuracy_bounds.json's "moe_gating" (4), chain = ceil(E / 16) + 4 (the
+longest addition chain of the 16-slot row sum), a_j = m - x_j (the exponent's argument, whose
+F32 rounding exp amplifies), A = sum_j p_j a_j:
     softmax p_j:             u (K + a_j + chain + A) p_j
     renorm 1 y_i:            u (K + a_i + k + A_k) y_i          (over the k selected)
     MoeGatingTopK y_i:       u (K + cond + k + 3) |y_i|, cond the row's largest of p's
@@ -53,21 +53,16 @@ from helpers import (DEVICES, SENTINEL, TORCH_DTYPES, assert_matches, expect_err
 
 U = 2.0 ** -24
 EXP_FLOOR = 2.0 ** -125
-# Until tests/accuracy_bounds.json states the routers' constants (the core's docs): these.
-PROVISIONAL_U = {"moe_gating_top_k_softmax": 8, "moe_gating_top_k_softmax_grad": 8,
-                 "moe_gating_top_k": 8, "moe_gating_top_k_grad": 8}
 INDEX_DTYPES = {"int32": torch.int32, "int64": torch.int64}
 
 
 def bound_u(name):
-    """K of the operator: tests/accuracy_bounds.json's "moe_gating" (the four operators' one
-    constant), else the provisional one."""
-    for key in (name, "moe_gating"):
-        try:
-            return helpers.f32_bound(key) / U
-        except KeyError:
-            pass
-    return PROVISIONAL_U[name]
+    """K of the operator `name`: tests/accuracy_bounds.json's "moe_gating", the four routers'
+    one constant (an operator's own entry, were one added, first)."""
+    try:
+        return helpers.f32_bound(name) / U
+    except KeyError:
+        return helpers.f32_bound("moe_gating") / U
 
 
 # ----------------------------------------------------------------------------------------------
