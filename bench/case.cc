@@ -36,15 +36,41 @@ float inputValue(size_t k, size_t i) {
 }
 
 // expanded_row_idx: a fixed shuffle of [0, n) (tokens land on distinct rows in expert order);
-// expert_idx: pseudo-random experts in [0, kMoeExperts).
-void fillIndex(Extent e, int32_t *p, size_t n) {
+// expert_idx: pseudo-random experts in [0, kMoeExperts), the routers' grads' in [0, experts).
+void fillIndex(Extent e, int32_t *p, size_t n, size_t experts) {
   std::mt19937 random(12345);
   if (e == Extent::kRowIndex) {
     std::iota(p, p + n, 0);
     std::shuffle(p, p + n, random);
     return;
   }
-  for (size_t i = 0; i < n; ++i) p[i] = static_cast<int32_t>(random() % kMoeExperts);
+  const size_t range = e == Extent::kGateExperts ? experts : kMoeExperts;
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<int32_t>(random() % range);
+}
+
+// Puts each of the `rows` rows of a router's (y, expert_idx) = (y, g) in the expert order of w
+// where the row selects the same experts in another order (see Case::check). k experts a row,
+// y's elements of `size` bytes.
+void alignRouterRows(char *y, size_t size, int32_t *g, const int32_t *w, size_t k, size_t rows) {
+  std::vector<char> row_y(k * size);
+  std::vector<int32_t> order(k);
+  for (size_t r = 0; r < rows; ++r) {
+    int32_t *gr = g + r * k;
+    const int32_t *wr = w + r * k;
+    if (std::equal(gr, gr + k, wr) || !std::is_permutation(gr, gr + k, wr)) continue;
+    char *yr = y + r * k * size;
+    std::vector<char> taken(k, 0);
+    for (size_t i = 0; i < k; ++i)
+      for (size_t j = 0; j < k; ++j)
+        if (!taken[j] && gr[j] == wr[i]) {
+          taken[j] = 1;
+          order[i] = static_cast<int32_t>(j);
+          break;
+        }
+    for (size_t i = 0; i < k; ++i) std::memcpy(row_y.data() + i * size, yr + order[i] * size, size);
+    std::memcpy(yr, row_y.data(), row_y.size());
+    std::copy(wr, wr + k, gr);
+  }
 }
 
 std::string number(double v) {
@@ -79,9 +105,18 @@ std::vector<size_t> Case::shapeOf(Extent e, std::vector<size_t> base) {
     base.back() *= 2;
     return base;
   }
-  // R x K x H, or R x H with K = 4.
+  // R x K x H, or R x H with K = 4 (the routers: R x K x E).
   const size_t R = base.front(), H = base.back(), K = moeTopk(base);
   switch (e) {
+    case Extent::kGateLogits:
+      return {R, H};
+    case Extent::kGateTopk:
+    case Extent::kGateIndex:
+    case Extent::kGateRowIndex:
+    case Extent::kGateExperts:
+      return {R, K};
+    case Extent::kGateBias:
+      return {H};
     case Extent::kTokens:
       return {R, H};
     case Extent::kExpanded:
@@ -154,7 +189,7 @@ std::unique_ptr<Case> Case::create(const OpInfo &op, infiniDevice_t device, infi
   for (size_t k = 0; k < c->ins_.size(); ++k) {
     Tensor &t = c->ins_[k];
     if (isIndex(op.inputs[k])) {
-      fillIndex(op.inputs[k], reinterpret_cast<int32_t *>(t.data.get()), t.count);
+      fillIndex(op.inputs[k], reinterpret_cast<int32_t *>(t.data.get()), t.count, shape.back());
       continue;
     }
     const size_t size = t.element_size;
@@ -299,12 +334,25 @@ CheckResult Case::check(size_t budget) {
   if (ref) infiniopDestroyHandle(ref);
   if (!r.error.empty()) return r;
 
+  // A router's rows: cpu_reference selects in double, the devices in F32, where keys closer than
+  // F32 resolves (p + bias of two experts within 1e-7 of each other) tie and go lower expert
+  // first; double may order the same experts otherwise. Such a row of got is put in want's
+  // expert order (y and expert_idx together) before the comparison; a different set of experts
+  // is left as it is and fails.
+  for (size_t t = 0; t < want.size(); ++t)
+    if (op_.outputs[t] == Extent::kGateIndex) {
+      const size_t k = want[t].shape.back();
+      alignRouterRows(
+          got[0].data.get(), got[0].element_size, reinterpret_cast<int32_t *>(got[t].data.get()),
+          reinterpret_cast<const int32_t *>(want[t].data.get()), k, k ? want[t].count / k : 0);
+    }
+
   // Tolerance per element: |got - want| <= max(64 ulp(want), floor) for F32, <= 1 ulp(want) +
   // floor for F16/BF16, with floor = 1e-6 * max |want| of that output (the gradient's scale):
   // it absorbs the cancellation where a value is tiny next to its terms. The reported error is
   // norm-wise, in ulps of max |want|, as benchdnn's.
   for (size_t t = 0; t < want.size(); ++t) {
-    if (isIndex(op_.outputs[t])) {  // index outputs (MoeInitRoutingV2's) are exact
+    if (isIndex(op_.outputs[t])) {  // other index outputs (MoeInitRoutingV2's, row_idx) are exact
       const auto *w = reinterpret_cast<const int32_t *>(want[t].data.get());
       const auto *g = reinterpret_cast<const int32_t *>(got[t].data.get());
       for (size_t e = 0; e < want[t].count; ++e)

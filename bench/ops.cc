@@ -156,11 +156,78 @@ Binder moeInitRoutingGrad() {
       infiniopDestroyMoeInitRoutingV2GradDescriptor);
 }
 
+// The routers at the torch_npu defaults of their configurations: MoeGatingTopKSoftmax renorm 0
+// (softmax, then top-k) with row_idx; MoeGatingTopK as DeepSeek-V3 (sigmoid, bias, 8 groups of
+// E / 8 experts scored by their two largest, k_group 4, routed_scaling_factor 2.5), where E
+// allows it (E a multiple of 8 with groups of >= 2), else ungrouped.
+constexpr double kRoutedScaling = 2.5, kGateEps = 1e-20;
+
+int64_t gateGroups(const std::vector<size_t> &shape) {
+  return shape.back() % 8 == 0 && shape.back() >= 16 ? 8 : 1;
+}
+
+Binder moeGatingTopKSoftmax() {
+  return bind<infiniopMoeGatingTopKSoftmaxDescriptor_t>(
+      [](H h, auto *d, const Descs &o, const Descs &i, const std::vector<size_t> &shape) {
+        return infiniopCreateMoeGatingTopKSoftmaxDescriptor(
+            h, d, o[0], o[1], o[2], nullptr, i[0], nullptr, static_cast<int64_t>(moeTopk(shape)),
+            0);
+      },
+      infiniopGetMoeGatingTopKSoftmaxWorkspaceSize,
+      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
+        return infiniopMoeGatingTopKSoftmax(d, w, ws, o[0], o[1], o[2], nullptr, i[0], nullptr,
+                                            nullptr);
+      },
+      infiniopDestroyMoeGatingTopKSoftmaxDescriptor);
+}
+
+Binder moeGatingTopKSoftmaxGrad() {
+  return bind<infiniopMoeGatingTopKSoftmaxGradDescriptor_t>(
+      [](H h, auto *d, const Descs &o, const Descs &i) {
+        return infiniopCreateMoeGatingTopKSoftmaxGradDescriptor(h, d, o[0], i[0], i[1], i[2],
+                                                                nullptr, 0);
+      },
+      infiniopGetMoeGatingTopKSoftmaxGradWorkspaceSize,
+      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
+        return infiniopMoeGatingTopKSoftmaxGrad(d, w, ws, o[0], i[0], i[1], i[2], nullptr, nullptr);
+      },
+      infiniopDestroyMoeGatingTopKSoftmaxGradDescriptor);
+}
+
+Binder moeGatingTopK() {
+  return bind<infiniopMoeGatingTopKDescriptor_t>(
+      [](H h, auto *d, const Descs &o, const Descs &i, const std::vector<size_t> &shape) {
+        const int64_t groups = gateGroups(shape), grouped = groups > 1;
+        return infiniopCreateMoeGatingTopKDescriptor(
+            h, d, o[0], o[1], nullptr, i[0], i[1], static_cast<int64_t>(moeTopk(shape)),
+            grouped ? 4 : 1, groups, grouped, 0, 1, kRoutedScaling, kGateEps);
+      },
+      infiniopGetMoeGatingTopKWorkspaceSize,
+      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
+        return infiniopMoeGatingTopK(d, w, ws, o[0], o[1], nullptr, i[0], i[1], nullptr);
+      },
+      infiniopDestroyMoeGatingTopKDescriptor);
+}
+
+Binder moeGatingTopKGrad() {
+  return bind<infiniopMoeGatingTopKGradDescriptor_t>(
+      [](H h, auto *d, const Descs &o, const Descs &i) {
+        return infiniopCreateMoeGatingTopKGradDescriptor(h, d, o[0], i[0], i[1], i[2], 1, 0,
+                                                         kRoutedScaling, kGateEps);
+      },
+      infiniopGetMoeGatingTopKGradWorkspaceSize,
+      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
+        return infiniopMoeGatingTopKGrad(d, w, ws, o[0], i[0], i[1], i[2], nullptr);
+      },
+      infiniopDestroyMoeGatingTopKGradDescriptor);
+}
+
 }  // namespace
 
 bool OpInfo::gathers() const {
-  for (Extent e : inputs)
-    if (isIndex(e)) return true;
+  for (const std::vector<Extent> *extents : {&inputs, &outputs})
+    for (Extent e : *extents)
+      if (isIndex(e)) return true;
   return false;
 }
 
@@ -247,6 +314,26 @@ const std::vector<OpInfo> &allOps() {
        {Extent::kExpanded, Extent::kRowIndex},  // grad_expanded_x, expanded_row_idx
        moeInitRoutingGrad(),
        {4096, 8, 4096}},
+      {"moe_gating_top_k_softmax",
+       {Extent::kGateTopk, Extent::kGateIndex, Extent::kGateRowIndex},  // y, expert_idx, row_idx;
+       {Extent::kGateLogits},                                           // x
+       moeGatingTopKSoftmax(),
+       {16384, 8, 256}},
+      {"moe_gating_top_k_softmax_grad",
+       {Extent::kGateLogits},  // grad_x; grad_y, x, expert_idx
+       {Extent::kGateTopk, Extent::kGateLogits, Extent::kGateExperts},
+       moeGatingTopKSoftmaxGrad(),
+       {16384, 8, 256}},
+      {"moe_gating_top_k",
+       {Extent::kGateTopk, Extent::kGateIndex},   // y, expert_idx;
+       {Extent::kGateLogits, Extent::kGateBias},  // x, bias
+       moeGatingTopK(),
+       {16384, 8, 256}},
+      {"moe_gating_top_k_grad",
+       {Extent::kGateLogits},  // grad_x; grad_y, x, expert_idx
+       {Extent::kGateTopk, Extent::kGateLogits, Extent::kGateExperts},
+       moeGatingTopKGrad(),
+       {16384, 8, 256}},
   };
   return ops;
 }

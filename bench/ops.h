@@ -70,6 +70,14 @@ enum class Extent {
   kRowIndex,      // (R*K) INT32: a fixed permutation of [0, R*K), so no duplicate destinations
   kExpertIndex,   // (R, K) INT32 in [0, E)
   kExpertCounts,  // (E) INT32: an output (tokens per expert)
+  // The routers (MoeGatingTopKSoftmax, MoeGatingTopK and their grads) read S as R x K x E (a 2-D
+  // R x E means K = 4):
+  kGateLogits,    // (R, E): x, grad_x
+  kGateTopk,      // (R, K): y, grad_y
+  kGateBias,      // (E): MoeGatingTopK's bias, of x's dtype
+  kGateIndex,     // (R, K) INT32: expert_idx, an output (compared through y: see case.cc)
+  kGateRowIndex,  // (R, K) INT32: row_idx, an output (exact)
+  kGateExperts,   // (R, K) INT32 in [0, E), duplicates allowed: the grads' expert_idx input
 };
 constexpr size_t kMoeExperts = 64;
 inline size_t moeTopk(const std::vector<size_t> &shape) {
@@ -77,7 +85,8 @@ inline size_t moeTopk(const std::vector<size_t> &shape) {
 }
 
 inline bool isIndex(Extent e) {
-  return e == Extent::kRowIndex || e == Extent::kExpertIndex || e == Extent::kExpertCounts;
+  return e == Extent::kRowIndex || e == Extent::kExpertIndex || e == Extent::kExpertCounts ||
+         e == Extent::kGateIndex || e == Extent::kGateRowIndex || e == Extent::kGateExperts;
 }
 
 struct OpInfo {
@@ -86,7 +95,8 @@ struct OpInfo {
   Binder bind;
   std::vector<size_t> default_shape = {4096, 4096};  // 16M elements
 
-  // Row-indexed: its index tensors make sampled checks meaningless, so it is checked whole.
+  // Row-indexed (an index input or output, or a router's rows): a sample of elements would
+  // break its rows or indices, so it is checked whole.
   bool gathers() const;
 };
 

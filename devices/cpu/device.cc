@@ -10,6 +10,7 @@ void moeFinalizeRouting(const moe::ForwardPlan &plan, const moe::ForwardData &da
 void moeFinalizeRoutingGrad(const moe::GradPlan &plan, const moe::GradData &data);
 void moeInitRouting(const moe::InitPlan &plan, const moe::InitData &data,
                     const moe::InitRouting &routing);
+void moeGating(const moe::RouterPlan &plan, const moe::RouterData &data);
 
 namespace {
 #define INFINIOP_CPU_ENTRY(name) &name,
@@ -17,7 +18,8 @@ const host::Kernels kKernels = {{INFINIOP_ELEMENTWISE_OPS(INFINIOP_CPU_ENTRY)},
                                 moeFinalizeRouting,
                                 moeFinalizeRoutingGrad,
                                 moeInitRouting,
-                                /*moe_grad_inverts=*/true};
+                                /*moe_grad_inverts=*/true,
+                                moeGating};
 #undef INFINIOP_CPU_ENTRY
 
 class CpuDevice final : public host::HostDevice {

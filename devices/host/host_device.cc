@@ -115,6 +115,21 @@ class InitRunner final : public moe::InitRunner {
   moe::InitPlan plan_;
 };
 
+// The router operators: one kernel for the four (plan.kind), synchronously.
+class RouterRunner final : public moe::RouterRunner {
+ public:
+  RouterRunner(moe::RouterKernel kernel, const moe::RouterPlan &plan)
+      : kernel_(kernel), plan_(plan) {}
+  infiniStatus_t run(const moe::RouterData &data, void *) const override {
+    kernel_(plan_, data);
+    return INFINI_STATUS_SUCCESS;
+  }
+
+ private:
+  moe::RouterKernel kernel_;
+  moe::RouterPlan plan_;
+};
+
 }  // namespace
 
 infiniStatus_t HostDevice::open(const char *where, int device_id,
@@ -206,6 +221,11 @@ bool HostDevice::supports(KernelId id) const {
       return kernels_.moe_forward != nullptr;
     case KernelId::moe_finalize_routing_grad:
       return kernels_.moe_grad != nullptr;
+    case KernelId::moe_gating_top_k_softmax:
+    case KernelId::moe_gating_top_k_softmax_grad:
+    case KernelId::moe_gating_top_k:
+    case KernelId::moe_gating_top_k_grad:
+      return kernels_.router != nullptr;
     default:
       return kernels_.moe_init != nullptr;
   }
@@ -243,6 +263,14 @@ infiniStatus_t HostDevice::moeInitRunner(const char *, infiniopHandle_t, const m
                                          std::unique_ptr<moe::InitRunner> *runner) const {
   *workspace_size = 0;
   *runner = std::make_unique<InitRunner>(kernels_.moe_init, plan);
+  return INFINI_STATUS_SUCCESS;
+}
+
+infiniStatus_t HostDevice::moeGatingRunner(const char *, infiniopHandle_t,
+                                           const moe::RouterPlan &plan, size_t *workspace_size,
+                                           std::unique_ptr<moe::RouterRunner> *runner) const {
+  *workspace_size = 0;
+  *runner = std::make_unique<RouterRunner>(kernels_.router, plan);
   return INFINI_STATUS_SUCCESS;
 }
 }  // namespace infiniop::host

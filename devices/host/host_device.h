@@ -8,6 +8,7 @@
 #include "elementwise/plan.h"
 #include "ops/kernels.h"
 #include "ops/moe_finalize_routing.h"
+#include "ops/moe_gating.h"
 #include "ops/moe_init_routing.h"
 
 namespace infiniop::host {
@@ -21,6 +22,7 @@ struct Kernels {
   // The grad kernel inverts expanded_row_idx in the call's workspace
   // (gather::inverseWorkspaceBytes); otherwise it needs none.
   bool moe_grad_inverts;
+  moe::RouterKernel router;  // the four router operators
 };
 
 class HostDevice : public Device {
@@ -57,6 +59,9 @@ class HostDevice : public Device {
   infiniStatus_t moeInitRunner(const char *op, infiniopHandle_t handle, const moe::InitPlan &plan,
                                size_t *workspace_size,
                                std::unique_ptr<moe::InitRunner> *runner) const override;
+  infiniStatus_t moeGatingRunner(const char *op, infiniopHandle_t handle,
+                                 const moe::RouterPlan &plan, size_t *workspace_size,
+                                 std::unique_ptr<moe::RouterRunner> *runner) const override;
 
  private:
   const Kernels &kernels_;

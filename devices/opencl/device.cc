@@ -6,6 +6,7 @@
 #include "gather/inverse.h"
 #include "opencl/elementwise.h"
 #include "opencl/moe_finalize_routing.h"
+#include "opencl/moe_gating.h"
 #include "opencl/moe_init_routing.h"
 #include "opencl/program.h"
 #include "opencl/runtime.h"
@@ -84,6 +85,13 @@ class OpenclDevice final : public Device {
                                std::unique_ptr<moe::InitRunner> *runner) const override {
     *workspace_size = moeInitWorkspaceBytes(plan);
     return makeMoeInitRunner(handle, plan, runner);
+  }
+  infiniStatus_t moeGatingRunner(const char *op, infiniopHandle_t handle,
+                                 const moe::RouterPlan &plan, size_t *workspace_size,
+                                 std::unique_ptr<moe::RouterRunner> *runner) const override {
+    // The forwards keep each row's p (and group scores) in the workspace.
+    *workspace_size = moeGatingWorkspaceBytes(plan);
+    return makeMoeGatingRunner(op, handle, plan, runner);
   }
 };
 

@@ -57,12 +57,7 @@ class OpenclRunner final : public ew::Runner {
       for (int k = 0; k < plan_.numOperands(); ++k)
         words[plan_.ndim * (k + 1) + d] = plan_.strides[k][d];
     }
-    cl_int code = CL_SUCCESS;
-    plan_buffer_ =
-        clCreateBuffer(stateOf<State>(handle_).context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                       words.size() * sizeof(cl_long), words.data(), &code);
-    INFINIOP_CL_CHECK(op_, "clCreateBuffer", code);
-    return INFINI_STATUS_SUCCESS;
+    return planBuffer(op_, handle_, words, &plan_buffer_);
   }
 
   infiniStatus_t run(const void *attributes, char *const *operands, size_t begin, size_t end,

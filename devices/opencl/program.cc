@@ -183,6 +183,16 @@ infiniStatus_t getProgram(const char *where, infiniopHandle_t handle,
   return INFINI_STATUS_SUCCESS;
 }
 
+infiniStatus_t planBuffer(const char *where, infiniopHandle_t handle,
+                          const std::vector<cl_long> &words, cl_mem *buffer) {
+  cl_int code = CL_SUCCESS;
+  *buffer =
+      clCreateBuffer(stateOf<State>(handle).context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                     words.size() * sizeof(cl_long), const_cast<cl_long *>(words.data()), &code);
+  INFINIOP_CL_CHECK(where, "clCreateBuffer", code);
+  return INFINI_STATUS_SUCCESS;
+}
+
 infiniStatus_t createKernel(const char *where, cl_program program, const char *name,
                             cl_kernel *kernel) {
   cl_int code = CL_SUCCESS;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "infiniop/handle.h"
 #include "opencl/cl.h"
@@ -46,6 +47,11 @@ infiniStatus_t setArgs(const char *where, cl_kernel kernel, cl_uint first, const
   if (code != CL_SUCCESS) return clFail(where, "clSetKernelArg", code);
   return INFINI_STATUS_SUCCESS;
 }
+
+// A read-only buffer of the handle's context holding `words` (a runner's plan as its kernels read
+// it: shapes, strides), made once at descriptor creation; the caller releases it.
+infiniStatus_t planBuffer(const char *where, infiniopHandle_t handle,
+                          const std::vector<cl_long> &words, cl_mem *buffer);
 
 // Owns a cl_kernel (released on scope exit).
 class KernelRef {

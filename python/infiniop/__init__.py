@@ -19,6 +19,10 @@ package's version, library_version() the loaded library's (major, minor, patch).
     grad_expanded_x, grad_scales = infiniop.moe_finalize_routing_v2_grad(grad_y, idx, ...)
     expanded_x, idx, counts, _ = infiniop.moe_init_routing_v2(x, topk_ids, expert_num=E, ...)
     grad_x = infiniop.moe_init_routing_v2_grad(grad_expanded_x, idx, top_k=K, ...)
+    y, expert_idx, row_idx = infiniop.moe_gating_top_k_softmax(logits, k, renorm=1)
+    grad_logits = infiniop.moe_gating_top_k_softmax_grad(grad_y, logits, expert_idx, renorm=1)
+    y, expert_idx, _ = infiniop.moe_gating_top_k(logits, 8, bias, k_group=4, group_count=8, ...)
+    grad_logits = infiniop.moe_gating_top_k_grad(grad_y, logits, expert_idx, ...)
 """
 
 from ._library import (
@@ -60,6 +64,16 @@ from .moe_finalize_routing import (
     moe_finalize_routing_v2,
     moe_finalize_routing_v2_grad,
 )
+from .moe_gating import (
+    MoeGatingTopK,
+    MoeGatingTopKGrad,
+    MoeGatingTopKSoftmax,
+    MoeGatingTopKSoftmaxGrad,
+    moe_gating_top_k,
+    moe_gating_top_k_grad,
+    moe_gating_top_k_softmax,
+    moe_gating_top_k_softmax_grad,
+)
 from .moe_init_routing import (
     MoeInitRoutingV2,
     MoeInitRoutingV2Grad,
@@ -86,6 +100,10 @@ __all__ = [
     "LibraryNotFoundError",
     "MoeFinalizeRoutingV2",
     "MoeFinalizeRoutingV2Grad",
+    "MoeGatingTopK",
+    "MoeGatingTopKGrad",
+    "MoeGatingTopKSoftmax",
+    "MoeGatingTopKSoftmaxGrad",
     "MoeInitRoutingV2",
     "MoeInitRoutingV2Grad",
     "Status",
@@ -111,6 +129,10 @@ __all__ = [
     "load_library",
     "moe_finalize_routing_v2",
     "moe_finalize_routing_v2_grad",
+    "moe_gating_top_k",
+    "moe_gating_top_k_grad",
+    "moe_gating_top_k_softmax",
+    "moe_gating_top_k_softmax_grad",
     "moe_init_routing_v2",
     "moe_init_routing_v2_grad",
     "parse_device",

@@ -447,6 +447,34 @@ _PROTOTYPES = {
     "infiniopGetMoeInitRoutingV2GradWorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopMoeInitRoutingV2Grad": (_status, [_ptr, _ptr, _size] + [_ptr] * 3 + [_ptr]),
     "infiniopDestroyMoeInitRoutingV2GradDescriptor": (_status, [_ptr]),
+    # ops/moe_gating_top_k_softmax.h: y, expert_idx, row_idx, softmax_out, x, finished, then
+    # int64_t k, renorm
+    "infiniopCreateMoeGatingTopKSoftmaxDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 6 + [ctypes.c_int64] * 2),
+    "infiniopGetMoeGatingTopKSoftmaxWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeGatingTopKSoftmax": (_status, [_ptr, _ptr, _size] + [_ptr] * 6 + [_ptr]),
+    "infiniopDestroyMoeGatingTopKSoftmaxDescriptor": (_status, [_ptr]),
+    # ops/moe_gating_top_k_softmax_grad.h: grad_x, grad_y, x, expert_idx, finished, then
+    # int64_t renorm
+    "infiniopCreateMoeGatingTopKSoftmaxGradDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 5 + [ctypes.c_int64]),
+    "infiniopGetMoeGatingTopKSoftmaxGradWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeGatingTopKSoftmaxGrad": (_status, [_ptr, _ptr, _size] + [_ptr] * 5 + [_ptr]),
+    "infiniopDestroyMoeGatingTopKSoftmaxGradDescriptor": (_status, [_ptr]),
+    # ops/moe_gating_top_k.h: y, expert_idx, norm_out, x, bias, then int64_t k, k_group,
+    # group_count, group_select_mode, renorm, norm_type, double routed_scaling_factor, eps
+    "infiniopCreateMoeGatingTopKDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 5 + [ctypes.c_int64] * 6 + [ctypes.c_double] * 2),
+    "infiniopGetMoeGatingTopKWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeGatingTopK": (_status, [_ptr, _ptr, _size] + [_ptr] * 5 + [_ptr]),
+    "infiniopDestroyMoeGatingTopKDescriptor": (_status, [_ptr]),
+    # ops/moe_gating_top_k_grad.h: grad_x, grad_y, x, expert_idx, then int64_t norm_type,
+    # renorm, double routed_scaling_factor, eps
+    "infiniopCreateMoeGatingTopKGradDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 4 + [ctypes.c_int64] * 2 + [ctypes.c_double] * 2),
+    "infiniopGetMoeGatingTopKGradWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeGatingTopKGrad": (_status, [_ptr, _ptr, _size] + [_ptr] * 4 + [_ptr]),
+    "infiniopDestroyMoeGatingTopKGradDescriptor": (_status, [_ptr]),
 }
 
 EXPORTED_FUNCTIONS = tuple(_PROTOTYPES)

@@ -24,9 +24,11 @@ namespace moe {
 struct ForwardPlan;
 struct GradPlan;
 struct InitPlan;
+struct RouterPlan;
 class ForwardRunner;
 class GradRunner;
 class InitRunner;
+class RouterRunner;
 }  // namespace moe
 
 // What a handle of a device owns (a context, queues, allocation tables): made by Device::open,
@@ -91,6 +93,10 @@ class Device {
   virtual infiniStatus_t moeInitRunner(const char *op, infiniopHandle_t handle,
                                        const moe::InitPlan &plan, size_t *workspace_size,
                                        std::unique_ptr<moe::InitRunner> *runner) const = 0;
+  // The four router operators (MoeGatingTopKSoftmax, MoeGatingTopK and their grads: plan.kind).
+  virtual infiniStatus_t moeGatingRunner(const char *op, infiniopHandle_t handle,
+                                         const moe::RouterPlan &plan, size_t *workspace_size,
+                                         std::unique_ptr<moe::RouterRunner> *runner) const = 0;
 };
 
 // The registry (devices/registry.cc, the only file that knows which devices are built).

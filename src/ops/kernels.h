@@ -23,12 +23,17 @@
   X(gelu_erf)                       \
   X(gelu_tanh)                      \
   X(gelu_backward_erf)
-// The gather framework's operators (src/ops/moe_finalize_routing.h, moe_init_routing.h).
-#define INFINIOP_GATHER_OPS(X) \
-  X(moe_finalize_routing)      \
-  X(moe_finalize_routing_grad) \
-  X(moe_init_routing)          \
-  X(moe_init_routing_grad)
+// The gather framework's operators (src/ops/moe_finalize_routing.h, moe_init_routing.h,
+// moe_gating.h).
+#define INFINIOP_GATHER_OPS(X)     \
+  X(moe_finalize_routing)          \
+  X(moe_finalize_routing_grad)     \
+  X(moe_init_routing)              \
+  X(moe_init_routing_grad)         \
+  X(moe_gating_top_k_softmax)      \
+  X(moe_gating_top_k_softmax_grad) \
+  X(moe_gating_top_k)              \
+  X(moe_gating_top_k_grad)
 // clang-format on
 
 namespace infiniop {

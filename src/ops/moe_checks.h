@@ -59,6 +59,7 @@ class HostIndex {
 class Checker {
  public:
   explicit Checker(const char *op) : op_(op) {}
+  const char *name() const { return op_.c_str(); }
 
   infiniStatus_t fail(infiniStatus_t status, const std::string &what) const {
     return infiniop::fail(status, op_ + ": " + what);

@@ -313,7 +313,8 @@ class Case {
       tensors_.push_back(std::make_unique<TensorBuffer>(s.shape, s.dtype));
       TensorBuffer &t = *tensors_.back();
       if (s.output) continue;
-      if (s.dtype == INFINI_DTYPE_I32 || s.dtype == INFINI_DTYPE_I64) {
+      if (s.dtype == INFINI_DTYPE_I32 || s.dtype == INFINI_DTYPE_I64 ||
+          s.dtype == INFINI_DTYPE_BOOL) {
         writeValues(t, s.values);
         continue;
       }
@@ -817,6 +818,106 @@ void addMoe(std::vector<Group> &groups) {
     }
 }
 
+// The router operators: R = kT rows of kRouterE experts (not a multiple of any vector width or
+// of the 16 slots), k = 8; finished marks every third row; the grads' expert_idx has duplicates.
+constexpr size_t kRouterE = 257, kRouterK = 8;
+std::vector<int64_t> routerExperts(size_t rows, size_t E, uint64_t seed) {
+  Rng rng{seed};
+  std::vector<int64_t> v(rows * kRouterK);
+  for (auto &x : v) x = static_cast<int64_t>(rng.below(E));
+  return v;
+}
+std::vector<int64_t> everyThird(size_t n) {
+  std::vector<int64_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = i % 3 == 1;
+  return v;
+}
+Describe routerRow(size_t width) {
+  return [width](Case &, size_t, size_t i) { return "row " + std::to_string(i / width); };
+}
+
+void addRouter(std::vector<Group> &groups) {
+  const size_t R = kT, E = kRouterE, K = kRouterK;
+  for (infiniDtype_t t : {INFINI_DTYPE_F32, BF16}) {
+    const auto idx_t = t == BF16 ? INFINI_DTYPE_I64 : INFINI_DTYPE_I32;
+    const auto name = [&](const char *op, const char *variant) {
+      return groupName(op, variant, t, idx_t);
+    };
+    for (int renorm : {0, 1}) {
+      const char *op = "MoeGatingTopKSoftmax";
+      auto s = slotsOf(op);
+      give(s, "y", {R, K}, t);
+      give(s, "expert_idx", {R, K}, idx_t);
+      give(s, "row_idx", {R, K}, idx_t);
+      if (renorm == 0) give(s, "softmax_out", {R, E}, INFINI_DTYPE_F32);
+      give(s, "x", {R, E}, t);
+      give(s, "finished", {R}, INFINI_DTYPE_BOOL, everyThird(R));
+      groups.push_back({name(op, renorm ? "Renorm" : "All"),
+                        op,
+                        s,
+                        {static_cast<double>(K), static_cast<double>(renorm)},
+                        Data::kMoe,
+                        routerRow(K)});
+      op = "MoeGatingTopKSoftmaxGrad";
+      s = slotsOf(op);
+      give(s, "grad_x", {R, E}, t);
+      give(s, "grad_y", {R, K}, t);
+      give(s, "x", {R, E}, t);
+      give(s, "expert_idx", {R, K}, idx_t, routerExperts(R, E, 0x9A + renorm));
+      give(s, "finished", {R}, INFINI_DTYPE_BOOL, everyThird(R));
+      groups.push_back({name(op, renorm ? "Renorm" : "Plain"),
+                        op,
+                        s,
+                        {static_cast<double>(renorm)},
+                        Data::kMoe,
+                        routerRow(E)});
+    }
+    // DeepSeek-V3: 256 experts in 8 groups, k_group 4, k 8, sigmoid, F32 bias, scale 2.5.
+    for (int mode : {0, 1}) {
+      const char *op = "MoeGatingTopK";
+      auto s = slotsOf(op);
+      give(s, "y", {R, K}, t);
+      give(s, "expert_idx", {R, K}, idx_t);
+      give(s, "norm_out", {R, 256}, INFINI_DTYPE_F32);
+      give(s, "x", {R, 256}, t);
+      give(s, "bias", {256}, INFINI_DTYPE_F32);
+      groups.push_back({name(op, mode ? "DeepSeekMode1" : "DeepSeekMode0"),
+                        op,
+                        s,
+                        {static_cast<double>(K), 4, 8, static_cast<double>(mode), 0, 1, 2.5, 1e-20},
+                        Data::kMoe,
+                        routerRow(K)});
+    }
+    {
+      const char *op = "MoeGatingTopK";  // softmax scores, no groups, no bias
+      auto s = slotsOf(op);
+      give(s, "y", {R, K}, t);
+      give(s, "expert_idx", {R, K}, idx_t);
+      give(s, "x", {R, E}, t);
+      groups.push_back({name(op, "Softmax"),
+                        op,
+                        s,
+                        {static_cast<double>(K), 1, 1, 0, 0, 0, 1.0, 0.0},
+                        Data::kMoe,
+                        routerRow(K)});
+    }
+    for (int norm : {0, 1}) {
+      const char *op = "MoeGatingTopKGrad";
+      auto s = slotsOf(op);
+      give(s, "grad_x", {R, E}, t);
+      give(s, "grad_y", {R, K}, t);
+      give(s, "x", {R, E}, t);
+      give(s, "expert_idx", {R, K}, idx_t, routerExperts(R, E, 0xA0 + norm));
+      groups.push_back({name(op, norm ? "Sigmoid" : "Softmax"),
+                        op,
+                        s,
+                        {static_cast<double>(norm), 0, 2.5, 1e-20},
+                        Data::kMoe,
+                        routerRow(E)});
+    }
+  }
+}
+
 // The relaxed mode's F32 groups: a copy of each elementwise F32 group (docs/accuracy.md, "The
 // relaxed mode"), with "_Relaxed" appended to its name. Its bits are the same on every target and
 // device too, though not the strict groups'.
@@ -837,6 +938,7 @@ const std::vector<Group> &groups() {
     addElementwise(g);
     addClippedSwiglu(g);
     addMoe(g);
+    addRouter(g);
     addRelaxed(g);
     return g;
   }();
@@ -1027,6 +1129,11 @@ TEST_P(BitIdentity, SameBytes) {
       owned = std::make_unique<Handle>(device);
       handle = owned->get();
       if (!handle) continue;
+    }
+    if (!runsOn(handle, spec(g.op))) {  // opencl, until its router kernels are in
+      std::lock_guard<std::mutex> lock(results().mutex);
+      results().skipped[name] = g.op + " is not available there yet";
+      continue;
     }
     runs.push_back(runOnce(c, handle, poison));
     runs.back().device = name;

@@ -323,6 +323,104 @@ const std::vector<OpSpec> &specs() {
          return infiniopDestroyMoeInitRoutingV2GradDescriptor(
              as<infiniopMoeInitRoutingV2GradDescriptor_t>(d));
        }},
+      // The router operators: E = 4 experts, k = 1; finished marks row 1.
+      {"MoeGatingTopKSoftmax",
+       {{"y", {2, 1}, F32, true, false, {}},
+        {"expert_idx", {2, 1}, I32, true, false, {}},
+        {"row_idx", {2, 1}, I32, true, true, {}},
+        {"softmax_out", {2, 4}, F32, true, true, {}},
+        {"x", {2, 4}, F32, false, false, {}},
+        {"finished", {2}, BOOL, false, true, {0, 1}}},
+       {1, 0},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateMoeGatingTopKSoftmaxDescriptor(
+             h, asOut<infiniopMoeGatingTopKSoftmaxDescriptor_t>(d), t[0], t[1], t[2], t[3], t[4],
+             t[5], i64(a[0]), i64(a[1]));
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetMoeGatingTopKSoftmaxWorkspaceSize(
+             as<infiniopMoeGatingTopKSoftmaxDescriptor_t>(d), s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p, void *stream) {
+         return infiniopMoeGatingTopKSoftmax(as<infiniopMoeGatingTopKSoftmaxDescriptor_t>(d), w, ws,
+                                             p[0], p[1], p[2], p[3], p[4], p[5], stream);
+       },
+       [](void *d) {
+         return infiniopDestroyMoeGatingTopKSoftmaxDescriptor(
+             as<infiniopMoeGatingTopKSoftmaxDescriptor_t>(d));
+       }},
+      {"MoeGatingTopKSoftmaxGrad",
+       {{"grad_x", {2, 4}, F32, true, false, {}},
+        {"grad_y", {2, 1}, F32, false, false, {}},
+        {"x", {2, 4}, F32, false, false, {}},
+        {"expert_idx", {2, 1}, I32, false, false, {1, 4}},
+        {"finished", {2}, BOOL, false, true, {0, 1}}},
+       {0},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateMoeGatingTopKSoftmaxGradDescriptor(
+             h, asOut<infiniopMoeGatingTopKSoftmaxGradDescriptor_t>(d), t[0], t[1], t[2], t[3],
+             t[4], i64(a[0]));
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetMoeGatingTopKSoftmaxGradWorkspaceSize(
+             as<infiniopMoeGatingTopKSoftmaxGradDescriptor_t>(d), s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p, void *stream) {
+         return infiniopMoeGatingTopKSoftmaxGrad(
+             as<infiniopMoeGatingTopKSoftmaxGradDescriptor_t>(d), w, ws, p[0], p[1], p[2], p[3],
+             p[4], stream);
+       },
+       [](void *d) {
+         return infiniopDestroyMoeGatingTopKSoftmaxGradDescriptor(
+             as<infiniopMoeGatingTopKSoftmaxGradDescriptor_t>(d));
+       }},
+      // attrs: k, k_group, group_count, group_select_mode, renorm, norm_type, scale, eps.
+      {"MoeGatingTopK",
+       {{"y", {2, 1}, F32, true, false, {}},
+        {"expert_idx", {2, 1}, I32, true, false, {}},
+        {"norm_out", {2, 4}, F32, true, true, {}},
+        {"x", {2, 4}, F32, false, false, {}},
+        {"bias", {4}, F32, false, true, {}}},
+       {1, 1, 1, 0, 0, 1, 1.0, 1e-20},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateMoeGatingTopKDescriptor(
+             h, asOut<infiniopMoeGatingTopKDescriptor_t>(d), t[0], t[1], t[2], t[3], t[4],
+             i64(a[0]), i64(a[1]), i64(a[2]), i64(a[3]), i64(a[4]), i64(a[5]), a[6], a[7]);
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetMoeGatingTopKWorkspaceSize(as<infiniopMoeGatingTopKDescriptor_t>(d), s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p, void *stream) {
+         return infiniopMoeGatingTopK(as<infiniopMoeGatingTopKDescriptor_t>(d), w, ws, p[0], p[1],
+                                      p[2], p[3], p[4], stream);
+       },
+       [](void *d) {
+         return infiniopDestroyMoeGatingTopKDescriptor(as<infiniopMoeGatingTopKDescriptor_t>(d));
+       }},
+      // attrs: norm_type, renorm, scale, eps.
+      {"MoeGatingTopKGrad",
+       {{"grad_x", {2, 4}, F32, true, false, {}},
+        {"grad_y", {2, 1}, F32, false, false, {}},
+        {"x", {2, 4}, F32, false, false, {}},
+        {"expert_idx", {2, 1}, I32, false, false, {1, 0}}},
+       {1, 0, 1.0, 1e-20},
+       [](infiniopHandle_t h, void **d, const Descs &t, const Attrs &a) {
+         return infiniopCreateMoeGatingTopKGradDescriptor(
+             h, asOut<infiniopMoeGatingTopKGradDescriptor_t>(d), t[0], t[1], t[2], t[3], i64(a[0]),
+             i64(a[1]), a[2], a[3]);
+       },
+       [](void *d, size_t *s) {
+         return infiniopGetMoeGatingTopKGradWorkspaceSize(
+             as<infiniopMoeGatingTopKGradDescriptor_t>(d), s);
+       },
+       [](void *d, void *w, size_t ws, const Ptrs &p, void *stream) {
+         return infiniopMoeGatingTopKGrad(as<infiniopMoeGatingTopKGradDescriptor_t>(d), w, ws, p[0],
+                                          p[1], p[2], p[3], stream);
+       },
+       [](void *d) {
+         return infiniopDestroyMoeGatingTopKGradDescriptor(
+             as<infiniopMoeGatingTopKGradDescriptor_t>(d));
+       }},
   };
   static const std::vector<OpSpec> all = withClampAfter(base);
   return all;
@@ -334,6 +432,22 @@ const OpSpec &spec(const std::string &name) {
   static OpSpec none{};
   ADD_FAILURE() << "no operator " << name;
   return none;
+}
+
+bool runsOn(infiniopHandle_t handle, const OpSpec &op) {
+  std::vector<infiniopTensorDescriptor_t> descs;
+  for (const Slot &s : op.slots) {
+    infiniopTensorDescriptor_t t = nullptr;
+    if (!s.absent)
+      infiniopCreateTensorDescriptor(&t, s.shape.size(), s.shape.data(), nullptr, s.dtype);
+    descs.push_back(t);
+  }
+  void *desc = nullptr;
+  const infiniStatus_t status = op.create(handle, &desc, descs, op.attrs);
+  if (status == INFINI_STATUS_SUCCESS) op.destroy(desc);
+  for (auto t : descs)
+    if (t) infiniopDestroyTensorDescriptor(t);
+  return status != INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED;
 }
 
 size_t slotIndex(const OpSpec &op, const std::string &name) {
@@ -350,6 +464,8 @@ void writeValues(TensorBuffer &b, const std::vector<int64_t> &values) {
     } else if (b.dtype() == I32) {
       const int32_t v = static_cast<int32_t>(values[i]);
       std::memcpy(b.at(i), &v, 4);
+    } else if (b.dtype() == BOOL) {
+      *b.at(i) = static_cast<char>(values[i] != 0);
     }
   }
 }

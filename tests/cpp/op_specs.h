@@ -62,6 +62,7 @@ inline float f32(double v) {
 constexpr auto F32 = INFINI_DTYPE_F32;
 constexpr auto I32 = INFINI_DTYPE_I32;
 constexpr auto I64 = INFINI_DTYPE_I64;
+constexpr auto BOOL = INFINI_DTYPE_BOOL;
 
 // Every operator with a small valid configuration (shapes (R, H) = (2, 4), K = 1).
 const std::vector<OpSpec> &specs();
@@ -70,7 +71,11 @@ const OpSpec &spec(const std::string &name);
 
 size_t slotIndex(const OpSpec &op, const std::string &name);
 
-// Writes a slot's index data (its `values`) into an I32 or I64 buffer, in logical order.
+// Whether the handle's device runs the operator (its valid configuration is not
+// DEVICE_TYPE_NOT_SUPPORTED): the tables skip an operator a device does not have yet.
+bool runsOn(infiniopHandle_t handle, const OpSpec &op);
+
+// Writes a slot's index data (its `values`) into an I32, I64 or BOOL buffer, in logical order.
 void writeValues(TensorBuffer &b, const std::vector<int64_t> &values);
 
 }  // namespace infiniop_test

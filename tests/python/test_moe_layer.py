@@ -38,9 +38,19 @@ Tolerances, per compared tensor, relative to its largest magnitude: max |got - r
 their gradients) and the F32 sums of the matmuls and the operators:
     F32: 2^-20    F16: 2^-7    BF16: 2^-4                     (TOLERANCE)
 Measured on every device: at most 1/4 (F32), 1/8 (F16) and 1/10 (BF16) of them.
+
+test_routed_layer: the layer of examples/python/moe_router.py, routed through the library end
+to end (router logits in PyTorch -> MoeGatingTopKSoftmax (GPT-OSS: top-4 of 32, renorm 1,
+clipped SwiGLU) or MoeGatingTopK (DeepSeek-V3: sigmoid + F32 bias, 8 groups, k_group 4, top-8
+of 256, routed_scaling_factor 2.5, SwiGLU) -> dispatch -> experts -> combine, and back through
+all of them by autograd), against the float64 layer for the library's ids; out and the
+gradients of x, W_r (through the router's grad operator), W1, b1, W2, b2 within the same
+TOLERANCE (F32, BF16).
 """
 
+import importlib.util
 import math
+import pathlib
 
 import pytest
 import torch
@@ -268,3 +278,32 @@ def test_moe_layer_devices_agree(device):
                                            **kwargs, **on(device))
         for a, b in zip(want, got):
             assert (a is None and b is None) or torch.equal(a, b)
+
+
+def _example():
+    """examples/python/moe_router.py as a module (the example is the layer under test)."""
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python" / "moe_router.py"
+    spec = importlib.util.spec_from_file_location("moe_router_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("model", ["gpt_oss", "deepseek_v3"])
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])
+def test_routed_layer(device, model, dtype_name):
+    example = _example()
+    config = example.CONFIGS[model]
+    on(device)  # skips a device this machine lacks; the example uses its default handle
+    pairs, ids = example.run(config, TORCH_DTYPES[dtype_name], device)
+    # the routing is real: every token its K distinct experts, DeepSeek-V3's from 4 groups
+    k = config["top_k"]
+    assert ids.shape == (example.T, k)
+    assert all(len(set(row)) == k for row in ids.tolist())
+    if model == "deepseek_v3":
+        groups = ids.long() // (config["experts"] // config["group_count"])
+        assert all(len(set(row)) <= config["k_group"] for row in groups.tolist())
+    what = f"{device} {model} {dtype_name}"
+    for name, (got, ref) in pairs.items():
+        assert_close(got, ref, dtype_name, f"{what}: {'out' if name == 'out' else 'grad ' + name}")

@@ -25,10 +25,18 @@ node (prim::PythonOp), under torch.fx.symbolic_trace as one call_function node.
                             drop_pad_mode=0)
                                           MoeFinalizeRoutingV2 / MoeFinalizeRoutingV2Grad
                                           (w.r.t. expanded_x, scales; x1, x2, bias in torch)
+    moe_gating_top_k_softmax(x, k, finished=None, renorm=0, softmax_out=False)
+                                          MoeGatingTopKSoftmax / MoeGatingTopKSoftmaxGrad
+                                          (y w.r.t. x; softmax_out's gradient in torch)
+    moe_gating_top_k(x, k, bias=None, k_group=1, group_count=1, group_select_mode=0,
+                     renorm=0, norm_type=1, out_flag=False, routed_scaling_factor=1.0,
+                     eps=1e-20)           MoeGatingTopK / MoeGatingTopKGrad (y w.r.t. x;
+                                          norm_out's gradient in torch; bias none)
 
 plus torch_npu-named aliases (npu_swiglu, npu_gelu, npu_gelu_backward, npu_gelu_mul,
-npu_clipped_swiglu, npu_moe_init_routing_v2, npu_moe_finalize_routing) with torch_npu's
-argument names and order, and, where torch.library allows it, the same operators as
+npu_clipped_swiglu, npu_moe_init_routing_v2, npu_moe_finalize_routing,
+npu_moe_gating_top_k_softmax, npu_moe_gating_top_k_softmax_v2, npu_moe_gating_top_k) with
+torch_npu's argument names and order, and, where torch.library allows it, the same operators as
 torch.ops.infiniop.<name> (see docs/python.md, section "infiniop.torch").
 
 Every function also takes device= ('cpu', 'cpu_reference', 'opencl' or a Device) and handle= (an
@@ -46,6 +54,8 @@ from ._autograd import (
     GeluFunction,
     GeluMulFunction,
     MoeFinalizeRoutingV2Function,
+    MoeGatingTopKFunction,
+    MoeGatingTopKSoftmaxFunction,
     MoeInitRoutingV2Function,
     SwiGluFunction,
     _check_tensor,
@@ -56,18 +66,25 @@ __all__ = [
     "GeluFunction",
     "GeluMulFunction",
     "MoeFinalizeRoutingV2Function",
+    "MoeGatingTopKFunction",
+    "MoeGatingTopKSoftmaxFunction",
     "MoeInitRoutingV2Function",
     "SwiGluFunction",
     "clipped_swiglu",
     "gelu",
     "gelu_mul",
     "moe_finalize_routing_v2",
+    "moe_gating_top_k",
+    "moe_gating_top_k_softmax",
     "moe_init_routing_v2",
     "npu_clipped_swiglu",
     "npu_gelu",
     "npu_gelu_backward",
     "npu_gelu_mul",
     "npu_moe_finalize_routing",
+    "npu_moe_gating_top_k",
+    "npu_moe_gating_top_k_softmax",
+    "npu_moe_gating_top_k_softmax_v2",
     "npu_moe_init_routing_v2",
     "npu_swiglu",
     "swiglu",
@@ -173,12 +190,53 @@ def moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias
                                               scales, expert_idx, drop_pad_mode, device, handle)
 
 
+def moe_gating_top_k_softmax(x, k, finished=None, renorm=0, softmax_out=False, *,
+                             index_dtype="int32", device="cpu", handle=None):
+    """(y, expert_idx, row_idx), or (y, expert_idx, row_idx, softmax_out) with
+    softmax_out=True, as infiniop.moe_gating_top_k_softmax, with autograd: y's gradient with
+    respect to x by MoeGatingTopKSoftmaxGrad for the selected experts (finished rows: 0),
+    softmax_out's in torch. expert_idx and row_idx are not differentiable (marked so)."""
+    if not isinstance(x, _torch.Tensor) or isinstance(finished, _fx.Proxy):
+        return _not_tensors(
+            moe_gating_top_k_softmax, (x, k, finished, renorm, softmax_out),
+            {"index_dtype": index_dtype, "device": device, "handle": handle},
+            ((x, "x", False), (finished, "finished", True)), results=4 if softmax_out else 3)
+    _check_tensor(finished, "finished", optional=True)
+    outputs = MoeGatingTopKSoftmaxFunction.apply(x, k, finished, renorm, softmax_out,
+                                                 index_dtype, device, handle)
+    return outputs if softmax_out else outputs[:3]
+
+
+def moe_gating_top_k(x, k, bias=None, k_group=1, group_count=1, group_select_mode=0, renorm=0,
+                     norm_type=1, out_flag=False, routed_scaling_factor=1.0, eps=1e-20, *,
+                     index_dtype="int32", device="cpu", handle=None):
+    """(y, expert_idx, norm_out or None), as infiniop.moe_gating_top_k (DeepSeek-V3's grouped
+    router), with autograd: y's gradient with respect to x by MoeGatingTopKGrad through the
+    selected weights, norm_out's in torch; bias and the selection are not differentiated
+    (bias gets no gradient), expert_idx is marked not differentiable."""
+    attributes = {"k_group": k_group, "group_count": group_count,
+                  "group_select_mode": group_select_mode, "renorm": renorm,
+                  "norm_type": norm_type, "routed_scaling_factor": routed_scaling_factor,
+                  "eps": eps}
+    if not isinstance(x, _torch.Tensor) or isinstance(bias, _fx.Proxy):
+        return _not_tensors(
+            moe_gating_top_k, (x, k, bias),
+            {**attributes, "out_flag": out_flag, "index_dtype": index_dtype, "device": device,
+             "handle": handle}, ((x, "x", False), (bias, "bias", True)), results=3)
+    _check_tensor(bias, "bias", optional=True)
+    return MoeGatingTopKFunction.apply(x, k, bias, attributes, out_flag, index_dtype, device,
+                                       handle)
+
+
 from .npu import (  # noqa: E402  (the aliases build on the functions above)
     npu_clipped_swiglu,
     npu_gelu,
     npu_gelu_backward,
     npu_gelu_mul,
     npu_moe_finalize_routing,
+    npu_moe_gating_top_k,
+    npu_moe_gating_top_k_softmax,
+    npu_moe_gating_top_k_softmax_v2,
     npu_moe_init_routing_v2,
     npu_swiglu,
 )

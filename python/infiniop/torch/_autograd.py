@@ -28,6 +28,8 @@ __all__ = [
     "GeluFunction",
     "GeluMulFunction",
     "MoeFinalizeRoutingV2Function",
+    "MoeGatingTopKFunction",
+    "MoeGatingTopKSoftmaxFunction",
     "MoeInitRoutingV2Function",
     "SwiGluFunction",
 ]
@@ -281,3 +283,100 @@ def _bias_grad(grad_out, scales, expert_idx, bias):
     grad = torch.zeros(bias.shape, dtype=torch.float32)
     grad.index_add_(0, expert_idx.reshape(-1).long(), contributions.reshape(-1, hidden))
     return grad.to(bias.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# MoE routers (gating top-k)
+
+def _softmax_grad(grad_p, p):
+    """The gradient through p = softmax(x) on the last dim, in float32 (torch ops: the softmax
+    output's own gradient, which the library has no operator for)."""
+    g, p = grad_p.float(), p.float()
+    return p * (g - (g * p).sum(-1, keepdim=True))
+
+
+def _add_grad(total, extra, like):
+    """total + extra (either may be None), in like's dtype."""
+    if extra is None:
+        return total
+    extra = extra.to(like.dtype)
+    return extra if total is None else total + extra
+
+
+class MoeGatingTopKSoftmaxFunction(torch.autograd.Function):
+    """(y, expert_idx, row_idx, softmax_out or None) of MoeGatingTopKSoftmax, y differentiable
+    with respect to x (backward: MoeGatingTopKSoftmaxGrad for the selected expert_idx; finished
+    rows get 0), softmax_out (p) too (its gradient p (g - sum g p) in torch, float32); the
+    index outputs are not differentiable, finished gets no gradient.
+    apply(x, k, finished, renorm, softmax_out (bool), index_dtype, device, handle)."""
+
+    @staticmethod
+    def forward(ctx, x, k, finished, renorm, softmax_out, index_dtype, device, handle):
+        ctx.lib = _lib(device, handle)
+        ctx.renorm = renorm
+        ctx.set_materialize_grads(False)
+        outputs = traced_calls(infiniop.moe_gating_top_k_softmax, x, k, finished, renorm,
+                               softmax_out, index_dtype=index_dtype, **ctx.lib)
+        y, expert_idx, row_idx = outputs[:3]
+        soft = outputs[3] if softmax_out else None
+        ctx.mark_non_differentiable(expert_idx, row_idx)
+        ctx.save_for_backward(x, expert_idx, finished, soft)
+        return y, expert_idx, row_idx, soft
+
+    @staticmethod
+    @first_order_only("moe_gating_top_k_softmax")
+    def backward(ctx, grad_y, _grad_idx, _grad_row, grad_soft):
+        grad_x = None
+        if ctx.needs_input_grad[0]:
+            x, expert_idx, finished, soft = ctx.saved_tensors
+            if grad_y is not None:
+                grad_x = infiniop.moe_gating_top_k_softmax_grad(
+                    grad_y, x, expert_idx, finished, ctx.renorm, **ctx.lib)
+            if grad_soft is not None:
+                grad_x = _add_grad(grad_x, _softmax_grad(grad_soft, soft), x)
+            if grad_x is None:
+                grad_x = torch.zeros_like(x)
+        return (grad_x,) + (None,) * 7
+
+
+class MoeGatingTopKFunction(torch.autograd.Function):
+    """(y, expert_idx, norm_out or None) of MoeGatingTopK, y differentiable with respect to x
+    through the selected weights (backward: MoeGatingTopKGrad; the bias and the selection are
+    not differentiated, as DeepSeek-V3 trains its bias outside autograd), norm_out (p) too (its
+    gradient in torch, float32: softmax's, or g p (1 - p) for sigmoid); expert_idx is not
+    differentiable, bias gets no gradient.
+    apply(x, k, bias, attributes (dict: k_group, group_count, group_select_mode, renorm,
+    norm_type, routed_scaling_factor, eps), out_flag, index_dtype, device, handle)."""
+
+    @staticmethod
+    def forward(ctx, x, k, bias, attributes, out_flag, index_dtype, device, handle):
+        ctx.lib = _lib(device, handle)
+        ctx.attributes = attributes
+        ctx.set_materialize_grads(False)
+        y, expert_idx, norm = traced_calls(infiniop.moe_gating_top_k, x, k, bias, **attributes,
+                                           out_flag=out_flag, index_dtype=index_dtype,
+                                           **ctx.lib)
+        ctx.mark_non_differentiable(expert_idx)
+        ctx.save_for_backward(x, expert_idx, norm)
+        return y, expert_idx, norm
+
+    @staticmethod
+    @first_order_only("moe_gating_top_k")
+    def backward(ctx, grad_y, _grad_idx, grad_norm):
+        grad_x = None
+        if ctx.needs_input_grad[0]:
+            x, expert_idx, norm = ctx.saved_tensors
+            a = ctx.attributes
+            if grad_y is not None:
+                grad_x = infiniop.moe_gating_top_k_grad(
+                    grad_y, x, expert_idx, a["norm_type"], a["renorm"],
+                    a["routed_scaling_factor"], a["eps"], **ctx.lib)
+            if grad_norm is not None:
+                if a["norm_type"] == 0:
+                    extra = _softmax_grad(grad_norm, norm)
+                else:
+                    extra = grad_norm.float() * norm * (1 - norm)
+                grad_x = _add_grad(grad_x, extra, x)
+            if grad_x is None:
+                grad_x = torch.zeros_like(x)
+        return (grad_x,) + (None,) * 7

@@ -54,6 +54,14 @@ _SCHEMAS = {
         "moe_finalize_routing_v2(Tensor expanded_x, Tensor expanded_row_idx, Tensor? x1=None, "
         "Tensor? x2=None, Tensor? bias=None, Tensor? scales=None, Tensor? expert_idx=None, *, "
         "int drop_pad_mode=0, str device='cpu') -> Tensor"),
+    "moe_gating_top_k_softmax": (
+        "moe_gating_top_k_softmax(Tensor x, int k, Tensor? finished=None, int renorm=0, "
+        "bool softmax_out=False, *, str device='cpu') -> (Tensor, Tensor, Tensor, Tensor?)"),
+    "moe_gating_top_k": (
+        "moe_gating_top_k(Tensor x, int k, Tensor? bias=None, int k_group=1, int group_count=1, "
+        "int group_select_mode=0, int renorm=0, int norm_type=1, bool out_flag=False, "
+        "float routed_scaling_factor=1.0, float eps=1e-20, *, str device='cpu') "
+        "-> (Tensor, Tensor, Tensor?)"),
 }
 
 
@@ -102,6 +110,27 @@ def _moe_finalize_cpu(expanded_x, expanded_row_idx, x1=None, x2=None, bias=None,
                                             device=device)
 
 
+def _gating_softmax_cpu(x, k, finished=None, renorm=0, softmax_out=False, *, device="cpu"):
+    outputs = infiniop.moe_gating_top_k_softmax(x, k, finished, renorm, softmax_out,
+                                                device=device)
+    return tuple(outputs) if softmax_out else tuple(outputs) + (None,)
+
+
+def _gating_attributes(k_group, group_count, group_select_mode, renorm, norm_type,
+                       routed_scaling_factor, eps):
+    return {"k_group": k_group, "group_count": group_count,
+            "group_select_mode": group_select_mode, "renorm": renorm, "norm_type": norm_type,
+            "routed_scaling_factor": routed_scaling_factor, "eps": eps}
+
+
+def _gating_cpu(x, k, bias=None, k_group=1, group_count=1, group_select_mode=0, renorm=0,
+                norm_type=1, out_flag=False, routed_scaling_factor=1.0, eps=1e-20, *,
+                device="cpu"):
+    return infiniop.moe_gating_top_k(x, k, bias, **_gating_attributes(
+        k_group, group_count, group_select_mode, renorm, norm_type, routed_scaling_factor, eps),
+        out_flag=out_flag, device=device)
+
+
 # Autograd kernels: the autograd.Functions (their forward calls the library directly).
 
 def _swiglu_autograd(x, dim=-1, *, device="cpu"):
@@ -139,6 +168,20 @@ def _moe_finalize_autograd(expanded_x, expanded_row_idx, x1=None, x2=None, bias=
         None)
 
 
+def _gating_softmax_autograd(x, k, finished=None, renorm=0, softmax_out=False, *,
+                             device="cpu"):
+    return _autograd.MoeGatingTopKSoftmaxFunction.apply(x, k, finished, renorm, softmax_out,
+                                                        "int32", device, None)
+
+
+def _gating_autograd(x, k, bias=None, k_group=1, group_count=1, group_select_mode=0, renorm=0,
+                     norm_type=1, out_flag=False, routed_scaling_factor=1.0, eps=1e-20, *,
+                     device="cpu"):
+    return _autograd.MoeGatingTopKFunction.apply(x, k, bias, _gating_attributes(
+        k_group, group_count, group_select_mode, renorm, norm_type, routed_scaling_factor, eps),
+        out_flag, "int32", device, None)
+
+
 _KERNELS = {
     "swiglu": (_swiglu_cpu, _swiglu_autograd),
     "gelu": (_gelu_cpu, _gelu_autograd),
@@ -146,6 +189,8 @@ _KERNELS = {
     "clipped_swiglu": (_clipped_swiglu_cpu, _clipped_swiglu_autograd),
     "moe_init_routing_v2": (_moe_init_cpu, _moe_init_autograd),
     "moe_finalize_routing_v2": (_moe_finalize_cpu, _moe_finalize_autograd),
+    "moe_gating_top_k_softmax": (_gating_softmax_cpu, _gating_softmax_autograd),
+    "moe_gating_top_k": (_gating_cpu, _gating_autograd),
 }
 
 def _traced(kernel):

@@ -3,13 +3,18 @@
 
     import infiniop.torch.moe as moe
 
-    scales, ids = torch.topk(torch.softmax(x @ W_r, dim=-1), K)     # router (torch)
+    scales, ids = torch.topk(torch.softmax(x @ W_r, dim=-1), K)     # router (torch), or
+    scales, ids, _ = infiniop.torch.moe_gating_top_k_softmax(x @ W_r, K)   # the library's
     d = moe.dispatch(x, ids, E)                                      # tokens grouped by expert
     h = d.map_experts(lambda e, rows: rows @ W1[e] + b1[e])          # each expert on its rows
     act = infiniop.torch.swiglu(h)                                   # any row-wise op
     y = d.map_experts(lambda e, rows: rows @ W2[e], act)
     out = moe.combine(y, d, scales, x1=x)                            # (T, H), x1: a residual
     out.sum().backward()    # x, W1, b1, W2, b2, W_r (through scales) all get gradients
+
+The library's router gives W_r its gradient through MoeGatingTopKSoftmaxGrad; its int32
+expert_idx (torch.topk's is int64) is what dispatch takes. examples/python/moe_router.py routes
+GPT-OSS and DeepSeek-V3 layers this way.
 
 `dispatch` runs infiniop.torch.moe_init_routing_v2 (MoeInitRoutingV2, differentiable in x) and
 returns a `Dispatched`: the expanded rows, the routing index and each expert's rows as plain

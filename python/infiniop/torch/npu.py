@@ -20,6 +20,14 @@ argument.
                             expert_tokens_num_type=0, expert_tokens_num_flag=False,
                             quant_mode=0, active_expert_range=[], row_idx_type=0)
                                                            -> moe_init_routing_v2
+    npu_moe_gating_top_k_softmax(x, finished=None, k=1)  -> moe_gating_top_k_softmax
+                                                              (renorm 0)
+    npu_moe_gating_top_k_softmax_v2(x, k, finished=None, renorm=0,
+                                    output_softmax_result_flag=False)
+                                                           -> moe_gating_top_k_softmax
+    npu_moe_gating_top_k(x, k, *, bias=None, k_group=1, group_count=1, group_select_mode=0,
+                         renorm=0, norm_type=1, out_flag=False, routed_scaling_factor=1.0,
+                         eps=1e-20)                        -> moe_gating_top_k
 """
 
 import torch
@@ -29,7 +37,8 @@ import infiniop
 from . import _autograd
 
 __all__ = ["npu_clipped_swiglu", "npu_gelu", "npu_gelu_backward", "npu_gelu_mul",
-           "npu_moe_finalize_routing", "npu_moe_init_routing_v2", "npu_swiglu"]
+           "npu_moe_finalize_routing", "npu_moe_gating_top_k", "npu_moe_gating_top_k_softmax",
+           "npu_moe_gating_top_k_softmax_v2", "npu_moe_init_routing_v2", "npu_swiglu"]
 
 
 def _api():
@@ -182,3 +191,45 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
         gather[row_idx.long()] = torch.arange(total, dtype=row_idx.dtype)
         row_idx = gather
     return expanded_x, row_idx, numbers, expanded_scale
+
+
+def npu_moe_gating_top_k_softmax(x, finished=None, k=1, *, device="cpu", handle=None):
+    """torch_npu.npu_moe_gating_top_k_softmax(x, finished=None, k=1) -> (y, expert_idx,
+    row_idx): moe_gating_top_k_softmax(x, k, finished) with renorm 0 (softmax, then top-k);
+    expert_idx and row_idx int32, as torch_npu's; y differentiable with respect to x."""
+    _autograd._check_tensor(x, "x")
+    _autograd._check_tensor(finished, "finished", optional=True)
+    return _api().moe_gating_top_k_softmax(x, k, finished, 0, index_dtype=torch.int32,
+                                           device=device, handle=handle)
+
+
+def npu_moe_gating_top_k_softmax_v2(x, k, finished=None, renorm=0,
+                                    output_softmax_result_flag=False, *, device="cpu",
+                                    handle=None):
+    """torch_npu.npu_moe_gating_top_k_softmax_v2(x, k, finished=None, renorm=0,
+    output_softmax_result_flag=False) -> (y, expert_idx, softmax_result): renorm 0: softmax,
+    then top-k; 1: top-k, then the softmax of the k. softmax_result (float32, x's shape) is
+    returned with output_softmax_result_flag and renorm 0; otherwise None (with renorm 1 the
+    vendor ignores the flag, as here). expert_idx int32."""
+    _autograd._check_tensor(x, "x")
+    _autograd._check_tensor(finished, "finished", optional=True)
+    flag = bool(output_softmax_result_flag) and renorm == 0
+    outputs = _api().moe_gating_top_k_softmax(x, k, finished, renorm, flag,
+                                              index_dtype=torch.int32, device=device,
+                                              handle=handle)
+    return outputs[0], outputs[1], outputs[3] if flag else None
+
+
+def npu_moe_gating_top_k(x, k, *, bias=None, k_group=1, group_count=1, group_select_mode=0,
+                         renorm=0, norm_type=1, out_flag=False, routed_scaling_factor=1.0,
+                         eps=1e-20, device="cpu", handle=None):
+    """torch_npu.npu_moe_gating_top_k(x, k, *, bias=None, k_group=1, group_count=1,
+    group_select_mode=0, renorm=0, norm_type=1, out_flag=False, routed_scaling_factor=1.0,
+    eps=1e-20) -> (y, expert_idx, out): moe_gating_top_k with the same attributes; out is
+    norm_out (float32, x's shape) with out_flag, else None; expert_idx int32. y differentiable
+    with respect to x (not bias)."""
+    _autograd._check_tensor(x, "x")
+    _autograd._check_tensor(bias, "bias", optional=True)
+    return _api().moe_gating_top_k(
+        x, k, bias, k_group, group_count, group_select_mode, renorm, norm_type, out_flag,
+        routed_scaling_factor, eps, index_dtype=torch.int32, device=device, handle=handle)

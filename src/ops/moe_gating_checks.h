@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the four router operators share (src/ops/moe_gating_top_k{,_softmax}.cc): their
+// descriptor, the views of their tensors, the shape checks against x's leading shape, and one
+// calculate path (pointers, overlap, workspace, expert_idx values read to the host, then the
+// device's runner).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ops/moe_checks.h"
+#include "ops/moe_gating.h"
+
+namespace infiniop::moe_gating {
+using infiniop::moe_checks::Checker;
+
+inline constexpr const char *kSoftmax = "MoeGatingTopKSoftmax";
+inline constexpr const char *kSoftmaxGrad = "MoeGatingTopKSoftmaxGrad";
+inline constexpr const char *kTopK = "MoeGatingTopK";
+inline constexpr const char *kTopKGrad = "MoeGatingTopKGrad";
+
+struct RouterDescriptor : infiniop::OperatorDescriptor {
+  explicit RouterDescriptor(const char *op) : OperatorDescriptor(op) {}
+  moe::RouterPlan plan;
+  std::unique_ptr<moe::RouterRunner> runner;
+};
+
+// The view of `t` (NULL: absent); `last_dim` false for finished (every dim leading). Fails
+// (BAD_TENSOR_STRIDES) where more than kRouterMaxLeading leading dims remain after merging.
+infiniStatus_t routerView(const Checker &check, const char *name, const Tensor *t, bool last_dim,
+                          moe::RouterView *view);
+
+// x: rank >= 2 and E >= 1 (BAD_TENSOR_SHAPE); sets *leading to its leading shape.
+infiniStatus_t checkX(const Checker &check, const char *name, const Tensor *x,
+                      std::vector<size_t> *leading);
+// `t` (if present) has shape leading + {last}; `layout` names it for the message.
+infiniStatus_t checkRows(const Checker &check, const char *name, const Tensor *t,
+                         const std::vector<size_t> &leading, size_t last, const char *layout);
+// A BOOL finished of x's leading shape (if present).
+infiniStatus_t checkFinished(const Checker &check, const Tensor *finished,
+                             const std::vector<size_t> &leading);
+// An INT32 index output (if present) holds values up to `highest`.
+infiniStatus_t indexFits(const Checker &check, const char *name, const Tensor *t, size_t highest);
+// An F32 tensor (softmax_out, norm_out) if present.
+infiniStatus_t checkF32(const Checker &check, const char *name, const Tensor *t);
+
+// The grads' first checks: the four required descriptors, then the device.
+infiniStatus_t gradOpening(const Checker &check, infiniopHandle_t handle, infiniop::KernelId kernel,
+                           const Tensor *grad_x, const Tensor *grad_y, const Tensor *x,
+                           const Tensor *expert_idx);
+// The grads' tensors after the attributes: one float dtype for grad_x, grad_y and x; grad_x of
+// x's shape; grad_y and expert_idx (x's leading shape, k), k = grad_y's last dim in [1, E]. Fills
+// the plan's dtype, rows, experts, k and views; *leading is x's leading shape.
+infiniStatus_t gradTensors(Checker &check, const Tensor *grad_x, const Tensor *grad_y,
+                           const Tensor *x, const Tensor *expert_idx, std::vector<size_t> *leading,
+                           moe::RouterPlan *p);
+
+// Asks the device for the runner and hands the descriptor out.
+template <class Public>
+infiniStatus_t publish(const char *op, infiniopHandle_t handle, Public *desc_ptr,
+                       std::unique_ptr<RouterDescriptor> desc) {
+  desc->handle = handle;
+  INFINIOP_CHECK(handle->device->moeGatingRunner(op, handle, desc->plan, &desc->workspace_size,
+                                                 &desc->runner));
+  infiniop::publishDescriptor(desc_ptr, desc.release());
+  return infiniop::succeed();
+}
+
+// One calculate call of any of the four, after unwrapping: NULL and misaligned pointers,
+// overlaps, the workspace, the grads' expert_idx values (in [0, E) on rows finished does not
+// mark) read through the device before anything is written, then the runner.
+infiniStatus_t runRouter(const RouterDescriptor *desc, size_t workspace_size,
+                         const moe::RouterData &data, void *stream);
+
+}  // namespace infiniop::moe_gating
