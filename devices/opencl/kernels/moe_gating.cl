@@ -2,9 +2,11 @@
 // The router operators (src/ops/moe_gating.h; docs/moe_gating_top_k_softmax.md and
 // docs/moe_gating_top_k.md have the arithmetic), built after common.cl. One work-item per row
 // (global id 0): every sum of a row is then one fixed chain, the same operations in the same order
-// as devices/cpu's, so every output has the cpu device's bits. Any E: the selection is k passes
-// over the row, pass i taking the best key ranked after pass i - 1's (the order is total), so it
-// needs no per-row marks; the forwards keep p in the workspace (SCRATCH floats per row).
+// as devices/cpu's, so every output has the cpu device's bits. Any E and k: the selection keeps
+// the k best in private arrays for k <= SMALL_K, and above makes k passes over the row, pass i
+// taking the best key ranked after pass i - 1's (the order is total), so it needs no per-row
+// marks. The forwards keep p (and MoeGatingTopK its group scores) in the workspace, a row of
+// floats per row; the grads recompute p and need none.
 #pragma OPENCL FP_CONTRACT OFF
 
 // The index dtypes (INT32 or INT64, each its own) and bias's (x's storage, or F32 with
