@@ -733,6 +733,44 @@ TEST_P(MoeGatingCases, GradsByHand) {
   EXPECT_TRUE(near(kF32, grad_x.get(1), p0 / S2 * p1 * (1 - p1), 16, 1));
 }
 
+// Creation-only limits (no data is allocated): index outputs too narrow for their values, and
+// leading dims no stride merges beyond the plan's 8.
+TEST(MoeGatingLimits, CreationRejects) {
+  Handle h(INFINI_DEVICE_CPU_REFERENCE);
+  const auto create = [&](const std::vector<size_t> &xs, const std::vector<ptrdiff_t> &x_strides,
+                          size_t k, infiniDtype_t idx_dt, infiniDtype_t row_dt) {
+    std::vector<size_t> ys = xs;
+    ys.back() = k;
+    infiniopTensorDescriptor_t x, y, idx, rows;
+    EXPECT_EQ(infiniopCreateTensorDescriptor(&x, xs.size(), xs.data(),
+                                             x_strides.empty() ? nullptr : x_strides.data(), kF32),
+              INFINI_STATUS_SUCCESS);
+    infiniopCreateTensorDescriptor(&y, ys.size(), ys.data(), nullptr, kF32);
+    infiniopCreateTensorDescriptor(&idx, ys.size(), ys.data(), nullptr, idx_dt);
+    infiniopCreateTensorDescriptor(&rows, ys.size(), ys.data(), nullptr, row_dt);
+    infiniopMoeGatingTopKSoftmaxDescriptor_t op = nullptr;
+    const infiniStatus_t status = infiniopCreateMoeGatingTopKSoftmaxDescriptor(
+        h.get(), &op, y, idx, rows, nullptr, x, nullptr, static_cast<int64_t>(k), 0);
+    if (op) infiniopDestroyMoeGatingTopKSoftmaxDescriptor(op);
+    for (auto t : {x, y, idx, rows}) infiniopDestroyTensorDescriptor(t);
+    return status;
+  };
+  const size_t big = size_t{1} << 31;
+  EXPECT_EQ(create({1, big}, {}, 1, kI32, kI64), INFINI_STATUS_BAD_TENSOR_DTYPE);  // E = 2^31
+  EXPECT_EQ(create({1, big}, {}, 1, kI64, kI64), INFINI_STATUS_SUCCESS);
+  EXPECT_EQ(create({big, 2}, {}, 2, kI64, kI32), INFINI_STATUS_BAD_TENSOR_DTYPE);  // k R - 1
+  EXPECT_EQ(create({big, 2}, {}, 2, kI32, kI64), INFINI_STATUS_SUCCESS);
+  // 9 leading dims of 2, each stride 3x the next's size: none merges
+  std::vector<size_t> shape(10, 2);
+  std::vector<ptrdiff_t> strides(10, 1);
+  for (size_t d = 9; d-- > 0;) strides[d] = strides[d + 1] * 3;
+  EXPECT_EQ(create(shape, strides, 1, kI32, kI32), INFINI_STATUS_BAD_TENSOR_STRIDES)
+      << infiniopGetLastError();
+  shape.erase(shape.begin());  // 8: fine
+  strides.erase(strides.begin());
+  EXPECT_EQ(create(shape, strides, 1, kI32, kI32), INFINI_STATUS_SUCCESS) << infiniopGetLastError();
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, MoeGatingCases, ::testing::ValuesIn(allDeviceParams()),
                          [](const ::testing::TestParamInfo<DeviceParam> &info) {
                            return deviceParamName(info.param);

@@ -2,9 +2,11 @@
 // The router operators (src/ops/moe_gating.h; docs/moe_gating_top_k_softmax.md and
 // docs/moe_gating_top_k.md have the arithmetic), built after common.cl. One work-item per row
 // (global id 0): every sum of a row is then one fixed chain, the same operations in the same order
-// as devices/cpu's, so every output has the cpu device's bits. Any E: the selection is k passes
-// over the row, pass i taking the best key ranked after pass i - 1's (the order is total), so it
-// needs no per-row marks; the forwards keep p in the workspace (SCRATCH floats per row).
+// as devices/cpu's, so every output has the cpu device's bits. Any E and k: the selection keeps
+// the k best in private arrays for k <= SMALL_K, and above makes k passes over the row, pass i
+// taking the best key ranked after pass i - 1's (the order is total), so it needs no per-row
+// marks. The forwards keep p (and MoeGatingTopK its group scores) in the workspace, a row of
+// floats per row; the grads recompute p and need none.
 #pragma OPENCL FP_CONTRACT OFF
 
 // The index dtypes (INT32 or INT64, each its own) and bias's (x's storage, or F32 with
@@ -365,9 +367,22 @@ __kernel void moe_gating_top_k(const __global long *geometry, __global storage_t
 }
 
 // g_i, the grads' grad_y[r, i].
-#define G_AT(i) load_value(grad_y, element(gr, (i)))
+#define LOAD_G(i) load_value(grad_y, element(gr, (i)))
 // s_i, the grads' expert_idx[r, i] (checked on the host to be in [0, E)).
-#define S_AT(i) ((ulong)expert_idx[element(ir, (i))])
+#define LOAD_S(i) ((ulong)expert_idx[element(ir, (i))])
+// The grads read s_i and g_i once per (j, i): up to SMALL_K of them are staged in private arrays
+// first (the selection's size in the forwards), beyond that read where used.
+#define STAGE_SELECTION              \
+  ulong s_[SMALL_K];                 \
+  float g_[SMALL_K];                 \
+  const bool staged_ = k <= SMALL_K; \
+  if (staged_)                       \
+    for (ulong i = 0; i < k; ++i) {  \
+      s_[i] = LOAD_S(i);             \
+      g_[i] = LOAD_G(i);             \
+    }
+#define S_AT(i) (staged_ ? s_[i] : LOAD_S(i))
+#define G_AT(i) (staged_ ? g_[i] : LOAD_G(i))
 
 // MoeGatingTopKSoftmaxGrad.
 __kernel void moe_gating_top_k_softmax_grad(const __global long *geometry,
@@ -387,6 +402,7 @@ __kernel void moe_gating_top_k_softmax_grad(const __global long *geometry,
     for (ulong j = 0; j < E; ++j) store_value(grad_x, element(gxr, j), 0.0f);
     return;
   }
+  STAGE_SELECTION
   if (!renorm) {
     // d = sum_i g_i p_{s_i}; grad_x_j = p_j (G_j - d), G_j the g_i of the slots selecting j.
     const float m = row_max(x, xr, E);
@@ -440,6 +456,7 @@ __kernel void moe_gating_top_k_grad(const __global long *geometry, __global stor
   const row_t gxr = row_of(geometry, VIEW_GRAD_X, grad_x_index, r);
   const row_t gr = row_of(geometry, VIEW_GRAD_Y, grad_y_index, r);
   const row_t ir = row_of(geometry, VIEW_EXPERT_IDX, expert_idx_index, r);
+  STAGE_SELECTION
   float m = 0.0f, S = 1.0f;
   if (!sigmoid) {
     m = row_max(x, xr, E);
