@@ -534,11 +534,7 @@ void BadInputTable::runRow(const Row &row) {
   ASSERT_EQ(op.create(handle(), &desc, descs, s.attrs), INFINI_STATUS_SUCCESS)
       << infiniopGetLastError();
   void *other = nullptr;  // another operator's descriptor, for the kind rows
-  // the next operator in the table that this device runs
-  size_t other_index = static_cast<size_t>(&op - specs().data());
-  do other_index = (other_index + 1) % specs().size();
-  while (!runsOn(handle(), specs()[other_index]));
-  const OpSpec &other_op = specs()[other_index];
+  const OpSpec &other_op = specs()[(&op - specs().data() + 1) % specs().size()];
   if (s.desc == Broken::Desc::kOtherOperator) {
     Broken os(other_op);
     Descs od(os.slots.size(), nullptr);
@@ -610,7 +606,6 @@ void BadInputTable::runRow(const Row &row) {
 
 TEST_P(BadInputTable, EveryRowFailsWithItsStatusAMessageAndNoWrite) {
   const OpSpec &op = specs()[std::get<1>(GetParam())];
-  if (!runsOn(handle(), op)) GTEST_SKIP() << op.name << " is not available on this device yet";
   size_t ran = 0;
   for (const Row &row : table()) {
     if (row.op != op.name) continue;

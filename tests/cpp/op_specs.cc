@@ -434,22 +434,6 @@ const OpSpec &spec(const std::string &name) {
   return none;
 }
 
-bool runsOn(infiniopHandle_t handle, const OpSpec &op) {
-  std::vector<infiniopTensorDescriptor_t> descs;
-  for (const Slot &s : op.slots) {
-    infiniopTensorDescriptor_t t = nullptr;
-    if (!s.absent)
-      infiniopCreateTensorDescriptor(&t, s.shape.size(), s.shape.data(), nullptr, s.dtype);
-    descs.push_back(t);
-  }
-  void *desc = nullptr;
-  const infiniStatus_t status = op.create(handle, &desc, descs, op.attrs);
-  if (status == INFINI_STATUS_SUCCESS) op.destroy(desc);
-  for (auto t : descs)
-    if (t) infiniopDestroyTensorDescriptor(t);
-  return status != INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED;
-}
-
 size_t slotIndex(const OpSpec &op, const std::string &name) {
   for (size_t i = 0; i < op.slots.size(); ++i)
     if (name == op.slots[i].name) return i;

@@ -71,10 +71,6 @@ const OpSpec &spec(const std::string &name);
 
 size_t slotIndex(const OpSpec &op, const std::string &name);
 
-// Whether the handle's device runs the operator (its valid configuration is not
-// DEVICE_TYPE_NOT_SUPPORTED): the tables skip an operator a device does not have yet.
-bool runsOn(infiniopHandle_t handle, const OpSpec &op);
-
 // Writes a slot's index data (its `values`) into an I32, I64 or BOOL buffer, in logical order.
 void writeValues(TensorBuffer &b, const std::vector<int64_t> &values);
 
