@@ -8,6 +8,7 @@
 #define HWY_TARGET_INCLUDE "cpu/moe_gating.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -49,6 +50,102 @@ HWY_INLINE void MapRow(const float *in, float *out, size_t n, const F &f) {
   size_t j = 0;
   for (; j + N <= n; j += N) hn::StoreU(f(d, hn::LoadU(d, in + j)), d, out + j);
   for (; j < n; ++j) hn::StoreU(f(d1, hn::LoadU(d1, in + j)), d1, out + j);
+}
+
+// The selection of the k <= 32 best ranks (RankOf: key, then the lower index) in one pass: the
+// held ranks in order, a new one inserted where it beats the k-th. The order is total, so the
+// held k are the top k of whatever was inserted, in any order.
+class OnePass {
+ public:
+  explicit OnePass(size_t k) : k_(k) {}
+  static bool Fits(size_t k, size_t end) { return k <= 32 && end - 1 <= 0xffffffffu; }
+
+  HWY_INLINE void Insert(const float *key, size_t j) {
+    const uint64_t rank = RankOf(key[j], j);
+    if (n_ == k_ && rank <= best_[k_ - 1]) return;
+    size_t slot = n_ < k_ ? n_++ : k_ - 1;
+    for (; slot > 0 && rank > best_[slot - 1]; --slot) best_[slot] = best_[slot - 1];
+    best_[slot] = rank;
+  }
+  void Result(size_t *top) const {
+    for (size_t i = 0; i < k_; ++i) top[i] = 0xffffffffu - static_cast<uint32_t>(best_[i]);
+  }
+
+ private:
+  uint64_t best_[32];
+  size_t n_ = 0, k_;
+};
+
+// The top k (selection order) of key[0, size), or with `groups` (n_groups increasing group
+// numbers) of the groups' members key[g * size, (g + 1) * size), into top[0, k).
+//
+// Two vector passes keep the scalar insertion (whose branches mispredict) to the few keys that
+// may be selected. The first takes lane maxima over the whole vectors: A = ceil(k / N) slots of N
+// lanes, vector i into slot i % A, each slot lane the key of a distinct element. The largest
+// slot value T that at least k slot values reach is then at most the k-th best key, so no key
+// below T is selected. The second compresses the indices of the lanes >= T (ties included: the
+// insertion orders equal keys) into a list for the insertion; the tails go in whole. A NaN (it
+// ranks first and the comparisons miss it) or fewer than A vectors: every key goes in.
+void Select(const float *key, size_t k, const size_t *groups, size_t n_groups, size_t size,
+            size_t *top, const Scratch &s) {
+  const size_t ranges = groups ? n_groups : 1;
+  const auto begin = [&](size_t r) { return groups ? groups[r] * size : 0; };
+  if (ranges * size == 0 || !OnePass::Fits(k, begin(ranges - 1) + size)) {
+    if (!groups) return TopK(key, nullptr, size, k, top, s.sort);
+    size_t c = 0;
+    for (size_t n = 0; n < n_groups; ++n)
+      for (size_t j = groups[n] * size; j < (groups[n] + 1) * size; ++j) s.candidates[c++] = j;
+    return TopK(key, s.candidates, c, k, top, s.sort);
+  }
+  const hn::ScalableTag<float> d;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  using V = hn::Vec<decltype(d)>;
+  const size_t N = hn::Lanes(d), A = (k + N - 1) / N;
+  HWY_ALIGN float slots[32 + HWY_MAX_BYTES / sizeof(float)];  // A N < k + N
+  size_t vectors = 0;
+  V nan = hn::Zero(d), max = hn::Set(d, -INFINITY);  // A = 1 (k <= N): one slot, in a register
+  for (size_t r = 0; r < ranges; ++r)
+    for (size_t j = begin(r); j + N <= begin(r) + size; j += N, ++vectors) {
+      const V v = hn::LoadU(d, key + j);
+      nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(v)));
+      if (A == 1) {
+        max = hn::IfThenElse(hn::Gt(v, max), v, max);
+        continue;
+      }
+      float *slot = slots + vectors % A * N;
+      const V m = vectors < A ? v : hn::Load(d, slot);
+      hn::Store(hn::IfThenElse(hn::Gt(v, m), v, m), d, slot);
+    }
+  if (A == 1) hn::Store(max, d, slots);
+  const bool filter = vectors >= A && hn::AllFalse(d, hn::MaskFromVec(nan));
+  float floor = -INFINITY;
+  for (size_t i = 0; filter && i < A * N; ++i) {
+    size_t reach = 0;  // the slot values >= slots[i]
+    for (size_t a = 0; a < A; ++a)
+      reach += hn::CountTrue(d, hn::Ge(hn::Load(d, slots + a * N), hn::Set(d, slots[i])));
+    floor = reach >= k && slots[i] > floor ? slots[i] : floor;
+  }
+  OnePass pass(k);
+  constexpr size_t kFlush = 256;
+  HWY_ALIGN uint32_t picked[kFlush + HWY_MAX_BYTES / sizeof(float)];
+  size_t count = 0;
+  for (size_t r = 0; r < ranges; ++r) {
+    const size_t end = begin(r) + size;
+    size_t j = begin(r);
+    for (; filter && j + N <= end; j += N) {
+      const auto above = hn::RebindMask(du, hn::Ge(hn::LoadU(d, key + j), hn::Set(d, floor)));
+      const auto index = hn::Add(hn::Iota(du, 0), hn::Set(du, static_cast<uint32_t>(j)));
+      hn::StoreU(hn::Compress(index, above), du, picked + count);  // a register compress:
+      count += hn::CountTrue(du, above);  // AVX3's to memory is microcoded on some cores
+      if (count >= kFlush) {
+        for (size_t c = 0; c < count; ++c) pass.Insert(key, picked[c]);
+        count = 0;
+      }
+    }
+    for (; j < end; ++j) pass.Insert(key, j);
+  }
+  for (size_t c = 0; c < count; ++c) pass.Insert(key, picked[c]);
+  pass.Result(top);
 }
 
 // The fixed-order row sum: element j into slot j % 16, each slot from +0 in increasing j, then
@@ -101,12 +198,12 @@ void SoftmaxForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r
   const size_t E = p.experts, k = p.k;
   LoadRow(p.x, d.x, r, s.x);
   if (p.renorm) {
-    TopK(s.x, nullptr, E, k, s.top, s.sort);
+    Select(s.x, k, nullptr, 0, E, s.top, s);
     Renormalized(s.x, s.top, k, s.x[s.top[0]], s.y);
   } else {
     Softmax(s.x, s.probs, E);
     if (p.probs.present) StoreRow(p.probs, d.probs, r, s.probs);
-    TopK(s.probs, nullptr, E, k, s.top, s.sort);
+    Select(s.probs, k, nullptr, 0, E, s.top, s);
     for (size_t i = 0; i < k; ++i) s.y[i] = s.probs[s.top[i]];
   }
   const bool finished = Finished(p, d.finished, r);
@@ -138,24 +235,19 @@ void TopKForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, c
     for (size_t j = 0; j < E; ++j) s.buffer[j] = s.probs[j] + s.buffer[j];
     v = s.buffer;
   }
-  const size_t *candidates = nullptr;
-  size_t count = E;
   if (p.group_count > 1) {
     const size_t size = E / p.group_count, best = p.group_select_mode == 1 ? 2 : 1;
     size_t two[2];
     for (size_t g = 0; g < p.group_count; ++g) {
-      TopK(v + g * size, nullptr, size, best, two, s.sort);  // indices within the group
+      Select(v + g * size, best, nullptr, 0, size, two, s);  // indices within the group
       s.scores[g] = best == 2 ? v[g * size + two[0]] + v[g * size + two[1]] : v[g * size + two[0]];
     }
-    TopK(s.scores, nullptr, p.group_count, p.k_group, s.groups, s.sort);
+    Select(s.scores, p.k_group, nullptr, 0, p.group_count, s.groups, s);
     std::sort(s.groups, s.groups + p.k_group);  // members in increasing index: ties by index
-    count = 0;
-    for (size_t n = 0; n < p.k_group; ++n)
-      for (size_t j = s.groups[n] * size; j < (s.groups[n] + 1) * size; ++j)
-        s.candidates[count++] = j;
-    candidates = s.candidates;
+    Select(v, k, s.groups, p.k_group, size, s.top, s);
+  } else {
+    Select(v, k, nullptr, 0, E, s.top, s);
   }
-  TopK(v, candidates, count, k, s.top, s.sort);
   float sum = 0.0f;
   for (size_t i = 0; i < k; ++i) sum += s.probs[s.top[i]];
   const float denominator = sum + p.eps;

@@ -40,29 +40,13 @@ inline uint64_t RankOf(float key, size_t j) {
 }
 
 // The first k of the candidates (increasing indices, `count` of them; NULL: 0..count-1) in
-// selection order into top[0..k). Small k: one pass keeping the k best ranks in order (most keys
-// fail the first comparison); larger k: std::partial_sort in `sort` (room for `count`) with the
-// comparator. The order is total, so both give the same.
+// selection order into top[0..k), by std::partial_sort in `sort` (room for `count`) with the
+// comparator: the large-k path. Small k takes moe_gating.cc's one pass over RankOf (most keys
+// fail its first comparison); the order is total, so both give the same.
 inline void TopK(const float *key, const size_t *candidates, size_t count, size_t k, size_t *top,
                  size_t *sort) {
-  const auto at = [&](size_t c) { return candidates ? candidates[c] : c; };
-  const size_t last = count ? at(count - 1) : 0;  // the largest index
-  if (k <= 32 && last <= 0xffffffffu) {
-    uint64_t best[32];
-    size_t n = 0;
-    for (size_t c = 0; c < count; ++c) {
-      const size_t j = at(c);
-      const uint64_t rank = RankOf(key[j], j);
-      if (n == k && rank <= best[k - 1]) continue;
-      size_t slot = n < k ? n++ : k - 1;
-      for (; slot > 0 && rank > best[slot - 1]; --slot) best[slot] = best[slot - 1];
-      best[slot] = rank;
-    }
-    for (size_t i = 0; i < k; ++i) top[i] = 0xffffffffu - static_cast<uint32_t>(best[i]);
-    return;
-  }
   const auto before = [&](size_t i, size_t j) { return Before(key[i], i, key[j], j); };
-  for (size_t c = 0; c < count; ++c) sort[c] = at(c);
+  for (size_t c = 0; c < count; ++c) sort[c] = candidates ? candidates[c] : c;
   std::partial_sort(sort, sort + k, sort + count, before);
   std::copy(sort, sort + k, top);
 }
