@@ -3,15 +3,19 @@
 // OpenMP over rows, each row on its own. The exponentials and sigmoids over E are vectorized
 // with the library's ExpOfMinus and Sigmoid (math-inl.h), the row sums go through 16 fixed slots
 // (docs/moe_gating_top_k_softmax.md), every other operation is a plain IEEE F32 operation in the
-// documented order: the same bits on every Highway target, thread count and on opencl.
+// documented order: the same bits on every Highway target, thread count and on opencl. Rows move
+// as vectors (convert-inl.h: exact widening, one rounding to nearest even, canonical NaN), and
+// the selection's vector comparisons only choose which keys reach its scalar insertion.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/moe_gating.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
+#include "cpu/convert-inl.h"
 #include "cpu/math-inl.h"
 #include "cpu/moe_gating_select.h"
 #include "cpu/parallel.h"
@@ -50,6 +54,43 @@ HWY_INLINE void MapRow(const float *in, float *out, size_t n, const F &f) {
   size_t j = 0;
   for (; j + N <= n; j += N) hn::StoreU(f(d, hn::LoadU(d, in + j)), d, out + j);
   for (; j < n; ++j) hn::StoreU(f(d1, hn::LoadU(d1, in + j)), d1, out + j);
+}
+
+// Highway's storage type of a library float type (the same bits).
+template <class S>
+using HwyStorage =
+    std::conditional_t<std::is_same_v<S, F16>, hwy::float16_t,
+                       std::conditional_t<std::is_same_v<S, BF16>, hwy::bfloat16_t, float>>;
+
+// LoadRow as whole vectors where the row is contiguous (LoadF32 widens exactly: the same values).
+void LoadRowVec(const moe::RouterView &v, const void *data, size_t r, float *out) {
+  if (v.col_stride != 1) return LoadRow(v, data, r, out);
+  visitFloatStorage(v.dtype, [&](auto t) HWY_ATTR {
+    using S = decltype(t);
+    const S *row = static_cast<const S *>(data) + v.rowOffset(r);
+    const hn::ScalableTag<float> d;
+    const size_t N = hn::Lanes(d);
+    size_t c = 0;
+    for (; c + N <= v.cols; c += N)
+      hn::StoreU(LoadF32(d, reinterpret_cast<const HwyStorage<S> *>(row + c)), d, out + c);
+    for (; c < v.cols; ++c) out[c] = toFloat(row[c]);
+  });
+}
+
+// StoreRow as whole vectors where the row is contiguous: StoreF32 rounds to nearest even and
+// writes the canonical NaN, as the scalar tail does.
+void StoreRowVec(const moe::RouterView &v, void *data, size_t r, const float *values) {
+  if (v.col_stride != 1) return StoreRow(v, data, r, values);
+  visitFloatStorage(v.dtype, [&](auto t) HWY_ATTR {
+    using S = decltype(t);
+    S *row = static_cast<S *>(data) + v.rowOffset(r);
+    const hn::ScalableTag<float> d;
+    const size_t N = hn::Lanes(d);
+    size_t c = 0;
+    for (; c + N <= v.cols; c += N)
+      StoreF32(d, hn::LoadU(d, values + c), reinterpret_cast<HwyStorage<S> *>(row + c));
+    for (; c < v.cols; ++c) row[c] = fromFloat<S>(Canonical(values[c]));
+  });
 }
 
 // The selection of the k <= 32 best ranks (RankOf: key, then the lower index) in one pass: the
@@ -164,16 +205,43 @@ float SlotSum(const float *e, size_t n) {
   return slots[0];
 }
 
-// p = softmax(x) over n: m = max (NaN if any), e = exp(-(m - x)), S = SlotSum(e), p = e / S.
-void Softmax(const float *x, float *p, size_t n) {
+// The scalar max of Softmax: from -inf, m = x_j where x_j > m, the first NaN where there is one.
+float ScalarMax(const float *x, size_t n) {
   float m = -INFINITY;
   for (size_t j = 0; j < n; ++j) {
-    if (std::isnan(x[j])) {
-      m = x[j];
-      break;
-    }
+    if (std::isnan(x[j])) return x[j];
     m = x[j] > m ? x[j] : m;
   }
+  return m;
+}
+
+// ScalarMax over whole vectors: a non-zero max is one value whichever lane holds it; a zero max
+// (whose sign is the first zero's) and a NaN go to the scalar loop.
+float RowMax(const float *x, size_t n) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  const size_t N = hn::Lanes(d);
+  if (n < N) return ScalarMax(x, n);
+  V m = hn::Set(d, -INFINITY), nan = hn::Zero(d);
+  size_t j = 0;
+  for (; j + N <= n; j += N) {
+    const V v = hn::LoadU(d, x + j);
+    m = hn::IfThenElse(hn::Gt(v, m), v, m);
+    nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(v)));
+  }
+  if (j < n) {  // the last vector again, overlapping: the max does not change
+    const V v = hn::LoadU(d, x + n - N);
+    m = hn::IfThenElse(hn::Gt(v, m), v, m);
+    nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(v)));
+  }
+  const float max = hn::GetLane(hn::MaxOfLanes(d, m));
+  if (!hn::AllFalse(d, hn::MaskFromVec(nan)) || max == 0.0f) return ScalarMax(x, n);
+  return max;
+}
+
+// p = softmax(x) over n: m = max (NaN if any), e = exp(-(m - x)), S = SlotSum(e), p = e / S.
+void Softmax(const float *x, float *p, size_t n) {
+  const float m = RowMax(x, n);
   MapRow(x, p, n, [m](auto d, auto v) HWY_ATTR { return ExpFloor(d, hn::Sub(hn::Set(d, m), v)); });
   const float sum = SlotSum(p, n);
   MapRow(p, p, n, [sum](auto d, auto v) HWY_ATTR { return hn::Div(v, hn::Set(d, sum)); });
@@ -193,27 +261,36 @@ void Renormalized(const float *x, const size_t *s, size_t k, float m, float *y) 
   for (size_t i = 0; i < k; ++i) y[i] = y[i] / sum;
 }
 
+// b[j] = a[j] + b[j] over n (the keys p + bias), one IEEE addition per element.
+void AddRow(const float *a, float *b, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  size_t j = 0;
+  for (; j + N <= n; j += N)
+    hn::StoreU(hn::Add(hn::LoadU(d, a + j), hn::LoadU(d, b + j)), d, b + j);
+  for (; j < n; ++j) b[j] = a[j] + b[j];
+}
+
 void SoftmaxForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r,
                     const Scratch &s) {
   const size_t E = p.experts, k = p.k;
-  LoadRow(p.x, d.x, r, s.x);
+  LoadRowVec(p.x, d.x, r, s.x);
   if (p.renorm) {
     Select(s.x, k, nullptr, 0, E, s.top, s);
     Renormalized(s.x, s.top, k, s.x[s.top[0]], s.y);
   } else {
     Softmax(s.x, s.probs, E);
-    if (p.probs.present) StoreRow(p.probs, d.probs, r, s.probs);
+    if (p.probs.present) StoreRowVec(p.probs, d.probs, r, s.probs);
     Select(s.probs, k, nullptr, 0, E, s.top, s);
     for (size_t i = 0; i < k; ++i) s.y[i] = s.probs[s.top[i]];
   }
   const bool finished = Finished(p, d.finished, r);
-  for (size_t i = 0; i < k; ++i) {
-    if (finished) s.y[i] = 0.0f;
-    StoreIndex(p.expert_idx, d.expert_idx, r, i, static_cast<int64_t>(finished ? E : s.top[i]));
-    if (p.row_idx.present)
-      StoreIndex(p.row_idx, d.row_idx, r, i, static_cast<int64_t>(i * p.rows + r));
-  }
-  StoreRow(p.y, d.y, r, s.y);
+  if (finished) std::fill(s.y, s.y + k, 0.0f);
+  StoreIndexRow(p.expert_idx, d.expert_idx, r, k,
+                [&](size_t i) { return finished ? E : s.top[i]; });
+  if (p.row_idx.present)
+    StoreIndexRow(p.row_idx, d.row_idx, r, k, [&](size_t i) { return i * p.rows + r; });
+  StoreRowVec(p.y, d.y, r, s.y);
 }
 
 // MoeGatingTopK's p: softmax, or sigmoid per element.
@@ -226,13 +303,13 @@ void Normalize(const moe::RouterPlan &p, const float *x, float *probs) {
 
 void TopKForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, const Scratch &s) {
   const size_t E = p.experts, k = p.k;
-  LoadRow(p.x, d.x, r, s.x);
+  LoadRowVec(p.x, d.x, r, s.x);
   Normalize(p, s.x, s.probs);
-  if (p.probs.present) StoreRow(p.probs, d.probs, r, s.probs);
+  if (p.probs.present) StoreRowVec(p.probs, d.probs, r, s.probs);
   float *v = s.probs;  // the selection's keys: p + bias
   if (p.bias.present) {
-    LoadRow(p.bias, d.bias, 0, s.buffer);
-    for (size_t j = 0; j < E; ++j) s.buffer[j] = s.probs[j] + s.buffer[j];
+    LoadRowVec(p.bias, d.bias, 0, s.buffer);
+    AddRow(s.probs, s.buffer, E);
     v = s.buffer;
   }
   if (p.group_count > 1) {
@@ -251,18 +328,15 @@ void TopKForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, c
   float sum = 0.0f;
   for (size_t i = 0; i < k; ++i) sum += s.probs[s.top[i]];
   const float denominator = sum + p.eps;
-  for (size_t i = 0; i < k; ++i) {
-    s.y[i] = s.probs[s.top[i]] / denominator * p.scale;
-    StoreIndex(p.expert_idx, d.expert_idx, r, i, static_cast<int64_t>(s.top[i]));
-  }
-  StoreRow(p.y, d.y, r, s.y);
+  for (size_t i = 0; i < k; ++i) s.y[i] = s.probs[s.top[i]] / denominator * p.scale;
+  StoreIndexRow(p.expert_idx, d.expert_idx, r, k, [&](size_t i) { return s.top[i]; });
+  StoreRowVec(p.y, d.y, r, s.y);
 }
 
 // The grads read k = grad_y's width of expert_idx into s.top and grad_y into s.g.
 void LoadSelection(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, const Scratch &s) {
-  for (size_t i = 0; i < p.k; ++i)
-    s.top[i] = static_cast<size_t>(LoadIndex(p.expert_idx, d.expert_idx_in, r, i));
-  LoadRow(p.grad_y, d.grad_y, r, s.g);
+  LoadIndexRow(p.expert_idx, d.expert_idx_in, r, p.k, s.top);
+  LoadRowVec(p.grad_y, d.grad_y, r, s.g);
 }
 
 void SoftmaxGrad(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, const Scratch &s) {
@@ -270,7 +344,7 @@ void SoftmaxGrad(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, c
   float *grad = s.buffer;
   std::fill(grad, grad + E, 0.0f);
   if (!Finished(p, d.finished, r)) {
-    LoadRow(p.x, d.x, r, s.x);
+    LoadRowVec(p.x, d.x, r, s.x);
     LoadSelection(p, d, r, s);
     const float *g = s.g;
     const size_t *top = s.top;
@@ -295,12 +369,12 @@ void SoftmaxGrad(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, c
       for (size_t j = 0; j < E; ++j) grad[j] = probs[j] * (grad[j] - dot);
     }
   }
-  StoreRow(p.grad_x, d.grad_x, r, grad);
+  StoreRowVec(p.grad_x, d.grad_x, r, grad);
 }
 
 void TopKGrad(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, const Scratch &s) {
   const size_t E = p.experts, k = p.k;
-  LoadRow(p.x, d.x, r, s.x);
+  LoadRowVec(p.x, d.x, r, s.x);
   LoadSelection(p, d, r, s);
   Normalize(p, s.x, s.probs);
   const float *probs = s.probs, *g = s.g;
@@ -319,7 +393,7 @@ void TopKGrad(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, cons
   }
   for (size_t j = 0; j < E; ++j)
     grad_p[j] = p.sigmoid ? grad_p[j] * (probs[j] * (1.0f - probs[j])) : probs[j] * (grad_p[j] - q);
-  StoreRow(p.grad_x, d.grad_x, r, grad_p);
+  StoreRowVec(p.grad_x, d.grad_x, r, grad_p);
 }
 
 }  // namespace

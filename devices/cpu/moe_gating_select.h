@@ -74,15 +74,29 @@ inline void StoreRow(const moe::RouterView &v, void *data, size_t r, const float
   });
 }
 
-inline int64_t LoadIndex(const moe::RouterView &v, const void *data, size_t r, size_t c) {
-  return v.dtype == INFINI_DTYPE_I64 ? static_cast<const int64_t *>(data)[v.offset(r, c)]
-                                     : static_cast<const int32_t *>(data)[v.offset(r, c)];
+// Row r of an index view (I32/I64): `count` elements from column 0, out[c] or value(c). The row's
+// offset once per row (RouterView::offset divides per element).
+inline void LoadIndexRow(const moe::RouterView &v, const void *data, size_t r, size_t count,
+                         size_t *out) {
+  const ptrdiff_t row = v.rowOffset(r);
+  for (size_t c = 0; c < count; ++c) {
+    const ptrdiff_t at = row + static_cast<ptrdiff_t>(c) * v.col_stride;
+    out[c] =
+        static_cast<size_t>(v.dtype == INFINI_DTYPE_I64 ? static_cast<const int64_t *>(data)[at]
+                                                        : static_cast<const int32_t *>(data)[at]);
+  }
 }
-inline void StoreIndex(const moe::RouterView &v, void *data, size_t r, size_t c, int64_t value) {
-  if (v.dtype == INFINI_DTYPE_I64)
-    static_cast<int64_t *>(data)[v.offset(r, c)] = value;
-  else
-    static_cast<int32_t *>(data)[v.offset(r, c)] = static_cast<int32_t>(value);
+template <class F>
+inline void StoreIndexRow(const moe::RouterView &v, void *data, size_t r, size_t count,
+                          const F &value) {
+  const ptrdiff_t row = v.rowOffset(r);
+  for (size_t c = 0; c < count; ++c) {
+    const ptrdiff_t at = row + static_cast<ptrdiff_t>(c) * v.col_stride;
+    if (v.dtype == INFINI_DTYPE_I64)
+      static_cast<int64_t *>(data)[at] = static_cast<int64_t>(value(c));
+    else
+      static_cast<int32_t *>(data)[at] = static_cast<int32_t>(value(c));
+  }
 }
 
 // One range of rows' scratch: rows of E floats, the k-wide values, the group scores and the
