@@ -113,7 +113,7 @@ class OnePass {
   }
 
  private:
-  uint64_t best_[32];
+  uint64_t best_[32] = {};  // zeroed for -Wmaybe-uninitialized only
   size_t n_ = 0, k_;
 };
 
@@ -159,8 +159,17 @@ void Select(const float *key, size_t k, const size_t *groups, size_t n_groups, s
     }
   if (A == 1) hn::Store(max, d, slots);
   const bool filter = vectors >= A && hn::AllFalse(d, hn::MaskFromVec(nan));
+  // Small k: first fold the slots pairwise (max) while at least 2k remain, each still a distinct
+  // element's key, so that fewer values are ranked; the folded-away lanes become -inf, which only
+  // a -inf value reaches (a floor of -inf keeps every key).
+  size_t M = A * N;
+  for (; filter && M % 2 == 0 && M / 2 >= 2 * k; M /= 2)
+    for (size_t i = 0; i < M / 2; ++i) {
+      slots[i] = std::max(slots[i], slots[i + M / 2]);
+      slots[i + M / 2] = -INFINITY;
+    }
   float floor = -INFINITY;
-  for (size_t i = 0; filter && i < A * N; ++i) {
+  for (size_t i = 0; filter && i < M; ++i) {
     size_t reach = 0;  // the slot values >= slots[i]
     for (size_t a = 0; a < A; ++a)
       reach += hn::CountTrue(d, hn::Ge(hn::Load(d, slots + a * N), hn::Set(d, slots[i])));
@@ -187,6 +196,39 @@ void Select(const float *key, size_t k, const size_t *groups, size_t n_groups, s
   }
   for (size_t c = 0; c < count; ++c) pass.Insert(key, picked[c]);
   pass.Result(top);
+}
+
+// A group's score (MoeGatingTopK, group_count > 1): the largest key (best 1) or the sum of the two
+// largest (best 2), in selection order. Only the scores' order is used, which their values
+// decide up to the sign of a zero and a NaN's payload, and the values of the best two are
+// those of the two largest of the multiset: per lane the two largest over the vectors, then the
+// lanes' largest and the largest of the rest. A NaN among the keys: NaN (it ranks first). A group
+// that is not whole vectors takes Select.
+float GroupScore(const float *key, size_t size, size_t best, const Scratch &s) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  using V = hn::Vec<decltype(d)>;
+  const size_t N = hn::Lanes(d);
+  if (size % N != 0 || size < 2) {
+    size_t two[2];
+    Select(key, best, nullptr, 0, size, two, s);
+    return best == 2 ? key[two[0]] + key[two[1]] : key[two[0]];
+  }
+  V first = hn::Set(d, -INFINITY), second = first, nan = hn::Zero(d);
+  for (size_t j = 0; j < size; j += N) {
+    const V v = hn::LoadU(d, key + j);
+    nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(v)));
+    second = hn::Max(second, hn::Min(first, v));
+    first = hn::Max(first, v);
+  }
+  if (!hn::AllFalse(d, hn::MaskFromVec(nan))) return NAN;
+  const float top = hn::GetLane(hn::MaxOfLanes(d, first));
+  if (best == 1) return top;
+  const size_t lane = hn::FindKnownFirstTrue(d, hn::Eq(first, hn::Set(d, top)));
+  const auto at =
+      hn::RebindMask(d, hn::Eq(hn::Iota(du, 0), hn::Set(du, static_cast<uint32_t>(lane))));
+  const V rest = hn::Max(second, hn::IfThenElse(at, hn::Set(d, -INFINITY), first));
+  return top + hn::GetLane(hn::MaxOfLanes(d, rest));
 }
 
 // The fixed-order row sum: element j into slot j % 16, each slot from +0 in increasing j, then
@@ -314,11 +356,8 @@ void TopKForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, c
   }
   if (p.group_count > 1) {
     const size_t size = E / p.group_count, best = p.group_select_mode == 1 ? 2 : 1;
-    size_t two[2];
-    for (size_t g = 0; g < p.group_count; ++g) {
-      Select(v + g * size, best, nullptr, 0, size, two, s);  // indices within the group
-      s.scores[g] = best == 2 ? v[g * size + two[0]] + v[g * size + two[1]] : v[g * size + two[0]];
-    }
+    for (size_t g = 0; g < p.group_count; ++g)
+      s.scores[g] = GroupScore(v + g * size, size, best, s);
     Select(s.scores, p.k_group, nullptr, 0, p.group_count, s.groups, s);
     std::sort(s.groups, s.groups + p.k_group);  // members in increasing index: ties by index
     Select(v, k, s.groups, p.k_group, size, s.top, s);
