@@ -16,7 +16,8 @@
 //    chain = ceil(E / 16) + 4 (the longest addition chain of the 16-slot sum) and A = sum_j |a_j|
 //    p_j (the rounding of each a_j carried into the sum). K = f32_bound_u::moe_gating.
 //  - renorm 1: the same over the k selected (chain = k).
-//  - MoeGatingTopK's y: p's bound (sigmoid: K u p) plus k + 3 roundings of the normalization.
+//  - MoeGatingTopK's y: p's bound (sigmoid: K u p) plus the largest selected p's (D's) plus k + 3
+//    roundings of the normalization.
 //  - the grads: |err| <= u (K + cond) terms_j, terms_j the sum of the magnitudes of what the
 //    formula adds for element j and cond the row's largest condition above plus 2k.
 // A selection may differ from the oracle's only between keys within that bound (near ties that
@@ -231,11 +232,11 @@ void checkForward(infiniopHandle_t h, const Forward &c, uint64_t seed) {
     } else if (c.op == Op::kSoftmax) {
       for (size_t i = 0; i < k; ++i) want[i] = pr[chosen[i]], ycond[i] = cond[chosen[i]];
     } else {
-      double sum = 0;
-      for (size_t j : chosen) sum += pr[j];
+      double sum = 0, sum_cond = 0;  // D carries the selected p's errors
+      for (size_t j : chosen) sum += pr[j], sum_cond = std::max(sum_cond, cond[j]);
       for (size_t i = 0; i < k; ++i) {
         want[i] = pr[chosen[i]] / (sum + c.eps) * c.scale;
-        ycond[i] = cond[chosen[i]] + static_cast<double>(k) + 3;
+        ycond[i] = cond[chosen[i]] + sum_cond + static_cast<double>(k) + 3;
       }
     }
     for (size_t i = 0; i < k; ++i) {
