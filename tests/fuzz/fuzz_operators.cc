@@ -1461,12 +1461,12 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
         for (size_t i = 0; i < k; ++i) want[i] = pr.p[got[i]], cond[i] = pr.cond[got[i]];
       } else {
         const double scale = static_cast<float>(c.d[0]), eps = static_cast<float>(c.d[1]);
-        double sum = 0;
-        for (int64_t s : got) sum += pr.p[s];
+        double sum = 0, sum_cond = 0;  // D carries the selected p's errors
+        for (int64_t s : got) sum += pr.p[s], sum_cond = std::fmax(sum_cond, pr.cond[s]);
         const double D = sum + eps;
         for (size_t i = 0; i < k; ++i) {
           want[i] = pr.p[got[i]] / D * scale;
-          cond[i] = pr.cond[got[i]] + static_cast<double>(k) + 3;
+          cond[i] = pr.cond[got[i]] + sum_cond + static_cast<double>(k) + 3;
         }
         // p's absolute floor (2^-125 each) through the normalization: (k + 1) |c| floor / D;
         // past |c| (D below the floors) y is meaningless and any value goes.
@@ -1543,7 +1543,9 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
           // The documented F32 steps c / D and grad_w overflow there (c 1e33 over D = eps
           // 1e-20): an infinity, or NaN (inf * 0), where the truth is finite. Not modelled: a
           // non-finite grad_x is let through on such rows (tests/fuzz/README.md, Findings).
-          overflows = !(std::fabs(scale) / D * (gsum + std::fabs(t) / D) < 0x1p126);
+          // Likewise where D is within the p's floors (F32 may hold every p, and D, as 0: 0 / 0).
+          overflows = !(std::fabs(scale) / D * (gsum + std::fabs(t) / D) < 0x1p126) ||
+                      !(D > static_cast<double>(k + 1) * 0x1p-124);
           double q = 0, q_mag = 0;
           for (size_t i = 0; i < k; ++i) {
             const double gw = scale / D * (g[i] - t / D);
