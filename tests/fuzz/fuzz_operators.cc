@@ -1336,6 +1336,61 @@ struct Tolerance {
   }
 };
 
+// With groups: some kept set K the group scores allow (each score in [lo, hi], its members' keys
+// all down or all up: K is possible iff min over K of hi >= max outside K of lo) that holds the
+// chosen experts' groups and, besides, only groups none of whose experts beats the weakest chosen
+// one (keys moved in the choice's favour). Moving the keys alone is not enough here: a kept group
+// the choice takes nothing from may tie with one whose expert would beat it.
+std::string checkGroups(const std::vector<double> &key, const std::vector<double> &delta,
+                        const std::vector<double> &moved, const std::vector<bool> &chosen,
+                        const Grouping &g) {
+  const size_t E = key.size(), size = E / g.count;
+  size_t weakest = SIZE_MAX;  // the last chosen expert in selection order of the moved keys
+  for (size_t j = 0; j < E; ++j)
+    if (chosen[j] && (weakest == SIZE_MAX || before(moved[weakest], weakest, moved[j], j)))
+      weakest = j;
+  const auto scoreOf = [&](size_t q, double sign) {
+    std::vector<double> v(key);
+    std::vector<size_t> members;
+    for (size_t j = q * size; j < (q + 1) * size; ++j) {
+      if (std::isfinite(v[j])) v[j] += sign * delta[j];
+      members.push_back(j);
+    }
+    const std::vector<size_t> best = topKOf(v, members, g.mode == 1 ? 2 : 1);
+    const double s = g.mode == 1 ? v[best[0]] + v[best[1]] : v[best[0]];
+    return std::isnan(s) ? INFINITY : s;  // NaN ranks first
+  };
+  std::vector<double> lo(g.count), hi(g.count);
+  std::vector<bool> must(g.count, false), eligible(g.count, true);
+  for (size_t q = 0; q < g.count; ++q) {
+    lo[q] = scoreOf(q, -1);
+    hi[q] = scoreOf(q, 1);
+    for (size_t j = q * size; j < (q + 1) * size; ++j) {
+      must[q] = must[q] || chosen[j];
+      if (!chosen[j] && weakest != SIZE_MAX && before(moved[j], j, moved[weakest], weakest))
+        eligible[q] = false;
+    }
+  }
+  for (size_t q = 0; q < g.count; ++q)
+    if (must[q] && !eligible[q])
+      return "group " + std::to_string(q) + " holds an expert beating the choice beyond the bound";
+  // Some threshold T = min over K of hi: K holds every group with lo > T, only groups with
+  // hi >= T, and k_group of them.
+  for (size_t t = 0; t < g.count; ++t) {
+    const double T = hi[t];
+    size_t forced = 0, possible = 0;
+    bool ok = true;
+    for (size_t q = 0; q < g.count; ++q) {
+      const bool in = must[q] || lo[q] > T;
+      if (in && (!eligible[q] || hi[q] < T)) ok = false;
+      forced += in;
+      possible += eligible[q] && hi[q] >= T;
+    }
+    if (ok && forced <= g.keep && g.keep <= possible) return "";
+  }
+  return "no kept groups the scores allow hold the choice";
+}
+
 // "" when `got` is a selection of k experts the oracle could make from keys each within delta of
 // `key`: distinct, in [0, E), the same set as the exact selection on the keys moved by their bound
 // in its favour (the chosen up, the rest down: monotone, so any admissible set is that one), in
@@ -1353,10 +1408,15 @@ std::string checkSelection(const std::vector<double> &key, const std::vector<dou
   std::vector<double> moved = key;
   for (size_t j = 0; j < E; ++j)
     if (std::isfinite(key[j])) moved[j] += chosen[j] ? delta[j] : -delta[j];
-  for (size_t j : selectOf(moved, g, k))
-    if (!chosen[j])
-      return "expert " + std::to_string(j) + " (key " + num(key[j]) +
-             ") beats the choice beyond the bound";
+  if (g.count > 1) {
+    const std::string why = checkGroups(key, delta, moved, chosen, g);
+    if (!why.empty()) return why;
+  } else {
+    for (size_t j : selectOf(moved, g, k))
+      if (!chosen[j])
+        return "expert " + std::to_string(j) + " (key " + num(key[j]) +
+               ") beats the choice beyond the bound";
+  }
   for (size_t i = 0; i + 1 < k; ++i) {
     const size_t a = static_cast<size_t>(got[i]), b = static_cast<size_t>(got[i + 1]);
     if (!before(key[a], a, key[b], b) &&
