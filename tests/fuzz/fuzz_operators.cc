@@ -1530,7 +1530,9 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
         }
         // p's absolute floor (2^-125 each) through the normalization: (k + 1) |c| floor / D;
         // past |c| (D below the floors) y is meaningless and any value goes.
-        floor = std::fabs(scale) * static_cast<double>(k + 1) * 0x1p-124 / D;
+        // Plus w / D's own rounding where it falls below F32's normal range (an eps near 1e23:
+        // w / D underflows), times c: 2^-149 |c|.
+        floor = std::fabs(scale) * (static_cast<double>(k + 1) * 0x1p-124 / D + 0x1p-149);
         meaningless = std::fabs(scale);
         if (!(floor < meaningless)) continue;
       }
@@ -1604,7 +1606,8 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
           // 1e-20): an infinity, or NaN (inf * 0), where the truth is finite. Not modelled: a
           // non-finite grad_x is let through on such rows (tests/fuzz/README.md, Findings).
           // Likewise where D is within the p's floors (F32 may hold every p, and D, as 0: 0 / 0).
-          overflows = !(std::fabs(scale) / D * (gsum + std::fabs(t) / D) < 0x1p126) ||
+          overflows = !(std::fabs(scale) / D < 0x1p126) ||  // c / D alone, times a 0 after
+                      !(std::fabs(scale) / D * (gsum + std::fabs(t) / D) < 0x1p126) ||
                       !(D > static_cast<double>(k + 1) * 0x1p-124);
           double q = 0, q_mag = 0;
           for (size_t i = 0; i < k; ++i) {
@@ -1623,7 +1626,8 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
           cond = (sigmoid ? 2.0 : sm.max_cond) + 3.0 * static_cast<double>(k) + 3;
           // p's floor through 1 / D and 1 / D^2 (gw's derivatives in w), times the grads' sizes.
           floor = 0x1p-120 * static_cast<double>(k) * (std::fabs(scale) + 1) * (gsum + 1) *
-                  (1 / D + 1 / (D * D));
+                      (1 / D + 1 / (D * D)) +
+                  0x1p-148 * static_cast<double>(k) * std::fabs(scale) / D;  // t / D subnormal
         }
       }
       floored = floored && !g_finite;
