@@ -44,6 +44,17 @@ HWY_INLINE V SigmoidFloor(D d, V x) {
   return hn::IfThenElse(hn::IsNaN(x), x, hn::IfThenZeroElse(below, sigmoid.s));
 }
 
+// sigmoid's slope p (1 - p) as (e p) p, e = exp(-x): 1 - p = e p without the cancellation of
+// 1 - p, which lost every digit from x = 17 (as the elementwise operators' Sigmoid::Slope). For
+// |x| <= 87 (ExpOfMinus's range); 0 beyond (below 2^-125.5: p's floor); NaN stays NaN. p is
+// SigmoidFloor's.
+template <class D, class V>
+HWY_INLINE V SigmoidSlopeFloor(D d, V x, V p) {
+  const auto beyond = hn::Gt(hn::Abs(x), hn::Set(d, 87.0f));
+  const V e = ExpOfMinus(d, hn::IfThenZeroElse(beyond, x));
+  return hn::IfThenElse(hn::IsNaN(x), x, hn::IfThenZeroElse(beyond, hn::Mul(hn::Mul(e, p), p)));
+}
+
 // out[j] = f(d, in[j]) over n elements: whole vectors, then one lane at a time (the same
 // operations per lane, so the same bits).
 template <class F>
@@ -54,6 +65,16 @@ HWY_INLINE void MapRow(const float *in, float *out, size_t n, const F &f) {
   size_t j = 0;
   for (; j + N <= n; j += N) hn::StoreU(f(d, hn::LoadU(d, in + j)), d, out + j);
   for (; j < n; ++j) hn::StoreU(f(d1, hn::LoadU(d1, in + j)), d1, out + j);
+}
+// out[j] = f(d, a[j], b[j]), the same way.
+template <class F>
+HWY_INLINE void MapRow2(const float *a, const float *b, float *out, size_t n, const F &f) {
+  const hn::ScalableTag<float> d;
+  const hn::CappedTag<float, 1> d1;
+  const size_t N = hn::Lanes(d);
+  size_t j = 0;
+  for (; j + N <= n; j += N) hn::StoreU(f(d, hn::LoadU(d, a + j), hn::LoadU(d, b + j)), d, out + j);
+  for (; j < n; ++j) hn::StoreU(f(d1, hn::LoadU(d1, a + j), hn::LoadU(d1, b + j)), d1, out + j);
 }
 
 // Highway's storage type of a library float type (the same bits).
@@ -430,8 +451,14 @@ void TopKGrad(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, cons
     grad_p[top[i]] += grad_w;
     q += grad_w * probs[top[i]];
   }
-  for (size_t j = 0; j < E; ++j)
-    grad_p[j] = p.sigmoid ? grad_p[j] * (probs[j] * (1.0f - probs[j])) : probs[j] * (grad_p[j] - q);
+  if (p.sigmoid) {
+    // x is spent: its row takes the slopes.
+    MapRow2(s.x, probs, s.x, E,
+            [](auto d, auto x, auto pr) HWY_ATTR { return SigmoidSlopeFloor(d, x, pr); });
+    for (size_t j = 0; j < E; ++j) grad_p[j] = grad_p[j] * s.x[j];
+  } else {
+    for (size_t j = 0; j < E; ++j) grad_p[j] = probs[j] * (grad_p[j] - q);
+  }
   StoreRowVec(p.grad_x, d.grad_x, r, grad_p);
 }
 

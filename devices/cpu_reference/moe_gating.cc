@@ -123,6 +123,13 @@ std::vector<double> normalized(const RouterPlan &p, const std::vector<double> &x
   return s;
 }
 
+// sigmoid's slope p (1 - p) as e / (1 + e)^2, e = exp(-|x|): 1 - p in double cancels too (it
+// loses every digit from x = 37), and the oracle must not.
+double sigmoidSlope(double x) {
+  const double e = std::exp(-std::fabs(x));
+  return e / ((1.0 + e) * (1.0 + e));
+}
+
 // The k values of a selection as a softmax over them (renorm 1).
 std::vector<double> softmaxOf(const std::vector<double> &x, const std::vector<size_t> &s) {
   std::vector<double> picked;
@@ -229,7 +236,8 @@ void softmaxGrad(Writer &w, const RouterPlan &p, const moe::RouterData &d) {
 
 void topKGrad(Writer &w, const RouterPlan &p, const moe::RouterData &d) {
   for (size_t r = 0; r < p.rows; ++r) {
-    const std::vector<double> probs = normalized(p, rowOf(p.x, d.x, r));
+    const std::vector<double> x = rowOf(p.x, d.x, r);
+    const std::vector<double> probs = normalized(p, x);
     const std::vector<double> g = rowOf(p.grad_y, d.grad_y, r);
     std::vector<size_t> s(p.k);
     double sum = 0, dot = 0;
@@ -248,7 +256,7 @@ void topKGrad(Writer &w, const RouterPlan &p, const moe::RouterData &d) {
     }
     for (size_t j = 0; j < p.experts; ++j) {
       const double pj = probs[j];
-      const double grad = p.sigmoid ? grad_p[j] * pj * (1.0 - pj) : pj * (grad_p[j] - q);
+      const double grad = p.sigmoid ? grad_p[j] * sigmoidSlope(x[j]) : pj * (grad_p[j] - q);
       w.value(p.grad_x, d.grad_x, r, j, grad);
     }
   }

@@ -16,7 +16,8 @@
 //    chain = ceil(E / 16) + 4 (the longest addition chain of the 16-slot sum) and A = sum_j |a_j|
 //    p_j (the rounding of each a_j carried into the sum). K = f32_bound_u::moe_gating.
 //  - renorm 1: the same over the k selected (chain = k).
-//  - MoeGatingTopK's y: p's bound (sigmoid: K u p) plus k + 3 roundings of the normalization.
+//  - MoeGatingTopK's y: p's bound (sigmoid: K u p) plus the largest selected p's (D's) plus k + 3
+//    roundings of the normalization.
 //  - the grads: |err| <= u (K + cond) terms_j, terms_j the sum of the magnitudes of what the
 //    formula adds for element j and cond the row's largest condition above plus 2k.
 // A selection may differ from the oracle's only between keys within that bound (near ties that
@@ -231,11 +232,11 @@ void checkForward(infiniopHandle_t h, const Forward &c, uint64_t seed) {
     } else if (c.op == Op::kSoftmax) {
       for (size_t i = 0; i < k; ++i) want[i] = pr[chosen[i]], ycond[i] = cond[chosen[i]];
     } else {
-      double sum = 0;
-      for (size_t j : chosen) sum += pr[j];
+      double sum = 0, sum_cond = 0;  // D carries the selected p's errors
+      for (size_t j : chosen) sum += pr[j], sum_cond = std::max(sum_cond, cond[j]);
       for (size_t i = 0; i < k; ++i) {
         want[i] = pr[chosen[i]] / (sum + c.eps) * c.scale;
-        ycond[i] = cond[chosen[i]] + static_cast<double>(k) + 3;
+        ycond[i] = cond[chosen[i]] + sum_cond + static_cast<double>(k) + 3;
       }
     }
     for (size_t i = 0; i < k; ++i) {
@@ -547,8 +548,10 @@ void gradOracle(const Grad &c, const std::vector<double> &x, const std::vector<d
   }
   if (c.op == Op::kTopKGrad && c.norm_type == 1) {
     for (size_t j = 0; j < E; ++j) {
-      (*grad)[j] = gp[j] * p[j] * (1 - p[j]);
-      (*terms)[j] = gp_mag[j] * p[j] * (1 - p[j]);
+      // p (1 - p) as e / (1 + e)^2, e = exp(-|x|): 1 - p cancels in double too
+      const double e = std::exp(-std::fabs(x[j])), slope = e / ((1 + e) * (1 + e));
+      (*grad)[j] = gp[j] * slope;
+      (*terms)[j] = gp_mag[j] * slope;
     }
     return;
   }
@@ -660,6 +663,17 @@ TEST_P(MoeGatingCases, GradsMatchOracle) {
       }
 }
 
+// MoeGatingTopKGrad's call with sigmoid scores, c = 1, eps = 0; grad_x poisoned.
+Call sigmoidGradCall(TensorBuffer &grad_x, TensorBuffer &grad_y, TensorBuffer &x,
+                     TensorBuffer &idx) {
+  Call call;
+  call.op = Op::kTopKGrad;
+  call.eps = 0.0;
+  call.t = {&grad_x, &grad_y, &x, &idx};
+  poison(&grad_x);
+  return call;
+}
+
 TEST_P(MoeGatingCases, GradsByHand) {
   // E = 3, x = [0, 1, 2], expert_idx = [2, 0], grad_y = [1, 0.5].
   const double e = std::exp(1.0), S = 1 + e + e * e;
@@ -703,14 +717,37 @@ TEST_P(MoeGatingCases, GradsByHand) {
   grad_y.set(1, 0.0f);
   setIndex(idx, 0, 1);
   setIndex(idx, 1, 0);
-  Call call;
-  call.op = Op::kTopKGrad;
-  call.eps = 0.0;
-  call.t = {&grad_x, &grad_y, &x, &idx};
-  poison(&grad_x);
-  ASSERT_EQ(run(handle(), call).calc, INFINI_STATUS_SUCCESS);
+  ASSERT_EQ(run(handle(), sigmoidGradCall(grad_x, grad_y, x, idx)).calc, INFINI_STATUS_SUCCESS);
   EXPECT_TRUE(near(kF32, grad_x.get(0), -p1 / S2 * 0.25, 16, 1));
   EXPECT_TRUE(near(kF32, grad_x.get(1), p0 / S2 * p1 * (1 - p1), 16, 1));
+}
+
+// MoeGatingTopKGrad, sigmoid, at large x: the slope p (1 - p) must not cancel. F32's 1 - p kept
+// about 11 bits at x = 10 and none from x = 17 (grad_x 0 where the truth is g e^-x); (e p) p keeps
+// them all (the fuzz harness found it: tests/fuzz/README.md, Findings).
+TEST_P(MoeGatingCases, TopKGradSigmoidSlopeAtLargeX) {
+  const std::vector<float> xs = {10.0f, 20.0f, 70.0f, -30.0f, 90.0f};
+  const std::vector<size_t> sel = {2, 0, 3, 1};
+  const std::vector<double> g = {1.0, -2.0, 0.25, 0.5};
+  TensorBuffer grad_x({1, 5}, kF32), grad_y({1, 4}, kF32), x({1, 5}, kF32), idx({1, 4}, kI32);
+  for (size_t j = 0; j < 5; ++j) x.set(j, xs[j]);
+  for (size_t i = 0; i < 4; ++i) {
+    grad_y.set(i, static_cast<float>(g[i]));
+    setIndex(idx, i, static_cast<int64_t>(sel[i]));
+  }
+  ASSERT_EQ(run(handle(), sigmoidGradCall(grad_x, grad_y, x, idx)).calc, INFINI_STATUS_SUCCESS);
+  Grad c;
+  c.op = Op::kTopKGrad;
+  c.E = 5;
+  c.k = 4;
+  c.eps = 0.0;
+  std::vector<double> want, terms;
+  gradOracle(c, rowOf(x, 0, 5), g, sel, &want, &terms);
+  for (size_t j = 0; j < 4; ++j) {
+    EXPECT_NE(grad_x.get(j), 0.0f) << j;
+    EXPECT_TRUE(near(kF32, grad_x.get(j), want[j], 3.0 * 4 + 5, terms[j])) << "expert " << j;
+  }
+  EXPECT_EQ(grad_x.get(4), 0.0f);  // not selected: grad_p 0
 }
 
 // Creation-only limits (no data is allocated): index outputs too narrow for their values, and

@@ -101,6 +101,14 @@ INLINE float sigmoid_value(float v) {
   return isnan(v) ? v : (v < -87.0f ? 0.0f : s);
 }
 
+// sigmoid's slope p (1 - p) as (e p) p, e = exp(-v), without the cancellation of 1 - p (cpu's
+// SigmoidSlopeFloor): for |v| <= 87, 0 beyond; NaN stays NaN. p is sigmoid_value(v).
+INLINE float sigmoid_slope_value(float v, float p) {
+  const bool beyond = fabs(v) > 87.0f;
+  const float e = exp_of_minus_sum(beyond ? 0.0f : v, -0.0f);
+  return isnan(v) ? v : (beyond ? 0.0f : (e * p) * p);
+}
+
 // The row sum of the docs: 16 slots (element j into slot j % 16, each from +0 in increasing j),
 // then slot i += slot i + 8, + 4, + 2, + 1.
 #define SUM_SLOTS 16
@@ -443,7 +451,7 @@ __kernel void moe_gating_top_k_softmax_grad(const __global long *geometry,
 
 // MoeGatingTopKGrad: p recomputed from x; w_i = p_{s_i}; D = sum_i w_i + eps; t = sum_i g_i w_i;
 // grad_w_i = (c / D) (g_i - t / D); grad_p_j = the grad_w_i of the slots selecting j; sigmoid:
-// grad_x_j = grad_p_j (p_j (1 - p_j)); softmax: grad_x_j = p_j (grad_p_j - q), q = sum_i grad_w_i
+// grad_x_j = grad_p_j ((e_j p_j) p_j), e_j = exp(-x_j); softmax: grad_x_j = p_j (grad_p_j - q), q = sum_i grad_w_i
 // p_{s_i}.
 __kernel void moe_gating_top_k_grad(const __global long *geometry, __global storage_t *grad_x,
                                     ulong grad_x_index, const __global storage_t *grad_y,
@@ -479,7 +487,7 @@ __kernel void moe_gating_top_k_grad(const __global long *geometry, __global stor
     for (ulong i = 0; i < k; ++i)
       if (S_AT(i) == j) grad_p += GRAD_W_AT(i);
     const float pj = P_AT(j);
-    const float value = sigmoid ? grad_p * (pj * (1.0f - pj)) : pj * (grad_p - q);
+    const float value = sigmoid ? grad_p * sigmoid_slope_value(X_AT(j), pj) : pj * (grad_p - q);
     store_value(grad_x, element(gxr, j), value);
   }
 #undef GRAD_W_AT
