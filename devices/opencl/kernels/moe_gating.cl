@@ -451,8 +451,8 @@ __kernel void moe_gating_top_k_softmax_grad(const __global long *geometry,
 
 // MoeGatingTopKGrad: p recomputed from x; w_i = p_{s_i}; D = sum_i w_i + eps; t = sum_i g_i w_i;
 // grad_w_i = (c / D) (g_i - t / D); grad_p_j = the grad_w_i of the slots selecting j; sigmoid:
-// grad_x_j = grad_p_j ((e_j p_j) p_j), e_j = exp(-x_j); softmax: grad_x_j = p_j (grad_p_j - q), q = sum_i grad_w_i
-// p_{s_i}.
+// grad_x_j = grad_p_j ((e_j p_j) p_j), e_j = exp(-x_j); softmax: grad_x_j = p_j (grad_p_j - q), q =
+// sum_i grad_w_i p_{s_i}.
 __kernel void moe_gating_top_k_grad(const __global long *geometry, __global storage_t *grad_x,
                                     ulong grad_x_index, const __global storage_t *grad_y,
                                     ulong grad_y_index, const __global storage_t *x, ulong x_index,
