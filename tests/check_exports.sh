@@ -3,7 +3,8 @@
 # Fails if libinfiniop exports any symbol outside the C API (every API name starts with "infini").
 set -eu
 lib="$1"
-symbols=$(nm -D --defined-only "$lib" | awk '{print $3}')
+nm="${2:-nm}"  # the build's nm (CMAKE_NM): a cross build's reads its own architecture
+symbols=$("$nm" -D --defined-only "$lib" | awk '{print $3}')
 [ -n "$symbols" ] || { echo "no exported symbols in $lib"; exit 1; }
 extra=$(printf '%s\n' "$symbols" | grep -v '^infini' || true)
 if [ -n "$extra" ]; then

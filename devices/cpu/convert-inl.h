@@ -348,6 +348,18 @@ HWY_INLINE void StorePairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, T *p) {
              reinterpret_cast<uint32_t *>(p));
 }
 
+// Whether hn::Stream is a non-temporal store on this target: x86's movnt and SVE's stnt1 are;
+// NEON's and the one-lane fallback's are plain stores, where the streamed rows' alignment split
+// and fence would be cost without gain, so the callers store instead (streamOutputs' threshold
+// applies where this is true).
+#if (HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128) ||       \
+    HWY_TARGET == HWY_SVE || HWY_TARGET == HWY_SVE2 || HWY_TARGET == HWY_SVE_256 || \
+    HWY_TARGET == HWY_SVE2_128
+constexpr bool kStreamingStores = true;
+#else
+constexpr bool kStreamingStores = false;
+#endif
+
 // Non-temporal stores of whole vectors: `p` aligned to a vector of DF. The writing thread calls
 // hwy::FlushStream() before its results are read by another.
 template <class DF>

@@ -10,7 +10,6 @@
 #endif
 
 #include <cstring>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -34,31 +33,59 @@ struct RoundsOnceTrait : std::false_type {};
 template <class Functor>
 struct RoundsOnceTrait<Functor, std::void_t<decltype(Functor::kRoundsOnce)>> : std::true_type {};
 
-// Two vectors of elements (the pair loops' halves) through the functor. A RoundedOnce functor
-// evaluates both before its one check for lanes next to a rounding boundary: with a branch
-// after each half, BF16 SwiGlu ran 0.77x its rate without the check (16384 elements, 1 AVX3
-// thread), the two halves' latency chains no longer overlapping.
-template <class Functor, class D, class V, size_t kOut, size_t kIn, size_t... Out, size_t... In>
-HWY_INLINE void ApplyTwo(const Functor &f, D d, V (&even_out)[kOut], V (&odd_out)[kOut],
-                         V (&even_in)[kIn], V (&odd_in)[kIn], std::index_sequence<Out...>,
-                         std::index_sequence<In...>) {
+// Vectors are sizeless on SVE: never array elements or class members (Highway's rule), so the
+// row loops hold each operand's vectors as locals of WithVectors and address them by a constant
+// index with NthOf.
+
+// Calls body(v...) with kCount vector locals, and returns what it returns.
+template <size_t kCount, class D, class Body, class... Vs>
+HWY_INLINE decltype(auto) WithVectors(D d, const Body &body, Vs &...vs) {
+  if constexpr (sizeof...(Vs) == kCount) {
+    return body(vs...);
+  } else {
+    hn::Vec<D> v = hn::Zero(d);  // a dead store: every vector is written before it is read
+    return WithVectors<kCount>(d, body, vs..., v);
+  }
+}
+
+// The k-th of vs.
+template <size_t k, class V, class... Vs>
+HWY_INLINE V &NthOf(V &first, Vs &...rest) {
+  if constexpr (k == 0) {
+    return first;
+  } else {
+    return NthOf<k - 1>(rest...);
+  }
+}
+
+// Two vectors of elements (the pair loops' halves) through the functor: v holds operand k's
+// halves at 2k (even) and 2k + 1 (odd), outputs first. A RoundedOnce functor evaluates both
+// before its one check for lanes next to a rounding boundary: with a branch after each half,
+// BF16 SwiGlu ran 0.77x its rate without the check (16384 elements, 1 AVX3 thread), the two
+// halves' latency chains no longer overlapping.
+template <class Functor, class D, size_t... Out, size_t... In, class... Vs>
+HWY_INLINE void ApplyTwo(const Functor &f, D d, std::index_sequence<Out...>,
+                         std::index_sequence<In...>, Vs &...v) {
+  constexpr size_t kOut = sizeof...(Out);
   if constexpr (RoundsOnceTrait<Functor>::value) {
-    const auto near_even = f.Evaluate(d, even_out[Out]..., even_in[In]...);
-    const auto near_odd = f.Evaluate(d, odd_out[Out]..., odd_in[In]...);
+    const auto near_even = f.Evaluate(d, NthOf<2 * Out>(v...)..., NthOf<2 * (kOut + In)>(v...)...);
+    const auto near_odd =
+        f.Evaluate(d, NthOf<2 * Out + 1>(v...)..., NthOf<2 * (kOut + In) + 1>(v...)...);
     if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Or(near_even, near_odd)))) {
-      f.FromOracle(d, near_even, even_out[Out]..., even_in[In]...);
-      f.FromOracle(d, near_odd, odd_out[Out]..., odd_in[In]...);
+      f.FromOracle(d, near_even, NthOf<2 * Out>(v...)..., NthOf<2 * (kOut + In)>(v...)...);
+      f.FromOracle(d, near_odd, NthOf<2 * Out + 1>(v...)..., NthOf<2 * (kOut + In) + 1>(v...)...);
     }
   } else {
-    f(d, even_out[Out]..., even_in[In]...);
-    f(d, odd_out[Out]..., odd_in[In]...);
+    f(d, NthOf<2 * Out>(v...)..., NthOf<2 * (kOut + In)>(v...)...);
+    f(d, NthOf<2 * Out + 1>(v...)..., NthOf<2 * (kOut + In) + 1>(v...)...);
   }
 }
 
 // Runs the functor over `n` contiguous elements; base[k] is operand k, outputs first.
 template <class Functor, class T, size_t... Out, size_t... In>
 HWY_NOINLINE void ContiguousRow(const Functor &f, size_t n, char *const *base,
-                                std::index_sequence<Out...>, std::index_sequence<In...>) {
+                                std::index_sequence<Out...> out_seq,
+                                std::index_sequence<In...> in_seq) {
   constexpr size_t kOut = sizeof...(Out), kIn = sizeof...(In);
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
@@ -67,18 +94,25 @@ HWY_NOINLINE void ContiguousRow(const Functor &f, size_t n, char *const *base,
   size_t i = 0;
   if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
     for (; i + 2 * lanes <= n; i += 2 * lanes) {
-      hn::Vec<decltype(d)> even_in[kIn], odd_in[kIn], even_out[kOut], odd_out[kOut];
-      (LoadPairF32(d, in_ptr[In] + i, even_in[In], odd_in[In]), ...);
-      ApplyTwo(f, d, even_out, odd_out, even_in, odd_in, std::index_sequence<Out...>(),
-               std::index_sequence<In...>());
-      (StorePairF32(d, even_out[Out], odd_out[Out], out_ptr[Out] + i), ...);
+      WithVectors<2 * (kOut + kIn)>(
+          d, [&](auto &...v) __attribute__((always_inline)) {
+            (LoadPairF32(d, in_ptr[In] + i, NthOf<2 * (kOut + In)>(v...),
+                         NthOf<2 * (kOut + In) + 1>(v...)),
+             ...);
+            ApplyTwo(f, d, out_seq, in_seq, v...);
+            (StorePairF32(d, NthOf<2 * Out>(v...), NthOf<2 * Out + 1>(v...), out_ptr[Out] + i),
+             ...);
+          });
     }
   }
   for (; i + lanes <= n; i += lanes) {
-    hn::Vec<decltype(d)> in[kIn] = {LoadF32(d, in_ptr[In] + i)...};
-    hn::Vec<decltype(d)> out[kOut];
-    f(d, out[Out]..., in[In]...);
-    (StoreF32(d, out[Out], out_ptr[Out] + i), ...);
+    // v: operand k's vector at k, outputs first.
+    WithVectors<kOut + kIn>(
+        d, [&](auto &...v) __attribute__((always_inline)) {
+          ((NthOf<kOut + In>(v...) = LoadF32(d, in_ptr[In] + i)), ...);
+          f(d, v...);
+          (StoreF32(d, NthOf<Out>(v...), out_ptr[Out] + i), ...);
+        });
   }
   if (i == n) return;
   // Tail: one whole vector of zero-padded copies through this same loop (a call rather than a
@@ -90,8 +124,7 @@ HWY_NOINLINE void ContiguousRow(const Functor &f, size_t n, char *const *base,
   (std::memcpy(in_tail[In], in_ptr[In] + i, rest * sizeof(T)), ...);
   char *const tail_base[kOut + kIn] = {reinterpret_cast<char *>(out_tail[Out])...,
                                        reinterpret_cast<char *>(in_tail[In])...};
-  ContiguousRow<Functor, T>(f, lanes, tail_base, std::index_sequence<Out...>(),
-                            std::index_sequence<In...>());
+  ContiguousRow<Functor, T>(f, lanes, tail_base, out_seq, in_seq);
   (std::memcpy(out_ptr[Out] + i, out_tail[Out], rest * sizeof(T)), ...);
 }
 
@@ -133,26 +166,34 @@ HWY_INLINE void StreamingRow(const Functor &f, size_t n, char *const *base,
   size_t i = 0;
   const size_t body = (n - head) / step * step;
   for (; i < body; i += step) {
-    hn::Vec<decltype(d)> even_in[kIn], odd_in[kIn], even_out[kOut], odd_out[kOut];
     (hwy::Prefetch(in_ptr[In] + i + kPrefetchAhead), ...);
     if constexpr (std::is_same_v<T, float>)
       (hwy::Prefetch(in_ptr[In] + i + lanes + kPrefetchAhead), ...);
-    if constexpr (kPairs) {
-      (LoadPairF32(d, in_ptr[In] + i, even_in[In], odd_in[In]), ...);
-    } else {
-      ((even_in[In] = LoadF32(d, in_ptr[In] + i), odd_in[In] = LoadF32(d, in_ptr[In] + i + lanes)),
-       ...);
-    }
-    ApplyTwo(f, d, even_out, odd_out, even_in, odd_in, out_seq, in_seq);
-    if constexpr (std::is_same_v<T, float>) {
-      ((StreamF32(d, even_out[Out], out_ptr[Out] + i),
-        StreamF32(d, odd_out[Out], out_ptr[Out] + i + lanes)),
-       ...);
-    } else if constexpr (kPairs) {
-      (StreamPairF32(d, even_out[Out], odd_out[Out], out_ptr[Out] + i), ...);
-    } else {
-      (StreamTwoF32(d, even_out[Out], odd_out[Out], out_ptr[Out] + i), ...);
-    }
+    // v: operand k's halves at 2k and 2k + 1, outputs first (ApplyTwo).
+    WithVectors<2 * (kOut + kIn)>(
+        d, [&](auto &...v) __attribute__((always_inline)) {
+          if constexpr (kPairs) {
+            (LoadPairF32(d, in_ptr[In] + i, NthOf<2 * (kOut + In)>(v...),
+                         NthOf<2 * (kOut + In) + 1>(v...)),
+             ...);
+          } else {
+            ((NthOf<2 * (kOut + In)>(v...) = LoadF32(d, in_ptr[In] + i),
+              NthOf<2 * (kOut + In) + 1>(v...) = LoadF32(d, in_ptr[In] + i + lanes)),
+             ...);
+          }
+          ApplyTwo(f, d, out_seq, in_seq, v...);
+          if constexpr (std::is_same_v<T, float>) {
+            ((StreamF32(d, NthOf<2 * Out>(v...), out_ptr[Out] + i),
+              StreamF32(d, NthOf<2 * Out + 1>(v...), out_ptr[Out] + i + lanes)),
+             ...);
+          } else if constexpr (kPairs) {
+            (StreamPairF32(d, NthOf<2 * Out>(v...), NthOf<2 * Out + 1>(v...), out_ptr[Out] + i),
+             ...);
+          } else {
+            (StreamTwoF32(d, NthOf<2 * Out>(v...), NthOf<2 * Out + 1>(v...), out_ptr[Out] + i),
+             ...);
+          }
+        });
   }
   char *rest[kOut + kIn];
   for (size_t k = 0; k < kOut + kIn; ++k) rest[k] = base[k] + (head + body) * sizeof(T);
@@ -189,6 +230,21 @@ HWY_NOINLINE void StridedRow(const Functor &f, size_t n, char *const *base,
   }
 }
 
+// Operand vectors of a paired row (PairedRow): element e of an operand alone, or of a pair from
+// its first (its second with it; kSecond: the pair's second is an operand of this call).
+template <bool kSecond, class T, class D, class V>
+HWY_INLINE void LoadOperand(D d, Plan::Role role, const char *base, size_t e, V &v, V &second) {
+  const T *p = reinterpret_cast<const T *>(base);
+  if (role == Plan::kAlone) v = LoadF32(d, p + e);
+  if (kSecond && role == Plan::kPairFirst) LoadPairF32(d, p + 2 * e, v, second);
+}
+template <bool kSecond, class T, class D, class V>
+HWY_INLINE void StoreOperand(D d, Plan::Role role, V v, V second, char *base, size_t e) {
+  T *p = reinterpret_cast<T *>(base);
+  if (role == Plan::kAlone) StoreF32(d, v, p + e);
+  if (kSecond && role == Plan::kPairFirst) StorePairF32(d, v, second, p + 2 * e);
+}
+
 // A row in which every operand has stride 1 except interleaved pairs (Plan::kPairFirst, then
 // kPairSecond), which take turns in one stride-1 run: each pair moves with one vector load or
 // store of twice the width, deinterleaved in registers.
@@ -200,20 +256,19 @@ HWY_NOINLINE void PairedRow(const Functor &f, size_t n, char *const *base, const
   const size_t lanes = hn::Lanes(d);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    hn::Vec<decltype(d)> v[kAll];
-    for (size_t k = 0; k < kAll; ++k)
-      v[k] = hn::Zero(d);                   // dead stores; keeps GCC's flow check quiet
-    for (size_t k = kOut; k < kAll; ++k) {  // a constant trip count: unrolled
-      const T *p = reinterpret_cast<const T *>(base[k]);
-      if (role[k] == Plan::kAlone) v[k] = LoadF32(d, p + i);
-      if (role[k] == Plan::kPairFirst && k + 1 < kAll) LoadPairF32(d, p + 2 * i, v[k], v[k + 1]);
-    }
-    f(d, v[Out]..., v[kOut + In]...);
-    for (size_t k = 0; k < kOut; ++k) {
-      T *p = reinterpret_cast<T *>(base[k]);
-      if (role[k] == Plan::kAlone) StoreF32(d, v[k], p + i);
-      if (role[k] == Plan::kPairFirst && k + 1 < kOut) StorePairF32(d, v[k], v[k + 1], p + 2 * i);
-    }
+    // v: operand k's vector at k (a pair's second loaded and stored with its first).
+    WithVectors<kAll>(
+        d, [&](auto &...v) __attribute__((always_inline)) {
+          (LoadOperand<kOut + In + 1 < kAll, T>(
+               d, role[kOut + In], base[kOut + In], i, NthOf<kOut + In>(v...),
+               NthOf<(kOut + In + 1 < kAll ? kOut + In + 1 : 0)>(v...)),
+           ...);
+          f(d, v...);
+          (StoreOperand<Out + 1 < kOut, T>(d, role[Out], NthOf<Out>(v...),
+                                           NthOf<(Out + 1 < kOut ? Out + 1 : 0)>(v...), base[Out],
+                                           i),
+           ...);
+        });
   }
   if (i == n) return;
   char *rest[kAll];
@@ -233,6 +288,19 @@ HWY_INLINE void PrefetchLines(const void *p, size_t ahead, size_t bytes) {
 }
 
 #if HWY_TARGET != HWY_SCALAR
+// StoreOperand for StreamingPairedRow's two halves (v, second: the first, from element e; v1,
+// second1: the second, from e + lanes), with non-temporal stores.
+template <bool kSecond, class T, class D, class V>
+HWY_INLINE void StreamOperand(D d, Plan::Role role, V v, V second, V v1, V second1, char *base,
+                              size_t e, size_t lanes) {
+  T *p = reinterpret_cast<T *>(base);
+  if (role == Plan::kAlone) StreamTwoF32(d, v, v1, p + e);
+  if (kSecond && role == Plan::kPairFirst) {
+    StreamPairF32(d, v, second, p + 2 * e);
+    StreamPairF32(d, v1, second1, p + 2 * (e + lanes));
+  }
+}
+
 // PairedRow with non-temporal stores (streamOutputs), as StreamingRow does ContiguousRow: two
 // vectors of elements per step, so that every output (alone or a pair) writes whole vectors. The
 // head up to where every output is aligned at once, and the tail, take PairedRow.
@@ -260,29 +328,28 @@ HWY_INLINE void StreamingPairedRow(const Functor &f, size_t n, char *const *base
   PairedRow<Functor, T>(f, head, base, role, out_seq, in_seq);
   const size_t body = (n - head) / (2 * lanes) * (2 * lanes);
   for (size_t i = head; i < head + body; i += 2 * lanes) {
-    hn::Vec<decltype(d)> v[2][kAll];
-    for (size_t k = 0; k < kAll; ++k) v[0][k] = v[1][k] = hn::Zero(d);  // as in PairedRow
     for (size_t k = kOut; k < kAll; ++k) {
-      const T *p = reinterpret_cast<const T *>(base[k]) + i * width(k);
       if (role[k] != Plan::kPairSecond)
-        PrefetchLines(p, kPrefetchAhead * width(k) * sizeof(T), 2 * lanes * width(k) * sizeof(T));
-      for (size_t half = 0; half < 2; ++half) {
-        const T *q = p + half * lanes * width(k);
-        if (role[k] == Plan::kAlone) v[half][k] = LoadF32(d, q);
-        if (role[k] == Plan::kPairFirst && k + 1 < kAll)
-          LoadPairF32(d, q, v[half][k], v[half][k + 1]);
-      }
+        PrefetchLines(base[k] + i * width(k) * sizeof(T), kPrefetchAhead * width(k) * sizeof(T),
+                      2 * lanes * width(k) * sizeof(T));
     }
-    f(d, v[0][Out]..., v[0][kOut + In]...);
-    f(d, v[1][Out]..., v[1][kOut + In]...);
-    for (size_t k = 0; k < kOut; ++k) {
-      T *p = reinterpret_cast<T *>(base[k]) + i * width(k);
-      if (role[k] == Plan::kAlone) StreamTwoF32(d, v[0][k], v[1][k], p);
-      if (role[k] == Plan::kPairFirst && k + 1 < kOut) {
-        StreamPairF32(d, v[0][k], v[0][k + 1], p);
-        StreamPairF32(d, v[1][k], v[1][k + 1], p + 2 * lanes);
-      }
-    }
+    // v: operand k's vector of the first half at k, of the second at kAll + k (PairedRow).
+    WithVectors<2 * kAll>(
+        d, [&](auto &...v) __attribute__((always_inline)) {
+          ((LoadOperand<kOut + In + 1 < kAll, T>(d, role[kOut + In], base[kOut + In], i,
+                                                 NthOf<kOut + In>(v...),
+                                                 NthOf<kOut + In + 1>(v...)),
+            LoadOperand<kOut + In + 1 < kAll, T>(d, role[kOut + In], base[kOut + In], i + lanes,
+                                                 NthOf<kAll + kOut + In>(v...),
+                                                 NthOf<(kAll + kOut + In + 1) % (2 * kAll)>(v...))),
+           ...);
+          f(d, NthOf<Out>(v...)..., NthOf<kOut + In>(v...)...);
+          f(d, NthOf<kAll + Out>(v...)..., NthOf<kAll + kOut + In>(v...)...);
+          (StreamOperand<Out + 1 < kOut, T>(d, role[Out], NthOf<Out>(v...), NthOf<Out + 1>(v...),
+                                            NthOf<kAll + Out>(v...), NthOf<kAll + Out + 1>(v...),
+                                            base[Out], i, lanes),
+           ...);
+        });
   }
   char *rest[kAll];
   for (size_t k = 0; k < kAll; ++k) rest[k] = base[k] + (head + body) * width(k) * sizeof(T);
@@ -379,13 +446,13 @@ struct RoundedOnce {
   // The functor's evaluation to round, and the lanes that may round otherwise than exact.
   template <class D, class... Operands>
   HWY_INLINE auto Evaluate(D d, Operands &...operands) const {
-    return EvaluateSplit(d, std::tie(operands...), std::make_index_sequence<kOutputs>(),
-                         std::make_index_sequence<kInputs>());
+    return EvaluateSplit(d, std::make_index_sequence<kOutputs>(),
+                         std::make_index_sequence<kInputs>(), operands...);
   }
   template <class D, class M, class... Operands>
   HWY_INLINE void FromOracle(D d, M near, Operands &...operands) const {
-    FromOracleSplit(d, near, std::tie(operands...), std::make_index_sequence<kOutputs>(),
-                    std::make_index_sequence<kInputs>());
+    FromOracleSplit(d, near, std::make_index_sequence<kOutputs>(),
+                    std::make_index_sequence<kInputs>(), operands...);
   }
   template <class D, class... Operands>
   HWY_INLINE void operator()(D d, Operands &...operands) const {
@@ -394,30 +461,34 @@ struct RoundedOnce {
   }
 
  private:
-  template <class D, class Tuple, size_t... Out, size_t... In>
-  HWY_INLINE auto EvaluateSplit(D d, const Tuple &operands, std::index_sequence<Out...>,
-                                std::index_sequence<In...>) const {
+  // operands: the outputs, then the inputs (NthOf, as the row loops).
+  template <class D, size_t... Out, size_t... In, class... Operands>
+  HWY_INLINE auto EvaluateSplit(D d, std::index_sequence<Out...>, std::index_sequence<In...>,
+                                Operands &...operands) const {
     constexpr const T *kStorage = nullptr;
     if constexpr (ErrorBoundsTrait<Functor>::value) {
-      hn::Vec<D> bound[kOutputs];
-      f.ToRound(d, std::get<Out>(operands)..., bound[Out]..., std::get<kOutputs + In>(operands)...);
-      auto near = hn::FirstN(d, 0);  // none
-      ((near = hn::Or(
-            near, NearRoundingBoundaryWithin(d, std::get<Out>(operands), bound[Out], kStorage))),
-       ...);
-      return near;
+      return WithVectors<kOutputs>(
+          d, [&](auto &...bound) __attribute__((always_inline)) {
+            f.ToRound(d, NthOf<Out>(operands...)..., bound...,
+                      NthOf<kOutputs + In>(operands...)...);
+            auto near = hn::FirstN(d, 0);  // none
+            ((near = hn::Or(
+                  near, NearRoundingBoundaryWithin(d, NthOf<Out>(operands...), bound, kStorage))),
+             ...);
+            return near;
+          });
     } else {
-      f.ToRound(d, std::get<Out>(operands)..., std::get<kOutputs + In>(operands)...);
-      return NearRoundingBoundary(d, std::get<0>(operands),
-                                  f.RoundingWindow(d, std::get<kOutputs + In>(operands)...),
+      f.ToRound(d, NthOf<Out>(operands...)..., NthOf<kOutputs + In>(operands...)...);
+      return NearRoundingBoundary(d, NthOf<0>(operands...),
+                                  f.RoundingWindow(d, NthOf<kOutputs + In>(operands...)...),
                                   kStorage);
     }
   }
-  template <class D, class M, class Tuple, size_t... Out, size_t... In>
-  HWY_INLINE void FromOracleSplit(D d, M near, const Tuple &operands, std::index_sequence<Out...>,
-                                  std::index_sequence<In...>) const {
-    hn::Vec<D> *const out[kOutputs] = {&std::get<Out>(operands)...};
-    RoundedFromOracle(d, oracle, near, out, std::get<kOutputs + In>(operands)...);
+  template <class D, class M, size_t... Out, size_t... In, class... Operands>
+  HWY_INLINE void FromOracleSplit(D d, M near, std::index_sequence<Out...>,
+                                  std::index_sequence<In...>, Operands &...operands) const {
+    hn::Vec<D> *const out[kOutputs] = {&NthOf<Out>(operands...)...};  // pointers, not vectors
+    RoundedFromOracle(d, oracle, near, out, NthOf<kOutputs + In>(operands...)...);
   }
 };
 
@@ -430,7 +501,7 @@ HWY_INLINE void RangeTyped(const Plan &plan, const Functor &f, char *const *oper
   // row) stay ordinary stores: streamed, both ran 1.0-1.6x slower than stored at 16M on an AMD
   // EPYC (AVX2; 1 and 2 threads, any row length), where a single output gains 1.2-1.3x.
   if constexpr (Functor::kOutputs == 1) {
-    if (plan.inner_contiguous && streamOutputs(plan)) {
+    if (kStreamingStores && plan.inner_contiguous && streamOutputs(plan)) {
       elementwise::walkRows(plan, operands, begin, end,
                             [&](char *const *base, size_t count) HWY_ATTR {
                               StreamingRow<Functor, T>(f, count, base, OutSeq(), InSeq());
@@ -450,7 +521,7 @@ HWY_INLINE void RangeTyped(const Plan &plan, const Functor &f, char *const *oper
   // plan with pairs would take the strided rows below, correct and slower.
   if constexpr (IsPaired<Functor>()) {
 #if HWY_TARGET != HWY_SCALAR
-    if (plan.inner_paired && streamOutputs(plan)) {
+    if (kStreamingStores && plan.inner_paired && streamOutputs(plan)) {
       elementwise::walkRows(
           plan, operands, begin, end, [&](char *const *base, size_t count) HWY_ATTR {
             StreamingPairedRow<Functor, T>(f, count, base, plan.role, OutSeq(), InSeq());

@@ -44,7 +44,7 @@ void ForwardTokens(const moe::ForwardPlan &p, const moe::ForwardData &data, size
   // read per token.
   const size_t moved_rows =
       p.out.rows * (1 + (p.x1.present ? 1 : 0) + (p.x2.present ? 1 : 0)) + p.out.rows * p.topk;
-  const bool stream = moved_rows * p.hidden * sizeof(T) >= streamMinBytes();
+  const bool stream = kStreamingStores && moved_rows * p.hidden * sizeof(T) >= streamMinBytes();
   for (size_t r = first; r < last; ++r) {
     T *out = RowOf<T>(p.out, data.out, r);
     const T *x1 = RowOf<T>(p.x1, data.x1, r), *x2 = RowOf<T>(p.x2, data.x2, r);

@@ -48,7 +48,7 @@ void GradTokens(const moe::GradPlan &p, const moe::GradData &data, const gather:
   // The bytes the call moves (devices/cpu/parallel.h): grad_expanded_x written, grad_y read, and
   // expanded_x read for grad_scales' dot products.
   const size_t moved_rows = out_view.rows * (grad_scales ? 2 : 1) + p.grad_y.rows;
-  const bool streaming = moved_rows * p.hidden * sizeof(T) >= streamMinBytes();
+  const bool streaming = kStreamingStores && moved_rows * p.hidden * sizeof(T) >= streamMinBytes();
   // A streamed row is never read: prefetching it would fetch the lines streaming avoids.
   const bool prefetch_out = Contiguous(out_view) && !streaming,
              prefetch_expanded = Contiguous(p.expanded_x);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cpu/convert-inl.h"
 #include "cpu/parallel.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
@@ -71,6 +72,7 @@ HWY_INLINE void MoveRow(uint8_t *dst, ptrdiff_t dst_step, const uint8_t *src, pt
 void MoeInitTokens(const moe::InitPlan &p, const moe::InitData &data,
                    const moe::InitRouting &routing, bool stream, size_t first, size_t last) {
   const size_t size = p.element_size;
+  stream = stream && kStreamingStores;  // else plain copies (convert-inl.h)
   for (size_t r = first; r < last; ++r) {
     const uint8_t *src = RowBytes(p.x, data.x, r, size);
     for (size_t k = 0; k < p.topk; ++k) {

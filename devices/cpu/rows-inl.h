@@ -26,9 +26,6 @@ HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using RowD = hn::ScalableTag<float>;
-using RowV = hn::Vec<RowD>;
-
 // Elements per tile: a multiple of every target's step (two vectors) and of kDotSlots.
 constexpr size_t kTile = 4096;
 
@@ -39,6 +36,11 @@ constexpr size_t kTile = 4096;
 // slots are whole vectors at every step; a tile (kTile) is whole blocks of it.
 constexpr size_t kDotSlots = 64;
 static_assert(kTile % kDotSlots == 0, "a tile starts at slot 0");
+
+// Rows' vectors: at most kDotSlots / 2 lanes, so that a step (two vectors) is whole slots on
+// every vector length: SVE's reach 64 F32 lanes (2048 bits), whose steps would span two blocks.
+using RowD = hn::CappedTag<float, kDotSlots / 2>;
+using RowV = hn::Vec<RowD>;
 
 // Rows move two vectors per step: for F16/BF16 one full-width load viewed as 32-bit lanes
 // splits into the even and odd elements with no shuffle (see LoadPairF32), and a store merges

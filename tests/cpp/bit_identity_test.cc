@@ -16,6 +16,7 @@
 //                                       path at the end of the process (run the executable
 //                                       itself, not ctest, which runs one group per process)
 //   INFINIOP_BIT_DIGESTS_EXPECTED=path  fails each group whose digest differs from its line there
+//                                       or that has none (ctest: tests/bit_identity_digests.txt)
 // The process ends with "N of M groups bit-identical across <runs>" and the groups that differ.
 //
 // The inputs (65,536 elements per operand of the elementwise operators), made with exact or
@@ -1182,7 +1183,13 @@ TEST_P(BitIdentity, SameBytes) {
   std::printf("[  DIGEST  ] %s %s\n", g.name.c_str(), outcome.digest.c_str());
   const auto &expected = expectedDigests();
   const auto found = expected.find(g.name);
-  if (found != expected.end() && found->second != outcome.digest) {
+  if (!expected.empty() && found == expected.end()) {
+    ADD_FAILURE() << g.name << ": no digest in INFINIOP_BIT_DIGESTS_EXPECTED ("
+                  << std::getenv("INFINIOP_BIT_DIGESTS_EXPECTED")
+                  << "): a new group; regenerate the file (docs/accuracy.md)";
+    outcome.identical = false;
+    outcome.differing.push_back("INFINIOP_BIT_DIGESTS_EXPECTED");
+  } else if (found != expected.end() && found->second != outcome.digest) {
     ADD_FAILURE() << g.name << ": digest " << outcome.digest << " here, " << found->second
                   << " in INFINIOP_BIT_DIGESTS_EXPECTED ("
                   << std::getenv("INFINIOP_BIT_DIGESTS_EXPECTED") << ")";
