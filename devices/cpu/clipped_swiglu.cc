@@ -22,9 +22,11 @@ namespace infiniop::cpu::HWY_NAMESPACE {
 template <class D, class V>
 HWY_NOINLINE V ClippedSwigluExact(D d, const ClippedSwigluAttributes &at, V A, V B, V a, V z, V y) {
   const auto exact = ExactLanes(d, a, z, -87.0f, y);
-  const ClippedGate<V> c(d, at, A, B, false);
-  const V y_exact = GateClamped(d, at, A, c.b, c.TimesGate(d, c.b_bias));
-  return hn::IfThenElse(exact, Unscale(y_exact, c.unscale), y);
+  return WithClippedGate(
+      d, at, A, B, false, [&](const ClippedGate<V> &c) __attribute__((always_inline)) {
+        const V y_exact = GateClamped(d, at, A, c.b, c.TimesGate(d, c.b_bias));
+        return hn::IfThenElse(exact, Unscale(y_exact, c.unscale), y);
+      });
 }
 
 struct ClippedSwiglu : ClippedSwigluAttributes {
@@ -48,24 +50,30 @@ struct ClippedSwiglu : ClippedSwigluAttributes {
   static constexpr bool kRelaxed = true;
   template <class D, class V>
   HWY_INLINE void Relaxed(D d, V &y, V A, V B) const {
-    const ClippedAt<V> fast(d, *this, A, B);  // its sigmoid unused: the compiler drops it
-    const V v = hn::Clamp(fast.z, hn::Set(d, -87.0f), hn::Set(d, 60.0f));
-    y = GateClamped(d, *this, A, fast.b, OverOnePlusExp<true>(d, hn::Mul(fast.b_bias, fast.x), v));
-    if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, y))) {
-      y = ClippedSwigluExact(d, *this, A, B, fast.a, fast.z, y);
-    }
+    // fast's sigmoid unused: the compiler drops it
+    WithClippedAt(
+        d, *this, A, B, [&](const ClippedAt<V> &fast) __attribute__((always_inline)) {
+          const V v = hn::Clamp(fast.z, hn::Set(d, -87.0f), hn::Set(d, 60.0f));
+          y = GateClamped(d, *this, A, fast.b,
+                          OverOnePlusExp<true>(d, hn::Mul(fast.b_bias, fast.x), v));
+          if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, y))) {
+            y = ClippedSwigluExact(d, *this, A, B, fast.a, fast.z, y);
+          }
+        });
   }
 
  private:
   // The bound only where asked for (not null: the 16-bit path).
   template <class D, class V>
   HWY_INLINE void Evaluate(D d, V &y, V *bound, V A, V B) const {
-    const ClippedAt<V> fast(d, *this, A, B);
-    y = GateClamped(d, *this, A, fast.b, fast.Value(d, fast.b_bias));
-    if (bound != nullptr) *bound = ErrorBound<4>(d, hn::Abs(y), fast.Condition(d));
-    if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, y))) {
-      y = ClippedSwigluExact(d, *this, A, B, fast.a, fast.z, y);
-    }
+    WithClippedAt(
+        d, *this, A, B, [&](const ClippedAt<V> &fast) __attribute__((always_inline)) {
+          y = GateClamped(d, *this, A, fast.b, fast.Value(d, fast.b_bias));
+          if (bound != nullptr) *bound = ErrorBound<4>(d, hn::Abs(y), fast.Condition(d));
+          if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, y))) {
+            y = ClippedSwigluExact(d, *this, A, B, fast.a, fast.z, y);
+          }
+        });
   }
 };
 

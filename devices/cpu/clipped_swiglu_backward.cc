@@ -20,17 +20,20 @@ template <class D, class V>
 HWY_NOINLINE void ClippedSwigluBackwardExact(D d, const ClippedSwigluAttributes &at, V dy, V A, V B,
                                              V a, V z, V &dA, V &dB) {
   const auto exact = ExactLanes(d, a, z, -87.0f, dA, dB);
-  const ClippedGate<V> c(d, at, A, B, true);
-  // dy (b + bias) first, unless that alone overflows from finite factors (bias near FLT_MAX):
-  // then dy slope first, which overflows only where dA does.
-  const V b_bias_exact = c.b_bias;
-  const V g_exact = hn::Mul(dy, b_bias_exact);
-  const auto overflowed =
-      hn::AndNot(hn::IsFinite(g_exact), hn::And(hn::IsFinite(dy), hn::IsFinite(b_bias_exact)));
-  const V dA_exact = hn::IfThenElse(overflowed, hn::Mul(hn::Mul(dy, c.slope), b_bias_exact),
-                                    hn::Mul(g_exact, c.slope));
-  dA = hn::IfThenElse(exact, Unscale(dA_exact, c.unscale), dA);
-  dB = hn::IfThenElse(exact, Unscale(GateClamped(d, at, A, dy, c.TimesGate(d, dy)), c.unscale), dB);
+  WithClippedGate(
+      d, at, A, B, true, [&](const ClippedGate<V> &c) __attribute__((always_inline)) {
+        // dy (b + bias) first, unless that alone overflows from finite factors (bias near FLT_MAX):
+        // then dy slope first, which overflows only where dA does.
+        const V b_bias_exact = c.b_bias;
+        const V g_exact = hn::Mul(dy, b_bias_exact);
+        const auto overflowed = hn::AndNot(hn::IsFinite(g_exact),
+                                           hn::And(hn::IsFinite(dy), hn::IsFinite(b_bias_exact)));
+        const V dA_exact = hn::IfThenElse(overflowed, hn::Mul(hn::Mul(dy, c.slope), b_bias_exact),
+                                          hn::Mul(g_exact, c.slope));
+        dA = hn::IfThenElse(exact, Unscale(dA_exact, c.unscale), dA);
+        dB = hn::IfThenElse(exact,
+                            Unscale(GateClamped(d, at, A, dy, c.TimesGate(d, dy)), c.unscale), dB);
+      });
 }
 
 struct ClippedSwigluBackward : ClippedSwigluAttributes {
@@ -54,14 +57,17 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
   static constexpr bool kRelaxed = true;
   template <class D, class V>
   HWY_INLINE void Relaxed(D d, V &dA, V &dB, V dy, V A, V B) const {
-    const ClippedAt<V> fast(d, *this, A, B);  // its sigmoid's pairs unused: dropped
-    const Sigmoid<V> &sigmoid = fast.sigmoid;
-    const V slope = Fma(d, fast.SlopeFactor(d), sigmoid.Slope(), sigmoid.s);
-    dA = hn::Mul(hn::Mul(dy, fast.b_bias), slope);
-    dB = GateClamped(d, *this, A, dy, hn::Mul(dy, hn::Mul(fast.x, sigmoid.s)));
-    if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, dA, dB))) {
-      ClippedSwigluBackwardExact(d, *this, dy, A, B, fast.a, fast.z, dA, dB);
-    }
+    // fast's sigmoid's pairs unused: dropped
+    WithClippedAt(
+        d, *this, A, B, [&](const ClippedAt<V> &fast) __attribute__((always_inline)) {
+          const Sigmoid<V> &sigmoid = fast.sigmoid;
+          const V slope = Fma(d, fast.SlopeFactor(d), sigmoid.Slope(), sigmoid.s);
+          dA = hn::Mul(hn::Mul(dy, fast.b_bias), slope);
+          dB = GateClamped(d, *this, A, dy, hn::Mul(dy, hn::Mul(fast.x, sigmoid.s)));
+          if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, dA, dB))) {
+            ClippedSwigluBackwardExact(d, *this, dy, A, B, fast.a, fast.z, dA, dB);
+          }
+        });
     Mask(d, A, B, dA, dB);
   }
 
@@ -84,23 +90,27 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
   // The bounds only where asked for (not null: the 16-bit path).
   template <class D, class V>
   HWY_INLINE void Evaluate(D d, V &dA, V &dB, V *bound_a, V *bound_b, V dy, V A, V B) const {
-    const ClippedAt<V> fast(d, *this, A, B);
-    // dy (b + bias) from b + bias as a pair: its rounding would count in full where b is small.
-    // (clamp_mode 1: b exactly.)
-    V b_bias_lo = hn::Zero(d), g_lo;
-    const V b_bias = clamp_mode == 1 ? fast.b_bias : SumPair(fast.b, hn::Set(d, bias), &b_bias_lo);
-    const V g = ProductPair(d, dy, b_bias, &g_lo);
-    g_lo = Fma(d, dy, b_bias_lo, g_lo);
-    dA = fast.Slope(d, g, &g_lo);
-    dB = GateClamped(d, *this, A, dy, fast.Value(d, dy));
-    if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, dA, dB))) {
-      ClippedSwigluBackwardExact(d, *this, dy, A, B, fast.a, fast.z, dA, dB);
-    }
-    if (bound_a != nullptr) {
-      const V c = fast.Condition(d);
-      *bound_a = ErrorBound<6>(d, hn::Mul(hn::Abs(g), fast.SlopeTerms(d)), c);
-      *bound_b = ErrorBound<6>(d, hn::Abs(GateClamped(d, *this, A, dy, fast.Value(d, dy))), c);
-    }
+    WithClippedAt(
+        d, *this, A, B, [&](const ClippedAt<V> &fast) __attribute__((always_inline)) {
+          // dy (b + bias) from b + bias as a pair: its rounding would count in full where b is
+          // small. (clamp_mode 1: b exactly.)
+          V b_bias_lo = hn::Zero(d), g_lo;
+          const V b_bias =
+              clamp_mode == 1 ? fast.b_bias : SumPair(fast.b, hn::Set(d, bias), &b_bias_lo);
+          const V g = ProductPair(d, dy, b_bias, &g_lo);
+          g_lo = Fma(d, dy, b_bias_lo, g_lo);
+          dA = fast.Slope(d, g, &g_lo);
+          dB = GateClamped(d, *this, A, dy, fast.Value(d, dy));
+          if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, dA, dB))) {
+            ClippedSwigluBackwardExact(d, *this, dy, A, B, fast.a, fast.z, dA, dB);
+          }
+          if (bound_a != nullptr) {
+            const V c = fast.Condition(d);
+            *bound_a = ErrorBound<6>(d, hn::Mul(hn::Abs(g), fast.SlopeTerms(d)), c);
+            *bound_b =
+                ErrorBound<6>(d, hn::Abs(GateClamped(d, *this, A, dy, fast.Value(d, dy))), c);
+          }
+        });
     Mask(d, A, B, dA, dB, bound_a, bound_b);
   }
 };

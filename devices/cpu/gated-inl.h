@@ -82,8 +82,8 @@ struct Gated {
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &out, V x1, V x2) const {
-    const typename Activation::template At<V> act(d, x1);
-    out = act.Value(d, x2);
+    out = Activation::WithAt(
+        d, x1, [&](const auto &act) __attribute__((always_inline)) { return act.Value(d, x2); });
     if (HWY_UNLIKELY(!FastPathHolds(d, x1, x1, Activation::kTailBound, out))) {
       out = GatedExact<Activation>(d, x1, x2, out);
     }
@@ -152,27 +152,31 @@ struct GatedBackward {
   template <class D, class V>
   HWY_INLINE void Evaluate(D d, V &grad1, V &grad2, V *bound1, V *bound2, V out_grad, V x1,
                            V x2) const {
-    const typename Activation::template At<V> act(d, x1);
     V g_lo;
     const V g = ProductPair(d, out_grad, x2, &g_lo);
-    grad1 = act.Slope(d, g, &g_lo);
-    grad2 = act.Value(d, out_grad);
-    if (bound1 != nullptr) {
-      const V c = act.Condition(d);
-      *bound1 = ErrorBound<6>(d, hn::Mul(hn::Abs(g), act.SlopeTerms(d)), c);
-      *bound2 = ErrorBound<6>(d, hn::Abs(grad2), c);
-    }
+    Activation::WithAt(
+        d, x1, [&](const auto &act) __attribute__((always_inline)) {
+          grad1 = act.Slope(d, g, &g_lo);
+          grad2 = act.Value(d, out_grad);
+          if (bound1 != nullptr) {
+            const V c = act.Condition(d);
+            *bound1 = ErrorBound<6>(d, hn::Mul(hn::Abs(g), act.SlopeTerms(d)), c);
+            *bound2 = ErrorBound<6>(d, hn::Abs(grad2), c);
+          }
+        });
     if (HWY_UNLIKELY(!FastPathHolds(d, x1, x1, Activation::kTailBound, grad1, grad2))) {
       GatedBackwardExact<Activation>(d, out_grad, x1, x2, grad1, grad2, bound1, bound2);
     }
   }
 };
 
-// An activation: its fast path (At), its exact path (operator(), math-inl.h) and the input below
-// which its tail takes the exact path.
+// An activation: its fast path (WithAt: calls a body with the *At view of x, math-inl.h), its
+// exact path (operator(), math-inl.h) and the input below which its tail takes the exact path.
 struct SiluActivation {
-  template <class V>
-  using At = SiluAt<V>;
+  template <class D, class V, class Body>
+  static HWY_INLINE auto WithAt(D d, V x, const Body &body) {
+    return WithSiluAt(d, x, body);
+  }
   static constexpr float kTailBound = kSiluTailBound;
   // The tail's clamp and its condition (TailBound).
   static constexpr float kTailClamp = -175.0f;
@@ -205,8 +209,10 @@ struct SiluActivation {
   }
 };
 struct GeluErfActivation {
-  template <class V>
-  using At = GeluErfAt<V>;
+  template <class D, class V, class Body>
+  static HWY_INLINE auto WithAt(D d, V x, const Body &body) {
+    return WithGeluErfAt(d, x, body);
+  }
   static constexpr float kTailBound = kGeluErfTailBound;
   // The tail's clamp and its condition (TailBound).
   static constexpr float kTailClamp = -18.7f;
@@ -239,8 +245,10 @@ struct GeluErfActivation {
   }
 };
 struct GeluTanhActivation {
-  template <class V>
-  using At = GeluTanhAt<V>;
+  template <class D, class V, class Body>
+  static HWY_INLINE auto WithAt(D d, V x, const Body &body) {
+    return WithGeluTanhAt(d, x, body);
+  }
   static constexpr float kTailBound = kGeluTanhTailBound;
   // The tail's clamp and its condition (TailBound).
   static constexpr float kTailClamp = -12.9f;

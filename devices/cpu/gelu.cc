@@ -29,7 +29,8 @@ struct Activated {
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &output, V input) const {
-    output = typename Activation::template At<V>(d, input).Value(d);
+    output = Activation::WithAt(
+        d, input, [&](const auto &act) __attribute__((always_inline)) { return act.Value(d); });
     if (HWY_UNLIKELY(!FastPathHolds(d, input, input, Activation::kTailBound, output))) {
       output = ActivatedExact<Activation>(d, input, output);
     }

@@ -56,11 +56,14 @@ struct GeluBackwardOf {
   // The bound only where asked for (not null: the 16-bit path).
   template <class D, class V>
   HWY_INLINE void Evaluate(D d, V &grad_input, V *bound, V input, V grad_output) const {
-    const typename Activation::template At<V> act(d, input);
-    grad_input = act.Slope(d, grad_output, static_cast<const V *>(nullptr));
-    if (bound != nullptr) {
-      *bound = ErrorBound<4>(d, hn::Mul(hn::Abs(grad_output), act.SlopeTerms(d)), act.Condition(d));
-    }
+    Activation::WithAt(
+        d, input, [&](const auto &act) __attribute__((always_inline)) {
+          grad_input = act.Slope(d, grad_output, static_cast<const V *>(nullptr));
+          if (bound != nullptr) {
+            *bound = ErrorBound<4>(d, hn::Mul(hn::Abs(grad_output), act.SlopeTerms(d)),
+                                   act.Condition(d));
+          }
+        });
     if (HWY_UNLIKELY(!FastPathHolds(d, input, input, Activation::kTailBound, grad_input))) {
       GeluBackwardExact<Activation>(d, input, grad_output, grad_input, bound);
     }

@@ -126,16 +126,12 @@ HWY_INLINE V ShortQuotient(D d, V n, V y) {
 // microcode assist each (F32 GeluBackward ran at half speed over [-10, 10]). `s` is within about
 // 0.5 ulp of 1 / round(1 + e) (plus e's error, damped by e / (1 + e)), so s(0) = 1/2 exactly and s
 // = 1 wherever e < 2^-25, i.e. wherever 1 is the rounded value.
+//
+// A view of the vectors that WithSigmoid holds in its frame (SVE's vectors are sizeless: no data
+// member may have their type, a reference may): e and its rounding e_lo, den = round(1 + e) and
+// its rounding den_lo, den's reciprocal estimate, and s.
 template <class V>
 struct Sigmoid {
-  template <class D>
-  HWY_INLINE Sigmoid(D d, V v)
-      : e(ExpOfMinus(d, hn::Min(v, hn::Set(d, 60.0f)), static_cast<const V *>(nullptr), &e_lo)),
-        den(hn::Add(hn::Set(d, 1.0f), e)),
-        den_lo(hn::Add(hn::Sub(e, hn::Sub(den, hn::Set(d, 1.0f))), e_lo)),
-        estimate(ReciprocalEstimate(d, den)),
-        s(Reciprocal(d, den, estimate)) {}
-
   // s (1 - s) without cancellation, as (e s) s: e s = 1 - s is in (0, 1] for every e.
   HWY_INLINE V Slope() const { return hn::Mul(hn::Mul(e, s), s); }
 
@@ -215,8 +211,21 @@ struct Sigmoid {
     return hn::Mul(hn::Abs(v), damping);
   }
 
-  V e_lo, e, den, den_lo, estimate, s;
+  const V &e_lo, &e, &den, &den_lo, &estimate, &s;
 };
+
+// Calls body(const Sigmoid<V> &) with v's sigmoid, computed once; returns what body returns.
+// Callers pass lambdas marked always_inline, so that the vectors stay in registers.
+template <class D, class V, class Body>
+HWY_INLINE auto WithSigmoid(D d, V v, const Body &body) {
+  V e_lo;
+  const V e = ExpOfMinus(d, hn::Min(v, hn::Set(d, 60.0f)), static_cast<const V *>(nullptr), &e_lo);
+  const V den = hn::Add(hn::Set(d, 1.0f), e);
+  const V den_lo = hn::Add(hn::Sub(e, hn::Sub(den, hn::Set(d, 1.0f))), e_lo);
+  const V estimate = ReciprocalEstimate(d, den);
+  const V s = Reciprocal(d, den, estimate);
+  return body(Sigmoid<V>{e_lo, e, den, den_lo, estimate, s});
+}
 
 // The absolute bound of an F32 result for a 16-bit output's rounding test (elementwise-inl.h's
 // RoundedOnce, kErrorBounds), in units of u = 2^-24 (NearRoundingBoundaryWithin scales the
@@ -253,7 +262,7 @@ HWY_INLINE V ProductAtNonFinite(D d, V x, V value) {
                         hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Set(d, -0.0f), x));
 }
 
-// The activations below are the exact paths, for the lanes whose fast path (the *At structs
+// The activations below are the exact paths, for the lanes whose fast path (the *At views
 // further down) does not stand: they return f(x) and, where `derivative` is not null, set
 // *derivative to f'(x). Without it the value is x sigmoid(v)'s corrected quotient
 // (Sigmoid::Times); beside the derivative's own work it is x s instead: one rounding more, within
@@ -302,20 +311,26 @@ constexpr float kSiluTailBound = -87.0f;
 template <class D, class V>
 HWY_INLINE V Silu(D d, V input, V *derivative, V *unscale) {
   const V x = hn::Max(input, hn::Set(d, kSiluTailBound));
-  const Sigmoid<V> sigmoid(d, x);
-  const auto tail = hn::Lt(input, hn::Set(d, kSiluTailBound));
-  const V x_tail = hn::Max(input, hn::Set(d, -175.0f));
-  const V e_tail = ScaledExpOfMinus(d, hn::Min(hn::Neg(x_tail), hn::Set(d, 175.0f)), hn::Zero(d));
-  *unscale = TailUnscale(d, tail);
-  const V value_tail = hn::Mul(x_tail, e_tail);
-  if (derivative == nullptr) {
-    return ProductAtNonFinite(d, input, hn::IfThenElse(tail, value_tail, sigmoid.Times(d, x)));
-  }
-  const V capped = hn::Min(x, hn::Set(d, 40.0f));
-  *derivative = ZeroAtMinusInfNaNAtNaN(d, input,
-                                       hn::IfThenElse(tail, Fma(d, x_tail, e_tail, e_tail),
-                                                      Fma(d, capped, sigmoid.Slope(), sigmoid.s)));
-  return ProductAtNonFinite(d, input, hn::IfThenElse(tail, value_tail, hn::Mul(x, sigmoid.s)));
+  return WithSigmoid(
+      d, x, [&](const Sigmoid<V> &sigmoid) __attribute__((always_inline)) {
+        const auto tail = hn::Lt(input, hn::Set(d, kSiluTailBound));
+        const V x_tail = hn::Max(input, hn::Set(d, -175.0f));
+        const V e_tail =
+            ScaledExpOfMinus(d, hn::Min(hn::Neg(x_tail), hn::Set(d, 175.0f)), hn::Zero(d));
+        *unscale = TailUnscale(d, tail);
+        const V value_tail = hn::Mul(x_tail, e_tail);
+        if (derivative == nullptr) {
+          return ProductAtNonFinite(d, input,
+                                    hn::IfThenElse(tail, value_tail, sigmoid.Times(d, x)));
+        }
+        const V capped = hn::Min(x, hn::Set(d, 40.0f));
+        *derivative =
+            ZeroAtMinusInfNaNAtNaN(d, input,
+                                   hn::IfThenElse(tail, Fma(d, x_tail, e_tail, e_tail),
+                                                  Fma(d, capped, sigmoid.Slope(), sigmoid.s)));
+        return ProductAtNonFinite(d, input,
+                                  hn::IfThenElse(tail, value_tail, hn::Mul(x, sigmoid.s)));
+      });
 }
 
 // silu(x) and *derivative = silu'(x) for the relaxed mode's F32 gradients: Silu's formulas
@@ -325,9 +340,12 @@ HWY_INLINE V Silu(D d, V input, V *derivative, V *unscale) {
 template <class D, class V>
 HWY_INLINE V SiluRelaxed(D d, V input, V *derivative) {
   const V x = hn::Max(input, hn::Set(d, kSiluTailBound));
-  const Sigmoid<V> sigmoid(d, x);  // its pairs' low parts unused: the compiler drops them
-  *derivative = Fma(d, hn::Min(x, hn::Set(d, 40.0f)), sigmoid.Slope(), sigmoid.s);
-  return hn::Mul(x, sigmoid.s);
+  // the sigmoid's pairs' low parts unused: the compiler drops them
+  return WithSigmoid(
+      d, x, [&](const Sigmoid<V> &sigmoid) __attribute__((always_inline)) {
+        *derivative = Fma(d, hn::Min(x, hn::Set(d, 40.0f)), sigmoid.Slope(), sigmoid.s);
+        return hn::Mul(x, sigmoid.s);
+      });
 }
 
 // a + b as the pair sum + *lo exactly (Knuth's TwoSum: no order of magnitudes needed).
@@ -361,20 +379,26 @@ HWY_INLINE V GeluTanh(D d, V input, V *derivative, V *unscale) {
   constexpr float kSixAB = 3.0f * (kTwoA * INFINIOP_GELU_TANH_B);
   const V x_low = hn::Max(input, hn::Set(d, -13.0f));
   const V v = GeluTanhArgument(d, x_low);
-  const Sigmoid<V> sigmoid(d, hn::Max(v, hn::Set(d, -87.0f)));
-  const auto tail = hn::Lt(input, hn::Set(d, kGeluTanhTailBound));
-  const V e_tail = ScaledExpOfMinus(d, hn::Min(hn::Neg(v), hn::Set(d, 175.0f)), hn::Zero(d));
-  *unscale = TailUnscale(d, tail);
-  const V value_tail = hn::Mul(x_low, e_tail);
-  if (derivative == nullptr) {
-    return ProductAtNonFinite(d, input, hn::IfThenElse(tail, value_tail, sigmoid.Times(d, x_low)));
-  }
-  const V x = hn::Min(x_low, hn::Set(d, 20.0f));
-  const V x_dv = hn::Mul(x, Fma(d, hn::Mul(x, x), hn::Set(d, kSixAB), hn::Set(d, kTwoA)));
-  *derivative = ZeroAtMinusInfNaNAtNaN(
-      d, input,
-      hn::IfThenElse(tail, Fma(d, x_dv, e_tail, e_tail), Fma(d, x_dv, sigmoid.Slope(), sigmoid.s)));
-  return ProductAtNonFinite(d, input, hn::IfThenElse(tail, value_tail, hn::Mul(x_low, sigmoid.s)));
+  return WithSigmoid(
+      d, hn::Max(v, hn::Set(d, -87.0f)),
+      [&](const Sigmoid<V> &sigmoid) __attribute__((always_inline)) {
+        const auto tail = hn::Lt(input, hn::Set(d, kGeluTanhTailBound));
+        const V e_tail = ScaledExpOfMinus(d, hn::Min(hn::Neg(v), hn::Set(d, 175.0f)), hn::Zero(d));
+        *unscale = TailUnscale(d, tail);
+        const V value_tail = hn::Mul(x_low, e_tail);
+        if (derivative == nullptr) {
+          return ProductAtNonFinite(d, input,
+                                    hn::IfThenElse(tail, value_tail, sigmoid.Times(d, x_low)));
+        }
+        const V x = hn::Min(x_low, hn::Set(d, 20.0f));
+        const V x_dv = hn::Mul(x, Fma(d, hn::Mul(x, x), hn::Set(d, kSixAB), hn::Set(d, kTwoA)));
+        *derivative =
+            ZeroAtMinusInfNaNAtNaN(d, input,
+                                   hn::IfThenElse(tail, Fma(d, x_dv, e_tail, e_tail),
+                                                  Fma(d, x_dv, sigmoid.Slope(), sigmoid.s)));
+        return ProductAtNonFinite(d, input,
+                                  hn::IfThenElse(tail, value_tail, hn::Mul(x_low, sigmoid.s)));
+      });
 }
 
 // gelu_tanh(x) and, where derivative is not null, its derivative for the relaxed mode: GeluTanh's
@@ -386,19 +410,24 @@ HWY_INLINE V GeluTanhRelaxed(D d, V input, V *derivative) {
   constexpr float kTwoA = INFINIOP_GELU_TANH_TWO_A;
   constexpr float kSixAB = 3.0f * (kTwoA * INFINIOP_GELU_TANH_B);
   const V x_low = hn::Max(input, hn::Set(d, -13.0f));
-  const Sigmoid<V> sigmoid(d, hn::Max(GeluTanhArgument(d, x_low), hn::Set(d, -87.0f)));
-  if (derivative != nullptr) {
-    const V x = hn::Min(x_low, hn::Set(d, 20.0f));
-    const V x_dv = hn::Mul(x, Fma(d, hn::Mul(x, x), hn::Set(d, kSixAB), hn::Set(d, kTwoA)));
-    *derivative = Fma(d, x_dv, sigmoid.Slope(), sigmoid.s);
-  }
-  return hn::Mul(x_low, sigmoid.s);
+  const V v = hn::Max(GeluTanhArgument(d, x_low), hn::Set(d, -87.0f));
+  return WithSigmoid(
+      d, v, [&](const Sigmoid<V> &sigmoid) __attribute__((always_inline)) {
+        if (derivative != nullptr) {
+          const V x = hn::Min(x_low, hn::Set(d, 20.0f));
+          const V x_dv = hn::Mul(x, Fma(d, hn::Mul(x, x), hn::Set(d, kSixAB), hn::Set(d, kTwoA)));
+          *derivative = Fma(d, x_dv, sigmoid.Slope(), sigmoid.s);
+        }
+        return hn::Mul(x_low, sigmoid.s);
+      });
 }
 
 // The fast paths of the activations, for finite x at or above the tail bound (callers check
 // with FastPathHolds and take the functions above for the lanes ExactLanes names):
 // `Value(d, g)` is g act(x) and `Slope(d, g, g_lo)` is (g + g_lo) act'(x), each with the
 // multiplier folded into the one corrected quotient, so that it costs no rounding of its own.
+// Each *At is a view of the vectors that its With*At function computes once from x and holds in
+// its frame while it calls a body with the view (as Sigmoid and WithSigmoid).
 
 // The lanes whose fast-path results do not stand: a non-finite input or result, an input in the
 // far-left tail (`tail` < `bound`: the fast path clamps exp there), or a zero or subnormal
@@ -437,11 +466,10 @@ HWY_INLINE V ProductPair(D d, V a, V b, V *lo) {
   return p;
 }
 
-// silu(x) = x sigmoid(x), clamped as Silu; c = x (capped at 40, as Silu's derivative).
+// silu(x) = x sigmoid(x), clamped as Silu; c = x (capped at 40, as Silu's derivative). A view
+// of the clamped x and its sigmoid, which WithSiluAt holds.
 template <class V>
 struct SiluAt {
-  template <class D>
-  HWY_INLINE SiluAt(D d, V input) : x(hn::Max(input, hn::Set(d, -87.0f))), sigmoid(d, x) {}
   template <class D>
   HWY_INLINE V Value(D d, V g) const {
     return sigmoid.ProductOver(d, g, x);
@@ -459,9 +487,20 @@ struct SiluAt {
   HWY_INLINE V Condition(D d) const {
     return hn::Zero(d);
   }
-  V x;
-  Sigmoid<V> sigmoid;
+  const V &x;
+  Sigmoid<V> sigmoid;  // a view itself
 };
+
+// Calls body(const SiluAt<V> &) with input's fast-path state; returns what body returns (as
+// WithSigmoid).
+template <class D, class V, class Body>
+HWY_INLINE auto WithSiluAt(D d, V input, const Body &body) {
+  const V x = hn::Max(input, hn::Set(d, -87.0f));
+  return WithSigmoid(
+      d, x, [&](const Sigmoid<V> &sigmoid) __attribute__((always_inline)) {
+        return body(SiluAt<V>{x, sigmoid});
+      });
+}
 
 // n / (1 + exp(-v)) as one short quotient (ShortQuotient), v in [-87, 60] (callers clamp): the
 // short values of the sigmoid family (opencl's over_one_plus_exp_relaxed where kSameBits).
@@ -482,13 +521,10 @@ HWY_INLINE V SiluValueShort(D d, V input, V g) {
   return OverOnePlusExp<kSameBits>(d, hn::Mul(g, x), hn::Min(x, hn::Set(d, 60.0f)));
 }
 
-// gelu_tanh(x) = x sigmoid(v), v = 2a (x + b x^3), clamped as GeluTanh; c = x v'.
+// gelu_tanh(x) = x sigmoid(v), v = 2a (x + b x^3), clamped as GeluTanh; c = x v'. A view of the
+// clamped x and sigmoid(v), which WithGeluTanhAt holds.
 template <class V>
 struct GeluTanhAt {
-  template <class D>
-  HWY_INLINE GeluTanhAt(D d, V input)
-      : x(hn::Max(input, hn::Set(d, -20.0f))),
-        sigmoid(d, hn::Max(GeluTanhArgument(d, x), hn::Set(d, -87.0f))) {}
   template <class D>
   HWY_INLINE V Value(D d, V g) const {
     return sigmoid.ProductOver(d, g, x);
@@ -522,9 +558,21 @@ struct GeluTanhAt {
         Fma(d, hn::Mul(capped, capped), hn::Set(d, kSixAB), hn::Set(d, INFINIOP_GELU_TANH_TWO_A));
     return hn::Mul(capped, dv);
   }
-  V x;
-  Sigmoid<V> sigmoid;
+  const V &x;
+  Sigmoid<V> sigmoid;  // a view itself
 };
+
+// Calls body(const GeluTanhAt<V> &) with input's fast-path state; returns what body returns (as
+// WithSigmoid).
+template <class D, class V, class Body>
+HWY_INLINE auto WithGeluTanhAt(D d, V input, const Body &body) {
+  const V x = hn::Max(input, hn::Set(d, -20.0f));
+  const V v = hn::Max(GeluTanhArgument(d, x), hn::Set(d, -87.0f));
+  return WithSigmoid(
+      d, v, [&](const Sigmoid<V> &sigmoid) __attribute__((always_inline)) {
+        return body(GeluTanhAt<V>{x, sigmoid});
+      });
+}
 
 // g gelu_tanh(x) for a 16-bit output, short (as SiluValueShort, with v for x; the relaxed F32
 // value is GeluTanhRelaxed's instead): v = x (2a + 2ab x^2) as a pair whose
@@ -685,37 +733,10 @@ HWY_INLINE V GeluErfRelaxed(D d, V input, V *derivative) {
 }
 // gelu_erf(x) = x Phi(x), clamped as GeluErf, with Phi(x) kept as the pair cdf + cdf_lo (within
 // about 0.5 u: T = e / F from e + e_lo over F = (k a + its rounding) + W, one corrected quotient
-// left unrounded; 1 - T's rounding caught exactly, 1 being larger than T <= 1/2).
+// left unrounded; 1 - T's rounding caught exactly, 1 being larger than T <= 1/2), and e + e_lo =
+// exp(-x^2 / 2). A view of the vectors that WithGeluErfAt holds.
 template <class V>
 struct GeluErfAt {
-  template <class D>
-  HWY_INLINE GeluErfAt(D d, V input) {
-    const V clamp = hn::Set(d, INFINIOP_ERF_CLAMP);
-    x = hn::Max(input, hn::Neg(clamp));
-    const V a = hn::Min(hn::Abs(x), clamp);
-    const V half_a = hn::Mul(a, hn::Set(d, 0.5f));
-    V h_lo;
-    const V h = ProductPair(d, half_a, a, &h_lo);
-    e = ExpOfMinus(d, h, &h_lo, &e_lo);
-    V ka_lo;
-    const V ka = ProductPair(d, hn::Set(d, INFINIOP_ERF_K), a, &ka_lo);
-    const V w = ErfW(d, a);
-    const V f = hn::Add(ka, w);
-    // t + t_lo = (e + e_lo) / (ka + ka_lo + w): q = e / f's estimate, its remainder exact but
-    // for the roundings of values far below q's ulp.
-    const V estimate = ReciprocalEstimate(d, f);
-    const V t = hn::Mul(e, estimate);
-    V remainder = NegFma(d, t, w, NegFma(d, t, ka, e));
-    remainder = NegFma(d, t, ka_lo, hn::Add(remainder, e_lo));
-    const V t_lo = hn::Mul(remainder, estimate);
-    // x >= 0: 1 - t within half an ulp, its rounding (1 - cdf) - t exactly (1 >= t).
-    const V one = hn::Set(d, 1.0f);
-    const auto negative = hn::Lt(x, hn::Zero(d));
-    const V upper = hn::Sub(one, t);
-    const V upper_lo = hn::Sub(hn::Sub(hn::Sub(one, upper), t), t_lo);
-    cdf = hn::IfThenElse(negative, t, upper);
-    cdf_lo = hn::IfThenElse(negative, t_lo, upper_lo);
-  }
   // g x Phi(x): (g x as a pair) times (cdf + cdf_lo), one rounding.
   template <class D>
   HWY_INLINE V Value(D d, V g) const {
@@ -760,8 +781,40 @@ struct GeluErfAt {
   HWY_INLINE V Condition(D d) const {
     return hn::Zero(d);
   }
-  V x, e, e_lo, cdf, cdf_lo;
+  const V &x, &e, &e_lo, &cdf, &cdf_lo;
 };
+
+// Calls body(const GeluErfAt<V> &) with input's fast-path state; returns what body returns (as
+// WithSigmoid).
+template <class D, class V, class Body>
+HWY_INLINE auto WithGeluErfAt(D d, V input, const Body &body) {
+  const V clamp = hn::Set(d, INFINIOP_ERF_CLAMP);
+  const V x = hn::Max(input, hn::Neg(clamp));
+  const V a = hn::Min(hn::Abs(x), clamp);
+  const V half_a = hn::Mul(a, hn::Set(d, 0.5f));
+  V h_lo, e_lo;
+  const V h = ProductPair(d, half_a, a, &h_lo);
+  const V e = ExpOfMinus(d, h, &h_lo, &e_lo);
+  V ka_lo;
+  const V ka = ProductPair(d, hn::Set(d, INFINIOP_ERF_K), a, &ka_lo);
+  const V w = ErfW(d, a);
+  const V f = hn::Add(ka, w);
+  // t + t_lo = (e + e_lo) / (ka + ka_lo + w): q = e / f's estimate, its remainder exact but
+  // for the roundings of values far below q's ulp.
+  const V estimate = ReciprocalEstimate(d, f);
+  const V t = hn::Mul(e, estimate);
+  V remainder = NegFma(d, t, w, NegFma(d, t, ka, e));
+  remainder = NegFma(d, t, ka_lo, hn::Add(remainder, e_lo));
+  const V t_lo = hn::Mul(remainder, estimate);
+  // x >= 0: 1 - t within half an ulp, its rounding (1 - cdf) - t exactly (1 >= t).
+  const V one = hn::Set(d, 1.0f);
+  const auto negative = hn::Lt(x, hn::Zero(d));
+  const V upper = hn::Sub(one, t);
+  const V upper_lo = hn::Sub(hn::Sub(hn::Sub(one, upper), t), t_lo);
+  const V cdf = hn::IfThenElse(negative, t, upper);
+  const V cdf_lo = hn::IfThenElse(negative, t_lo, upper_lo);
+  return body(GeluErfAt<V>{x, e, e_lo, cdf, cdf_lo});
+}
 
 }  // namespace infiniop::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

@@ -40,8 +40,11 @@ HWY_INLINE V ExpFloor(D d, V a) {
 template <class D, class V>
 HWY_INLINE V SigmoidFloor(D d, V x) {
   const auto below = hn::Lt(x, hn::Set(d, -87.0f));
-  const Sigmoid<V> sigmoid(d, hn::IfThenElse(below, hn::Set(d, -87.0f), x));
-  return hn::IfThenElse(hn::IsNaN(x), x, hn::IfThenZeroElse(below, sigmoid.s));
+  const V v = hn::IfThenElse(below, hn::Set(d, -87.0f), x);
+  return WithSigmoid(
+      d, v, [&](const Sigmoid<V> &sigmoid) __attribute__((always_inline)) {
+        return hn::IfThenElse(hn::IsNaN(x), x, hn::IfThenZeroElse(below, sigmoid.s));
+      });
 }
 
 // sigmoid's slope p (1 - p) as (e p) p, e = exp(-x): 1 - p = e p without the cancellation of
