@@ -10,6 +10,8 @@ set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
 # the headers shared with the host's under /usr/include.
 set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
-# ctest and gtest_discover_tests run the test programs through the emulator; -L: the arm64
-# dynamic loader and libraries of Debian's cross packages.
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L /usr/aarch64-linux-gnu)
+# ctest runs the test programs through the emulator. The arm64 dynamic loader and libraries are
+# multiarch's (libc6:arm64, which libhwy1:arm64 pulls in, at /lib/ld-linux-aarch64.so.1): with
+# `-L /usr/aarch64-linux-gnu`, the cross packages' copy, qemu-aarch64 7.2 hung in the first
+# std::thread join.
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64)

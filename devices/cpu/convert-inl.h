@@ -306,6 +306,19 @@ HWY_INLINE void StorePairF32(DF df, hn::Vec<DF> even, hn::Vec<DF> odd, float *p)
   hn::StoreInterleaved2(CanonicalNaN(df, even), CanonicalNaN(df, odd), df, p);
 }
 
+// hn::AverageRound, (a + b + 1) >> 1 without overflow. Highway 1.0.3's SVE and SVE_256 targets
+// (not SVE2, whose rhadd it uses) compute it as ShiftRight<1>(a + b + 1) in the lanes' own width,
+// which drops the carry that PairBits reads: there the same value comes from
+// (a | b) - ((a ^ b) >> 1). Found by bit_identity under qemu (BF16 stores truncated, not rounded).
+template <class V>
+HWY_INLINE V AverageRoundExact(V a, V b) {
+#if HWY_TARGET == HWY_SVE || HWY_TARGET == HWY_SVE_256
+  return hn::Sub(hn::Or(a, b), hn::ShiftRight<1>(hn::Xor(a, b)));
+#else
+  return hn::AverageRound(a, b);
+#endif
+}
+
 // The 16-bit pair of (even, odd) as one vector of U32 lanes: what StorePairF32 writes. Both
 // vectors round at once in 16-bit lanes: the merged high halves round up when their low half +
 // (high & 1) > 0x8000, which is the top bit of AverageRound(low, 0x7ffe + (high & 1)). Canonical
@@ -330,7 +343,7 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PairBits(DF df, hn::Vec<DF> even, h
   const auto low = hn::OddEven(hn::BitCast(du16, hn::ShiftLeft<16>(hn::BitCast(du32, odd))),
                                hn::BitCast(du16, even));
   const auto bias = hn::Or(hn::And(high, hn::Set(du16, 1)), hn::Set(du16, 0x7ffe));
-  const auto carry = hn::ShiftRight<15>(hn::AverageRound(low, bias));
+  const auto carry = hn::ShiftRight<15>(AverageRoundExact(low, bias));
   return hn::BitCast(du32, hn::Add(high, carry));
 #endif
 }

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "accuracy.h"
 #include "silu_truth.h"
@@ -29,6 +30,31 @@ inline long double timesGate(long double v, long double g, long double a) {
   return v * g;
 }
 
+// clamp_mode 1's boundary a*: the largest float A with silu(A) <= limit in double, as
+// docs/clipped_swiglu.md defines it (+inf for limit +inf), found here with silu as A / (1 + e^-A)
+// (the library bisects with cpu_reference's A sigmoid(A)). Not in long double: its width differs
+// (x86's 64-bit significand, AArch64's 113-bit one), and where silu(A) is within double's
+// rounding of limit (limit 1e-20 at A = 2 limit) the two would place a* one float apart.
+inline float gateBoundary(float limit) {
+  if (std::isinf(limit)) return limit;
+  static thread_local float cached_limit = NAN, cached_boundary = 0;  // the truth asks per element
+  if (limit == cached_limit) return cached_boundary;
+  const auto value = [](uint32_t bits) {
+    float a;
+    std::memcpy(&a, &bits, sizeof a);
+    return a;
+  };
+  uint32_t below = 0, above = 0x7f800000u;  // silu(+0) <= limit < silu(+inf)
+  while (above - below > 1) {
+    const uint32_t middle = below + (above - below) / 2;
+    const double a = value(middle);
+    (a / (1 + std::exp(-a)) <= limit ? below : above) = middle;
+  }
+  cached_limit = limit;
+  cached_boundary = value(below);
+  return cached_boundary;
+}
+
 struct ClippedSwigluTruth {
   long double y, dA, dB;
   bool dA_masked, dB_masked;
@@ -50,8 +76,9 @@ inline ClippedSwigluTruth clippedSwigluTruth(infiniDtype_t dtype, float Af, floa
   const long double s = sigmoidL(z), sm = sigmoidL(-z);  // sm = 1 - s without cancellation
   // lim a sigmoid(alpha a) where alpha a -> -inf is 0.
   const long double g_raw = (std::isinf(z) && z < 0) ? 0.0L : a * s;
-  // clamp_mode 1: the gate clamped above at limit (NaN passes), and no bias.
-  const long double g = after && g_raw > limit ? limit : g_raw;
+  // clamp_mode 1: the gate clamped above at limit where A > a* (NaN passes), and no bias.
+  const bool gate_clamped = after && Af > gateBoundary(at.limit);
+  const long double g = gate_clamped ? limit : g_raw;
   const long double v = after ? b : b + static_cast<long double>(at.bias);
   ClippedSwigluTruth t{};
   t.y = timesGate(v, g, a);
@@ -62,7 +89,7 @@ inline ClippedSwigluTruth clippedSwigluTruth(infiniDtype_t dtype, float Af, floa
   else
     slope = s + z * s * sm;
   const long double scale = dy * v;
-  t.dA_masked = after ? !(g_raw <= limit) : !(A <= limit);
+  t.dA_masked = after ? gate_clamped || std::isnan(A) : !(A <= limit);
   t.dB_masked = !(-limit <= B && B <= limit);
   // The slope is negative left of z = -1.28 and underflows far left: an infinite scale then gives
   // -scale.

@@ -76,6 +76,20 @@ inline bool cappedRun() {
   return cap && *cap;
 }
 
+// The elements an oracle checks of an output of n: every one, or under an emulator
+// (INFINIOP_TEST_EMULATED, set by tests/emulated.cmake) about 4096 of an output above that, every
+// stride-th element for an odd stride: the oracles compute in long double, which on AArch64 is
+// software floating point, emulated in turn, and checking every element of the large layout
+// sweeps took 6 minutes per emulated processor. The library still computes every element (the
+// thread split, every tail), and an odd stride meets every lane position of every vector width.
+inline size_t checkStride(size_t n) {
+  static const bool emulated = [] {
+    const char *value = std::getenv("INFINIOP_TEST_EMULATED");
+    return value && *value;
+  }();
+  return emulated && n > 4096 ? (n / 4096) | 1 : 1;
+}
+
 // Every built device; the cpu device once per Highway target this machine runs (best first).
 inline std::vector<DeviceParam> allDeviceParams() {
   std::vector<DeviceParam> params;

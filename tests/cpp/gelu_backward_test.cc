@@ -211,7 +211,7 @@ TEST_P(GeluBackwardLayouts, MatchesFormulaForEverySize) {
               INFINI_STATUS_SUCCESS)
         << last_error;
     int failures = 0;
-    for (size_t i = 0; i < numel && failures < 5; ++i) {
+    for (size_t i = 0; i < numel && failures < 5; i += checkStride(numel)) {
       const std::string problem = checkElement(dtype, x[i], g[i], v.out_view->get(i));
       if (!problem.empty()) {
         ++failures;

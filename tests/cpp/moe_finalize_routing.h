@@ -100,17 +100,28 @@ class Mismatches {
   void add(const std::string &message) {
     if (count_++ < kShown) ADD_FAILURE() << what_ << " " << message;
   }
+  // `where` names the element: a string, or a callable that makes it, called only on a mismatch
+  // (the checks visit every element: a string built for each cost more than the check under an
+  // emulator).
+  template <class Where>
   void check(infiniDtype_t dtype, TensorBuffer &t, size_t i, long double truth, double tol,
-             const std::string &where) {
+             const Where &where) {
     const float got = t.get(i);
     const std::string why = compareToTruth(dtype, got, truth, tol);
-    if (!why.empty()) add(where + ": got " + str(got) + ", " + why);
+    if (!why.empty()) add(nameOf(where) + ": got " + str(got) + ", " + why);
   }
-  void checkZero(TensorBuffer &t, size_t i, const std::string &where) {
-    if (!isPositiveZero(t, i)) add(where + ": got " + str(t.get(i)) + ", not +0 (row unreached)");
+  template <class Where>
+  void checkZero(TensorBuffer &t, size_t i, const Where &where) {
+    if (!isPositiveZero(t, i))
+      add(nameOf(where) + ": got " + str(t.get(i)) + ", not +0 (row unreached)");
   }
 
  private:
+  static const std::string &nameOf(const std::string &where) { return where; }
+  template <class Where>
+  static std::string nameOf(const Where &where) {
+    return where();
+  }
   static constexpr int kShown = 5;
   std::string what_;
   int count_ = 0;

@@ -181,7 +181,7 @@ TEST_P(SwiGluCases, EveryDimMatchesFormula) {
       std::vector<float> x1(m), x2(m), g(m);
       std::vector<size_t> first(m), second(m);
       for (size_t i = 0; i < m; ++i) {
-        std::vector<size_t> c = {i / (5 * n), (i / n) % 5, i % n};
+        const size_t c[3] = {i / (5 * n), (i / n) % 5, i % n};
         size_t f = 0, s = 0;
         for (size_t k = 0; k < 3; ++k) {
           f = f * full[k] + c[k];
@@ -203,7 +203,7 @@ TEST_P(SwiGluCases, EveryDimMatchesFormula) {
       if (layout != Layout::kInPlace) {
         y.poison();
         ASSERT_EQ(runForward(handle(), y, x, dim), INFINI_STATUS_SUCCESS) << last_error;
-        for (size_t i = 0; i < m; ++i) {
+        for (size_t i = 0; i < m; i += checkStride(m)) {
           const long double silu = siluL(x1[i]);
           check(
               "y", i, y.get(i), timesTail(x2[i], silu, x1[i]),
@@ -215,7 +215,7 @@ TEST_P(SwiGluCases, EveryDimMatchesFormula) {
       if (layout != Layout::kInPlace) dx.poison();
       ASSERT_EQ(runBackward(handle(), out, out.data(), dy, x, dim), INFINI_STATUS_SUCCESS)
           << last_error;
-      for (size_t i = 0; i < m; ++i) {
+      for (size_t i = 0; i < m; i += checkStride(m)) {
         const long double silu = siluL(x1[i]);
         const long double derivative = siluDerivativeL(x1[i]);
         const double terms1 = siluDerivativeTerms(x1[i]);
