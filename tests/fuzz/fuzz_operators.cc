@@ -1565,7 +1565,8 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
       const Probs sm = softmaxOf(x, chainOf(E));
       const bool renorm = op == kRouterSoftmaxGrad && c.i[0] == 1;
       const bool sigmoid = op == kRouterTopKGrad && c.i[0] == 1;
-      cond = sm.max_cond + 2.0 * static_cast<double>(k);
+      // p_j's condition and, through the sum over the selected, theirs (docs: twice the largest).
+      cond = 2 * sm.max_cond + 2.0 * static_cast<double>(k);
       if (renorm) {
         std::vector<double> picked;
         for (size_t j : s) picked.push_back(x[j]);
@@ -1576,7 +1577,7 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
           grad[s[i]] += sp.p[i] * (g[i] - dot);
           terms[s[i]] += sp.p[i] * (std::fabs(g[i]) + mag);
         }
-        cond = std::fmax(cond, sp.max_cond + 2.0 * static_cast<double>(k));
+        cond = std::fmax(cond, 2 * sp.max_cond + 2.0 * static_cast<double>(k));
         floor = 0x1p-124 * gsum;
         for (double p : sp.p) floored = floored || p < 0x1p-120;
       } else {
@@ -1623,7 +1624,7 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
             grad[j] = sigmoid ? gp[j] * slope : p[j] * (gp[j] - q);
             terms[j] = sigmoid ? gp_mag[j] * slope : p[j] * (gp_mag[j] + q_mag);
           }
-          cond = (sigmoid ? 2.0 : sm.max_cond) + 3.0 * static_cast<double>(k) + 3;
+          cond = (sigmoid ? 2.0 : 2 * sm.max_cond) + 3.0 * static_cast<double>(k) + 3;
           // p's floor through 1 / D and 1 / D^2 (gw's derivatives in w), times the grads' sizes.
           floor = 0x1p-120 * static_cast<double>(k) * (std::fabs(scale) + 1) * (gsum + 1) *
                       (1 / D + 1 / (D * D)) +

@@ -30,7 +30,8 @@ F32 rounding exp amplifies), A = sum_j p_j a_j:
     renorm 1 y_i:            u (K + a_i + k + A_k) y_i          (over the k selected)
     MoeGatingTopK y_i:       u (K + cond + k + 3) |y_i|, cond the row's largest of p's
                              (a_j + chain + A for softmax, 0 for sigmoid)
-    grads:                   u (K + cond + 2 k) M_j, cond the row's largest condition above,
+    grads:                   u (K + 2 cond + 2 k) M_j, cond the row's largest condition above
+                             (p_j's own, and the selected p's through their sum),
                              M_j the sum of the magnitudes of what the formula adds for element j
                              (e.g. p_j (|G_j| + sum_i |g_i| p_{s_i}))
 plus an absolute floor 2^-125.5 (scaled by the gradient's magnitude) for e = 0 beyond a = 87.
@@ -402,7 +403,7 @@ def test_softmax_grad(device, dtype_name, experts, k, renorm, indices):
             cond = ak.max(-1, keepdim=True).values + (torch.softmax(xs, -1) * ak).sum(
                 -1, keepdim=True) + k
         magnitude = grad_magnitude_softmax(p, g64, sel, renorm, y64.detach())
-        factor = U * (K + cond + 2 * k)
+        factor = U * (K + 2 * cond + 2 * k)
         bound = factor * magnitude + 4 * EXP_FLOOR * g64.abs().sum(-1, keepdim=True)
     assert_matches(grad[live], truth.numpy(), bound.numpy(), dtype_name,
                    f"{device} {dtype_name} E={experts} k={k} renorm {renorm} {indices}: grad_x")
@@ -534,7 +535,7 @@ def test_gating_grad(device, dtype_name, experts, k, norm_type, c, indices):
         p, _, rel = gating_keys(x64.detach(), None, norm_type)
         magnitude, scale = gating_grad_magnitude(p, g64, sel, norm_type, cf, eps)
         cond = rel.max(-1, keepdim=True).values / U - bound_u("moe_gating_top_k")
-        factor = U * (bound_u("moe_gating_top_k_grad") + cond + 2 * k)
+        factor = U * (bound_u("moe_gating_top_k_grad") + 2 * cond + 2 * k)
         bound = factor * magnitude + 4 * EXP_FLOOR * (scale.unsqueeze(-1) + 1) \
             * g64.abs().sum(-1, keepdim=True)
     assert_matches(grad, truth.numpy(), bound.numpy(), dtype_name,
