@@ -2,10 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # Cross-builds infiniop for 64-bit Arm Linux and runs its C++ programs under qemu-aarch64 at NEON
 # and SVE (128-, 256- and 512-bit vectors): the aarch64 preset of CMakePresets.json
-# (docs/devices.md, "Arm"; `ctest --preset aarch64-full` afterwards runs the suite's shards that
-# it samples out at 256 and 512 bits). Installs, as root, the Debian packages it needs when any is missing:
-# the arm64 architecture for multiarch, the cross compiler, the arm64 Highway, GoogleTest and
-# OpenMP runtime, and qemu's user-mode emulator.
+# (docs/devices.md, "Arm"; `ctest --preset aarch64-full` afterwards also runs the suite's shards
+# that it samples out at 256 and 512 bits). Installs, as root, the Debian packages it needs when
+# any is missing: the arm64 architecture for multiarch, the cross compiler, the arm64 Highway,
+# GoogleTest and OpenMP runtime, and qemu's user-mode emulator.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ci-times.sh

@@ -26,6 +26,7 @@ endif()
 
 # The suite's shards: each at most 40 s at a wide SVE length on the host above.
 set(suite_shards 8)
+math(EXPR last_shard "${suite_shards} - 1")  # foreach RANGE counts from 0
 
 # "name|emulator -cpu option|INFINIOP_CPU_ISA|expected target|suite shards|suite s|bits s":
 # qemu-aarch64's `max` processor (SVE2) at 128-, 256- and 512-bit vectors
@@ -105,9 +106,8 @@ foreach(processor IN LISTS default_processors)
 
   # The suite's shards, where the processor runs any (test j of the list in shard j mod n).
   math(EXPR timeout "3 * ${shard_seconds} + 60")
-  math(EXPR last "${suite_shards} - 1")
   if(sampled)
-    foreach(shard RANGE ${last})
+    foreach(shard RANGE ${last_shard})
       math(EXPR number "${shard} + 1")  # 1-based, as the lists above
       set(test emulated.${name}.suite.${number}of${suite_shards})
       add_test(NAME ${test} COMMAND ${run} $<TARGET_FILE:infiniop-tests>)

@@ -615,8 +615,9 @@ void checkGrad(infiniopHandle_t h, const Grad &c, uint64_t seed) {
     const std::vector<double> xr = rowOf(x, r, E);
     gradOracle(c, xr, rowOf(grad_y, r, k), sel[r], &grad, &terms);
     const Softmax sm = softmaxOf(xr);
-    const double cond = cond_of[r] =
+    const double cond =
         2 * (*std::max_element(sm.a.begin(), sm.a.end()) + sm.A + chainOf(E)) + 2.0 * k;
+    cond_of[r] = cond;
     for (size_t j = 0; j < E; ++j) {
       const double got = grad_x.get(r * E + j);
       if (done) {
