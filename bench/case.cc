@@ -26,13 +26,13 @@ size_t product(const std::vector<size_t> &shape) {
   return n;
 }
 
-// Element i of input tensor k: uniform over [-10, 10), the same for any thread count.
-float inputValue(size_t k, size_t i) {
+// Element i of input tensor k: uniform over [-bound, bound), the same for any thread count.
+float inputValue(size_t k, size_t i, float bound) {
   uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ (k + 1) * 0xD1B54A32D192ED03ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   z ^= z >> 31;
-  return static_cast<float>(z >> 40) * 0x1p-24f * 20.0f - 10.0f;
+  return (static_cast<float>(z >> 40) * 0x1p-24f * 2.0f - 1.0f) * bound;
 }
 
 // expanded_row_idx: a fixed shuffle of [0, n) (tokens land on distinct rows in expert order);
@@ -169,7 +169,7 @@ infiniStatus_t Case::bindOn(infiniopHandle_t handle, const std::vector<size_t> &
 
 std::unique_ptr<Case> Case::create(const OpInfo &op, infiniDevice_t device, infiniDtype_t dtype,
                                    const std::vector<size_t> &shape, infiniopFpmathMode_t fpmath,
-                                   std::string *error) {
+                                   std::string *error, float input_bound) {
   std::unique_ptr<Case> c(new Case(op, dtype, shape));
   c->own_memory_ = !isHostMemory(device);
   infiniStatus_t status = infiniopCreateHandle(&c->handle_, device, 0);
@@ -195,7 +195,7 @@ std::unique_ptr<Case> Case::create(const OpInfo &op, infiniDevice_t device, infi
     const size_t size = t.element_size;
 #pragma omp parallel for schedule(static)
     for (long long i = 0; i < static_cast<long long>(t.count); ++i)
-      encode(dtype, t.data.get() + i * size, inputValue(k, i));
+      encode(dtype, t.data.get() + i * size, inputValue(k, i, input_bound));
   }
   for (Tensor &t : c->outs_) {
     const size_t size = t.element_size;

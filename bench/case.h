@@ -28,10 +28,11 @@ struct CheckResult {
 class Case {
  public:
   // Returns null and sets *error (status name and the library's message) on failure. The
-  // descriptor is created in `fpmath` mode (infiniopSetHandleFpmathMode).
+  // descriptor is created in `fpmath` mode (infiniopSetHandleFpmathMode); the inputs are
+  // uniform over [-input_bound, input_bound).
   static std::unique_ptr<Case> create(const OpInfo &op, infiniDevice_t device, infiniDtype_t dtype,
                                       const std::vector<size_t> &shape, infiniopFpmathMode_t fpmath,
-                                      std::string *error);
+                                      std::string *error, float input_bound = 10.0f);
   ~Case();
 
   // One call to completion: on opencl the enqueue and infiniopStreamSynchronize(handle, NULL).

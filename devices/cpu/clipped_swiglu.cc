@@ -54,8 +54,7 @@ struct ClippedSwiglu : ClippedSwigluAttributes {
     WithClippedAt(
         d, *this, A, B, [&](const ClippedAt<V> &fast) __attribute__((always_inline)) {
           const V v = hn::Clamp(fast.z, hn::Set(d, -87.0f), hn::Set(d, 60.0f));
-          y = GateClamped(d, *this, A, fast.b,
-                          OverOnePlusExp<true>(d, hn::Mul(fast.b_bias, fast.x), v));
+          y = GateClamped(d, *this, A, fast.b, OverOnePlusExp(d, hn::Mul(fast.b_bias, fast.x), v));
           if (HWY_UNLIKELY(!FastPathHolds(d, fast.a, fast.z, -87.0f, y))) {
             y = ClippedSwigluExact(d, *this, A, B, fast.a, fast.z, y);
           }

@@ -91,81 +91,22 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundToBF16High(DF /*df*/, hn::Vec<
   return hn::Add(bits, hn::Add(odd, hn::Set(du32, 0x7fff)));
 }
 
-// A rounding window as a vector of U32 lanes: one for every lane, or each lane its own.
-template <class DU>
-HWY_INLINE hn::Vec<DU> WindowLanes(DU du, uint32_t window) {
-  return hn::Set(du, window);
-}
-template <class DU>
-HWY_INLINE hn::Vec<DU> WindowLanes(DU /*du*/, hn::Vec<DU> window) {
-  return window;
-}
-
-// The bits of the smallest |v| that the BF16 test below need not take as near whatever its
-// window, less 1: with one window for all lanes, 2^-100 (that window is a relative bound, and
-// some paths' bounds are absolute down there); a functor with a window per lane widens it itself
-// where its bound is absolute (up to 2^15 steps: every lane near), so only the F32 subnormals,
-// where no relative bound holds, are near regardless.
-template <class Window>
-constexpr uint32_t kTinyBits = std::is_same_v<Window, uint32_t> ? 0x0d7fffffu : 0x007fffffu;
-
 // The lanes of `v` that may round to a different 16-bit value than the exact result they stand
-// for, given that the exact result is within `window` F32 steps of v (the integer distance of
-// their bits; below 2^12; one for all lanes or a vector of U32 lanes, each its own): a rounding
-// boundary of the storage type lies within `window` steps of v. A handful of integer operations,
-// for every output vector of the correctly rounded operators (elementwise-inl.h's RoundedOnce):
-// where these kernels are compute-bound every operation shows.
-//
-// BF16: its boundaries are the F32 values whose low 16 bits are 0x8000, in every binade,
-// subnormals and the overflow threshold included. Non-zero values below 2^-100 (kTinyBits) are
-// near too: there the kernels' bounds are absolute, not in steps (docs/accuracy.md: the far-left
-// tails' clamp, the pairs' subnormal low parts). A NaN may be near or not: its store is the
-// canonical NaN either way.
-template <class DF, class Window>
-HWY_INLINE auto NearRoundingBoundary(DF df, hn::Vec<DF> v, Window window, const hwy::bfloat16_t *) {
-  const hn::RebindToUnsigned<DF> du32;
-  const auto lanes = WindowLanes(du32, window);
-  const auto bits = hn::BitCast(du32, v);
-  const auto offset =
-      hn::And(hn::Add(bits, hn::Sub(lanes, hn::Set(du32, 0x8000u))), hn::Set(du32, 0xffff));
-  const auto near = hn::Lt(offset, hn::Add(hn::Add(lanes, lanes), hn::Set(du32, 1)));
-  // |v| in (0, 2^-100) (or 2^-126): the magnitude's bits minus 1 below kTinyBits (unsigned, so
-  // that 0 wraps to the top).
-  const auto magnitude = hn::And(bits, hn::Set(du32, 0x7fffffffu));
-  const auto tiny = hn::Lt(hn::Sub(magnitude, hn::Set(du32, 1)), hn::Set(du32, kTinyBits<Window>));
-  return hn::RebindMask(df, hn::Or(near, tiny));
-}
-
-// F16: its boundaries, for |v| >= 2^-14, are the F32 values whose low 13 bits are 0x1000 (F16's
-// overflow threshold 65520 among them). Below, |v| + 2^-14 has them there too (F16's subnormal
-// spacing 2^-24 is its spacing at 2^-14), and the addition's rounding (half a step of the sum, at
-// most one step of v) is within the window's spare step. Zero is not near; a NaN as for BF16.
-template <class DF, class Window>
-HWY_INLINE auto NearRoundingBoundary(DF df, hn::Vec<DF> v, Window window, const hwy::float16_t *) {
-  const hn::RebindToUnsigned<DF> du32;
-  const auto lanes = WindowLanes(du32, window);
-  const auto magnitude = hn::Abs(v);
-  const auto small = hn::Lt(magnitude, hn::Set(df, 0x1p-14f));
-  const auto shifted = hn::IfThenElse(small, hn::Add(magnitude, hn::Set(df, 0x1p-14f)), magnitude);
-  const auto offset =
-      hn::And(hn::Add(hn::BitCast(du32, shifted), hn::Sub(lanes, hn::Set(du32, 0x1000u))),
-              hn::Set(du32, 0x1fff));
-  return hn::RebindMask(df, hn::Lt(offset, hn::Add(hn::Add(lanes, lanes), hn::Set(du32, 1))));
-}
-
-// As NearRoundingBoundary, for an exact result known to lie within `bound_u` u (u = 2^-24;
-// absolute, per lane) of v: the bound of an output that may cancel (a gradient), which no window
-// of F32 steps expresses. A rounding boundary (a midpoint between two 16-bit values) lies within
-// the bound of v: the one inside v's 16-bit interval (`below` the magnitude truncated to the
-// storage type, `below` + half its step), or the one under `below` (half a step of the binade
-// below, so 2^15 F32 steps under `below` for BF16 also where `below` starts a binade): nearer
-// than the first only there, within an eighth of a step above `below`. The differences are exact
-// (within a factor 2). No operand or result may be subnormal (each costs x86 a microcode assist:
-// the test ran the gradients at 0.2x where masked-out zeros met a subnormal midpoint), so the
-// magnitude is scaled by 2^24 first (the bound is in u; its boundaries stay where they were, an
-// exponent apart) and an F32 subnormal v is near unless it is an exact zero with a zero bound. A
-// NaN bound or v, and |v| from 2^104 on (the scaled magnitude overflows), count as near: the
-// oracle decides.
+// for, given that the exact result lies within `bound_u` u (u = 2^-24; absolute, per lane) of v:
+// the bound of an output that may cancel (a gradient), which no window of F32 steps expresses
+// (table-inl.h tests the tables' products, whose bounds are windows of steps, in fewer
+// operations). BF16's boundaries are the F32 values whose low 16 bits are 0x8000, in every
+// binade, subnormals and the overflow threshold included. A rounding boundary (a midpoint between
+// two 16-bit values) lies within the bound of v: the one inside v's 16-bit interval (`below` the
+// magnitude truncated to the storage type, `below` + half its step), or the one under `below` (half
+// a step of the binade below, so 2^15 F32 steps under `below` for BF16 also where `below` starts a
+// binade): nearer than the first only there, within an eighth of a step above `below`. The
+// differences are exact (within a factor 2). No operand or result may be subnormal (each costs x86
+// a microcode assist: the test ran the gradients at 0.2x where masked-out zeros met a subnormal
+// midpoint), so the magnitude is scaled by 2^24 first (the bound is in u; its boundaries stay where
+// they were, an exponent apart) and an F32 subnormal v is near unless it is an exact zero with a
+// zero bound. A NaN bound or v, and |v| from 2^104 on (the scaled magnitude overflows), count as
+// near: the oracle decides.
 template <class DF>
 HWY_INLINE auto NearRoundingBoundaryWithin(DF df, hn::Vec<DF> v, hn::Vec<DF> bound_u,
                                            const hwy::bfloat16_t *) {
@@ -185,7 +126,8 @@ HWY_INLINE auto NearRoundingBoundaryWithin(DF df, hn::Vec<DF> v, hn::Vec<DF> bou
   return hn::Or(hn::AndNot(subnormal, normal_near), hn::And(subnormal, subnormal_near));
 }
 
-// F16: its boundaries as NearRoundingBoundary's, |v| below 2^-14 shifted by 2^-14 (its rounding,
+// F16: its boundaries are the F32 values whose low 13 bits are 0x1000 from 2^-14 on, |v| below
+// 2^-14 shifted by 2^-14 (F16's subnormal spacing is its spacing at 2^-14; the shift's rounding,
 // at most 2^-38, added to the bound); there the step is F16's subnormal one on both sides. The
 // differences are multiples of 2^-37 at least, so only v itself may be subnormal: taken as 2^-126.
 template <class DF>

@@ -15,6 +15,7 @@
 
 #include "core/dtype.h"
 #include "cpu/convert-inl.h"
+#include "cpu/activation_table.h"
 #include "cpu/parallel.h"
 #include "elementwise/plan.h"
 #include "elementwise/walk.h"
@@ -32,6 +33,14 @@ template <class Functor, class = void>
 struct RoundsOnceTrait : std::false_type {};
 template <class Functor>
 struct RoundsOnceTrait<Functor, std::void_t<decltype(Functor::kRoundsOnce)>> : std::true_type {};
+
+// Whether a functor's 16-bit outputs are final as its tables give them (kFinalFromTables: no
+// lane is near a boundary, so no check).
+template <class Functor, class = void>
+struct FinalFromTablesTrait : std::false_type {};
+template <class Functor>
+struct FinalFromTablesTrait<Functor, std::void_t<decltype(Functor::kFinalFromTables)>>
+    : std::bool_constant<Functor::kFinalFromTables> {};
 
 // Vectors are sizeless on SVE: never array elements or class members (Highway's rule), so the
 // row loops hold each operand's vectors as locals of WithVectors and address them by a constant
@@ -67,7 +76,10 @@ template <class Functor, class D, size_t... Out, size_t... In, class... Vs>
 HWY_INLINE void ApplyTwo(const Functor &f, D d, std::index_sequence<Out...>,
                          std::index_sequence<In...>, Vs &...v) {
   constexpr size_t kOut = sizeof...(Out);
-  if constexpr (RoundsOnceTrait<Functor>::value) {
+  if constexpr (FinalFromTablesTrait<Functor>::value) {
+    f(d, NthOf<2 * Out>(v...)..., NthOf<2 * (kOut + In)>(v...)...);
+    f(d, NthOf<2 * Out + 1>(v...)..., NthOf<2 * (kOut + In) + 1>(v...)...);
+  } else if constexpr (RoundsOnceTrait<Functor>::value) {
     const auto near_even = f.Evaluate(d, NthOf<2 * Out>(v...)..., NthOf<2 * (kOut + In)>(v...)...);
     const auto near_odd =
         f.Evaluate(d, NthOf<2 * Out + 1>(v...)..., NthOf<2 * (kOut + In) + 1>(v...)...);
@@ -370,19 +382,21 @@ constexpr bool IsPaired() {
 
 // Correctly rounded 16-bit outputs (Ziv's strategy; docs/accuracy.md). A functor may declare
 //   using Oracle = <its cpu_reference functor, which computes in double; void: none>;
-// and either (one output)
-//   void ToRound(D, V &out, V in...) const;  // its evaluation for 16-bit outputs, within:
-//   RoundingWindow(D, V in...) const;  // that bound as F32 steps: a uint32_t, or U32 lanes
-// or, where an output may cancel (the gradients) and no window of steps holds, kErrorBounds and
+// and one of two evaluations for 16-bit storage T. Where its activation of a 16-bit input comes
+// from tables (activation_table.h, table-inl.h):
+//   static constexpr bool kTabled = true;
+//   template <class T> static ActivationTables Tables();  // for storage T, built at first use
+//   M ToRoundFromTables(D, const ActivationTables &, const T *, V &out..., V in...) const;
+// which sets the outputs and returns the lanes the oracle must take (its own boundary test), or
+// also declares kFinalFromTables where its outputs are final as the tables give them. Otherwise
+// (ClippedSwiglu, whose activation depends on its attributes):
+//   static constexpr bool kErrorBounds = true;
 //   void ToRound(D, V &out..., V &bound..., V in...) const;  // each output's bound, in u = 2^-24
-// The 16-bit bits do not depend on ToRound's evaluation, only on its bound holding, so it may
-// be cheaper than the F32 path and differ by target (SwiGlu's uses the hardware's reciprocal
-// estimate).
-// Then each F16/BF16 output whose F32 value lies within its bound of a 16-bit rounding boundary
-// is taken from the oracle instead, rounded once from its double (every output of the lane, one
-// oracle call): every 16-bit output is the exact value rounded to nearest even, the same on every
-// target, device and on cpu_reference. Elsewhere the F32 value already rounds as the exact value
-// does.
+// whose 16-bit bits do not depend on ToRound's evaluation, only on its bound holding.
+// Then each F16/BF16 output that may round otherwise than its exact value is taken from the
+// oracle instead, rounded once from its double (every output of the lane, one oracle call): every
+// 16-bit output is the exact value rounded to nearest even, the same on every target, device and
+// on cpu_reference. Elsewhere the F32 value already rounds as the exact value does.
 template <class Functor, class = void>
 struct OracleTrait {
   using type = void;
@@ -393,6 +407,12 @@ struct OracleTrait<Functor, std::void_t<typename Functor::Oracle>> {
 };
 template <class Functor>
 using OracleOf = typename OracleTrait<Functor>::type;
+
+template <class Functor, class = void>
+struct TabledTrait : std::false_type {};
+template <class Functor>
+struct TabledTrait<Functor, std::void_t<decltype(Functor::kTabled)>>
+    : std::bool_constant<Functor::kTabled> {};
 
 template <class Functor, class = void>
 struct ErrorBoundsTrait : std::false_type {};
@@ -438,10 +458,10 @@ template <class Functor, class T>
 struct RoundedOnce {
   static constexpr int kOutputs = Functor::kOutputs, kInputs = Functor::kInputs;
   static constexpr bool kPaired = IsPaired<Functor>(), kRoundsOnce = true;
-  static_assert(kOutputs == 1 || ErrorBoundsTrait<Functor>::value,
-                "several outputs are rounded by their bounds");
+  static constexpr bool kFinalFromTables = FinalFromTablesTrait<Functor>::value;
   Functor f;
   OracleOf<Functor> oracle;
+  ActivationTables tables;  // a kTabled functor's, for T
 
   // The functor's evaluation to round, and the lanes that may round otherwise than exact.
   template <class D, class... Operands>
@@ -457,7 +477,9 @@ struct RoundedOnce {
   template <class D, class... Operands>
   HWY_INLINE void operator()(D d, Operands &...operands) const {
     const auto near = Evaluate(d, operands...);
-    if (HWY_UNLIKELY(!hn::AllFalse(d, near))) FromOracle(d, near, operands...);
+    if constexpr (!kFinalFromTables) {
+      if (HWY_UNLIKELY(!hn::AllFalse(d, near))) FromOracle(d, near, operands...);
+    }
   }
 
  private:
@@ -466,7 +488,11 @@ struct RoundedOnce {
   HWY_INLINE auto EvaluateSplit(D d, std::index_sequence<Out...>, std::index_sequence<In...>,
                                 Operands &...operands) const {
     constexpr const T *kStorage = nullptr;
-    if constexpr (ErrorBoundsTrait<Functor>::value) {
+    if constexpr (TabledTrait<Functor>::value) {
+      return f.ToRoundFromTables(d, tables, kStorage, NthOf<Out>(operands...)...,
+                                 NthOf<kOutputs + In>(operands...)...);
+    } else {
+      static_assert(ErrorBoundsTrait<Functor>::value, "a 16-bit path: tables or error bounds");
       return WithVectors<kOutputs>(
           d, [&](auto &...bound) __attribute__((always_inline)) {
             f.ToRound(d, NthOf<Out>(operands...)..., bound...,
@@ -477,18 +503,21 @@ struct RoundedOnce {
              ...);
             return near;
           });
-    } else {
-      f.ToRound(d, NthOf<Out>(operands...)..., NthOf<kOutputs + In>(operands...)...);
-      return NearRoundingBoundary(d, NthOf<0>(operands...),
-                                  f.RoundingWindow(d, NthOf<kOutputs + In>(operands...)...),
-                                  kStorage);
     }
   }
   template <class D, class M, size_t... Out, size_t... In, class... Operands>
   HWY_INLINE void FromOracleSplit(D d, M near, std::index_sequence<Out...>,
                                   std::index_sequence<In...>, Operands &...operands) const {
-    hn::Vec<D> *const out[kOutputs] = {&NthOf<Out>(operands...)...};  // pointers, not vectors
-    RoundedFromOracle(d, oracle, near, out, NthOf<kOutputs + In>(operands...)...);
+    // Through copies: the outputs' own addresses never escape, so that the row loop keeps them in
+    // registers rather than in memory for this rare call (8 stores and loads per step of BF16
+    // SwigluBackward at AVX2).
+    WithVectors<kOutputs>(
+        d, [&](auto &...copy) __attribute__((always_inline)) {
+          ((copy = NthOf<Out>(operands...)), ...);
+          hn::Vec<D> *const out[kOutputs] = {&copy...};  // pointers, not vectors
+          RoundedFromOracle(d, oracle, near, out, NthOf<kOutputs + In>(operands...)...);
+          ((NthOf<Out>(operands...) = copy), ...);
+        });
   }
 };
 
@@ -554,7 +583,8 @@ HWY_INLINE void RangeTyped16(const Plan &plan, const Functor &f, const void *att
   if constexpr (std::is_void_v<Oracle>) {
     RangeTyped<Functor, T>(plan, f, operands, begin, end);
   } else {
-    RoundedOnce<Functor, T> rounded{f, Oracle{}};
+    RoundedOnce<Functor, T> rounded{f, Oracle{}, {}};
+    if constexpr (TabledTrait<Functor>::value) rounded.tables = Functor::template Tables<T>();
     static_assert(std::is_empty_v<Oracle> || sizeof(Oracle) == sizeof(Functor),
                   "an oracle is made from the functor's attributes");
     if constexpr (!std::is_empty_v<Oracle>)

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "cpu/math-inl.h"
+#include "cpu/table-inl.h"
 #include "cpu_reference/gated.h"
 #include "cpu_reference/gelu.h"
 #include "cpu_reference/sigmoid.h"
@@ -33,52 +34,20 @@ HWY_NOINLINE V GatedExact(D d, V x1, V x2, V out) {
   return hn::IfThenElse(exact, UnscaleProduct(d, value, x2, unscale), out);
 }
 
-// The 16-bit error bound (ErrorBound) of an exact-path result in the far-left tail, in place of
-// the fast path's, whose terms are taken at its clamp, far above the tail's values: the tail's
-// value and slope are computed scaled and hold K u |result| (1 + c) (c: the activation's
-// TailCondition, its rounded argument's), down to its clamp (kTailClamp), below which every lane
-// is near. Other lanes keep `bound`.
-template <class Activation, int K, class D, class M, class V>
-HWY_INLINE V TailBound(D d, M exact, V x, V result, V bound) {
-  const auto tail = hn::And(exact, hn::Lt(x, hn::Set(d, Activation::kTailBound)));
-  const V relative = ErrorBound<K>(d, hn::Abs(result), Activation::TailCondition(d, x));
-  const V inf = hn::Set(d, HUGE_VALF);
-  return hn::IfThenElse(
-      tail, hn::IfThenElse(hn::Lt(x, hn::Set(d, Activation::kTailClamp)), inf, relative), bound);
-}
-
 template <class Activation, class D, class V>
-HWY_NOINLINE void GatedBackwardExact(D d, V out_grad, V x1, V x2, V &grad1, V &grad2, V *bound1,
-                                     V *bound2) {
+HWY_NOINLINE void GatedBackwardExact(D d, V out_grad, V x1, V x2, V &grad1, V &grad2) {
   const auto exact = ExactLanes(d, x1, x1, Activation::kTailBound, grad1, grad2);
   V derivative, unscale;
   const V activation = Activation()(d, x1, &derivative, &unscale);
   grad1 =
       hn::IfThenElse(exact, Unscale(hn::Mul(hn::Mul(out_grad, x2), derivative), unscale), grad1);
   grad2 = hn::IfThenElse(exact, UnscaleProduct(d, activation, out_grad, unscale), grad2);
-  if (bound1 != nullptr) {  // the 16-bit path
-    *bound1 = TailBound<Activation, 6>(d, exact, x1, grad1, *bound1);
-    *bound2 = TailBound<Activation, 6>(d, exact, x1, grad2, *bound2);
-  }
 }
-
-// The F32 steps within which a forward value x2 act(x1) (or act(x) alone) lies of the exact one
-// (elementwise-inl.h's RoundedOnce): its bound K u |value| (docs/accuracy.md; the value never
-// cancels, and c = 0) is within 2K steps of the value, a step in the binade below being half as
-// large, plus one for a subnormal's absolute 2^-149 and one to spare.
-constexpr uint32_t RoundingWindow(int k) {
-  return static_cast<uint32_t>(2 * k + 2);
-}
-
-// The oracle of a forward functor: the reference's, in double, where the activation's values are
-// correctly rounded (kRoundsOnce), else none.
-template <class Activation, class Reference>
-using ValueOracle = std::conditional_t<Activation::kRoundsOnce, Reference, void>;
 
 template <class Activation>
 struct Gated {
   static constexpr int kOutputs = 1, kInputs = 2;  // out <- (x1, x2)
-  using Oracle = ValueOracle<Activation, cpu_reference::Gated<Activation::kExact>>;
+  using Oracle = cpu_reference::Gated<Activation::kExact>;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &out, V x1, V x2) const {
@@ -88,27 +57,24 @@ struct Gated {
       out = GatedExact<Activation>(d, x1, x2, out);
     }
   }
-  // For a 16-bit output (RoundedOnce): the activation's evaluation, within RoundingWindow.
-  template <class D, class V>
-  HWY_INLINE auto RoundingWindow(D d, V x1, V /*x2*/) const {
-    return Activation::ValueWindow(d, x1);
+  // For a 16-bit output (RoundedOnce): x2 act(x1), act(x1) from its factor table.
+  static constexpr bool kTabled = true;
+  template <class T>
+  static ActivationTables Tables() {
+    return {factorTable<Activation::kExact, IsBf16<T>()>(), nullptr};
   }
-  template <class D, class V>
-  HWY_INLINE void ToRound(D d, V &out, V x1, V x2) const {
-    Short<false>(d, out, x1, x2);
+  template <class D, class T, class V>
+  HWY_INLINE auto ToRoundFromTables(D d, const ActivationTables &tables, const T *storage, V &out,
+                                    V x1, V x2) const {
+    out = hn::Mul(Lookup(d, tables.value, x1, storage), x2);
+    return TableNear(d, out, storage);
   }
   // For an F32 output in the relaxed mode (elementwise-inl.h's RelaxedF32), where the activation
-  // has one: the same short evaluation with the same bits on every target, within K = 8.
+  // has one: a short evaluation with the same bits on every target, within K = 8.
   static constexpr bool kRelaxed = Activation::kRelaxed;
   template <class D, class V>
   HWY_INLINE void Relaxed(D d, V &out, V x1, V x2) const {
-    Short<true>(d, out, x1, x2);
-  }
-
- private:
-  template <bool kSameBits, class D, class V>
-  HWY_INLINE void Short(D d, V &out, V x1, V x2) const {
-    out = Activation::template ValueShort<kSameBits>(d, x1, x2);
+    out = Activation::RelaxedValue(d, x1, x2);
     if (HWY_UNLIKELY(!FastPathHolds(d, x1, x1, Activation::kTailBound, out))) {
       out = GatedExact<Activation>(d, x1, x2, out);
     }
@@ -118,19 +84,44 @@ struct Gated {
 template <class Activation>
 struct GatedBackward {
   static constexpr int kOutputs = 2, kInputs = 3;  // (grad1, grad2) <- (out_grad, x1, x2)
-  // 16-bit outputs: this F32 path, each output within its ErrorBound (K = 6, as the F32 bound).
-  static constexpr bool kErrorBounds = true;
   using Oracle = cpu_reference::GatedBackward<Activation::kExact, Activation::kExactDerivative>;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &grad1, V &grad2, V out_grad, V x1, V x2) const {
-    Evaluate(d, grad1, grad2, static_cast<V *>(nullptr), static_cast<V *>(nullptr), out_grad, x1,
-             x2);
+    V g_lo;
+    const V g = ProductPair(d, out_grad, x2, &g_lo);
+    Activation::WithAt(
+        d, x1, [&](const auto &act) __attribute__((always_inline)) {
+          grad1 = act.Slope(d, g, &g_lo);
+          grad2 = act.Value(d, out_grad);
+        });
+    if (HWY_UNLIKELY(!FastPathHolds(d, x1, x1, Activation::kTailBound, grad1, grad2))) {
+      GatedBackwardExact<Activation>(d, out_grad, x1, x2, grad1, grad2);
+    }
   }
-  template <class D, class V>
-  HWY_INLINE void ToRound(D d, V &grad1, V &grad2, V &bound1, V &bound2, V out_grad, V x1,
-                          V x2) const {
-    Evaluate(d, grad1, grad2, &bound1, &bound2, out_grad, x1, x2);
+  // For 16-bit outputs (RoundedOnce): grad1 = (dy x2) act'(x1), grad2 = dy act(x1) from the
+  // factor tables. dy x2 is exact (two 16-bit significands fit F32's) but where it overflows or
+  // underflows: an overflow is caught here; an underflow's rounding (half a subnormal step) times
+  // act' (below 1.2) keeps grad1 inside the window (table-inl.h; F16's never underflow).
+  static constexpr bool kTabled = true;
+  template <class T>
+  static ActivationTables Tables() {
+    return {factorTable<Activation::kExact, IsBf16<T>()>(),
+            factorTable<Activation::kExactDerivative, IsBf16<T>()>()};
+  }
+  template <class D, class T, class V>
+  HWY_INLINE auto ToRoundFromTables(D d, const ActivationTables &tables, const T *storage, V &grad1,
+                                    V &grad2, V out_grad, V x1, V x2) const {
+    const V g = hn::Mul(out_grad, x2);
+    grad1 = hn::Mul(g, Lookup(d, tables.derivative, x1, storage));
+    grad2 = hn::Mul(out_grad, Lookup(d, tables.value, x1, storage));
+    const auto near = hn::Or(TableBoundaryNear(d, grad1, storage), TableNear(d, grad2, storage));
+    if constexpr (IsBf16<T>()) {
+      // grad1 NaN, or infinite from dy x2's overflow with a finite exact value.
+      return hn::Or(near, hn::Not(hn::Lt(hn::Abs(grad1), hn::Set(d, HUGE_VALF))));
+    } else {
+      return hn::Or(near, hn::IsNaN(grad1));  // F16's dy x2 is below 2^32
+    }
   }
   // F32 outputs in the relaxed mode, where the activation has one (its Relaxed: value and
   // derivative without the pairs), the same bits on every target: K = 8.
@@ -142,30 +133,7 @@ struct GatedBackward {
     grad1 = hn::Mul(hn::Mul(out_grad, x2), derivative);
     grad2 = hn::Mul(out_grad, value);
     if (HWY_UNLIKELY(!FastPathHolds(d, x1, x1, Activation::kTailBound, grad1, grad2))) {
-      GatedBackwardExact<Activation>(d, out_grad, x1, x2, grad1, grad2, static_cast<V *>(nullptr),
-                                     static_cast<V *>(nullptr));
-    }
-  }
-
- private:
-  // The bounds only where asked for (not null: the 16-bit path).
-  template <class D, class V>
-  HWY_INLINE void Evaluate(D d, V &grad1, V &grad2, V *bound1, V *bound2, V out_grad, V x1,
-                           V x2) const {
-    V g_lo;
-    const V g = ProductPair(d, out_grad, x2, &g_lo);
-    Activation::WithAt(
-        d, x1, [&](const auto &act) __attribute__((always_inline)) {
-          grad1 = act.Slope(d, g, &g_lo);
-          grad2 = act.Value(d, out_grad);
-          if (bound1 != nullptr) {
-            const V c = act.Condition(d);
-            *bound1 = ErrorBound<6>(d, hn::Mul(hn::Abs(g), act.SlopeTerms(d)), c);
-            *bound2 = ErrorBound<6>(d, hn::Abs(grad2), c);
-          }
-        });
-    if (HWY_UNLIKELY(!FastPathHolds(d, x1, x1, Activation::kTailBound, grad1, grad2))) {
-      GatedBackwardExact<Activation>(d, out_grad, x1, x2, grad1, grad2, bound1, bound2);
+      GatedBackwardExact<Activation>(d, out_grad, x1, x2, grad1, grad2);
     }
   }
 };
@@ -178,30 +146,18 @@ struct SiluActivation {
     return WithSiluAt(d, x, body);
   }
   static constexpr float kTailBound = kSiluTailBound;
-  // The tail's clamp and its condition (TailBound).
-  static constexpr float kTailClamp = -175.0f;
-  template <class D, class V>
-  static HWY_INLINE V TailCondition(D d, V /*x*/) {
-    return hn::Zero(d);
-  }
   static constexpr double (*kExact)(double) = cpu_reference::silu;
   static constexpr double (*kExactDerivative)(double) = cpu_reference::siluDerivative;
-  // The 16-bit path's own evaluation (SiluValueShort: 5u, not SwiGlu's K = 4).
-  static constexpr bool kRoundsOnce = true;
-  template <class D, class V>
-  static HWY_INLINE uint32_t ValueWindow(D, V) {
-    return RoundingWindow(7);
-  }
-  // The relaxed F32 value (ValueShort<true>): 1.2x the strict rate in cache (AVX3); value and
-  // derivative for the gradients (SiluRelaxed).
+  // The relaxed F32 value and, for the gradients, value and derivative (SiluRelaxed): 1.2x the
+  // strict rate in cache (AVX3).
   static constexpr bool kRelaxed = true;
   template <class D, class V>
   static HWY_INLINE V Relaxed(D d, V x, V *derivative) {
     return SiluRelaxed(d, x, derivative);
   }
-  template <bool kSameBits, class D, class V>
-  static HWY_INLINE V ValueShort(D d, V x, V g) {
-    return SiluValueShort<kSameBits>(d, x, g);
+  template <class D, class V>
+  static HWY_INLINE V RelaxedValue(D d, V x, V g) {
+    return SiluValueShort(d, x, g);
   }
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x, V *derivative, V *unscale) const {
@@ -214,30 +170,18 @@ struct GeluErfActivation {
     return WithGeluErfAt(d, x, body);
   }
   static constexpr float kTailBound = kGeluErfTailBound;
-  // The tail's clamp and its condition (TailBound).
-  static constexpr float kTailClamp = -18.7f;
-  template <class D, class V>
-  static HWY_INLINE V TailCondition(D d, V /*x*/) {
-    return hn::Zero(d);
-  }
   static constexpr double (*kExact)(double) = cpu_reference::geluErf;
   static constexpr double (*kExactDerivative)(double) = cpu_reference::geluErfDerivative;
-  // The 16-bit path's own evaluation (GeluErfValueShort: K = 9, not GeluMul's 5).
-  static constexpr bool kRoundsOnce = true;
-  template <class D, class V>
-  static HWY_INLINE uint32_t ValueWindow(D, V) {
-    return RoundingWindow(9);
-  }
-  // The relaxed F32 value (ValueShort<true>): 1.3-1.4x the strict rate in cache (AVX3); value
-  // and derivative for the gradients (GeluErfRelaxed).
+  // The relaxed F32 value and, for the gradients, value and derivative (GeluErfRelaxed):
+  // 1.3-1.4x the strict rate in cache (AVX3).
   static constexpr bool kRelaxed = true;
   template <class D, class V>
   static HWY_INLINE V Relaxed(D d, V x, V *derivative) {
     return GeluErfRelaxed(d, x, derivative);
   }
-  template <bool kSameBits, class D, class V>
-  static HWY_INLINE V ValueShort(D d, V x, V g) {
-    return GeluErfValueShort<kSameBits>(d, x, g);
+  template <class D, class V>
+  static HWY_INLINE V RelaxedValue(D d, V x, V g) {
+    return GeluErfValueShort(d, x, g);
   }
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x, V *derivative, V *unscale) const {
@@ -250,35 +194,17 @@ struct GeluTanhActivation {
     return WithGeluTanhAt(d, x, body);
   }
   static constexpr float kTailBound = kGeluTanhTailBound;
-  // The tail's clamp and its condition (TailBound).
-  static constexpr float kTailClamp = -12.9f;
-  template <class D, class V>
-  static HWY_INLINE V TailCondition(D d, V x) {
-    return hn::Abs(GeluTanhArgument(d, hn::Max(x, hn::Set(d, -13.0f))));
-  }
   static constexpr double (*kExact)(double) = cpu_reference::geluTanh;
   static constexpr double (*kExactDerivative)(double) = cpu_reference::geluTanhDerivative;
-  // The 16-bit path's own evaluation (GeluTanhValueShort: v as an exact pair, 5u) and a window
-  // per lane: K = 9, wider in the tail, whose exact path rounds v (GeluTanhRoundingWindow).
-  static constexpr bool kRoundsOnce = true;
-  template <class D, class V>
-  static HWY_INLINE auto ValueWindow(D d, V x) {
-    return GeluTanhRoundingWindow(d, x);
-  }
   static constexpr bool kRelaxed = true;
   template <class D, class V>
   static HWY_INLINE V Relaxed(D d, V x, V *derivative) {
     return GeluTanhRelaxed(d, x, derivative);
   }
-  // The relaxed F32 value is g x s from the rounded v (GeluTanhRelaxed, as the strict exact
-  // path): the short one with v as a pair measured no faster than the strict (0.9-1.0x).
-  template <bool kSameBits, class D, class V>
-  static HWY_INLINE V ValueShort(D d, V x, V g) {
-    if constexpr (kSameBits) {
-      return hn::Mul(g, GeluTanhRelaxed(d, x, static_cast<V *>(nullptr)));
-    } else {
-      return GeluTanhValueShort(d, x, g);
-    }
+  // g x s from the rounded v (GeluTanhRelaxed, as the strict exact path).
+  template <class D, class V>
+  static HWY_INLINE V RelaxedValue(D d, V x, V g) {
+    return hn::Mul(g, GeluTanhRelaxed(d, x, static_cast<V *>(nullptr)));
   }
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x, V *derivative, V *unscale) const {

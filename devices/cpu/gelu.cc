@@ -8,6 +8,7 @@
 #include "cpu/elementwise-inl.h"
 #include "cpu/gated-inl.h"
 #include "cpu/parallel.h"
+#include "cpu/table-inl.h"
 #include "hwy/highway.h"
 #include "ops/kernels.h"
 
@@ -25,7 +26,7 @@ HWY_NOINLINE V ActivatedExact(D d, V input, V output) {  // out of line, as Gate
 template <class Activation>
 struct Activated {
   static constexpr int kOutputs = 1, kInputs = 1;  // output <- input
-  using Oracle = ValueOracle<Activation, cpu_reference::Activated<Activation::kExact>>;
+  using Oracle = cpu_reference::Activated<Activation::kExact>;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &output, V input) const {
@@ -35,26 +36,24 @@ struct Activated {
       output = ActivatedExact<Activation>(d, input, output);
     }
   }
-  // For a 16-bit output (RoundedOnce): the activation's evaluation, within RoundingWindow.
-  template <class D, class V>
-  HWY_INLINE auto RoundingWindow(D d, V input) const {
-    return Activation::ValueWindow(d, input);
+  // For a 16-bit output (RoundedOnce): the exact value rounded once, from the table; no lane is
+  // near a boundary.
+  static constexpr bool kTabled = true, kFinalFromTables = true;
+  template <class T>
+  static ActivationTables Tables() {
+    return {roundedTable<Activation::kExact, IsBf16<T>()>(), nullptr};
   }
-  template <class D, class V>
-  HWY_INLINE void ToRound(D d, V &output, V input) const {
-    Short<false>(d, output, input);
+  template <class D, class T, class V>
+  HWY_INLINE auto ToRoundFromTables(D d, const ActivationTables &tables, const T *storage,
+                                    V &output, V input) const {
+    output = Lookup(d, tables.value, input, storage);
+    return hn::FirstN(d, 0);
   }
   // For an F32 output in the relaxed mode, as Gated::Relaxed.
   static constexpr bool kRelaxed = Activation::kRelaxed;
   template <class D, class V>
   HWY_INLINE void Relaxed(D d, V &output, V input) const {
-    Short<true>(d, output, input);
-  }
-
- private:
-  template <bool kSameBits, class D, class V>
-  HWY_INLINE void Short(D d, V &output, V input) const {
-    output = Activation::template ValueShort<kSameBits>(d, input, hn::Set(d, 1.0f));
+    output = Activation::RelaxedValue(d, input, hn::Set(d, 1.0f));
     if (HWY_UNLIKELY(!FastPathHolds(d, input, input, Activation::kTailBound, output))) {
       output = ActivatedExact<Activation>(d, input, output);
     }

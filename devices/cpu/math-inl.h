@@ -92,33 +92,6 @@ HWY_INLINE V Quotient(D d, V n, V y) {
   return CorrectedQuotient(d, n, y, ReciprocalEstimate(d, y));
 }
 
-// 1 / y from the hardware's estimate and one Newton step: within 2^-16 for any estimate of at
-// least 8 bits (NEON's and SVE's are the coarsest; rcp14 is 14, rcpps 11.4), nothing assumed
-// beyond. Target-dependent: for the 16-bit paths only (ToRound), whose bits do not depend on it.
-template <class D, class V>
-HWY_INLINE V ReciprocalToRound(D d, V y) {
-  return Reciprocal(d, y, hn::ApproximateReciprocal(y));
-}
-
-// n / y as Quotient, from ReciprocalToRound: within u plus 2^-32.
-template <class D, class V>
-HWY_INLINE V QuotientToRound(D d, V n, V y) {
-  return CorrectedQuotient(d, n, y, ReciprocalToRound(d, y));
-}
-
-// n / y in the short evaluations (SiluValueShort and its kin below), which hold a bound looser than
-// the strict paths': for a 16-bit output to round (RoundedOnce), whose bits do not depend on the
-// evaluation, QuotientToRound from the hardware's estimate; for a relaxed F32 output
-// (kSameBits), whose bits are the evaluation's, Quotient, the same on every target.
-template <bool kSameBits, class D, class V>
-HWY_INLINE V ShortQuotient(D d, V n, V y) {
-  if constexpr (kSameBits) {
-    return Quotient(d, n, y);
-  } else {
-    return QuotientToRound(d, n, y);
-  }
-}
-
 // sigmoid(v) = 1 / (1 + e), e = exp(-v), for v >= -87 (callers clamp there, where they also
 // clamp what multiplies sigmoid) and clamped here at 60: beyond, sigmoid is 1 and its slope e^-60
 // is below any rounding of the terms it joins (|c| e^-60 < 2^-70 for every caller's c), and
@@ -478,15 +451,6 @@ struct SiluAt {
   HWY_INLINE V Slope(D d, V g, const V *g_lo) const {
     return sigmoid.SlopeTimes(d, hn::Min(x, hn::Set(d, 40.0f)), g, g_lo);
   }
-  // For ErrorBound: act'(x)'s terms, and c (0: exp's argument is x itself).
-  template <class D>
-  HWY_INLINE V SlopeTerms(D d) const {
-    return sigmoid.SlopeTerms(d, hn::Min(x, hn::Set(d, 40.0f)));
-  }
-  template <class D>
-  HWY_INLINE V Condition(D d) const {
-    return hn::Zero(d);
-  }
   const V &x;
   Sigmoid<V> sigmoid;  // a view itself
 };
@@ -502,23 +466,21 @@ HWY_INLINE auto WithSiluAt(D d, V input, const Body &body) {
       });
 }
 
-// n / (1 + exp(-v)) as one short quotient (ShortQuotient), v in [-87, 60] (callers clamp): the
-// short values of the sigmoid family (opencl's over_one_plus_exp_relaxed where kSameBits).
-template <bool kSameBits, class D, class V>
+// n / (1 + exp(-v)) as one quotient (Quotient, the same bits on every target), v in [-87, 60]
+// (callers clamp): the relaxed values of the sigmoid family (opencl's over_one_plus_exp_relaxed).
+template <class D, class V>
 HWY_INLINE V OverOnePlusExp(D d, V n, V v) {
-  return ShortQuotient<kSameBits>(d, n, hn::Add(hn::Set(d, 1.0f), ExpOfMinus(d, v)));
+  return Quotient(d, n, hn::Add(hn::Set(d, 1.0f), ExpOfMinus(d, v)));
 }
 
-// g silu(x), short: for a 16-bit output that RoundedOnce corrects (elementwise-inl.h), whose
-// bits do not depend on this evaluation, only its bound does, and for a relaxed F32 output
-// (kSameBits: ShortQuotient), it needs none of the pairs' low parts. e within 2u (ExpOfMinus; its
-// weight e / (1 + e) <= 1), 1 + e and g x rounded (u each), their quotient (u): within 5u
-// |g silu(x)| on every target (3.7u measured), inside SiluActivation::ValueWindow (K = 7) and the
-// relaxed bound (K = 8). Finite x at or above the tail bound, as SiluAt.
-template <bool kSameBits = false, class D, class V>
+// g silu(x), short, for a relaxed F32 output: none of the pairs' low parts. e within 2u
+// (ExpOfMinus; its weight e / (1 + e) <= 1), 1 + e and g x rounded (u each), their quotient (u):
+// within 5u |g silu(x)| on every target (3.7u measured), inside the relaxed bound (K = 8). Finite
+// x at or above the tail bound, as SiluAt.
+template <class D, class V>
 HWY_INLINE V SiluValueShort(D d, V input, V g) {
   const V x = hn::Max(input, hn::Set(d, -87.0f));
-  return OverOnePlusExp<kSameBits>(d, hn::Mul(g, x), hn::Min(x, hn::Set(d, 60.0f)));
+  return OverOnePlusExp(d, hn::Mul(g, x), hn::Min(x, hn::Set(d, 60.0f)));
 }
 
 // gelu_tanh(x) = x sigmoid(v), v = 2a (x + b x^3), clamped as GeluTanh; c = x v'. A view of the
@@ -537,17 +499,6 @@ struct GeluTanhAt {
   template <class D>
   HWY_INLINE V Slope(D d, V g, const V *g_lo) const {
     return sigmoid.SlopeTimes(d, SlopeFactor(d), g, g_lo);
-  }
-  // For ErrorBound: act'(x)'s terms, and c: exp's argument v is rounded (6u |v|, damped by the
-  // sigmoid: Sigmoid::ArgumentCondition), v taken at x >= -20 (as here; beyond the tail's clamp
-  // at v = -175 the floor decides).
-  template <class D>
-  HWY_INLINE V SlopeTerms(D d) const {
-    return sigmoid.SlopeTerms(d, SlopeFactor(d));
-  }
-  template <class D>
-  HWY_INLINE V Condition(D d) const {
-    return sigmoid.ArgumentCondition(d, GeluTanhArgument(d, x), SlopeFactor(d));
   }
   // c = x v', v' = 2a (1 + 3 b x^2), x capped at 20.
   template <class D>
@@ -574,60 +525,9 @@ HWY_INLINE auto WithGeluTanhAt(D d, V input, const Body &body) {
       });
 }
 
-// g gelu_tanh(x) for a 16-bit output, short (as SiluValueShort, with v for x; the relaxed F32
-// value is GeluTanhRelaxed's instead): v = x (2a + 2ab x^2) as a pair whose
-// error is below 2^-44 |v| (x^2, 2ab x^2 and x t exact products, 2a + 2ab x^2 an exact sum, the
-// constants as pairs from the reference's doubles), so that exp's argument is exact as for silu:
-// within 5u of the exact value (e 2u, 1 + e, the quotient, the product by g; 2^-44 |v| <= 2^-37
-// more), 3.8u measured (AVX3, AVX2). GeluTanhRoundingWindow covers it. Finite x at or above the
-// tail bound, as GeluTanhAt.
-template <class D, class V>
-HWY_INLINE V GeluTanhValueShort(D d, V input, V g) {
-  constexpr double kTwoA = 2.0 * cpu_reference::kSqrtTwoOverPi;
-  constexpr double kTwoAB = kTwoA * cpu_reference::kGeluTanhBeta;
-  constexpr float kTwoAHi = static_cast<float>(kTwoA), kTwoABHi = static_cast<float>(kTwoAB);
-  const V x = hn::Max(input, hn::Set(d, -20.0f));
-  // v from x capped at 20 too: beyond, v > 600 is clamped at 60, and v_lo stays small beside it.
-  const V xv = hn::Min(x, hn::Set(d, 20.0f));
-  V s_lo, p_lo, t_lo, v_lo;
-  const V s = ProductPair(d, xv, xv, &s_lo);
-  const V p = ProductPair(d, hn::Set(d, kTwoABHi), s, &p_lo);
-  p_lo = Fma(d, hn::Set(d, kTwoABHi), s_lo,
-             Fma(d, hn::Set(d, static_cast<float>(kTwoAB - kTwoABHi)), s, p_lo));
-  const V t = SumPair(hn::Set(d, kTwoAHi), p, &t_lo);
-  t_lo = hn::Add(t_lo, hn::Add(p_lo, hn::Set(d, static_cast<float>(kTwoA - kTwoAHi))));
-  V v = ProductPair(d, xv, t, &v_lo);
-  v_lo = Fma(d, xv, t_lo, v_lo);
-  v = hn::Min(hn::Max(v, hn::Set(d, -87.0f)), hn::Set(d, 60.0f));
-  const V den = hn::Add(hn::Set(d, 1.0f), ExpOfMinus(d, v, &v_lo));
-  // x / den, then g: g x would overflow where g is large and the result is not (den reaches
-  // e^85), and the exact path that such a lane would take rounds v.
-  return hn::Mul(QuotientToRound(d, x, den), g);
-}
-
-// The F32 steps (2K + 2, as RoundingWindow) within which a gelu_tanh value for a 16-bit output
-// lies of the exact one, per lane (NearRoundingBoundary's BF16 `tiny` rule then only takes the
-// F32 subnormals; below 2^-100 it would take 4% of the values in [-10, 10], those below -9.2):
-// K = 9 (GeluTanhValueShort's 5u, 1u more where its quotient's correction is subnormal, a
-// margin) but in the tail (x below
-// kGeluTanhTailBound), whose exact path rounds v into exp (6u |v|: GeluTanhArgument), where
-// K = 9 + 6 |v| (2,121 steps at most), and where v < -175 (x below about -12.91), where the tail
-// clamps exp's argument and its bound is lost: 2^15 steps, every lane near. The tail scales its
-// value by 2^128 and rounds it into the subnormals once, so its relative bound holds down to them;
-// a subnormal result's error is a step or two, inside any window.
-template <class D, class V>
-HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> GeluTanhRoundingWindow(D d, V input) {
-  const V v = GeluTanhArgument(d, hn::Max(input, hn::Set(d, -13.0f)));
-  V steps =
-      hn::IfThenElse(hn::Lt(input, hn::Set(d, kGeluTanhTailBound)),
-                     Fma(d, hn::Abs(v), hn::Set(d, 12.0f), hn::Set(d, 21.0f)), hn::Set(d, 21.0f));
-  steps = hn::IfThenElse(hn::Lt(v, hn::Set(d, -175.0f)), hn::Set(d, 32768.0f), steps);
-  return hn::BitCast(hn::RebindToUnsigned<D>(), hn::ConvertTo(hn::RebindToSigned<D>(), steps));
-}
-
 // W = 2 + a R(a) / P(a) of gelu_erf's F = k a + W (math_constants.h): R and P interleaved by
-// Horner, R / P one corrected quotient (ShortQuotient's, same bits or not).
-template <bool kSameBits = true, class D, class V>
+// Horner, R / P one corrected quotient.
+template <class D, class V>
 HWY_INLINE V ErfW(D d, V a) {
   V r = hn::Set(d, INFINIOP_ERF_R3), p = hn::Set(d, INFINIOP_ERF_P4);
   p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P3));
@@ -637,7 +537,7 @@ HWY_INLINE V ErfW(D d, V a) {
   p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P1));
   r = Fma(d, r, a, hn::Set(d, INFINIOP_ERF_R0));
   p = Fma(d, p, a, hn::Set(d, INFINIOP_ERF_P0));
-  return Fma(d, a, ShortQuotient<kSameBits>(d, r, p), hn::Set(d, 2.0f));
+  return Fma(d, a, Quotient(d, r, p), hn::Set(d, 2.0f));
 }
 
 // gelu_erf(x) = x Phi(x) and its derivative Phi(x) + x phi(x), from one exp: with a = |x|,
@@ -691,7 +591,7 @@ HWY_INLINE V GeluErf(D d, V input, V *derivative, V *unscale) {
 }
 
 // Phi(x) as GeluErfValueShort takes it, with *x (clamped at -13.19) and *e = exp(-x^2 / 2).
-template <bool kSameBits, class D, class V>
+template <class D, class V>
 HWY_INLINE V GeluErfCdfShort(D d, V input, V *x, V *e) {
   const V clamp = hn::Set(d, INFINIOP_ERF_CLAMP);
   *x = hn::Max(input, hn::Neg(clamp));
@@ -700,21 +600,21 @@ HWY_INLINE V GeluErfCdfShort(D d, V input, V *x, V *e) {
   V h_lo;
   const V h = ProductPair(d, half_a, a, &h_lo);
   *e = ExpOfMinus(d, h, &h_lo);
-  const V f = Fma(d, hn::Set(d, INFINIOP_ERF_K), a, ErfW<kSameBits>(d, a));
-  const V t = ShortQuotient<kSameBits>(d, *e, f);  // Phi(-|x|)
+  const V f = Fma(d, hn::Set(d, INFINIOP_ERF_K), a, ErfW(d, a));
+  const V t = Quotient(d, *e, f);  // Phi(-|x|)
   return hn::IfThenElse(hn::Lt(*x, hn::Zero(d)), t, hn::Sub(hn::Set(d, 1.0f), t));
 }
 
-// g gelu_erf(x), short (as SiluValueShort): GeluErfAt's formula with x^2 / 2 still an exact pair
-// into exp (so c stays 0), but no low parts after it, F = k a + W as one fma, and the quotients
-// from ShortQuotient. The roundings add up to 11u at
-// worst (exp 2, the fit 1.3, W 2.7, F 1, e / F 2, 1 - T 1, the products 2), and measure 5.0u at
-// most (4M vectors, x in [-90, 90] down to 1e-3, AVX3, AVX2 and SSSE3):
-// GeluErfActivation::ValueWindow takes K = 9. Finite x at or above the tail bound, as GeluErfAt.
-template <bool kSameBits = false, class D, class V>
+// g gelu_erf(x), short, for a relaxed F32 output (as SiluValueShort): GeluErfAt's formula with
+// x^2 / 2 still an exact pair into exp (so c stays 0), but no low parts after it, F = k a + W as
+// one fma. The roundings add up to 11u at worst (exp 2, the fit 1.3, W 2.7, F 1, e / F 2, 1 - T
+// 1, the products 2), and measure 5.0u at most (4M vectors, x in [-90, 90] down to 1e-3, AVX3,
+// AVX2 and SSSE3), inside the relaxed bound (docs/accuracy.md). Finite x at or above the tail
+// bound, as GeluErfAt.
+template <class D, class V>
 HWY_INLINE V GeluErfValueShort(D d, V input, V g) {
   V x, e;
-  const V cdf = GeluErfCdfShort<kSameBits>(d, input, &x, &e);
+  const V cdf = GeluErfCdfShort(d, input, &x, &e);
   return hn::Mul(hn::Mul(g, x), cdf);
 }
 
@@ -726,7 +626,7 @@ HWY_INLINE V GeluErfValueShort(D d, V input, V g) {
 template <class D, class V>
 HWY_INLINE V GeluErfRelaxed(D d, V input, V *derivative) {
   V x, e;
-  const V cdf = GeluErfCdfShort<true>(d, input, &x, &e);
+  const V cdf = GeluErfCdfShort(d, input, &x, &e);
   const V capped = hn::Min(x, hn::Set(d, INFINIOP_ERF_CLAMP));
   *derivative = Fma(d, hn::Mul(capped, e), hn::Set(d, INFINIOP_INV_SQRT_2PI), cdf);
   return hn::Mul(x, cdf);
@@ -769,17 +669,6 @@ struct GeluErfAt {
     V lo = hn::Mul(g, sum_lo);
     if (g_lo != nullptr) lo = Fma(d, *g_lo, sum, lo);
     return Fma(d, g, sum, lo);
-  }
-  // For ErrorBound: act'(x)'s terms Phi + |x phi|, and c (0: x^2 / 2 reaches exp exactly).
-  template <class D>
-  HWY_INLINE V SlopeTerms(D d) const {
-    const V capped = hn::Min(x, hn::Set(d, INFINIOP_ERF_CLAMP));
-    const V x_phi = hn::Mul(hn::Mul(capped, e), hn::Set(d, INFINIOP_INV_SQRT_2PI));
-    return hn::Add(cdf, hn::Abs(x_phi));
-  }
-  template <class D>
-  HWY_INLINE V Condition(D d) const {
-    return hn::Zero(d);
   }
   const V &x, &e, &e_lo, &cdf, &cdf_lo;
 };

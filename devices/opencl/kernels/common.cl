@@ -324,7 +324,7 @@ INLINE float quotient(float n, float y) {
   return fma(fma(-q, y, n), r, q);
 }
 
-// The relaxed mode's F32 values (-DRELAXED; math-inl.h's SiluValueShort<true> and kin): n / (1 +
+// The relaxed mode's F32 values (-DRELAXED; math-inl.h's SiluValueShort and kin): n / (1 +
 // exp(-v)) as one quotient, with none of the strict paths' low parts. The same operations as the
 // cpu's, so the same bits. v is clamped to [-87, 60] by the callers.
 INLINE float over_one_plus_exp_relaxed(float n, float v) {
@@ -348,7 +348,7 @@ INLINE float erf_w(float a) {
   return fma(a, quotient(r, p), 2.0f);
 }
 
-// Phi(x) in the relaxed mode (math-inl.h's GeluErfCdfShort<true>), with *x (clamped at -13.19)
+// Phi(x) in the relaxed mode (math-inl.h's GeluErfCdfShort), with *x (clamped at -13.19)
 // and *e = exp(-x^2 / 2): x^2 / 2 an exact pair into exp, F = k a + W one fma, T = e / F one
 // quotient.
 INLINE float gelu_erf_cdf_relaxed(float input, float *x, float *e) {
@@ -360,7 +360,7 @@ INLINE float gelu_erf_cdf_relaxed(float input, float *x, float *e) {
   const float t = quotient(*e, fma(INFINIOP_ERF_K, a, erf_w(a)));
   return *x < 0.0f ? t : 1.0f - t;
 }
-// g gelu_erf(x) in the relaxed mode (math-inl.h's GeluErfValueShort<true>).
+// g gelu_erf(x) in the relaxed mode (math-inl.h's GeluErfValueShort).
 INLINE float gelu_erf_value_relaxed(float input, float g) {
   float x, e;
   const float cdf = gelu_erf_cdf_relaxed(input, &x, &e);
@@ -674,9 +674,10 @@ INLINE double gelu_tanh_exact(double x) {
   const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
   return x == -INFINITY ? -0.0 : x / (1.0 + exp(-2.0 * u));
 }
-// The windows (2K + 2 steps, as gated-inl.h's RoundingWindow): silu K = 4, gelu_erf 5, and
-// gelu_tanh per lane (math-inl.h's GeluTanhRoundingWindow): K = 9 + 6 |v| for x < 0 (v taken at
-// x clamped at -13, as the tail does), 9 elsewhere.
+// The windows in F32 steps, 2K + 2 for a bound of K u |value| (2K steps, a step in the binade
+// below being half as large, plus one for a subnormal's absolute 2^-149 and one to spare): silu
+// K = 4, gelu_erf 5, and gelu_tanh per lane: K = 9 + 6 |v| for x < 0 (v taken at x clamped at
+// -13, as the tail does), 9 elsewhere.
 #define SILU_WINDOW 10u
 #define GELU_ERF_WINDOW 12u
 INLINE uint gelu_tanh_window(float input) {
