@@ -5,29 +5,33 @@
 # the AVX2 cap (valgrind runs no AVX-512) on one thread. One row per operator: F32 strict, F32
 # relaxed, F16, BF16 and the 16-bit counts over F32 strict's; docs/performance.md keeps the table.
 #
-#   bash bench/cost.sh [--build DIR] [--shape AxB] [--range R] [--isa ISA] [OP...]
+#   bash bench/cost.sh [--build DIR | --cost PATH] [--shape AxB] [--range R] [--isa ISA] [OP...]
 #
-# Defaults: build/ (the release preset's; the script builds infiniop-cost there), each operator
+# Defaults: build/ (the release preset's; the script builds infiniop-cost there; --cost: that
+# infiniop-cost, not built), each operator
 # at 16x4096 (65536 elements; the MoE operators and routers at their own small shapes below), inputs
 # uniform over [-4, 4), INFINIOP_CPU_ISA=AVX2. Each count is one call after a warm-up call.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build shape="" range=4 isa=AVX2
+build=build cost="" shape="" range=4 isa=AVX2
 ops=()
 while (($#)); do
   case "$1" in
     --build) build=$2; shift 2 ;;
+    --cost) cost=$2; shift 2 ;;
     --shape) shape=$2; shift 2 ;;
     --range) range=$2; shift 2 ;;
     --isa) isa=$2; shift 2 ;;
-    -h|--help) sed -n '3,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,13p' "$0"; exit 0 ;;
     *) ops+=("$1"); shift ;;
   esac
 done
 command -v valgrind >/dev/null || { echo "cost.sh: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
-if [[ ! -f $build/CMakeCache.txt ]]; then cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null; fi
-cmake --build "$build" -j2 --target infiniop-cost >/dev/null
-cost=$build/bench/infiniop-cost
+if [[ -z $cost ]]; then
+  if [[ ! -f $build/CMakeCache.txt ]]; then cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null; fi
+  cmake --build "$build" -j2 --target infiniop-cost >/dev/null
+  cost=$build/bench/infiniop-cost
+fi
 ((${#ops[@]})) || mapfile -t ops < <("$cost" --list)
 
 out=$(mktemp -d)

@@ -6,7 +6,8 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config libhwy-dev libomp-dev libgtest-dev libbenchmark-dev
           ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
           python3 python3-numpy python3-torch python3-pytest
-          python3-pip python3-setuptools python3-wheel python3-venv)  # pip install ./python
+          python3-pip python3-setuptools python3-wheel python3-venv  # pip install ./python
+          valgrind)  # bench/cost.sh
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

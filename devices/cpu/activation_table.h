@@ -16,10 +16,10 @@
 namespace infiniop::cpu {
 
 // The tables of one activation for one 16-bit storage type, indexed by an input's bits: `value`
-// f(x) and `derivative` f'(x) (each null where the functor needs none).
+// f(x) and `derivative` f'(x) as factorTable's pairs (null where the functor needs none).
 struct ActivationTables {
-  const float *value = nullptr;
-  const float *derivative = nullptr;
+  const float *value = nullptr, *value_lo = nullptr;
+  const float *derivative = nullptr, *derivative_lo = nullptr;
 };
 
 constexpr size_t kTableEntries = 65536;
@@ -31,25 +31,37 @@ float tableInput(uint32_t bits) {
 }
 
 // A factor f(x) that a 16-bit path multiplies (by x2, dy or dy x2, each exact in F32) and rounds:
-// f(x) rounded to nearest F32, within half an F32 ulp of the double (the oracle's own value), so
-// that the product is within 1u (u = 2^-24) of the oracle's. NaN marks the inputs whose lanes the
-// oracle must take: a non-finite x (the limits are the oracle's to give), and an f(x) that F32
-// cannot hold to that precision (below its normal range, or a 0 of a non-zero x: the far-left tail,
-// where the reference's own limits apply). f(0) = 0 stays: its products are exact zeros.
+// `hi`, f(x) rounded to nearest F32, within half an F32 ulp of the double (the oracle's own
+// value), so that the product is within 1u (u = 2^-24) of the oracle's; and `lo`, the double's
+// remainder f(x) - hi rounded to F32, so that hi + lo is within 2^-48 |f(x)| of it, for the lanes
+// whose product lies next to a rounding boundary (table-inl.h's DecideBeside; NaN where hi is
+// below 2^-90, so that those lanes take the oracle). `hi` is NaN for
+// the inputs whose lanes the oracle must take: a non-finite x (the limits are the oracle's to
+// give), and an f(x) that F32 cannot hold to that precision (below its normal range, or a 0 of a
+// non-zero x: the far-left tail, where the reference's own limits apply). f(0) = 0 stays: its
+// products are exact zeros.
+struct FactorTable {
+  const float *hi, *lo;
+};
 template <double (*F)(double), bool kBf16>
-const float *factorTable() {
+FactorTable factorTable() {
   static const std::unique_ptr<float[]> table = [] {
-    std::unique_ptr<float[]> t(new float[kTableEntries]);
+    std::unique_ptr<float[]> t(new float[2 * kTableEntries]);
     for (uint32_t bits = 0; bits < kTableEntries; ++bits) {
       const float x = tableInput<kBf16>(bits);
       const double f = std::isfinite(x) ? F(x) : NAN;
       const float rounded = static_cast<float>(f);
       const bool holds = std::fabs(rounded) >= 0x1p-126f && std::fabs(rounded) <= 3.4028235e38f;
       t[bits] = holds || (x == 0 && f == 0) ? rounded : NAN;
+      // From 2^-90 on, lo keeps its bits to 2^-60 |hi| even where subnormal, and is 0 only where
+      // hi is the double itself (a non-zero remainder is at least 2^-142).
+      t[kTableEntries + bits] = std::fabs(rounded) >= 0x1p-90f && holds
+                                    ? static_cast<float>(f - static_cast<double>(rounded))
+                                    : NAN;
     }
     return t;
   }();
-  return table.get();
+  return {table.get(), table.get() + kTableEntries};
 }
 
 // An output that is f(x) alone (Gelu): the oracle's f(x) as the F32 that rounds to the same

@@ -84,8 +84,10 @@ HWY_INLINE void ApplyTwo(const Functor &f, D d, std::index_sequence<Out...>,
     const auto near_odd =
         f.Evaluate(d, NthOf<2 * Out + 1>(v...)..., NthOf<2 * (kOut + In) + 1>(v...)...);
     if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Or(near_even, near_odd)))) {
-      f.FromOracle(d, near_even, NthOf<2 * Out>(v...)..., NthOf<2 * (kOut + In)>(v...)...);
-      f.FromOracle(d, near_odd, NthOf<2 * Out + 1>(v...)..., NthOf<2 * (kOut + In) + 1>(v...)...);
+      if (!hn::AllFalse(d, near_even))
+        f.FromOracle(d, near_even, NthOf<2 * Out>(v...)..., NthOf<2 * (kOut + In)>(v...)...);
+      if (!hn::AllFalse(d, near_odd))
+        f.FromOracle(d, near_odd, NthOf<2 * Out + 1>(v...)..., NthOf<2 * (kOut + In) + 1>(v...)...);
     }
   } else {
     f(d, NthOf<2 * Out>(v...)..., NthOf<2 * (kOut + In)>(v...)...);
@@ -508,18 +510,48 @@ struct RoundedOnce {
   template <class D, class M, size_t... Out, size_t... In, class... Operands>
   HWY_INLINE void FromOracleSplit(D d, M near, std::index_sequence<Out...>,
                                   std::index_sequence<In...>, Operands &...operands) const {
-    // Through copies: the outputs' own addresses never escape, so that the row loop keeps them in
-    // registers rather than in memory for this rare call (8 stores and loads per step of BF16
+    // Through copies: the operands' own addresses never escape, so that the row loop keeps them
+    // in registers rather than in memory for this rare call (8 stores and loads per step of BF16
     // SwigluBackward at AVX2).
-    WithVectors<kOutputs>(
+    WithVectors<kOutputs + kInputs>(
         d, [&](auto &...copy) __attribute__((always_inline)) {
-          ((copy = NthOf<Out>(operands...)), ...);
-          hn::Vec<D> *const out[kOutputs] = {&copy...};  // pointers, not vectors
-          RoundedFromOracle(d, oracle, near, out, NthOf<kOutputs + In>(operands...)...);
-          ((NthOf<Out>(operands...) = copy), ...);
+          ((copy = operands), ...);
+          SettleOutOfLine(*this, d, near, copy...);
+          ((NthOf<Out>(operands...) = NthOf<Out>(copy...)), ...);
         });
   }
+
+ public:
+  // The near lanes settled: those that the tables' pairs decide (a tabled functor's Resolve:
+  // table-inl.h's DecideBeside), then the oracle for the rest.
+  template <class D, class M, class... Operands>
+  void Settle(D d, M near, Operands &...operands) const {
+    SettleSplit(d, near, std::make_index_sequence<kOutputs>(), std::make_index_sequence<kInputs>(),
+                operands...);
+  }
+
+ private:
+  template <class D, class M, size_t... Out, size_t... In, class... Operands>
+  HWY_INLINE void SettleSplit(D d, M near, std::index_sequence<Out...>, std::index_sequence<In...>,
+                              Operands &...operands) const {
+    constexpr const T *kStorage = nullptr;
+    auto open = near;
+    if constexpr (TabledTrait<Functor>::value) {
+      open = f.Resolve(d, tables, kStorage, NthOf<Out>(operands...)...,
+                       NthOf<kOutputs + In>(operands...)...);
+    }
+    if (hn::AllFalse(d, open)) return;
+    hn::Vec<D> *const out[kOutputs] = {&NthOf<Out>(operands...)...};  // pointers, not vectors
+    RoundedFromOracle(d, oracle, open, out, NthOf<kOutputs + In>(operands...)...);
+  }
 };
+
+// RoundedOnce::Settle out of line: a vector has a near lane about once in 200 (BF16) or 50
+// (F16); the row loops keep only the call.
+template <class Rounded, class D, class M, class... Operands>
+HWY_NOINLINE void SettleOutOfLine(const Rounded &rounded, D d, M near, Operands &...operands) {
+  rounded.Settle(d, near, operands...);
+}
 
 template <class Functor, class T>
 HWY_INLINE void RangeTyped(const Plan &plan, const Functor &f, char *const *operands, size_t begin,

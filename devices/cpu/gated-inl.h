@@ -61,13 +61,23 @@ struct Gated {
   static constexpr bool kTabled = true;
   template <class T>
   static ActivationTables Tables() {
-    return {factorTable<Activation::kExact, IsBf16<T>()>(), nullptr};
+    const FactorTable value = factorTable<Activation::kExact, IsBf16<T>()>();
+    return {value.hi, value.lo, nullptr, nullptr};
   }
   template <class D, class T, class V>
   HWY_INLINE auto ToRoundFromTables(D d, const ActivationTables &tables, const T *storage, V &out,
                                     V x1, V x2) const {
     out = hn::Mul(Lookup(d, tables.value, x1, storage), x2);
     return TableNear(d, out, storage);
+  }
+  // Its near lanes, where the pairs decide (table-inl.h's DecideBeside); returns the oracle's.
+  template <class D, class T, class V>
+  HWY_INLINE auto Resolve(D d, const ActivationTables &tables, const T *storage, V &out, V x1,
+                          V x2) const {
+    auto open = hn::IsNaN(out);
+    out = DecideBeside(d, out, Lookup(d, tables.value, x1, storage),
+                       Lookup(d, tables.value_lo, x1, storage), x2, &open, storage);
+    return open;
   }
   // For an F32 output in the relaxed mode (elementwise-inl.h's RelaxedF32), where the activation
   // has one: a short evaluation with the same bits on every target, within K = 8.
@@ -106,8 +116,9 @@ struct GatedBackward {
   static constexpr bool kTabled = true;
   template <class T>
   static ActivationTables Tables() {
-    return {factorTable<Activation::kExact, IsBf16<T>()>(),
-            factorTable<Activation::kExactDerivative, IsBf16<T>()>()};
+    const FactorTable value = factorTable<Activation::kExact, IsBf16<T>()>();
+    const FactorTable derivative = factorTable<Activation::kExactDerivative, IsBf16<T>()>();
+    return {value.hi, value.lo, derivative.hi, derivative.lo};
   }
   template <class D, class T, class V>
   HWY_INLINE auto ToRoundFromTables(D d, const ActivationTables &tables, const T *storage, V &grad1,
@@ -115,14 +126,37 @@ struct GatedBackward {
     const V g = hn::Mul(out_grad, x2);
     grad1 = hn::Mul(g, Lookup(d, tables.derivative, x1, storage));
     grad2 = hn::Mul(out_grad, Lookup(d, tables.value, x1, storage));
-    const auto near = hn::Or(TableBoundaryNear(d, grad1, storage), TableNear(d, grad2, storage));
+    const auto near =
+        hn::Or(TableBoundaryNear(d, grad1, storage), TableBoundaryNear(d, grad2, storage));
+    return hn::Or(near, Unsettled(d, grad1, grad2, storage));
+  }
+  // Its near lanes, where the pairs decide (table-inl.h's DecideBeside); returns the oracle's.
+  template <class D, class T, class V>
+  HWY_INLINE auto Resolve(D d, const ActivationTables &tables, const T *storage, V &grad1, V &grad2,
+                          V out_grad, V x1, V x2) const {
+    auto open = Unsettled(d, grad1, grad2, storage);
+    grad1 = DecideBeside(d, grad1, Lookup(d, tables.derivative, x1, storage),
+                         Lookup(d, tables.derivative_lo, x1, storage), hn::Mul(out_grad, x2), &open,
+                         storage);
+    grad2 = DecideBeside(d, grad2, Lookup(d, tables.value, x1, storage),
+                         Lookup(d, tables.value_lo, x1, storage), out_grad, &open, storage);
+    return open;
+  }
+
+ private:
+  // The lanes that only the oracle settles: a NaN, or grad1 infinite from dy x2's overflow with a
+  // finite exact value (BF16; F16's dy x2 is below 2^32).
+  template <class D, class T, class V>
+  static HWY_INLINE auto Unsettled(D d, V grad1, V grad2, const T *) {
+    const auto nan2 = hn::IsNaN(grad2);
     if constexpr (IsBf16<T>()) {
-      // grad1 NaN, or infinite from dy x2's overflow with a finite exact value.
-      return hn::Or(near, hn::Not(hn::Lt(hn::Abs(grad1), hn::Set(d, HUGE_VALF))));
+      return hn::Or(nan2, hn::Not(hn::Lt(hn::Abs(grad1), hn::Set(d, HUGE_VALF))));
     } else {
-      return hn::Or(near, hn::IsNaN(grad1));  // F16's dy x2 is below 2^32
+      return hn::Or(nan2, hn::IsNaN(grad1));
     }
   }
+
+ public:
   // F32 outputs in the relaxed mode, where the activation has one (its Relaxed: value and
   // derivative without the pairs), the same bits on every target: K = 8.
   static constexpr bool kRelaxed = Activation::kRelaxed;

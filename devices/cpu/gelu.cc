@@ -41,7 +41,7 @@ struct Activated {
   static constexpr bool kTabled = true, kFinalFromTables = true;
   template <class T>
   static ActivationTables Tables() {
-    return {roundedTable<Activation::kExact, IsBf16<T>()>(), nullptr};
+    return {roundedTable<Activation::kExact, IsBf16<T>()>(), nullptr, nullptr, nullptr};
   }
   template <class D, class T, class V>
   HWY_INLINE auto ToRoundFromTables(D d, const ActivationTables &tables, const T *storage,

@@ -43,13 +43,24 @@ struct GeluBackwardOf {
   static constexpr bool kTabled = true;
   template <class T>
   static ActivationTables Tables() {
-    return {nullptr, factorTable<Activation::kExactDerivative, IsBf16<T>()>()};
+    const FactorTable derivative = factorTable<Activation::kExactDerivative, IsBf16<T>()>();
+    return {nullptr, nullptr, derivative.hi, derivative.lo};
   }
   template <class D, class T, class V>
   HWY_INLINE auto ToRoundFromTables(D d, const ActivationTables &tables, const T *storage,
                                     V &grad_input, V input, V grad_output) const {
     grad_input = hn::Mul(grad_output, Lookup(d, tables.derivative, input, storage));
     return TableNear(d, grad_input, storage);
+  }
+  // Its near lanes, where the pairs decide (table-inl.h's DecideBeside); returns the oracle's.
+  template <class D, class T, class V>
+  HWY_INLINE auto Resolve(D d, const ActivationTables &tables, const T *storage, V &grad_input,
+                          V input, V grad_output) const {
+    auto open = hn::IsNaN(grad_input);
+    grad_input =
+        DecideBeside(d, grad_input, Lookup(d, tables.derivative, input, storage),
+                     Lookup(d, tables.derivative_lo, input, storage), grad_output, &open, storage);
+    return open;
   }
   // F32 outputs in the relaxed mode, as GatedBackward::Relaxed.
   static constexpr bool kRelaxed = Activation::kRelaxed;

@@ -13,6 +13,8 @@
 
 #include "cpu/activation_table.h"
 #include "cpu/convert-inl.h"
+#include "cpu/ieee-inl.h"
+#include "cpu/math-inl.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -39,9 +41,10 @@ HWY_INLINE V Lookup(D d, const float *table, V x, const hwy::float16_t *) {
   return hn::GatherIndex(d, table, hn::BitCast(di, F32ToF16Bits(d, x)));
 }
 
-// The F32 steps within which a product of one factor table entry and exact F32 operands lies of
-// the oracle's value: the entry's rounding and the product's, each half an ulp, K = 1
-// (gated-inl.h's RoundingWindow; the double's own 2^-53 is far inside its spare step).
+// The F32 steps (their bits' integer distance) within which a product of one factor table entry
+// and exact F32 operands lies of the oracle's value: the entry's rounding (u |value|, at most a
+// step) and the product's (half a step), 3 steps where a binade boundary halves the step below,
+// plus one to spare (the double's own 2^-53 is far inside it).
 constexpr int32_t kTableProductWindow = 4;
 
 // The lanes of a product from the factor tables whose exact value may round otherwise: near a
@@ -83,6 +86,67 @@ HWY_INLINE auto TableBoundaryNear(D d, V product, const hwy::float16_t *) {
 template <class D, class V, class T>
 HWY_INLINE auto TableNear(D d, V product, const T *storage) {
   return hn::Or(TableBoundaryNear(d, product, storage), hn::IsNaN(product));
+}
+
+// Where a rounding boundary of T lies: the bits kept of an F32 value to truncate it to T's
+// interval (kHigh) and the boundary's low bits in it (kMid); and the smallest magnitude that
+// DecideBeside decides (kSmallest: from 2^-60 on, its terms stay normal numbers, which x86 adds
+// and multiplies without a microcode assist (gelu_tanh's far-left values near 1e-37 made BF16
+// GeluMulBackward tanh 2x slower), and BF16's dy x2 is normal, so exact, as act' < 1.2; F16's
+// values below 2^-14 sit on its subnormal grid).
+template <class T>
+struct Boundary;
+template <>
+struct Boundary<hwy::bfloat16_t> {
+  static constexpr uint32_t kHigh = 0xffff0000u, kMid = 0x8000u;
+  static constexpr float kSmallest = 0x1p-60f;
+};
+template <>
+struct Boundary<hwy::float16_t> {
+  static constexpr uint32_t kHigh = 0xffffe000u, kMid = 0x1000u;
+  static constexpr float kSmallest = 0x1p-14f;
+};
+
+// A product p_in = RN(hi b) of a factor entry hi (b exact) whose lanes are near a boundary of T
+// (TableBoundaryNear), decided without the oracle where the pair hi + lo (activation_table.h:
+// within 2^-48 of the oracle's double) tells on which side of the nearest boundary m the
+// oracle's value lies: (p - m) + (hi b - p) + lo b, the first term exact (p and m are steps
+// apart), the second exact (ProductError), so that the sum is that side's distance to within
+// about 2^-46 |m|; beyond 2^-44 |m| its sign decides, and the lane becomes the F32 one step from
+// m on that side, which rounds to the oracle's 16-bit value. Returns p with the decided lanes
+// replaced and adds the near lanes it leaves to *open: a distance within 2^-44 |m| (but for an
+// exact tie, below), a magnitude below kSmallest, a NaN (lo is NaN where the pair holds no such
+// bound).
+template <class D, class V, class M, class T>
+HWY_INLINE V DecideBeside(D d, V p_in, V hi, V lo, V b, M *open, const T *storage) {
+  const hn::RebindToUnsigned<D> du;
+  const auto near = TableBoundaryNear(d, p_in, storage);
+  // The other lanes (NaN too) compute with ones: no subnormal term anywhere.
+  const auto normal = hn::Ge(hn::Abs(p_in), hn::Set(d, Boundary<T>::kSmallest));
+  const V one = hn::Set(d, 1.0f), zero = hn::Zero(d);
+  const V p = hn::IfThenElse(normal, p_in, one);
+  hi = hn::IfThenElse(normal, hi, one);
+  lo = hn::IfThenElse(normal, lo, zero);
+  b = hn::IfThenElse(normal, b, one);
+  const auto m_bits = hn::Or(hn::And(hn::BitCast(du, p), hn::Set(du, Boundary<T>::kHigh)),
+                             hn::Set(du, Boundary<T>::kMid));
+  const V m = hn::BitCast(d, m_bits);
+  const V error = ProductError(d, hi, b, p);
+  const V side = hn::Add(hn::Sub(p, m), Fma(d, lo, b, error));
+  const auto sided =
+      hn::And(normal, hn::Gt(hn::Abs(side), hn::Mul(hn::Abs(m), hn::Set(d, 0x1p-44f))));
+  // A tie: p is the boundary and the exact product of the double itself (lo = 0, error = 0), as
+  // the oracle's double product is, which it rounds to even as the store does (act' = 1 far
+  // right).
+  const auto tie =
+      hn::And(hn::And(normal, hn::Eq(p, m)), hn::And(hn::Eq(lo, zero), hn::Eq(error, zero)));
+  // One step away from zero where side has m's sign, else toward it.
+  const auto away = hn::RebindMask(
+      du, hn::Eq(hn::ShiftRight<31>(hn::BitCast(du, hn::Xor(side, m))), hn::Zero(du)));
+  const auto beside =
+      hn::IfThenElse(away, hn::Add(m_bits, hn::Set(du, 1u)), hn::Sub(m_bits, hn::Set(du, 1u)));
+  *open = hn::Or(*open, hn::AndNot(hn::Or(sided, tie), near));
+  return hn::IfThenElse(hn::And(near, sided), hn::BitCast(d, beside), p_in);
 }
 
 }  // namespace infiniop::cpu::HWY_NAMESPACE
