@@ -115,17 +115,25 @@ struct ClippedAt {
   Sigmoid<V> sigmoid;  // a view itself
 };
 
+// The gate's multiplier b + bias, b = B clamped to [-limit, limit] (selects, not Min / Max, so
+// that a NaN B reaches the results and the exact path), and *b where wanted. clamp_mode 1 adds
+// no bias: b itself, so that a -0 b keeps its sign.
+template <class D, class V>
+HWY_INLINE V BiasedB(D d, const ClippedSwigluAttributes &at, V B, V *b = nullptr) {
+  const V clamped =
+      hn::IfThenElse(hn::Gt(B, hn::Set(d, at.limit)), hn::Set(d, at.limit),
+                     hn::IfThenElse(hn::Lt(B, hn::Set(d, -at.limit)), hn::Set(d, -at.limit), B));
+  if (b != nullptr) *b = clamped;
+  return at.clamp_mode == 1 ? clamped : hn::Add(clamped, hn::Set(d, at.bias));
+}
+
 // Calls body(const ClippedAt<V> &) with the fast path's state of A and B; returns what body
 // returns (as WithSigmoid).
 template <class D, class V, class Body>
 HWY_INLINE auto WithClippedAt(D d, const ClippedSwigluAttributes &at, V A, V B, const Body &body) {
   const V a = hn::IfThenElse(hn::Gt(A, hn::Set(d, at.a_limit)), hn::Set(d, at.a_limit), A);
-  // selects, not Min / Max, so that a NaN B reaches the results (and the exact path)
-  const V b =
-      hn::IfThenElse(hn::Gt(B, hn::Set(d, at.limit)), hn::Set(d, at.limit),
-                     hn::IfThenElse(hn::Lt(B, hn::Set(d, -at.limit)), hn::Set(d, -at.limit), B));
-  // clamp_mode 1 adds no bias: b itself, so that a -0 b keeps its sign
-  const V b_bias = at.clamp_mode == 1 ? b : hn::Add(b, hn::Set(d, at.bias));
+  V b;
+  const V b_bias = BiasedB(d, at, B, &b);
   const V z = at.alpha == 0.0f ? hn::Zero(d) : hn::Mul(hn::Set(d, at.alpha), a);
   // where z < -87 (either sign of alpha) a moves to where z = -87, as in WithClippedGate
   const V x = hn::IfThenElse(hn::Lt(z, hn::Set(d, -87.0f)), hn::Set(d, at.far_left_a), a);

@@ -6,10 +6,12 @@
 #define HWY_TARGET_INCLUDE "cpu/clipped_swiglu.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include "cpu/clipped_gate_table.h"
 #include "cpu/clipped_swiglu-inl.h"
 #include "cpu/elementwise-inl.h"
 #include "cpu/math-inl.h"
 #include "cpu/parallel.h"
+#include "cpu/table-inl.h"
 #include "cpu_reference/clipped_swiglu.h"
 #include "hwy/highway.h"
 #include "ops/clipped_swiglu.h"
@@ -43,6 +45,21 @@ struct ClippedSwiglu : ClippedSwigluAttributes {
   template <class D, class V>
   HWY_INLINE void ToRound(D d, V &y, V &bound, V A, V B) const {
     Evaluate(d, y, &bound, A, B);
+  }
+  // Or, where this attribute set has tables (clipped_gate_table.h): y = G(A) s, s = b + bias
+  // rounded (b itself for clamp_mode 1), within 2u of the oracle's value (the entry and the sum,
+  // each half an ulp): a window of 6 steps (table-inl.h).
+  static constexpr bool kTabled = true;
+  template <class T>
+  ActivationTables Tables() const {
+    const ClippedGateTables t = clippedGateTables(*this, IsBf16<T>());
+    return {t.gate, nullptr, nullptr, nullptr};
+  }
+  template <class D, class T, class V>
+  HWY_INLINE auto ToRoundFromTables(D d, const ActivationTables &tables, const T *storage, V &y,
+                                    V A, V B) const {
+    y = hn::Mul(Lookup(d, tables.value, A, storage), BiasedB(d, *this, B));
+    return hn::Or(TableBoundaryNear<kTableProductWindow + 2>(d, y, storage), hn::IsNaN(y));
   }
   // An F32 output in the relaxed mode (elementwise-inl.h's RelaxedF32): (b + bias) x / (1 + e)
   // as SiluValueShort's one quotient, the same bits on every target, within K = 8 (e 2u, 1 + e,

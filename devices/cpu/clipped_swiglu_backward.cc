@@ -4,10 +4,12 @@
 #define HWY_TARGET_INCLUDE "cpu/clipped_swiglu_backward.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include "cpu/clipped_gate_table.h"
 #include "cpu/clipped_swiglu-inl.h"
 #include "cpu/elementwise-inl.h"
 #include "cpu/math-inl.h"
 #include "cpu/parallel.h"
+#include "cpu/table-inl.h"
 #include "cpu_reference/clipped_swiglu.h"
 #include "hwy/highway.h"
 #include "ops/clipped_swiglu.h"
@@ -50,6 +52,26 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
   template <class D, class V>
   HWY_INLINE void ToRound(D d, V &dA, V &dB, V &bound_a, V &bound_b, V dy, V A, V B) const {
     Evaluate(d, dA, dB, &bound_a, &bound_b, dy, A, B);
+  }
+  // Or, where this attribute set has tables (clipped_gate_table.h): dA = (dy s) g'(a) with s as
+  // ClippedSwiglu's, within 3u of the oracle's value (the entry, s and dy s: a window of 8
+  // steps), dB = dy G(A) within u (4 steps), each masked as Mask does. dA infinite or NaN (dy s
+  // may overflow where the exact dA does not) and dB NaN take the oracle.
+  static constexpr bool kTabled = true;
+  template <class T>
+  ActivationTables Tables() const {
+    const ClippedGateTables t = clippedGateTables(*this, IsBf16<T>());
+    return {t.gate, nullptr, t.slope, nullptr};
+  }
+  template <class D, class T, class V>
+  HWY_INLINE auto ToRoundFromTables(D d, const ActivationTables &tables, const T *storage, V &dA,
+                                    V &dB, V dy, V A, V B) const {
+    dA = hn::Mul(hn::Mul(dy, BiasedB(d, *this, B)), Lookup(d, tables.derivative, A, storage));
+    dB = hn::Mul(dy, Lookup(d, tables.value, A, storage));
+    Mask(d, A, B, dA, dB);  // the masked lanes are exact zeros whatever their products were
+    const auto near = hn::Or(TableBoundaryNear<kTableProductWindow + 4>(d, dA, storage),
+                             TableBoundaryNear(d, dB, storage));
+    return hn::Or(near, hn::Or(hn::Not(hn::Lt(hn::Abs(dA), hn::Set(d, HUGE_VALF))), hn::IsNaN(dB)));
   }
   // F32 outputs in the relaxed mode: the gate's slope s + z (e s) s and value x s as the exact
   // path's formulas (SiluRelaxed's), dy (b + bias) and dy times them rounded plainly; the same

@@ -416,6 +416,13 @@ template <class Functor>
 struct TabledTrait<Functor, std::void_t<decltype(Functor::kTabled)>>
     : std::bool_constant<Functor::kTabled> {};
 
+// Whether a tabled functor decides its near lanes from the tables' pairs (kDecides: Resolve).
+template <class Functor, class = void>
+struct DecidesTrait : std::false_type {};
+template <class Functor>
+struct DecidesTrait<Functor, std::void_t<decltype(Functor::kDecides)>>
+    : std::bool_constant<Functor::kDecides> {};
+
 template <class Functor, class = void>
 struct ErrorBoundsTrait : std::false_type {};
 template <class Functor>
@@ -456,14 +463,14 @@ HWY_NOINLINE void RoundedFromOracle(D d, const Oracle &oracle, M near, V *const 
 
 // A functor whose 16-bit (T) outputs are correctly rounded, as above. Its operands arrive as
 // outputs then inputs, as the functor's; Evaluate and FromOracle take the same.
-template <class Functor, class T>
+template <class Functor, class T, bool kUseTables = TabledTrait<Functor>::value>
 struct RoundedOnce {
   static constexpr int kOutputs = Functor::kOutputs, kInputs = Functor::kInputs;
   static constexpr bool kPaired = IsPaired<Functor>(), kRoundsOnce = true;
   static constexpr bool kFinalFromTables = FinalFromTablesTrait<Functor>::value;
   Functor f;
   OracleOf<Functor> oracle;
-  ActivationTables tables;  // a kTabled functor's, for T
+  ActivationTables tables;  // kUseTables: the functor's, for T
 
   // The functor's evaluation to round, and the lanes that may round otherwise than exact.
   template <class D, class... Operands>
@@ -490,7 +497,7 @@ struct RoundedOnce {
   HWY_INLINE auto EvaluateSplit(D d, std::index_sequence<Out...>, std::index_sequence<In...>,
                                 Operands &...operands) const {
     constexpr const T *kStorage = nullptr;
-    if constexpr (TabledTrait<Functor>::value) {
+    if constexpr (kUseTables) {
       return f.ToRoundFromTables(d, tables, kStorage, NthOf<Out>(operands...)...,
                                  NthOf<kOutputs + In>(operands...)...);
     } else {
@@ -536,7 +543,7 @@ struct RoundedOnce {
                               Operands &...operands) const {
     constexpr const T *kStorage = nullptr;
     auto open = near;
-    if constexpr (TabledTrait<Functor>::value) {
+    if constexpr (kUseTables && DecidesTrait<Functor>::value) {
       open = f.Resolve(d, tables, kStorage, NthOf<Out>(operands...)...,
                        NthOf<kOutputs + In>(operands...)...);
     }
@@ -615,13 +622,25 @@ HWY_INLINE void RangeTyped16(const Plan &plan, const Functor &f, const void *att
   if constexpr (std::is_void_v<Oracle>) {
     RangeTyped<Functor, T>(plan, f, operands, begin, end);
   } else {
-    RoundedOnce<Functor, T> rounded{f, Oracle{}, {}};
-    if constexpr (TabledTrait<Functor>::value) rounded.tables = Functor::template Tables<T>();
     static_assert(std::is_empty_v<Oracle> || sizeof(Oracle) == sizeof(Functor),
                   "an oracle is made from the functor's attributes");
-    if constexpr (!std::is_empty_v<Oracle>)
-      std::memcpy(&rounded.oracle, attributes, sizeof(Oracle));
-    RangeTyped<RoundedOnce<Functor, T>, T>(plan, rounded, operands, begin, end);
+    Oracle oracle{};
+    if constexpr (!std::is_empty_v<Oracle>) std::memcpy(&oracle, attributes, sizeof(Oracle));
+    if constexpr (TabledTrait<Functor>::value) {
+      const ActivationTables tables = f.template Tables<T>();
+      // Tables that depend on attributes may be missing (clipped_gate_table.h): the bounds then.
+      if constexpr (ErrorBoundsTrait<Functor>::value) {
+        if (tables.value == nullptr && tables.derivative == nullptr) {
+          const RoundedOnce<Functor, T, false> rounded{f, oracle, {}};
+          return RangeTyped<RoundedOnce<Functor, T, false>, T>(plan, rounded, operands, begin, end);
+        }
+      }
+      const RoundedOnce<Functor, T> rounded{f, oracle, tables};
+      RangeTyped<RoundedOnce<Functor, T>, T>(plan, rounded, operands, begin, end);
+    } else {
+      const RoundedOnce<Functor, T> rounded{f, oracle, {}};
+      RangeTyped<RoundedOnce<Functor, T>, T>(plan, rounded, operands, begin, end);
+    }
   }
 }
 

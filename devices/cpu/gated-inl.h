@@ -71,6 +71,7 @@ struct Gated {
     return TableNear(d, out, storage);
   }
   // Its near lanes, where the pairs decide (table-inl.h's DecideBeside); returns the oracle's.
+  static constexpr bool kDecides = true;
   template <class D, class T, class V>
   HWY_INLINE auto Resolve(D d, const ActivationTables &tables, const T *storage, V &out, V x1,
                           V x2) const {
@@ -131,6 +132,7 @@ struct GatedBackward {
     return hn::Or(near, Unsettled(d, grad1, grad2, storage));
   }
   // Its near lanes, where the pairs decide (table-inl.h's DecideBeside); returns the oracle's.
+  static constexpr bool kDecides = true;
   template <class D, class T, class V>
   HWY_INLINE auto Resolve(D d, const ActivationTables &tables, const T *storage, V &grad1, V &grad2,
                           V out_grad, V x1, V x2) const {

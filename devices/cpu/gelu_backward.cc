@@ -53,6 +53,7 @@ struct GeluBackwardOf {
     return TableNear(d, grad_input, storage);
   }
   // Its near lanes, where the pairs decide (table-inl.h's DecideBeside); returns the oracle's.
+  static constexpr bool kDecides = true;
   template <class D, class T, class V>
   HWY_INLINE auto Resolve(D d, const ActivationTables &tables, const T *storage, V &grad_input,
                           V input, V grad_output) const {

@@ -44,7 +44,8 @@ HWY_INLINE V Lookup(D d, const float *table, V x, const hwy::float16_t *) {
 // The F32 steps (their bits' integer distance) within which a product of one factor table entry
 // and exact F32 operands lies of the oracle's value: the entry's rounding (u |value|, at most a
 // step) and the product's (half a step), 3 steps where a binade boundary halves the step below,
-// plus one to spare (the double's own 2^-53 is far inside it).
+// plus one to spare (the double's own 2^-53 is far inside it). A product with more rounded
+// factors takes 2 steps more for each (ClippedSwiglu's b + bias and dy (b + bias)).
 constexpr int32_t kTableProductWindow = 4;
 
 // The lanes of a product from the factor tables whose exact value may round otherwise: near a
@@ -57,29 +58,27 @@ constexpr int32_t kTableProductWindow = 4;
 // a product is within the window there too (the entry's relative error is below half a subnormal
 // step, the product's rounding half a step), so no tiny lanes need the oracle: two integer
 // operations and a compare, the offsets small enough for a signed one.
-template <class D, class V>
+template <int32_t kWindow = kTableProductWindow, class D, class V>
 HWY_INLINE auto TableBoundaryNear(D d, V product, const hwy::bfloat16_t *) {
   const hn::RebindToSigned<D> di;
-  const auto offset =
-      hn::And(hn::Add(hn::BitCast(di, product), hn::Set(di, kTableProductWindow - 0x8000)),
-              hn::Set(di, 0xffff));
-  return hn::RebindMask(d, hn::Gt(hn::Set(di, 2 * kTableProductWindow + 1), offset));
+  const auto offset = hn::And(hn::Add(hn::BitCast(di, product), hn::Set(di, kWindow - 0x8000)),
+                              hn::Set(di, 0xffff));
+  return hn::RebindMask(d, hn::Gt(hn::Set(di, 2 * kWindow + 1), offset));
 }
 // F16: its boundaries are the F32 values whose low 13 bits are 0x1000 from F16's smallest normal
 // 2^-14 on (its overflow threshold 65520 among them); below, |v| + 2^-14 has them there too
 // (F16's subnormal spacing 2^-24 is its spacing at 2^-14), and the addition's rounding (half a
 // step of the sum) is within the window's spare steps. The same signed compare as BF16's.
-template <class D, class V>
+template <int32_t kWindow = kTableProductWindow, class D, class V>
 HWY_INLINE auto TableBoundaryNear(D d, V product, const hwy::float16_t *) {
   const hn::RebindToSigned<D> di;
   const V magnitude = hn::Abs(product);
   const V smallest_normal = hn::Set(d, 0x1p-14f);
   const V shifted = hn::IfThenElse(hn::Lt(magnitude, smallest_normal),
                                    hn::Add(magnitude, smallest_normal), magnitude);
-  const auto offset =
-      hn::And(hn::Add(hn::BitCast(di, shifted), hn::Set(di, kTableProductWindow - 0x1000)),
-              hn::Set(di, 0x1fff));
-  return hn::RebindMask(d, hn::Gt(hn::Set(di, 2 * kTableProductWindow + 1), offset));
+  const auto offset = hn::And(hn::Add(hn::BitCast(di, shifted), hn::Set(di, kWindow - 0x1000)),
+                              hn::Set(di, 0x1fff));
+  return hn::RebindMask(d, hn::Gt(hn::Set(di, 2 * kWindow + 1), offset));
 }
 
 // TableBoundaryNear, and the NaN lanes.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Every 16-bit input of the activations: the cpu device's F16/BF16 paths read act(x) and act'(x)
-// from tables of all 65536 inputs (devices/cpu/activation_table.h), so each operator whose output
+// from tables of all 65536 inputs (devices/cpu/activation_table.h, clipped_gate_table.h for
+// ClippedSwiglu's attributes), so each operator whose output
 // goes through them runs here with its activation input x taking every bit pattern of the dtype
 // once (NaNs, infinities, subnormals, both zeros included), its other inputs half random bit
 // patterns (every magnitude: products that overflow, underflow or meet a NaN) and half about a
@@ -28,6 +29,7 @@ struct Operator {
   const char *spec;  // op_specs.h's name
   Attrs attrs;
   const char *label;
+  bool interleaved = false;  // ClippedSwiglu's A in the even columns, not the first half
 };
 const Operator kOperators[] = {
     {"Gelu", {0}, "GeluErf"},
@@ -41,6 +43,15 @@ const Operator kOperators[] = {
     {"GeluMul", {1}, "GeluMulTanh"},
     {"GeluMulBackward", {0}, "GeluMulBackwardErf"},
     {"GeluMulBackward", {1}, "GeluMulBackwardTanh"},
+    // ClippedSwiglu: dim, alpha, limit, bias, interleaved (and clamp_mode for the V2 forms).
+    {"ClippedSwiglu", {-1, 1.702, 7.0, 1.0, 0}, "ClippedSwigluHalves"},
+    {"ClippedSwiglu", {-1, 1.702, 7.0, 1.0, 1}, "ClippedSwigluInterleaved", true},
+    {"ClippedSwiglu", {-1, -0.75, 3.0, -0.25, 0}, "ClippedSwigluNegativeAlpha"},
+    {"ClippedSwigluV2", {-1, 1.702, 7.0, 1.0, 0, 1}, "ClippedSwigluV2"},
+    {"ClippedSwigluBackward", {-1, 1.702, 7.0, 1.0, 0}, "ClippedSwigluBackwardHalves"},
+    {"ClippedSwigluBackward", {-1, 1.702, 7.0, 1.0, 1}, "ClippedSwigluBackwardInterleaved", true},
+    {"ClippedSwigluBackward", {-1, -0.75, 3.0, -0.25, 0}, "ClippedSwigluBackwardNegativeAlpha"},
+    {"ClippedSwigluBackwardV2", {-1, 1.702, 7.0, 1.0, 0, 1}, "ClippedSwigluBackwardV2"},
 };
 
 uint64_t mix(uint64_t seed, uint64_t i) {  // splitmix64 of (seed, i)
@@ -72,13 +83,14 @@ infiniStatus_t run(infiniopHandle_t h, const OpSpec &op, const Attrs &attrs,
                    std::vector<std::unique_ptr<TensorBuffer>> &tensors) {
   Descs descs;
   Ptrs ptrs;
-  for (auto &t : tensors) {
-    descs.push_back(t->descriptor());
-    ptrs.push_back(t->data());
+  for (auto &t : tensors) {  // null: an absent optional tensor (group_index)
+    descs.push_back(t ? t->descriptor() : nullptr);
+    ptrs.push_back(t ? t->data() : nullptr);
   }
   void *desc = nullptr;
   infiniStatus_t s = op.create(h, &desc, descs, attrs);
-  for (auto d : descs) infiniopDestroyTensorDescriptor(d);
+  for (auto d : descs)
+    if (d) infiniopDestroyTensorDescriptor(d);
   if (s != INFINI_STATUS_SUCCESS) return s;
   size_t workspace = 0;
   EXPECT_EQ(op.workspace(desc, &workspace), INFINI_STATUS_SUCCESS);
@@ -88,16 +100,20 @@ infiniStatus_t run(infiniopHandle_t h, const OpSpec &op, const Attrs &attrs,
   return s;
 }
 
-TEST_P(Every16BitInput, OutputsAreTheOraclesBits) {
-  const Operator &o = kOperators[std::get<1>(GetParam())];
-  const infiniDtype_t dtype = std::get<2>(GetParam()) ? INFINI_DTYPE_BF16 : INFINI_DTYPE_F16;
+// Runs the operator on `h` and on cpu_reference over every activation input, and expects every
+// output's bits to be the oracle's.
+void expectOraclesBits(infiniopHandle_t h, const Operator &o, infiniDtype_t dtype) {
   const OpSpec &op = spec(o.spec);
   // The activation input: "input" or "x"; split operators (an input twice an output's width)
   // hold it in each row's first half.
   std::vector<std::unique_ptr<TensorBuffer>> mine, oracle_tensors;
   bool split = false;
-  for (const Slot &s : op.slots) split |= s.shape[1] == 8;  // op_specs' [x1, x2] width
+  for (const Slot &s : op.slots) split |= s.shape.size() == 2 && s.shape[1] == 8;  // [x1, x2]
   for (const Slot &s : op.slots) {
+    if (s.nullable) {
+      mine.emplace_back();
+      continue;
+    }
     const bool wide = s.shape[1] == 8;
     const std::vector<size_t> shape = {kRows, wide ? 2 * kColumns : kColumns};
     mine.push_back(std::make_unique<TensorBuffer>(shape, dtype));
@@ -107,19 +123,23 @@ TEST_P(Every16BitInput, OutputsAreTheOraclesBits) {
       continue;
     }
     const bool activation = std::strcmp(s.name, "input") == 0 || std::strcmp(s.name, "x") == 0;
-    const uint64_t seed = std::hash<std::string>()(s.name) + std::get<2>(GetParam());
+    const uint64_t seed = std::hash<std::string>()(s.name) + (dtype == INFINI_DTYPE_BF16);
     for (size_t i = 0; i < t.numel(); ++i) {
       const size_t row = i / shape[1], column = i % shape[1];
       uint16_t bits;
-      if (activation && (!split || column < kColumns))
+      if (activation && !split)
         bits = static_cast<uint16_t>(row * kColumns + column);
+      else if (activation && !o.interleaved && column < kColumns)
+        bits = static_cast<uint16_t>(row * kColumns + column);
+      else if (activation && o.interleaved && column % 2 == 0)
+        bits = static_cast<uint16_t>(row * kColumns + column / 2);
       else
         bits = multiplierBits(dtype, seed, i);
       std::memcpy(t.at(i), &bits, 2);
     }
   }
-  for (auto &t : mine) oracle_tensors.push_back(std::make_unique<TensorBuffer>(*t));
-  ASSERT_EQ(run(handle(), op, o.attrs, mine), INFINI_STATUS_SUCCESS) << infiniopGetLastError();
+  for (auto &t : mine) oracle_tensors.push_back(t ? std::make_unique<TensorBuffer>(*t) : nullptr);
+  ASSERT_EQ(run(h, op, o.attrs, mine), INFINI_STATUS_SUCCESS) << infiniopGetLastError();
   Handle reference(INFINI_DEVICE_CPU_REFERENCE);
   ASSERT_EQ(run(reference.get(), op, o.attrs, oracle_tensors), INFINI_STATUS_SUCCESS)
       << infiniopGetLastError();
@@ -138,6 +158,24 @@ TEST_P(Every16BitInput, OutputsAreTheOraclesBits) {
     }
     EXPECT_EQ(differ, 0u) << o.label << " " << op.slots[k].name << ": " << differ
                           << " elements differ from cpu_reference; first " << first.str();
+  }
+}
+
+TEST_P(Every16BitInput, OutputsAreTheOraclesBits) {
+  expectOraclesBits(handle(), kOperators[std::get<1>(GetParam())],
+                    std::get<2>(GetParam()) ? INFINI_DTYPE_BF16 : INFINI_DTYPE_F16);
+}
+
+// ClippedSwiglu's gate tables are kept for 16 attribute sets (clipped_gate_table.h); the sets
+// after those take the evaluation with its bound, as exact.
+TEST(Every16BitInputClippedSwiglu, ManyAttributeSets) {
+  Handle cpu(INFINI_DEVICE_CPU);
+  for (int k = 0; k < 20; ++k) {
+    const Operator forward{"ClippedSwiglu", {-1, 0.5 + 0.25 * k, 7.0, 1.0, 0}, "ClippedSwiglu"};
+    const Operator backward{
+        "ClippedSwigluBackward", {-1, 0.5 + 0.25 * k, 7.0, 1.0, 0}, "ClippedSwigluBackward"};
+    expectOraclesBits(cpu.get(), forward, INFINI_DTYPE_BF16);
+    expectOraclesBits(cpu.get(), backward, INFINI_DTYPE_F16);
   }
 }
 

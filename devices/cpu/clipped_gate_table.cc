@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cpu/clipped_gate_table.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "cpu_reference/clipped_swiglu.h"
+
+namespace infiniop::cpu {
+namespace {
+
+// What the gate depends on: every attribute but bias, which the kernels add themselves.
+struct GateKey {
+  float alpha, limit, a_limit, a_pass;
+  int32_t clamp_mode;
+  bool bf16;
+  bool operator==(const GateKey &o) const {
+    return std::memcmp(&alpha, &o.alpha, 4) == 0 && std::memcmp(&limit, &o.limit, 4) == 0 &&
+           std::memcmp(&a_limit, &o.a_limit, 4) == 0 && std::memcmp(&a_pass, &o.a_pass, 4) == 0 &&
+           clamp_mode == o.clamp_mode && bf16 == o.bf16;
+  }
+};
+
+struct GateSet {
+  GateKey key;
+  std::unique_ptr<float[]> data;  // the gate, then the slope
+};
+
+// factorTable's entry for a factor f of a 16-bit input A: f rounded to F32, or NaN where the
+// oracle must decide (a non-finite A, an f below F32's normal range but for f(0) = 0).
+float factorEntry(float A, double f) {
+  const float rounded = static_cast<float>(f);
+  const bool holds = std::fabs(rounded) >= 0x1p-126f && std::fabs(rounded) <= 3.4028235e38f;
+  return std::isfinite(A) && (holds || (A == 0 && f == 0)) ? rounded : NAN;
+}
+
+std::unique_ptr<float[]> build(const ClippedSwigluAttributes &at, bool bf16) {
+  std::unique_ptr<float[]> t(new float[2 * kTableEntries]);
+  for (uint32_t bits = 0; bits < kTableEntries; ++bits) {
+    const float A = bf16 ? tableInput<true>(bits) : tableInput<false>(bits);
+    const cpu_reference::Clipped c(at, A, 0.0f);
+    const double gate = at.clamp_mode == 1 && A > at.a_pass ? double{at.limit} : c.g;
+    t[bits] = factorEntry(A, gate);
+    // The slope passes where A <= a_pass; elsewhere the kernels mask dA to 0.
+    t[kTableEntries + bits] = A <= at.a_pass ? factorEntry(A, c.slope()) : 0.0f;
+  }
+  return t;
+}
+
+}  // namespace
+
+ClippedGateTables clippedGateTables(const ClippedSwigluAttributes &at, bool bf16) {
+  static std::mutex mutex;
+  static std::vector<GateSet> sets;
+  const GateKey key{at.alpha, at.limit, at.a_limit, at.a_pass, at.clamp_mode, bf16};
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const GateSet &s : sets)
+    if (s.key == key) return {s.data.get(), s.data.get() + kTableEntries};
+  if (sets.size() >= kMaxClippedGateSets) return {};
+  sets.push_back({key, build(at, bf16)});
+  return {sets.back().data.get(), sets.back().data.get() + kTableEntries};
+}
+
+}  // namespace infiniop::cpu
