@@ -97,9 +97,10 @@ HWY_INLINE void ApplyTwo(const Functor &f, D d, std::index_sequence<Out...>,
 
 // Runs the functor over `n` contiguous elements; base[k] is operand k, outputs first.
 template <class Functor, class T, size_t... Out, size_t... In>
-HWY_NOINLINE void ContiguousRow(const Functor &f, size_t n, char *const *base,
+HWY_NOINLINE void ContiguousRow(const Functor &functor, size_t n, char *const *base,
                                 std::index_sequence<Out...> out_seq,
                                 std::index_sequence<In...> in_seq) {
+  const Functor f = functor;  // a local: the stores cannot alias its attributes
   constexpr size_t kOut = sizeof...(Out), kIn = sizeof...(In);
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
@@ -155,9 +156,10 @@ HWY_NOINLINE void ContiguousRow(const Functor &f, size_t n, char *const *base,
 constexpr size_t kPrefetchAhead = 512;
 
 template <class Functor, class T, size_t... Out, size_t... In>
-HWY_INLINE void StreamingRow(const Functor &f, size_t n, char *const *base,
+HWY_INLINE void StreamingRow(const Functor &functor, size_t n, char *const *base,
                              std::index_sequence<Out...> out_seq,
                              std::index_sequence<In...> in_seq) {
+  const Functor f = functor;  // a local: the stores cannot alias its attributes
   constexpr size_t kOut = sizeof...(Out), kIn = sizeof...(In);
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
@@ -217,8 +219,9 @@ HWY_INLINE void StreamingRow(const Functor &f, size_t n, char *const *base,
 // A row with some non-unit inner stride: gather tiles of the strided operands into contiguous
 // buffers, run the contiguous row on them, scatter the strided outputs back.
 template <class Functor, class T, class OutSeq, class InSeq>
-HWY_NOINLINE void StridedRow(const Functor &f, size_t n, char *const *base,
+HWY_NOINLINE void StridedRow(const Functor &functor, size_t n, char *const *base,
                              const ptrdiff_t *strides, int num_operands, int num_outputs) {
+  const Functor f = functor;  // a local: the stores cannot alias its attributes
   constexpr size_t kTile = 256;
   HWY_ALIGN T tile[kMaxOperands][kTile];
   char *tile_base[kMaxOperands];
@@ -263,9 +266,13 @@ HWY_INLINE void StoreOperand(D d, Plan::Role role, V v, V second, char *base, si
 // kPairSecond), which take turns in one stride-1 run: each pair moves with one vector load or
 // store of twice the width, deinterleaved in registers.
 template <class Functor, class T, size_t... Out, size_t... In>
-HWY_NOINLINE void PairedRow(const Functor &f, size_t n, char *const *base, const Plan::Role *role,
-                            std::index_sequence<Out...>, std::index_sequence<In...>) {
+HWY_NOINLINE void PairedRow(const Functor &functor, size_t n, char *const *base,
+                            const Plan::Role *roles, std::index_sequence<Out...>,
+                            std::index_sequence<In...>) {
+  const Functor f = functor;  // a local: the stores cannot alias its attributes
   constexpr size_t kOut = sizeof...(Out), kAll = kOut + sizeof...(In);
+  Plan::Role role[kAll];  // nor these bytes
+  for (size_t k = 0; k < kAll; ++k) role[k] = roles[k];
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   size_t i = 0;
@@ -319,10 +326,13 @@ HWY_INLINE void StreamOperand(D d, Plan::Role role, V v, V second, V v1, V secon
 // vectors of elements per step, so that every output (alone or a pair) writes whole vectors. The
 // head up to where every output is aligned at once, and the tail, take PairedRow.
 template <class Functor, class T, size_t... Out, size_t... In>
-HWY_INLINE void StreamingPairedRow(const Functor &f, size_t n, char *const *base,
-                                   const Plan::Role *role, std::index_sequence<Out...> out_seq,
+HWY_INLINE void StreamingPairedRow(const Functor &functor, size_t n, char *const *base,
+                                   const Plan::Role *roles, std::index_sequence<Out...> out_seq,
                                    std::index_sequence<In...> in_seq) {
+  const Functor f = functor;  // a local: the stores cannot alias its attributes
   constexpr size_t kOut = sizeof...(Out), kAll = kOut + sizeof...(In);
+  Plan::Role role[kAll];  // nor these bytes
+  for (size_t k = 0; k < kAll; ++k) role[k] = roles[k];
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const size_t vector_bytes = lanes * sizeof(float);
