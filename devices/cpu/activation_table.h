@@ -4,7 +4,7 @@
 // (cpu_reference/), turns the 16-bit paths' evaluation into one gather (table-inl.h). The tables
 // are data, the same on every target, so the 16-bit outputs computed from them are the same bits
 // everywhere; what each entry holds is argued where it is built, and
-// tests/cpp/activation_table_test.cc checks every entry.
+// tests/cpp/every_16bit_input_test.cc checks the outputs of every entry.
 #pragma once
 
 #include <cmath>
@@ -43,6 +43,12 @@ float tableInput(uint32_t bits) {
 struct FactorTable {
   const float *hi, *lo;
 };
+// The hi entry of a factor f of a 16-bit input x, as above: f rounded to F32, or NaN.
+inline float factorEntry(float x, double f) {
+  const float rounded = static_cast<float>(f);
+  const bool holds = std::fabs(rounded) >= 0x1p-126f && std::fabs(rounded) <= 3.4028235e38f;
+  return std::isfinite(x) && (holds || (x == 0 && f == 0)) ? rounded : NAN;
+}
 template <double (*F)(double), bool kBf16>
 FactorTable factorTable() {
   static const std::unique_ptr<float[]> table = [] {
@@ -50,14 +56,12 @@ FactorTable factorTable() {
     for (uint32_t bits = 0; bits < kTableEntries; ++bits) {
       const float x = tableInput<kBf16>(bits);
       const double f = std::isfinite(x) ? F(x) : NAN;
-      const float rounded = static_cast<float>(f);
-      const bool holds = std::fabs(rounded) >= 0x1p-126f && std::fabs(rounded) <= 3.4028235e38f;
-      t[bits] = holds || (x == 0 && f == 0) ? rounded : NAN;
+      const float hi = factorEntry(x, f);
+      t[bits] = hi;
       // From 2^-90 on, lo keeps its bits to 2^-60 |hi| even where subnormal, and is 0 only where
       // hi is the double itself (a non-zero remainder is at least 2^-142).
-      t[kTableEntries + bits] = std::fabs(rounded) >= 0x1p-90f && holds
-                                    ? static_cast<float>(f - static_cast<double>(rounded))
-                                    : NAN;
+      t[kTableEntries + bits] =
+          std::fabs(hi) >= 0x1p-90f ? static_cast<float>(f - static_cast<double>(hi)) : NAN;
     }
     return t;
   }();

@@ -29,14 +29,6 @@ struct GateSet {
   std::unique_ptr<float[]> data;  // the gate, then the slope
 };
 
-// factorTable's entry for a factor f of a 16-bit input A: f rounded to F32, or NaN where the
-// oracle must decide (a non-finite A, an f below F32's normal range but for f(0) = 0).
-float factorEntry(float A, double f) {
-  const float rounded = static_cast<float>(f);
-  const bool holds = std::fabs(rounded) >= 0x1p-126f && std::fabs(rounded) <= 3.4028235e38f;
-  return std::isfinite(A) && (holds || (A == 0 && f == 0)) ? rounded : NAN;
-}
-
 std::unique_ptr<float[]> build(const ClippedSwigluAttributes &at, bool bf16) {
   std::unique_ptr<float[]> t(new float[2 * kTableEntries]);
   for (uint32_t bits = 0; bits < kTableEntries; ++bits) {
