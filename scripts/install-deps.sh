@@ -7,7 +7,8 @@ packages=(build-essential cmake pkg-config libhwy-dev libomp-dev libgtest-dev li
           ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
           python3 python3-numpy python3-torch python3-pytest
           python3-pip python3-setuptools python3-wheel python3-venv  # pip install ./python
-          valgrind)  # bench/cost.sh
+          valgrind  # bench/cost.sh
+          libdnnl-dev)  # bench/onednn_error.cc (oneDNN's gelu_erf error; built where present)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
