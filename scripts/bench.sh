@@ -3,7 +3,7 @@
 # Builds infiniop and runs infiniop-bench; arguments are passed through (none: every operator).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --debian
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j2 --target infiniop-bench
 ./build/bench/infiniop-bench "$@"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs the Debian 12 packages infiniop builds and tests with, when run as root and any is
-# missing. Without root it only reports what is missing.
+# missing (without root it only reports what is missing), then PyTorch 2 from PyPI into the
+# project's virtual environment .venv/ (below), unless given --debian.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libhwy-dev libomp-dev libgtest-dev libbenchmark-dev
           ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
@@ -13,11 +14,29 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-if [ "$(id -u)" -ne 0 ]; then
-  echo "missing Debian packages (install them as root): ${missing[*]}" >&2
-  exit 1
+if [ ${#missing[@]} -ne 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing Debian packages (install them as root): ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
 fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update
-apt-get install -y --no-install-recommends "${missing[@]}"
+
+[ "${1:-}" = "--debian" ] && exit 0  # scripts/bench.sh: the library's packages only
+
+# PyTorch 2 (PyPI) in the project's virtual environment .venv/, every package pinned by
+# python/requirements-torch2.txt; the Python suite, the examples and the install tests run with
+# it (tests/CMakeLists.txt), Debian's PyTorch 1.13 (python3-torch) in a smaller entry. PyPI's
+# Linux torch wheel needs NVIDIA's runtime packages to import: 3.3 GB to download, about 2
+# minutes on this project's machines (a CPU-only wheel is only on download.pytorch.org, which
+# they do not reach). Rebuilt only when the requirements change.
+cd "$(dirname "$0")/.."
+requirements=python/requirements-torch2.txt
+if ! cmp -s "$requirements" .venv/requirements-torch2.txt; then
+  rm -rf .venv
+  /usr/bin/python3 -m venv .venv
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r "$requirements"
+  cp "$requirements" .venv/requirements-torch2.txt
+fi

@@ -22,8 +22,11 @@ TOLERANCE = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.bfloat16: dict(rto
 
 def reference(x, interleaved):
     a, b = (x[..., 0::2], x[..., 1::2]) if interleaved else x.chunk(2, -1)
-    a = a.clamp(max=LIMIT)
-    b = b.clamp(-LIMIT, LIMIT)
+    # a.clamp(max=LIMIT) and b.clamp(-LIMIT, LIMIT) whose gradients pass at the limits themselves,
+    # as the library's (docs/clipped_swiglu.md): PyTorch 2's clamp gives 0 there, and 7.0 is a
+    # BF16 value
+    a = torch.where(a > LIMIT, LIMIT, a)
+    b = torch.where(b > LIMIT, LIMIT, torch.where(b < -LIMIT, -LIMIT, b))
     return a * torch.sigmoid(ALPHA * a) * (b + BIAS)
 
 

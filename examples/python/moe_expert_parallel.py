@@ -79,6 +79,13 @@ TOLERANCE = {"single process": 8 * U, "float64": 16 * U}
 # ----------------------------------------------------------------------------------------------
 # Collectives, and as autograd functions
 
+def clamp_inclusive(t, low, high):
+    """t.clamp(low, high) whose gradient passes at the bounds themselves, as the library's
+    ClippedSwiglu masks (docs/clipped_swiglu.md); PyTorch 2's clamp gives 0 there."""
+    t = torch.where(t > high, t.new_tensor(high), t)
+    return t if low is None else torch.where(t < low, t.new_tensor(low), t)
+
+
 def all_gather(tensor):
     """[every rank's tensor] (same shapes), in rank order; no gradient."""
     parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
@@ -235,8 +242,8 @@ def reference64(p, ids, capacity):
     scales = torch.softmax((x @ W_r).gather(1, ids), dim=-1)
     scales.retain_grad()
     h = torch.einsum("th,tkhi->tki", x, W1[ids]) + b1[ids]
-    a = h[..., 0::2].clamp(max=CLIP["limit"])
-    b = h[..., 1::2].clamp(-CLIP["limit"], CLIP["limit"])
+    a = clamp_inclusive(h[..., 0::2], None, CLIP["limit"])
+    b = clamp_inclusive(h[..., 1::2], -CLIP["limit"], CLIP["limit"])
     act = a * torch.sigmoid(CLIP["alpha"] * a) * (b + CLIP["bias"])
     expert_out = torch.einsum("tki,tkih->tkh", act, W2[ids]) + b2[ids]
     out = (scales.unsqueeze(-1) * expert_out * kept(ids, capacity).unsqueeze(-1)).sum(1)

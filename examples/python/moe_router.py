@@ -59,6 +59,13 @@ TOLERANCE = 16  # x eps x max |ref|, per tensor
 GRADIENTS = ("x", "W_r", "W1", "b1", "W2", "b2")
 
 
+def clamp_inclusive(t, low, high):
+    """t.clamp(low, high) whose gradient passes at the bounds themselves, as the library's
+    ClippedSwiglu masks (docs/clipped_swiglu.md); PyTorch 2's clamp gives 0 there."""
+    t = torch.where(t > high, t.new_tensor(high), t)
+    return t if low is None else torch.where(t < low, t.new_tensor(low), t)
+
+
 def make_params(config, dtype, seed=0):
     """The layer's inputs and weights: x, W1, b1 (dyadic: exact in every dtype) and W2, b2 of
     `dtype`; the router's W_r and (DeepSeek-V3) bias in float32."""
@@ -128,8 +135,8 @@ def reference_layer(p, ids, config):
         scales = w / (w.sum(-1, keepdim=True) + 1e-20) * config["routed_scaling_factor"]
     h = torch.einsum("th,tkhi->tki", p["x"], p["W1"][ids]) + p["b1"][ids]
     if config["activation"] == "clipped_swiglu":
-        a = h[..., 0::2].clamp(max=CLIP["limit"])
-        b = h[..., 1::2].clamp(-CLIP["limit"], CLIP["limit"])
+        a = clamp_inclusive(h[..., 0::2], None, CLIP["limit"])
+        b = clamp_inclusive(h[..., 1::2], -CLIP["limit"], CLIP["limit"])
         act = a * torch.sigmoid(CLIP["alpha"] * a) * (b + CLIP["bias"])
     else:
         a, b = h.chunk(2, dim=-1)

@@ -116,12 +116,19 @@ class MoeMlp(torch.nn.Module):
 # ----------------------------------------------------------------------------------------------
 # The same model in float64, plain torch (no infiniop), the routing ids given
 
+def clamp_inclusive(t, low, high):
+    """t.clamp(low, high) whose gradient passes at the bounds themselves, as the library's
+    ClippedSwiglu masks (docs/clipped_swiglu.md); PyTorch 2's clamp gives 0 there."""
+    t = torch.where(t > high, t.new_tensor(high), t)
+    return t if low is None else torch.where(t < low, t.new_tensor(low), t)
+
+
 def reference_layer(p, v, ids, activation):
     scales = torch.softmax(v @ p["W_r"], dim=-1).gather(1, ids)
     h = torch.einsum("th,tkhi->tki", v, p["W1"][ids]) + p["b1"][ids]
     if activation == "clipped_swiglu":
-        a = h[..., 0::2].clamp(max=CLIP["limit"])
-        b = h[..., 1::2].clamp(-CLIP["limit"], CLIP["limit"])
+        a = clamp_inclusive(h[..., 0::2], None, CLIP["limit"])
+        b = clamp_inclusive(h[..., 1::2], -CLIP["limit"], CLIP["limit"])
         act = a * torch.sigmoid(CLIP["alpha"] * a) * (b + CLIP["bias"])
     else:
         a, b = h.chunk(2, dim=-1)

@@ -3,6 +3,7 @@
 C call, and staging through device memory where device pointers are not host pointers."""
 
 import re
+import sys
 
 from ._library import InfiniopError
 from .core import default_handle, run_staged
@@ -30,15 +31,37 @@ def output_names(out, allocated_like, *c_names, out_name="out"):
 
 def run(cls, views, attributes, device="cpu", handle=None, stage=None, key_extra=(),
         names=None):
-    """run_named() with the library's messages in the caller's argument names (output_names)."""
+    """run_named() with the library's messages in the caller's argument names (output_names),
+    and the outputs given as torch tensors (out=) marked as written in place (written())."""
     try:
-        return run_named(cls, views, attributes, device, handle, stage, key_extra)
+        run_named(cls, views, attributes, device, handle, stage, key_extra)
     except InfiniopError as error:
         dtype = error.status == Status.BAD_TENSOR_DTYPE
         mapping = {c: user for c, user, given in names or () if c != user and (given or dtype)}
         if not mapping:
             raise
         raise renamed(error, mapping) from None
+    for c_name, _, given in names or ():
+        if given:
+            view = views[cls._ARGUMENTS.index(c_name)]
+            if view is not None and view.kind == "torch":
+                written(view.obj)
+
+
+def written(tensor):
+    """Bump the version counter of a torch tensor the library wrote, as every in-place torch op
+    does: autograd then refuses a backward that saved the tensor's old values ("modified by an
+    inplace operation"), instead of using the new ones. PyTorch 2 has the call; PyTorch 1.x only
+    bumps it from an in-place op, so there it is one (x * 1 is x, bit for bit)."""
+    torch = sys.modules["torch"]
+    if tensor.is_inference():  # no version counter
+        return
+    increment = getattr(getattr(torch.autograd, "graph", None), "increment_version", None)
+    if increment is not None:
+        increment(tensor)
+    else:
+        with torch.no_grad():
+            tensor.mul_(1)
 
 
 def run_named(cls, views, attributes, device="cpu", handle=None, stage=None, key_extra=()):

@@ -130,6 +130,17 @@ def close_shared_handles():
             handle.close()
 
 
+def clamp_inclusive(t, min=None, max=None):
+    """t.clamp(min, max), the same values, whose gradient passes at the bounds themselves and is
+    0 beyond: ClippedSwiglu's masks (SEMANTICS.md, inclusive). PyTorch 1.13's clamp backward
+    gives that; PyTorch 2 (2.15) gives 0 at the bounds too, so the oracles spell it out."""
+    if max is not None:
+        t = torch.where(t > max, t.new_tensor(max), t)
+    if min is not None:
+        t = torch.where(t < min, t.new_tensor(min), t)
+    return t
+
+
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16}
 SENTINEL = 42.0  # fills bytes an output view does not cover, and outputs of failing calls

@@ -42,7 +42,7 @@ from helpers import (f32_bound, DEVICES, LAYOUT_CASES, LAYOUT_SHAPE, NUMPY_CASES
                      TORCH_DTYPES, assert_infiniop_error, assert_matches, assert_untouched_outside,
                      expect_failure, halved, make_input, make_output, numpy_case, on,
                      random_tensor, rng_for, sentinel)
-from helpers import JunkPointers, device_handle, run_op
+from helpers import JunkPointers, clamp_inclusive, device_handle, run_op
 
 REL, REL_BACKWARD = f32_bound("clipped_swiglu"), f32_bound("clipped_swiglu_backward")
 EXP_FLOOR = 2.0 ** -125
@@ -102,10 +102,10 @@ def torch_oracle(x, y_grad, dim, alpha, limit, bias, interleaved, n=None, clamp_
     n = pre if n is None else n
     A, B = split(x64.reshape(pre, L), interleaved)
     if clamp_mode == 1:
-        y = (A * torch.sigmoid(A)).clamp(max=limit) * B.clamp(-limit, limit)
+        y = clamp_inclusive(A * torch.sigmoid(A), max=limit) * clamp_inclusive(B, -limit, limit)
     else:
-        a = A.clamp(max=limit)
-        b = B.clamp(-limit, limit)
+        a = clamp_inclusive(A, max=limit)
+        b = clamp_inclusive(B, -limit, limit)
         y = a * torch.sigmoid(alpha * a) * (b + bias)
     keep = (torch.arange(pre) < n)[:, None]
     y = torch.where(keep, y, torch.zeros((), dtype=torch.float64))

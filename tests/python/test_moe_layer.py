@@ -57,7 +57,7 @@ import torch
 
 import infiniop
 
-from helpers import DEVICES, TORCH_DTYPES, on, rng_for
+from helpers import DEVICES, TORCH_DTYPES, clamp_inclusive, on, rng_for
 
 T, H, E, K, I = 64, 32, 4, 2, 16
 ALPHA, LIMIT, LINEAR_BIAS = 1.702, 7.0, 1.0
@@ -189,8 +189,8 @@ def library_layer(p, ids, scales, grad_out, device, drop_pad):
 # The reference: plain PyTorch float64, autograd
 
 def clipped_swiglu64(h):
-    a = h[..., 0::2].clamp(max=LIMIT)
-    b = h[..., 1::2].clamp(-LIMIT, LIMIT)
+    a = clamp_inclusive(h[..., 0::2], max=LIMIT)
+    b = clamp_inclusive(h[..., 1::2], -LIMIT, LIMIT)
     return a * torch.sigmoid(ALPHA * a) * (b + LINEAR_BIAS)
 
 

@@ -42,7 +42,7 @@ import test_clipped_swiglu as clipped_tests
 import test_gelu as gelu_tests
 import test_gelu_mul as gelu_mul_tests
 import test_swiglu as swiglu_tests
-from helpers import on, random_tensor, rng_for
+from helpers import clamp_inclusive, on, random_tensor, rng_for
 from test_moe_layer import TOLERANCE, assert_close, dyadic, spread
 
 
@@ -414,8 +414,8 @@ def reference_moe(p, ids):
     x = p["x"]
     scales = torch.softmax((x @ p["W_r"]).gather(1, ids), dim=-1)
     h = torch.einsum("th,tkhi->tki", x, p["W1"][ids]) + p["b1"][ids]
-    a = h[..., 0::2].clamp(max=LIMIT)
-    b = h[..., 1::2].clamp(-LIMIT, LIMIT)
+    a = clamp_inclusive(h[..., 0::2], max=LIMIT)
+    b = clamp_inclusive(h[..., 1::2], -LIMIT, LIMIT)
     act = a * torch.sigmoid(ALPHA * a) * (b + LINEAR_BIAS)
     expert_out = torch.einsum("tki,tkih->tkh", act, p["W2"][ids]) + p["b2"][ids]
     clipped = ((h[..., 0::2] > LIMIT).sum() + (h[..., 1::2].abs() > LIMIT).sum()).item()
@@ -614,3 +614,26 @@ def test_infiniop_alone_does_not_import_torch():
             "assert 'torch' not in sys.modules and 'infiniop.torch' not in sys.modules")
     python_dir = str(__import__("pathlib").Path(infiniop.__file__).resolve().parents[1])
     subprocess.run([sys.executable, "-c", code], check=True, cwd=python_dir)
+
+
+@pytest.mark.parametrize("function", ["swiglu", "gelu", "swiglu_backward"])
+def test_out_is_an_inplace_write_for_autograd(function):
+    """A tensor autograd saved, then overwritten through out=, makes backward raise (as
+    torch.mul(..., out=a) does) instead of giving a gradient from the new values: the write
+    bumps the tensor's version counter. The bump leaves the written values as they are."""
+    rng = rng_for("torch-out-version", function)
+    x = random_tensor(rng, (4, 16), "float32")
+    g = random_tensor(rng, (4, 8), "float32")
+    call = {"swiglu": lambda out: infiniop.swiglu(x, out=out),
+            "gelu": lambda out: infiniop.gelu(x, out=out),
+            "swiglu_backward": lambda out: infiniop.swiglu_backward(g, x, out=out)}[function]
+    want = call(None)
+    a = torch.zeros_like(want)
+    w = torch.ones_like(want, requires_grad=True)
+    loss = (w * a).sum()  # saves a for w's gradient
+    version = a._version
+    assert call(a) is a
+    assert a._version > version
+    assert torch.equal(a, want)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
