@@ -310,3 +310,29 @@ def test_autocast_finalize_promotes_and_differentiates():
     assert torch.equal(out.detach(), want)
     out.sum().backward()
     assert w.grad is not None and w.grad.dtype == torch.float32
+
+
+def test_autocast_combine_promotes_the_residual():
+    """docs/python.md's MoE-helper pattern under torch.autocast("cpu", bfloat16): the experts'
+    matmuls come out BF16, the residual x1 = x stays F32, and moe.combine (the Python function,
+    not the dispatcher's op) promotes as the op's AutocastCPU kernel does: out is F32, equal to
+    the call on promoted inputs, and differentiable."""
+    from infiniop.torch import moe
+
+    T, H, E, K = 8, 8, 4, 2
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(T, H, generator=g)
+    W_r = torch.randn(H, E, generator=g)
+    W1 = torch.randn(E, H, 2 * H, generator=g).requires_grad_()
+    W2 = torch.randn(E, H, H, generator=g)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        scales, ids = torch.topk(torch.softmax(x @ W_r, dim=-1), K)
+        routed = moe.dispatch(x, ids, E)
+        h = routed.map_experts(lambda e, rows: rows @ W1[e])
+        y = routed.map_experts(lambda e, rows: rows @ W2[e], itorch.swiglu(h))
+        out = moe.combine(y, routed, scales, x1=x)
+    assert y.dtype == torch.bfloat16 and out.dtype == torch.float32
+    want = moe.combine(y.detach().float(), routed, scales.float(), x1=x)
+    assert torch.equal(out.detach(), want)
+    out.sum().backward()
+    assert W1.grad is not None and torch.isfinite(W1.grad).all()

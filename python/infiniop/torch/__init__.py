@@ -186,6 +186,9 @@ def moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias
             {"drop_pad_mode": drop_pad_mode, "device": device, "handle": handle},
             ((expanded_x, "expanded_x", False), (expanded_row_idx, "expanded_row_idx", False),
              *zip(optional, ("x1", "x2", "bias", "scales", "expert_idx"), (True,) * 5)))
+    if _ops.autocast_cpu_enabled():  # as torch.ops.infiniop's AutocastCPU kernel
+        expanded_x, x1, x2, bias, scales = _ops.promoted_finalize(expanded_x, x1, x2, bias,
+                                                                  scales)
     return MoeFinalizeRoutingV2Function.apply(expanded_x, expanded_row_idx, x1, x2, bias,
                                               scales, expert_idx, drop_pad_mode, device, handle)
 

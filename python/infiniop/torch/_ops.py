@@ -205,41 +205,65 @@ def _autocast(name):
     torch.autocast("cpu"): the operator runs in its inputs' dtype (it is not one autocast
     lowers), with autocast off below it. Where an operator takes several floating tensors of
     dtypes autocast made differ (MoeFinalizeRoutingV2: expanded_x from a lowered matmul, x1 a
-    float32 residual), they are promoted to the widest first, as autocast's "promote" ops
-    (cat, stack, index_put) do; scales stay as given (float32 scales are the library's with
-    16-bit activations)."""
+    float32 residual), they are made acceptable first (_PROMOTED)."""
     operator = getattr(torch.ops.infiniop, name)
-    promoted = _PROMOTED.get(name, ())
+    promoted = _PROMOTED.get(name)
 
     def kernel(*args, **kwargs):
         if promoted:
-            args, kwargs = _promote(args, kwargs, promoted)
+            args, kwargs = _promote(args, kwargs, *promoted)
         with torch.autocast("cpu", enabled=False):
             return operator(*args, **kwargs)
 
     return kernel
 
 
-# The floating arguments (position, name) of each operator that autocast may leave in different
-# dtypes and the library needs in one.
-_PROMOTED = {"moe_finalize_routing_v2": ((0, "expanded_x"), (2, "x1"), (3, "x2"), (4, "bias"))}
+def autocast_cpu_enabled():
+    """Whether torch.autocast("cpu") is on (PyTorch 2 asks by device; 1.x has its own call)."""
+    try:
+        return torch.is_autocast_enabled("cpu")
+    except TypeError:
+        return torch.is_autocast_cpu_enabled()
 
 
-def _promote(args, kwargs, arguments):
-    """args, kwargs with the floating tensors among `arguments` cast to their widest dtype."""
+def _floating(t):
+    return isinstance(t, torch.Tensor) and t.is_floating_point()
+
+
+def promoted_finalize(expanded_x, x1, x2, bias, scales):
+    """MoeFinalizeRoutingV2's floating inputs as autocast may leave them (expanded_x from a
+    lowered matmul, x1 a float32 residual, scales from a lowered softmax), made acceptable to the
+    library as autocast's "promote" ops (cat, stack, index_put) would: expanded_x, x1, x2 and
+    bias cast to their widest dtype where they differ, and scales to it where scales is neither
+    that nor float32 (float32 scales are the library's with 16-bit activations: they stay)."""
+    values = (expanded_x, x1, x2, bias)
+    dtypes = {t.dtype for t in values if _floating(t)}
+    if not dtypes:
+        return values + (scales,)
+    dtype = functools.reduce(torch.promote_types, dtypes)
+    values = tuple(t.to(dtype) if _floating(t) and t.dtype != dtype else t for t in values)
+    if _floating(scales) and scales.dtype not in (dtype, torch.float32):
+        scales = scales.to(dtype)
+    return values + (scales,)
+
+
+# Per operator whose floating inputs autocast may leave in dtypes the library does not take
+# together: those arguments (position, name) and the function that makes them acceptable.
+_PROMOTED = {"moe_finalize_routing_v2": (((0, "expanded_x"), (2, "x1"), (3, "x2"), (4, "bias"),
+                                          (5, "scales")), promoted_finalize)}
+
+
+def _promote(args, kwargs, arguments, promote):
+    """args, kwargs with `arguments` replaced by promote(*their values) (None where absent)."""
     args = list(args)
-    found = []
-    for position, name in arguments:
-        value = args[position] if position < len(args) else kwargs.get(name)
-        if isinstance(value, torch.Tensor) and value.is_floating_point():
-            found.append((position, name, value))
-    if len({value.dtype for _, _, value in found}) > 1:
-        widest = functools.reduce(torch.promote_types, (value.dtype for _, _, value in found))
-        for position, name, value in found:
+    values = [args[position] if position < len(args) else kwargs.get(name)
+              for position, name in arguments]
+    for (position, name), value, new in zip(arguments, values, promote(*values)):
+        if new is not value:
             if position < len(args):
-                args[position] = value.to(widest)
+                args[position] = new
             else:
-                kwargs[name] = value.to(widest)
+                kwargs[name] = new
     return tuple(args), kwargs
 
 
