@@ -6,12 +6,13 @@ pointers (what the binding cannot go below), torch's own op for the same math, a
 forward operators the autograd layer (infiniop.torch.<op> on an input that requires grad: the
 forward with its graph node) and its ratio to the functional call.
 
-    python3 bench/python_overhead.py [--calls 2000] [--repeats 7] [--device cpu] [--csv]
+    python3 bench/python_overhead.py [--calls 500] [--repeats 30] [--device cpu] [--csv] [--wall]
 
-Each figure is the best over --repeats of the mean over --calls calls, in microseconds of the
-calling thread's CPU time (time.thread_time: a shared machine's other processes do not count;
---wall for wall-clock time): the best run is the one least disturbed. At 1x64 the kernels themselves
-take well under a microsecond, so this is the binding's (and torch's dispatcher's) overhead.
+Each figure is the best over --repeats (default 30) of the mean over --calls (default 500)
+calls, in microseconds of the calling thread's CPU time (time.thread_time: a shared machine's
+other processes do not count; --wall for wall-clock time): the best run is the one least
+disturbed. At 1x64 the kernels themselves take well under a microsecond, so this is the
+binding's (and torch's dispatcher's) overhead.
 """
 
 import argparse
