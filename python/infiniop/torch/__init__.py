@@ -106,12 +106,28 @@ def _not_tensors(function, args, kwargs, tensors, results=1):
     raise AssertionError(f"{function.__name__}: every tensor argument passed its check")
 
 
+def _traced_device(device, handle):
+    """The device string of torch.ops.infiniop's schemas, for a call torch.compile traces: a
+    handle cannot go into a graph (use device=), a torch.device becomes its 'type:index'."""
+    if handle is not None:
+        raise ValueError("handle= cannot be traced by torch.compile: pass device= instead "
+                         "(the operators then use that device's default handle)")
+    if isinstance(device, _torch.device):
+        return device.type if device.index is None else f"{device.type}:{device.index}"
+    if not isinstance(device, str):
+        raise ValueError(f"device={device!r} cannot be traced by torch.compile: pass a string "
+                         "('cpu', 'cpu_reference', 'opencl:0') or a torch.device")
+    return device
+
+
 def swiglu(x, dim=-1, *, device="cpu", handle=None):
     """y = silu(x1) * x2, x1 and x2 the halves of x along `dim` (infiniop.swiglu), with
     autograd: x's gradient by SwiGluBackward."""
     if not isinstance(x, _torch.Tensor):
         return _not_tensors(swiglu, (x, dim), {"device": device, "handle": handle},
                             ((x, "x", False),))
+    if _ops.COMPILABLE and _compile.compiling():
+        return _torch.ops.infiniop.swiglu(x, dim, device=_traced_device(device, handle))
     return SwiGluFunction.apply(x, dim, device, handle)
 
 
@@ -121,6 +137,9 @@ def gelu_mul(input, *, approximate="none", device="cpu", handle=None):
     if not isinstance(input, _torch.Tensor):
         return _not_tensors(gelu_mul, (input,), {"approximate": approximate, "device": device,
                                                  "handle": handle}, ((input, "input", False),))
+    if _ops.COMPILABLE and _compile.compiling():
+        return _torch.ops.infiniop.gelu_mul(input, approximate=approximate,
+                                            device=_traced_device(device, handle))
     return GeluMulFunction.apply(input, approximate, device, handle)
 
 
@@ -130,6 +149,9 @@ def gelu(input, *, approximate="none", device="cpu", handle=None):
     if not isinstance(input, _torch.Tensor):
         return _not_tensors(gelu, (input,), {"approximate": approximate, "device": device,
                                              "handle": handle}, ((input, "input", False),))
+    if _ops.COMPILABLE and _compile.compiling():
+        return _torch.ops.infiniop.gelu(input, approximate=approximate,
+                                        device=_traced_device(device, handle))
     return GeluFunction.apply(input, approximate, device, handle)
 
 
@@ -145,6 +167,10 @@ def clipped_swiglu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=T
             {"alpha": alpha, "limit": limit, "bias": bias, "interleaved": interleaved,
              "group_index": group_index, "device": device, "handle": handle,
              "clamp_mode": clamp_mode}, ((x, "x", False),))
+    if _ops.COMPILABLE and _compile.compiling():
+        return _torch.ops.infiniop.clipped_swiglu(
+            x, dim, alpha=alpha, limit=limit, bias=bias, interleaved=interleaved,
+            group_index=group_index, device=_traced_device(device, handle), clamp_mode=clamp_mode)
     return ClippedSwigluFunction.apply(x, dim, alpha, limit, bias, interleaved, group_index,
                                        device, handle, clamp_mode)
 
@@ -243,5 +269,5 @@ from .npu import (  # noqa: E402  (the aliases build on the functions above)
     npu_moe_init_routing_v2,
     npu_swiglu,
 )
-from . import _ops  # noqa: E402,F401  (torch.ops.infiniop.*, where torch.library allows it)
+from . import _compile, _ops  # noqa: E402,F401  (torch.ops.infiniop.*, where torch.library allows it)
 from . import moe  # noqa: E402,F401

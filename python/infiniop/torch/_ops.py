@@ -4,15 +4,17 @@
 A "DEF" library of the namespace `infiniop` defines one schema per function of infiniop.torch,
 with two Python kernels each: CPU (the library's forward through the functional API, no
 autograd) and Autograd (the autograd.Function of infiniop.torch, whose backward runs the
-library's backward operator). Schemas cannot carry an infiniop.Handle, so these take
+library's backward operator); on PyTorch 2.4 on the activations take _compile's fake kernels,
+backward operators and registered autograd instead, for torch.compile. Schemas cannot carry an
+infiniop.Handle, so these take
 device='cpu' | 'cpu_reference' | 'opencl' as a string and use that device's default handle
 (infiniop.default_handle); use the Python functions for handle=.
 
     torch.ops.infiniop.swiglu(Tensor x, int dim=-1, *, str device='cpu') -> Tensor
     torch.ops.infiniop.gelu(Tensor input, *, str approximate='none', str device='cpu') -> Tensor
     torch.ops.infiniop.gelu_mul(Tensor input, *, str approximate='none', str device='cpu')
-    torch.ops.infiniop.clipped_swiglu(Tensor x, int dim=-1, *, float alpha=1.702,
-        float limit=7.0, float bias=1.0, bool interleaved=True, Tensor? group_index=None,
+    torch.ops.infiniop.clipped_swiglu(Tensor x, int dim=-1, Tensor? group_index=None, *,
+        float alpha=1.702, float limit=7.0, float bias=1.0, bool interleaved=True,
         str device='cpu', int clamp_mode=0) -> Tensor
     torch.ops.infiniop.moe_init_routing_v2(Tensor x, Tensor expert_idx, *, int expert_num,
         int active_num=0, int expert_capacity=0, int drop_pad_mode=0,
@@ -32,7 +34,12 @@ import torch
 
 import infiniop
 
-from . import _autograd
+from . import _autograd, _compile
+
+# PyTorch 2.4 on: the activations are operators torch.compile traces (_compile); before, their
+# Autograd kernels are the autograd.Functions.
+COMPILABLE = hasattr(torch.library, "register_fake") and hasattr(torch.library,
+                                                                 "register_autograd")
 
 REGISTERED = False
 REASON = None
@@ -42,8 +49,8 @@ _SCHEMAS = {
     "gelu": "gelu(Tensor input, *, str approximate='none', str device='cpu') -> Tensor",
     "gelu_mul": "gelu_mul(Tensor input, *, str approximate='none', str device='cpu') -> Tensor",
     "clipped_swiglu": (
-        "clipped_swiglu(Tensor x, int dim=-1, *, float alpha=1.702, float limit=7.0, "
-        "float bias=1.0, bool interleaved=True, Tensor? group_index=None, str device='cpu', "
+        "clipped_swiglu(Tensor x, int dim=-1, Tensor? group_index=None, *, float alpha=1.702, "
+        "float limit=7.0, float bias=1.0, bool interleaved=True, str device='cpu', "
         "int clamp_mode=0) -> Tensor"),
     "moe_init_routing_v2": (
         "moe_init_routing_v2(Tensor x, Tensor expert_idx, *, int expert_num, int active_num=0, "
@@ -79,8 +86,8 @@ def _gelu_mul_cpu(input, *, approximate="none", device="cpu"):
     return infiniop.gelu_mul(input, approximate=approximate, device=device)
 
 
-def _clipped_swiglu_cpu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=True,
-                        group_index=None, device="cpu", clamp_mode=0):
+def _clipped_swiglu_cpu(x, dim=-1, group_index=None, *, alpha=1.702, limit=7.0, bias=1.0,
+                        interleaved=True, device="cpu", clamp_mode=0):
     return infiniop.clipped_swiglu(x, dim=dim, alpha=alpha, limit=limit, bias=bias,
                                    interleaved=interleaved, group_index=group_index,
                                    device=device, clamp_mode=clamp_mode)
@@ -145,8 +152,8 @@ def _gelu_mul_autograd(input, *, approximate="none", device="cpu"):
     return _autograd.GeluMulFunction.apply(input, approximate, device, None)
 
 
-def _clipped_swiglu_autograd(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=True,
-                             group_index=None, device="cpu", clamp_mode=0):
+def _clipped_swiglu_autograd(x, dim=-1, group_index=None, *, alpha=1.702, limit=7.0, bias=1.0,
+                             interleaved=True, device="cpu", clamp_mode=0):
     return _autograd.ClippedSwigluFunction.apply(x, dim, alpha, limit, bias, interleaved,
                                                  group_index, device, None, clamp_mode)
 
@@ -282,8 +289,11 @@ def _register():
             library.define(schema)
             cpu, autograd = _KERNELS[name]
             library.impl(name, _traced(cpu), "CPU")
-            library.impl(name, autograd, "Autograd")
+            if not (COMPILABLE and name in _compile.FORWARD_BACKWARD):
+                library.impl(name, autograd, "Autograd")
             library.impl(name, _autocast(name), "AutocastCPU")
+        if COMPILABLE:
+            _compile.register(library)
     except (RuntimeError, ValueError, TypeError) as error:  # e.g. the namespace is taken
         REASON = f"torch.library registration failed: {error}"
         return
