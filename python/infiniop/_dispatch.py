@@ -52,16 +52,20 @@ def written(tensor):
     """Bump the version counter of a torch tensor the library wrote, as every in-place torch op
     does: autograd then refuses a backward that saved the tensor's old values ("modified by an
     inplace operation"), instead of using the new ones. PyTorch 2 has the call; PyTorch 1.x only
-    bumps it from an in-place op, so there it is one (x * 1 is x, bit for bit)."""
+    bumps it from an in-place op, so there it is one that keeps every bit: an OR with 0 on the
+    tensor's integer view (a view shares the counter; x * 1 would quiet a signaling NaN)."""
     torch = sys.modules["torch"]
     if tensor.is_inference():  # no version counter
         return
     increment = getattr(getattr(torch.autograd, "graph", None), "increment_version", None)
     if increment is not None:
         increment(tensor)
-    else:
-        with torch.no_grad():
-            tensor.mul_(1)
+        return
+    if tensor.is_floating_point():
+        tensor = tensor.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[
+            tensor.element_size()])
+    with torch.no_grad():
+        tensor.bitwise_or_(False if tensor.dtype == torch.bool else 0)
 
 
 def run_named(cls, views, attributes, device="cpu", handle=None, stage=None, key_extra=()):

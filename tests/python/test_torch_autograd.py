@@ -637,3 +637,30 @@ def test_out_is_an_inplace_write_for_autograd(function):
     assert torch.equal(a, want)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_out_version_bump_keeps_every_bit(dtype):
+    """The bump (a call on PyTorch 2, an in-place OR with 0 on the integer view on 1.x) leaves
+    the bytes the library wrote as they are: signaling NaNs, -0 and subnormals included."""
+    from infiniop._dispatch import written
+
+    if dtype.is_floating_point:
+        size = torch.finfo(dtype).bits // 8
+        integer = {2: torch.int16, 4: torch.int32}[size]
+        patterns = [0x7F800001, 0xFF800001, 0x7FC00123, 0x80000000, 0x00000001, 0x3F800000]
+        if size == 2:
+            patterns = [0x7F81, 0xFF81, 0x7FC3, 0x8000, 0x0001, 0x3F80]
+        bits = torch.tensor([p - (1 << (8 * size)) if p >= 1 << (8 * size - 1) else p
+                             for p in patterns], dtype=integer)
+        t = bits.view(dtype)
+    else:
+        t = torch.tensor([0, 1, 1, 0]).to(dtype)
+    before = t.clone()
+    version = t._version
+    written(t)
+    assert t._version > version
+    if dtype.is_floating_point:
+        assert torch.equal(t.view(bits.dtype), before.view(bits.dtype))
+    else:
+        assert torch.equal(t, before)
