@@ -20,6 +20,7 @@ infiniop.torch's functions call these operators while torch.compile traces them
 import torch
 
 import infiniop
+from infiniop.swiglu import _halved_shape
 
 BACKWARD_SCHEMAS = {
     "swiglu_backward": (
@@ -73,11 +74,8 @@ BACKWARD_KERNELS = {
 
 # Fake kernels: the output as the functional API allocates it.
 
-def _halved(x, dim):
-    shape = list(x.shape)
-    if -len(shape) <= dim < len(shape):  # else the library refuses dim (BAD_PARAM)
-        shape[dim] = shape[dim] // 2
-    return x.new_empty(shape)
+def _halved(x, dim):  # the split operators' output, as infiniop.swiglu allocates it
+    return x.new_empty(_halved_shape(tuple(x.shape), dim))
 
 
 FAKE = {
