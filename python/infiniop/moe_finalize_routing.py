@@ -116,6 +116,16 @@ class MoeFinalizeRoutingV2Grad(_MoeOperator):
         return checked, list(checked.values())
 
 
+def _expanded_shape(drop_pad_mode, expert_num, expert_capacity, active_num, total, hidden):
+    """expanded_x's shape: (expert_num, expert_capacity, H) in drop_pad_mode 1, else (A, H),
+    A = active_num if 0 < active_num < total (= R*K) else total (negative sizes made 0: the
+    library rejects them): MoeInitRoutingV2's output and its grad's input; torch.compile's
+    fake kernels allocate by this too."""
+    if drop_pad_mode == 1:
+        return (max(expert_num, 0), max(expert_capacity, 0), hidden)
+    return ((active_num if 0 < active_num < total else total), hidden)
+
+
 def _views(kind, **arrays):
     """{name: ArrayView or None} of the given arrays (None stays None), all of one kind."""
     views = {name: None if a is None else array_view(a, name) for name, a in arrays.items()}
@@ -149,22 +159,25 @@ def moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias
     views = _views(x_view.kind, expanded_row_idx=expanded_row_idx, x1=x1, x2=x2, bias=bias,
                    scales=scales, expert_idx=expert_idx)
     names = output_names(out, "expanded_x", "out")
-    out, out_view = output(out, expanded_x, x_view, _forward_out_shape(x_view, views))
+    out, out_view = output(out, expanded_x, x_view, _forward_out_shape(
+        x_view.shape, *[None if views[n] is None else views[n].shape for n in ("scales", "x1")],
+        views["expanded_row_idx"].numel))
     run(MoeFinalizeRoutingV2,
         [out_view, x_view, views["expanded_row_idx"], views["x1"], views["x2"], views["bias"],
          views["scales"], views["expert_idx"]], attributes, device, handle, _stage, names=names)
     return out
 
 
-def _forward_out_shape(x_view, views):
+def _forward_out_shape(x_shape, scales_shape, x1_shape, index_numel):
     """(R, H): R from scales, else x1, else expanded_row_idx (K = 1); H from expanded_x. Shapes
-    that do not fit are the library's to reject, so any guess will do for them."""
-    hidden = x_view.shape[-1] if x_view.shape else 0
-    if views["scales"] is not None and views["scales"].shape:
-        return views["scales"].shape[0], hidden
-    if views["x1"] is not None and views["x1"].shape:
-        return views["x1"].shape[0], hidden
-    return views["expanded_row_idx"].numel, hidden
+    that do not fit are the library's to reject, so any guess will do for them. torch.compile's
+    fake kernel allocates by this too."""
+    hidden = x_shape[-1] if x_shape else 0
+    if scales_shape:
+        return scales_shape[0], hidden
+    if x1_shape:
+        return x1_shape[0], hidden
+    return index_numel, hidden
 
 
 def moe_finalize_routing_v2_grad(grad_y, expanded_row_idx, expanded_x=None, scales=None,
@@ -197,8 +210,8 @@ def moe_finalize_routing_v2_grad(grad_y, expanded_row_idx, expanded_x=None, scal
              + output_names(grad_scales, "scales", "grad_scales", out_name="grad_scales"))
     grad_expanded_x, gx_view = output(
         grad_expanded_x, grad_y, g_view,
-        None if grad_expanded_x is not None else _grad_shape(g_view, views["expanded_row_idx"],
-                                                             attributes), name="grad_expanded_x")
+        None if grad_expanded_x is not None else _grad_shape(
+            g_view.shape, views["expanded_row_idx"].numel, **attributes), name="grad_expanded_x")
     if grad_scales is not None:
         gs_view = check_out(grad_scales, g_view.kind, "grad_scales")
     elif views["scales"] is not None:
@@ -212,12 +225,10 @@ def moe_finalize_routing_v2_grad(grad_y, expanded_row_idx, expanded_x=None, scal
     return grad_expanded_x, grad_scales
 
 
-def _grad_shape(g_view, index_view, attributes):
+def _grad_shape(g_shape, index_numel, *, drop_pad_mode, active_num, expert_num,
+                expert_capacity):
     """grad_expanded_x's shape from the attributes: (rows, H) in mode 0, (expert_num,
-    expert_capacity, H) in mode 1 (negative counts made 0: the library rejects them)."""
-    hidden = g_view.shape[-1] if g_view.shape else 0
-    if attributes["drop_pad_mode"] == 1:
-        return (max(attributes["expert_num"], 0), max(attributes["expert_capacity"], 0), hidden)
-    total = index_view.numel
-    active = attributes["active_num"]
-    return (active if 0 < active < total else total), hidden
+    expert_capacity, H) in mode 1 (negative counts made 0: the library rejects them); the
+    Init's expanded_x shape (torch.compile's fake kernel allocates by this too)."""
+    return _expanded_shape(drop_pad_mode, expert_num, expert_capacity, active_num, index_numel,
+                           g_shape[-1] if g_shape else 0)

@@ -34,7 +34,7 @@ import functools
 from .clipped_swiglu import _check_bool
 from ._dispatch import output_names, run
 from .core import array_view, check_out, output
-from .moe_finalize_routing import _MoeOperator, _check_int64, _views
+from .moe_finalize_routing import _MoeOperator, _check_int64, _expanded_shape, _views
 
 __all__ = ["MoeInitRoutingV2", "MoeInitRoutingV2Grad", "moe_init_routing_v2",
            "moe_init_routing_v2_grad"]
@@ -193,11 +193,8 @@ def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capac
     mode = attributes["drop_pad_mode"]
     experts = max(attributes["expert_num"], 0)
     if expanded_x is None:
-        if mode == 1:
-            shape = (experts, max(attributes["expert_capacity"], 0), hidden)
-        else:
-            active = attributes["active_num"]
-            shape = ((active if 0 < active < total else total), hidden)
+        shape = _expanded_shape(mode, experts, attributes["expert_capacity"],
+                                attributes["active_num"], total, hidden)
         expanded_x, expanded_view = output(None, x, x_view, shape)
     else:
         expanded_view = check_out(expanded_x, x_view.kind, "out[0]")

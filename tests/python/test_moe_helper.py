@@ -381,3 +381,32 @@ def test_bad_arguments(bad_cases, case):
     call, error, name = bad_cases[case]
     with pytest.raises(error, match=name):
         call()
+
+
+def test_jit_trace_refuses_the_rows_per_expert():
+    """A trace would keep the example's counts and replay another routing wrong: refused."""
+    p, ids, _ = make_inputs(2, 0)
+
+    def layer(x):
+        d = moe.dispatch(x, ids, E)
+        return moe.combine(d.map_experts(lambda e, rows: expert(p, e, rows)), d, p["scales"])
+
+    with pytest.raises(RuntimeError, match="torch.jit.trace would record as constants"):
+        torch.jit.trace(layer, (p["x"],), check_trace=False)
+
+
+def test_jit_trace_of_a_layer_on_the_whole_dispatch_replays_another_routing():
+    """drop/pad and a batched matmul over (E, C, H) read no count: the trace replays the
+    operators, so another batch with another routing gives eager mode's bits."""
+    p, ids, _ = make_inputs(2, 0)
+    w = torch.randn(E, H, H, generator=torch.Generator().manual_seed(3))
+
+    def layer(x, ids, scales):
+        d = moe.dispatch(x, ids, E, drop_pad_mode=1, expert_capacity=T // 2)
+        return moe.combine(torch.bmm(d.expanded_x, w), d, scales, x1=x)
+
+    traced = torch.jit.trace(layer, (p["x"], ids, p["scales"]), check_trace=False)
+    q, other_ids, _ = make_inputs(2, 1)
+    assert not torch.equal(ids, other_ids)
+    assert torch.equal(traced(q["x"], other_ids, q["scales"]),
+                       layer(q["x"], other_ids, q["scales"]))

@@ -120,6 +120,13 @@ def _traced_device(device, handle):
     return device
 
 
+def _traced_index_dtype(index_dtype):
+    """index_dtype as torch.ops.infiniop's schemas take it: None or a name ('int32')."""
+    if index_dtype is None or isinstance(index_dtype, str):
+        return index_dtype
+    return str(index_dtype).replace("torch.", "")  # torch.int64 -> 'int64'
+
+
 def swiglu(x, dim=-1, *, device="cpu", handle=None):
     """y = silu(x1) * x2, x1 and x2 the halves of x along `dim` (infiniop.swiglu), with
     autograd: x's gradient by SwiGluBackward."""
@@ -192,6 +199,10 @@ def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capac
                             {**attributes, "index_dtype": index_dtype, "device": device,
                              "handle": handle},
                             ((x, "x", False), (expert_idx, "expert_idx", False)), results=4)
+    if _ops.COMPILABLE and _compile.compiling():
+        return _torch.ops.infiniop.moe_init_routing_v2(
+            x, expert_idx, **attributes, index_dtype=_traced_index_dtype(index_dtype),
+            device=_traced_device(device, handle))
     return MoeInitRoutingV2Function.apply(x, expert_idx, attributes, index_dtype, device,
                                           handle)
 
@@ -215,6 +226,10 @@ def moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias
     if _ops.autocast_cpu_enabled():  # as torch.ops.infiniop's AutocastCPU kernel
         expanded_x, x1, x2, bias, scales = _ops.promoted_finalize(expanded_x, x1, x2, bias,
                                                                   scales)
+    if _ops.COMPILABLE and _compile.compiling():
+        return _torch.ops.infiniop.moe_finalize_routing_v2(
+            expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx,
+            drop_pad_mode=drop_pad_mode, device=_traced_device(device, handle))
     return MoeFinalizeRoutingV2Function.apply(expanded_x, expanded_row_idx, x1, x2, bias,
                                               scales, expert_idx, drop_pad_mode, device, handle)
 
@@ -231,8 +246,13 @@ def moe_gating_top_k_softmax(x, k, finished=None, renorm=0, softmax_out=False, *
             {"index_dtype": index_dtype, "device": device, "handle": handle},
             ((x, "x", False), (finished, "finished", True)), results=4 if softmax_out else 3)
     _check_tensor(finished, "finished", optional=True)
-    outputs = MoeGatingTopKSoftmaxFunction.apply(x, k, finished, renorm, softmax_out,
-                                                 index_dtype, device, handle)
+    if _ops.COMPILABLE and _compile.compiling():
+        outputs = _torch.ops.infiniop.moe_gating_top_k_softmax(
+            x, k, finished, renorm, softmax_out, index_dtype=_traced_index_dtype(index_dtype),
+            device=_traced_device(device, handle))
+    else:
+        outputs = MoeGatingTopKSoftmaxFunction.apply(x, k, finished, renorm, softmax_out,
+                                                     index_dtype, device, handle)
     return outputs if softmax_out else outputs[:3]
 
 
@@ -253,6 +273,10 @@ def moe_gating_top_k(x, k, bias=None, k_group=1, group_count=1, group_select_mod
             {**attributes, "out_flag": out_flag, "index_dtype": index_dtype, "device": device,
              "handle": handle}, ((x, "x", False), (bias, "bias", True)), results=3)
     _check_tensor(bias, "bias", optional=True)
+    if _ops.COMPILABLE and _compile.compiling():
+        return _torch.ops.infiniop.moe_gating_top_k(
+            x, k, bias, **attributes, out_flag=out_flag,
+            index_dtype=_traced_index_dtype(index_dtype), device=_traced_device(device, handle))
     return MoeGatingTopKFunction.apply(x, k, bias, attributes, out_flag, index_dtype, device,
                                        handle)
 

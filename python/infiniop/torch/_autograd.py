@@ -240,35 +240,43 @@ class MoeFinalizeRoutingV2Function(torch.autograd.Function):
     @staticmethod
     @first_order_only("moe_finalize_routing_v2")
     def backward(ctx, grad_out):
-        need = ctx.needs_input_grad
-        none = (None,) * 10
         if grad_out is None:
-            return none
-        expanded_x, row_idx, bias, scales, expert_idx = ctx.saved_tensors
-        grads = list(none)
-        mode = ctx.drop_pad_mode
-        if need[0] or need[5]:  # expanded_x, scales: MoeFinalizeRoutingV2Grad
-            rows = grad_out.shape[0]
-            k = scales.shape[1] if scales is not None else 1
-            if mode in (0, 1):  # column layout -> the grad's row layout
-                row_idx = row_idx.reshape(k, rows).t().reshape(-1)
-            grad_mode = 1 if mode in (1, 3) else 0
-            shape = {}
-            if grad_mode == 1:
-                shape = {"expert_num": expanded_x.shape[0],
-                         "expert_capacity": expanded_x.shape[1]}
-            grad_expanded_x, grad_scales = infiniop.moe_finalize_routing_v2_grad(
-                grad_out, row_idx, expanded_x if scales is not None else None, scales,
-                expert_idx if bias is not None else None, bias, drop_pad_mode=grad_mode,
-                **shape, **ctx.lib)
-            grads[0] = grad_expanded_x if need[0] else None
-            grads[5] = grad_scales if need[5] else None
-        for i, dtype in ((2, ctx.dtypes[0]), (3, ctx.dtypes[1])):  # x1, x2
-            if need[i]:
-                grads[i] = grad_out.to(dtype)
-        if need[4]:  # bias
-            grads[4] = _bias_grad(grad_out, scales, expert_idx, bias)
-        return tuple(grads)
+            return (None,) * 10
+        grads = finalize_grads(grad_out, *ctx.saved_tensors, ctx.needs_input_grad[:7],
+                               ctx.drop_pad_mode, ctx.dtypes,
+                               functools.partial(infiniop.moe_finalize_routing_v2_grad,
+                                                 **ctx.lib))
+        return grads + (None,) * 3
+
+
+def finalize_grads(grad_out, expanded_x, row_idx, bias, scales, expert_idx, need, mode, dtypes,
+                   finalize_grad):
+    """The gradients of MoeFinalizeRoutingV2's inputs (expanded_x, expanded_row_idx, x1, x2,
+    bias, scales, expert_idx) for grad_out, None where `need` (their needs_input_grad) is false:
+    expanded_x and scales by `finalize_grad` (MoeFinalizeRoutingV2Grad: the functional API in
+    eager mode, its torch.ops operator under torch.compile), x1 and x2 grad_out in their
+    `dtypes`, bias by _bias_grad."""
+    grads = [None] * 7
+    if need[0] or need[5]:  # expanded_x, scales: MoeFinalizeRoutingV2Grad
+        rows = grad_out.shape[0]
+        k = scales.shape[1] if scales is not None else 1
+        if mode in (0, 1):  # column layout -> the grad's row layout
+            row_idx = row_idx.reshape(k, rows).t().reshape(-1)
+        grad_mode = 1 if mode in (1, 3) else 0
+        shape = {}
+        if grad_mode == 1:
+            shape = {"expert_num": expanded_x.shape[0], "expert_capacity": expanded_x.shape[1]}
+        grad_expanded_x, grad_scales = finalize_grad(
+            grad_out, row_idx, expanded_x if scales is not None else None, scales,
+            expert_idx if bias is not None else None, bias, drop_pad_mode=grad_mode, **shape)
+        grads[0] = grad_expanded_x if need[0] else None
+        grads[5] = grad_scales if need[5] else None
+    for i, dtype in ((2, dtypes[0]), (3, dtypes[1])):  # x1, x2
+        if need[i]:
+            grads[i] = grad_out.to(dtype)
+    if need[4]:  # bias
+        grads[4] = _bias_grad(grad_out, scales, expert_idx, bias)
+    return tuple(grads)
 
 
 def _bias_grad(grad_out, scales, expert_idx, bias):
@@ -328,15 +336,22 @@ class MoeGatingTopKSoftmaxFunction(torch.autograd.Function):
     def backward(ctx, grad_y, _grad_idx, _grad_row, grad_soft):
         grad_x = None
         if ctx.needs_input_grad[0]:
-            x, expert_idx, finished, soft = ctx.saved_tensors
-            if grad_y is not None:
-                grad_x = infiniop.moe_gating_top_k_softmax_grad(
-                    grad_y, x, expert_idx, finished, ctx.renorm, **ctx.lib)
-            if grad_soft is not None:
-                grad_x = _add_grad(grad_x, _softmax_grad(grad_soft, soft), x)
-            if grad_x is None:
-                grad_x = torch.zeros_like(x)
+            grad_x = gating_softmax_grad_x(
+                grad_y, grad_soft, *ctx.saved_tensors,
+                functools.partial(infiniop.moe_gating_top_k_softmax_grad, renorm=ctx.renorm,
+                                  **ctx.lib))
         return (grad_x,) + (None,) * 7
+
+
+def gating_softmax_grad_x(grad_y, grad_soft, x, expert_idx, finished, soft, softmax_grad):
+    """x's gradient from y's (by `softmax_grad`: MoeGatingTopKSoftmaxGrad, the functional API
+    or its operator) and softmax_out's (torch), either None; zeros when both are."""
+    grad_x = None
+    if grad_y is not None:
+        grad_x = softmax_grad(grad_y, x, expert_idx, finished)
+    if grad_soft is not None:
+        grad_x = _add_grad(grad_x, _softmax_grad(grad_soft, soft), x)
+    return torch.zeros_like(x) if grad_x is None else grad_x
 
 
 class MoeGatingTopKFunction(torch.autograd.Function):
@@ -365,18 +380,27 @@ class MoeGatingTopKFunction(torch.autograd.Function):
     def backward(ctx, grad_y, _grad_idx, grad_norm):
         grad_x = None
         if ctx.needs_input_grad[0]:
-            x, expert_idx, norm = ctx.saved_tensors
             a = ctx.attributes
-            if grad_y is not None:
-                grad_x = infiniop.moe_gating_top_k_grad(
-                    grad_y, x, expert_idx, a["norm_type"], a["renorm"],
-                    a["routed_scaling_factor"], a["eps"], **ctx.lib)
-            if grad_norm is not None:
-                if a["norm_type"] == 0:
-                    extra = _softmax_grad(grad_norm, norm)
-                else:
-                    extra = grad_norm.float() * norm * (1 - norm)
-                grad_x = _add_grad(grad_x, extra, x)
-            if grad_x is None:
-                grad_x = torch.zeros_like(x)
+            grad_x = gating_grad_x(
+                grad_y, grad_norm, *ctx.saved_tensors, a["norm_type"],
+                functools.partial(infiniop.moe_gating_top_k_grad, norm_type=a["norm_type"],
+                                  renorm=a["renorm"],
+                                  routed_scaling_factor=a["routed_scaling_factor"], eps=a["eps"],
+                                  **ctx.lib))
         return (grad_x,) + (None,) * 7
+
+
+def gating_grad_x(grad_y, grad_norm, x, expert_idx, norm, norm_type, gating_grad):
+    """x's gradient from y's (by `gating_grad`: MoeGatingTopKGrad, the functional API or its
+    operator) and norm_out's (torch: softmax's for norm_type 0, g p (1 - p) for sigmoid), either
+    None; zeros when both are."""
+    grad_x = None
+    if grad_y is not None:
+        grad_x = gating_grad(grad_y, x, expert_idx)
+    if grad_norm is not None:
+        if norm_type == 0:
+            extra = _softmax_grad(grad_norm, norm)
+        else:
+            extra = grad_norm.float() * norm * (1 - norm)
+        grad_x = _add_grad(grad_x, extra, x)
+    return torch.zeros_like(x) if grad_x is None else grad_x

@@ -22,6 +22,8 @@ import torch
 import infiniop
 from infiniop.swiglu import _halved_shape
 
+from . import _compile_moe
+
 BACKWARD_SCHEMAS = {
     "swiglu_backward": (
         "swiglu_backward(Tensor y_grad, Tensor x, int dim=-1, *, str device='cpu') -> Tensor"),
@@ -139,16 +141,26 @@ FORWARD_BACKWARD = {
 }
 
 
+# The forward operators whose autograd formula register() registers (_ops gives the others,
+# and these before PyTorch 2.4, the autograd.Functions as Autograd kernels).
+REGISTERED_AUTOGRAD = (*FORWARD_BACKWARD, *_compile_moe.AUTOGRAD)
+
+
 def register(library):
     """Define the backward operators on `library` (the "infiniop" DEF library of _ops) with
-    their CPU kernels, then every operator's fake kernel and autograd formula."""
-    for name, schema in BACKWARD_SCHEMAS.items():
-        library.define(schema)
-        library.impl(name, BACKWARD_KERNELS[name], "CPU")
-    for name, fake in FAKE.items():
+    their CPU kernels, then every operator's fake kernel and autograd formula (the MoE ones:
+    _compile_moe)."""
+    for schemas, kernels in ((BACKWARD_SCHEMAS, BACKWARD_KERNELS),
+                             (_compile_moe.GRAD_SCHEMAS, _compile_moe.GRAD_KERNELS)):
+        for name, schema in schemas.items():
+            library.define(schema)
+            library.impl(name, kernels[name], "CPU")
+    for name, fake in {**FAKE, **_compile_moe.FAKE}.items():
         torch.library.register_fake(f"infiniop::{name}", fake, lib=library)
-    for forward, backward in FORWARD_BACKWARD.items():
-        torch.library.register_autograd(f"infiniop::{forward}", _backward_of(backward),
-                                        setup_context=_setup, lib=library)
+    autograd = {forward: (backward, _setup, _backward_of(backward))
+                for forward, backward in FORWARD_BACKWARD.items()}
+    for forward, (backward, setup, formula) in {**autograd, **_compile_moe.AUTOGRAD}.items():
+        torch.library.register_autograd(f"infiniop::{forward}", formula, setup_context=setup,
+                                        lib=library)
         torch.library.register_autograd(f"infiniop::{backward}", _refused(forward),
                                         setup_context=_nothing_saved, lib=library)

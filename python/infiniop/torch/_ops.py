@@ -4,10 +4,10 @@
 A "DEF" library of the namespace `infiniop` defines one schema per function of infiniop.torch,
 with two Python kernels each: CPU (the library's forward through the functional API, no
 autograd) and Autograd (the autograd.Function of infiniop.torch, whose backward runs the
-library's backward operator); on PyTorch 2.4 on the activations take _compile's fake kernels,
-backward operators and registered autograd instead, for torch.compile. Schemas cannot carry an
-infiniop.Handle, so these take
-device='cpu' | 'cpu_reference' | 'opencl' as a string and use that device's default handle
+library's backward operator); on PyTorch 2.4 on every operator takes _compile's (and
+_compile_moe's) fake kernels, backward operators and registered autograd instead, for
+torch.compile. Schemas cannot carry an infiniop.Handle, so these take device='cpu' |
+'cpu_reference' | 'opencl' as a string and use that device's default handle
 (infiniop.default_handle); use the Python functions for handle=.
 
     torch.ops.infiniop.swiglu(Tensor x, int dim=-1, *, str device='cpu') -> Tensor
@@ -19,7 +19,7 @@ device='cpu' | 'cpu_reference' | 'opencl' as a string and use that device's defa
     torch.ops.infiniop.moe_init_routing_v2(Tensor x, Tensor expert_idx, *, int expert_num,
         int active_num=0, int expert_capacity=0, int drop_pad_mode=0,
         int expert_tokens_count_or_cumsum_flag=0, bool expert_tokens_before_capacity_flag=False,
-        str device='cpu') -> (Tensor, Tensor, Tensor?, Tensor?)
+        str? index_dtype=None, str device='cpu') -> (Tensor, Tensor, Tensor?, Tensor?)
     torch.ops.infiniop.moe_finalize_routing_v2(Tensor expanded_x, Tensor expanded_row_idx,
         Tensor? x1=None, Tensor? x2=None, Tensor? bias=None, Tensor? scales=None,
         Tensor? expert_idx=None, *, int drop_pad_mode=0, str device='cpu') -> Tensor
@@ -55,20 +55,21 @@ _SCHEMAS = {
     "moe_init_routing_v2": (
         "moe_init_routing_v2(Tensor x, Tensor expert_idx, *, int expert_num, int active_num=0, "
         "int expert_capacity=0, int drop_pad_mode=0, int expert_tokens_count_or_cumsum_flag=0, "
-        "bool expert_tokens_before_capacity_flag=False, str device='cpu') "
-        "-> (Tensor, Tensor, Tensor?, Tensor?)"),
+        "bool expert_tokens_before_capacity_flag=False, str? index_dtype=None, "
+        "str device='cpu') -> (Tensor, Tensor, Tensor?, Tensor?)"),
     "moe_finalize_routing_v2": (
         "moe_finalize_routing_v2(Tensor expanded_x, Tensor expanded_row_idx, Tensor? x1=None, "
         "Tensor? x2=None, Tensor? bias=None, Tensor? scales=None, Tensor? expert_idx=None, *, "
         "int drop_pad_mode=0, str device='cpu') -> Tensor"),
     "moe_gating_top_k_softmax": (
         "moe_gating_top_k_softmax(Tensor x, int k, Tensor? finished=None, int renorm=0, "
-        "bool softmax_out=False, *, str device='cpu') -> (Tensor, Tensor, Tensor, Tensor?)"),
+        "bool softmax_out=False, *, str? index_dtype=None, str device='cpu') "
+        "-> (Tensor, Tensor, Tensor, Tensor?)"),
     "moe_gating_top_k": (
         "moe_gating_top_k(Tensor x, int k, Tensor? bias=None, int k_group=1, int group_count=1, "
         "int group_select_mode=0, int renorm=0, int norm_type=1, bool out_flag=False, "
-        "float routed_scaling_factor=1.0, float eps=1e-20, *, str device='cpu') "
-        "-> (Tensor, Tensor, Tensor?)"),
+        "float routed_scaling_factor=1.0, float eps=1e-20, *, str? index_dtype=None, "
+        "str device='cpu') -> (Tensor, Tensor, Tensor?)"),
 }
 
 
@@ -103,11 +104,12 @@ def _init_attributes(expert_num, active_num, expert_capacity, drop_pad_mode,
 
 def _moe_init_cpu(x, expert_idx, *, expert_num, active_num=0, expert_capacity=0,
                   drop_pad_mode=0, expert_tokens_count_or_cumsum_flag=0,
-                  expert_tokens_before_capacity_flag=False, device="cpu"):
+                  expert_tokens_before_capacity_flag=False, index_dtype=None, device="cpu"):
     return infiniop.moe_init_routing_v2(
         x, expert_idx, **_init_attributes(expert_num, active_num, expert_capacity,
                                           drop_pad_mode, expert_tokens_count_or_cumsum_flag,
-                                          expert_tokens_before_capacity_flag), device=device)
+                                          expert_tokens_before_capacity_flag),
+        index_dtype=index_dtype, device=device)
 
 
 def _moe_finalize_cpu(expanded_x, expanded_row_idx, x1=None, x2=None, bias=None, scales=None,
@@ -117,9 +119,10 @@ def _moe_finalize_cpu(expanded_x, expanded_row_idx, x1=None, x2=None, bias=None,
                                             device=device)
 
 
-def _gating_softmax_cpu(x, k, finished=None, renorm=0, softmax_out=False, *, device="cpu"):
+def _gating_softmax_cpu(x, k, finished=None, renorm=0, softmax_out=False, *, index_dtype=None,
+                        device="cpu"):
     outputs = infiniop.moe_gating_top_k_softmax(x, k, finished, renorm, softmax_out,
-                                                device=device)
+                                                index_dtype=index_dtype, device=device)
     return tuple(outputs) if softmax_out else tuple(outputs) + (None,)
 
 
@@ -132,10 +135,10 @@ def _gating_attributes(k_group, group_count, group_select_mode, renorm, norm_typ
 
 def _gating_cpu(x, k, bias=None, k_group=1, group_count=1, group_select_mode=0, renorm=0,
                 norm_type=1, out_flag=False, routed_scaling_factor=1.0, eps=1e-20, *,
-                device="cpu"):
+                index_dtype=None, device="cpu"):
     return infiniop.moe_gating_top_k(x, k, bias, **_gating_attributes(
         k_group, group_count, group_select_mode, renorm, norm_type, routed_scaling_factor, eps),
-        out_flag=out_flag, device=device)
+        out_flag=out_flag, index_dtype=index_dtype, device=device)
 
 
 # Autograd kernels: the autograd.Functions (their forward calls the library directly).
@@ -160,12 +163,13 @@ def _clipped_swiglu_autograd(x, dim=-1, group_index=None, *, alpha=1.702, limit=
 
 def _moe_init_autograd(x, expert_idx, *, expert_num, active_num=0, expert_capacity=0,
                        drop_pad_mode=0, expert_tokens_count_or_cumsum_flag=0,
-                       expert_tokens_before_capacity_flag=False, device="cpu"):
+                       expert_tokens_before_capacity_flag=False, index_dtype=None,
+                       device="cpu"):
     attributes = _init_attributes(expert_num, active_num, expert_capacity, drop_pad_mode,
                                   expert_tokens_count_or_cumsum_flag,
                                   expert_tokens_before_capacity_flag)
-    return _autograd.MoeInitRoutingV2Function.apply(x, expert_idx, attributes, None, device,
-                                                    None)
+    return _autograd.MoeInitRoutingV2Function.apply(x, expert_idx, attributes, index_dtype,
+                                                    device, None)
 
 
 def _moe_finalize_autograd(expanded_x, expanded_row_idx, x1=None, x2=None, bias=None,
@@ -176,17 +180,17 @@ def _moe_finalize_autograd(expanded_x, expanded_row_idx, x1=None, x2=None, bias=
 
 
 def _gating_softmax_autograd(x, k, finished=None, renorm=0, softmax_out=False, *,
-                             device="cpu"):
+                             index_dtype=None, device="cpu"):
     return _autograd.MoeGatingTopKSoftmaxFunction.apply(x, k, finished, renorm, softmax_out,
-                                                        "int32", device, None)
+                                                        index_dtype, device, None)
 
 
 def _gating_autograd(x, k, bias=None, k_group=1, group_count=1, group_select_mode=0, renorm=0,
                      norm_type=1, out_flag=False, routed_scaling_factor=1.0, eps=1e-20, *,
-                     device="cpu"):
+                     index_dtype=None, device="cpu"):
     return _autograd.MoeGatingTopKFunction.apply(x, k, bias, _gating_attributes(
         k_group, group_count, group_select_mode, renorm, norm_type, routed_scaling_factor, eps),
-        out_flag, "int32", device, None)
+        out_flag, index_dtype, device, None)
 
 
 _KERNELS = {
@@ -289,7 +293,7 @@ def _register():
             library.define(schema)
             cpu, autograd = _KERNELS[name]
             library.impl(name, _traced(cpu), "CPU")
-            if not (COMPILABLE and name in _compile.FORWARD_BACKWARD):
+            if not (COMPILABLE and name in _compile.REGISTERED_AUTOGRAD):
                 library.impl(name, autograd, "Autograd")
             library.impl(name, _autocast(name), "AutocastCPU")
         if COMPILABLE:

@@ -96,24 +96,32 @@ class Dispatched:
     expanded_row_idx  (R*K) in the row layout: where the copy of (token r, its k-th expert)
                       went (an index into `rows`), -1 for one dropped over capacity.
     expert_idx        (R, K): the routing dispatch was given.
-    counts            E Python ints: the rows expert e holds (after the capacity or active_num
-                      cut); they sum to the number of dispatched copies.
-    offsets           E Python ints: expert e's first row in `rows`.
-    routed_counts     E Python ints: the (token, k) pairs routed to expert e before any cut
-                      (the Init's count output); routed_counts[e] - counts[e] were dropped.
+    routed            (E,) tensor: the (token, k) pairs routed to each expert before any cut
+                      (the Init's count output, expanded_row_idx's dtype).
     expert_num, drop_pad_mode, active_num, expert_capacity: the dispatch's attributes.
     device, handle    where the dispatch ran; `combine` runs there too unless told otherwise.
 
+    and, read from `routed` when first asked for (each expert's rows are data: the layer's
+    tensors and `combine` never need them, so a model that does not slice by expert is traced
+    and compiled with no data-dependent size):
+    counts            E Python ints: the rows expert e holds (after the capacity or active_num
+                      cut); they sum to the number of dispatched copies.
+    offsets           E Python ints: expert e's first row in `rows`.
+    routed_counts     E Python ints: `routed` as a list; routed_counts[e] - counts[e] were
+                      dropped.
+
     Expert e's rows are rows[offsets[e] : offsets[e] + counts[e]] (`spans`, `expert_rows`),
     where `rows` is expanded_x as a 2-D (N, H) view, N = A (mode 0) or E*C (mode 1).
+    Under torch.compile these ints are the graph's data-dependent sizes (SymInts), which
+    Dynamo traces with torch._dynamo.config.capture_scalar_outputs = True (else it breaks the
+    graph there); under torch.jit.trace they are refused (a trace would keep the example's
+    counts and replay another routing wrong).
     """
 
     expanded_x: torch.Tensor
     expanded_row_idx: torch.Tensor
     expert_idx: torch.Tensor
-    counts: List[int]
-    offsets: List[int]
-    routed_counts: List[int]
+    routed: torch.Tensor
     expert_num: int
     drop_pad_mode: int
     active_num: int
@@ -122,6 +130,30 @@ class Dispatched:
     handle: Any = None
 
     # ------------------------------------------------------------------------------------------
+    @property
+    def routed_counts(self) -> List[int]:
+        """E Python ints: the pairs routed to each expert before any cut."""
+        return self._rows_per_expert()[0]
+
+    @property
+    def counts(self) -> List[int]:
+        """E Python ints: the rows expert e holds after the cut."""
+        return self._rows_per_expert()[1]
+
+    @property
+    def offsets(self) -> List[int]:
+        """E Python ints: expert e's first row in `rows`."""
+        return self._rows_per_expert()[2]
+
+    def _rows_per_expert(self):
+        """(routed_counts, counts, offsets), read from `routed` once (kept on the instance)."""
+        known = self.__dict__.get("_known")
+        if known is None:
+            known = _rows_per_expert(self.routed, self.drop_pad_mode, self.expanded_x.shape[0],
+                                     self.expert_capacity, self.expanded_row_idx.shape[0])
+            object.__setattr__(self, "_known", known)
+        return known
+
     @property
     def tokens(self) -> int:
         """R, the number of tokens (expert_idx's rows)."""
@@ -183,14 +215,13 @@ class Dispatched:
         if not 0 <= e < self.expert_num:
             raise IndexError(f"e = {e} is not an expert: want 0 <= e < {self.expert_num}")
         flat = self.rows if tensor is None else self.flat(tensor)
-        start = self.offsets[e]
-        return flat[start:start + self.counts[e]]
+        return flat.narrow(0, self.offsets[e], self.counts[e])
 
     def experts(self, tensor=None) -> Iterator[Tuple[int, torch.Tensor]]:
         """(e, expert e's rows of `tensor`) for every expert e in order, empty ones included."""
         flat = self.rows if tensor is None else self.flat(tensor)
-        for e, (start, end) in enumerate(self.spans):
-            yield e, flat[start:end]
+        for e, (start, count) in enumerate(zip(self.offsets, self.counts)):
+            yield e, flat.narrow(0, start, count)  # not a slice: no clamped (Max/Min) sizes
 
     def map_experts(self, fn, tensor=None) -> torch.Tensor:
         """fn(e, rows) for every expert e in order (empty ones too, with 0 rows), each giving a
@@ -280,21 +311,48 @@ def dispatch(x, expert_idx, expert_num, *, active_num=0, expert_capacity=0, drop
         x, expert_idx, expert_num=expert_num, active_num=active_num,
         expert_capacity=expert_capacity, drop_pad_mode=drop_pad_mode, index_dtype=index_dtype,
         device=device, handle=handle, **flags)
-    routed = (counts if drop_pad_mode == 0 else before).tolist()
-    if drop_pad_mode == 0:
-        rows = expanded_x.shape[0]  # A
-        offsets, kept, start = [], [], 0
-        for c in routed:
-            offsets.append(min(start, rows))
-            kept.append(min(start + c, rows) - offsets[-1])
-            start += c
-    else:
-        offsets = [e * expert_capacity for e in range(expert_num)]
-        kept = [min(c, expert_capacity) for c in routed]
     return Dispatched(expanded_x=expanded_x, expanded_row_idx=row_idx, expert_idx=expert_idx,
-                      counts=kept, offsets=offsets, routed_counts=routed, expert_num=expert_num,
+                      routed=counts if drop_pad_mode == 0 else before, expert_num=expert_num,
                       drop_pad_mode=drop_pad_mode, active_num=active_num,
                       expert_capacity=expert_capacity, device=device, handle=handle)
+
+
+def _rows_per_expert(routed, drop_pad_mode, rows, capacity, total):
+    """(routed_counts, counts, offsets) as Python ints from the Init's (E,) count tensor:
+    drop_pad_mode 0 cuts the expert-ordered rows at `rows` (A; no cut when A is all `total`
+    = R*K pairs), mode 1 each expert at `capacity`. Under torch.compile the ints are unbacked
+    SymInts: torch._check tells the compiler what the routing guarantees (counts >= 0, summing
+    to R*K), so that slices by them and torch.cat of the experts' results have known sizes."""
+    if torch.jit.is_tracing():
+        raise RuntimeError(
+            "infiniop.torch.moe: the rows per expert (counts, offsets, spans, expert_rows, "
+            "experts, map_experts, combine(experts=...)) are the routing's data, which "
+            "torch.jit.trace would record as constants and replay wrong for another batch; "
+            "trace a model that runs the experts on Dispatched.expanded_x as a whole (e.g. "
+            "drop_pad_mode=1 and a batched matmul over (E, C, H)), or use torch.compile")
+    routed = routed.tolist()
+    if _compiling():
+        for c in routed:
+            torch._check(c >= 0)
+        torch._check(sum(routed) == total)
+    smaller = getattr(torch, "sym_min", min)
+    if drop_pad_mode == 1:
+        return routed, [smaller(c, capacity) for c in routed], [e * capacity
+                                                                for e in range(len(routed))]
+    offsets, start = [], 0
+    for c in routed:
+        offsets.append(start)
+        start += c
+    if rows == total:
+        return routed, routed, offsets
+    ends = [smaller(o + c, rows) for o, c in zip(offsets, routed)]
+    offsets = [smaller(o, rows) for o in offsets]
+    return routed, [end - o for o, end in zip(offsets, ends)], offsets
+
+
+def _compiling():
+    compiler = getattr(torch, "compiler", None)
+    return compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling()
 
 
 def _expert_range(experts, expert_num):
