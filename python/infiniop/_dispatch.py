@@ -30,11 +30,11 @@ def output_names(out, allocated_like, *c_names, out_name="out"):
 
 
 def run(cls, views, attributes, device="cpu", handle=None, stage=None, key_extra=(),
-        names=None):
+        names=None, record=None):
     """run_named() with the library's messages in the caller's argument names (output_names),
     and the outputs given as torch tensors (out=) marked as written in place (written())."""
     try:
-        run_named(cls, views, attributes, device, handle, stage, key_extra)
+        run_named(cls, views, attributes, device, handle, stage, key_extra, record)
     except InfiniopError as error:
         dtype = error.status == Status.BAD_TENSOR_DTYPE
         mapping = {c: user for c, user, given in names or () if c != user and (given or dtype)}
@@ -68,14 +68,17 @@ def written(tensor):
         tensor.bitwise_or_(False if tensor.dtype == torch.bool else 0)
 
 
-def run_named(cls, views, attributes, device="cpu", handle=None, stage=None, key_extra=()):
+def run_named(cls, views, attributes, device="cpu", handle=None, stage=None, key_extra=(),
+              record=None):
     """Run operator class cls on `views` (ArrayViews in the C call's order, None for an absent
     optional tensor) with `attributes` (cls's keywords). The handle defaults to the device's
     default_handle(); the descriptor comes from its cache, keyed by everything the descriptor
     is made from. stage: copy through device memory (default: when the handle's pointers are
     not host pointers); the views named in cls._OUTPUTS (default: the first) come back.
     key_extra: what else tells descriptors apart where attributes compare equal but differ
-    (float attributes of -0.0 and 0.0)."""
+    (float attributes of -0.0 and 0.0). record: None, or a list the descriptor's cache key is
+    appended to when it ran on host pointers (infiniop.torch's autograd layer replays it:
+    Handle.cached_descriptor(key))."""
     if handle is None:
         handle = default_handle(device)
     key = (cls, tuple([None if v is None else v[3:6] for v in views]),  # (shape, strides, dtype)
@@ -88,6 +91,8 @@ def run_named(cls, views, attributes, device="cpu", handle=None, stage=None, key
         stage = not handle.host_memory
     if not stage:
         op.launch([None if v is None else v[2] for v in views])  # v[2]: v.ptr
+        if record is not None:
+            record.append(key)
         return
     # run_staged copies back its first num_outputs views: put the outputs first.
     outputs = getattr(cls, "_OUTPUTS", cls._ARGUMENTS[:1])

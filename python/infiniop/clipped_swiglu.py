@@ -137,7 +137,7 @@ class ClippedSwigluBackward(_ClippedSwigluOperator):
 
 def clipped_swiglu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=True,
                    group_index=None, device="cpu", out=None, handle=None, clamp_mode=0,
-                   _stage=None):
+                   _stage=None, _record=None):
     """y = a * sigmoid(alpha a) * (b + bias), a = min(A, limit), b = clamp(B, -limit, limit),
     A and B the two halves of each row of x merged around `dim` (see the module docstring);
     clamp_mode=1: y = min(silu(A), limit) * b (alpha and bias unused).
@@ -160,7 +160,7 @@ def clipped_swiglu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=T
     names = output_names(out, "x", "y")
     out, out_view = output(out, x, x_view, _halved_shape(x_view.shape, attributes["dim"]))
     run(ClippedSwiglu, [out_view, x_view, group_view], attributes, device, handle, _stage,
-        _zero_signs(attributes), names=names)
+        _zero_signs(attributes), names=names, record=_record)
     return out
 
 

@@ -336,9 +336,10 @@ class Handle:
             spares.remove(smallest)
         self.free(smallest[1])
 
-    def cached_descriptor(self, key, create):
-        """The descriptor cached under key, else create()'s, cached (thread-safe). Creation
-        runs outside the lock (an OpenCL build may take long); a racing twin is dropped."""
+    def cached_descriptor(self, key, create=None):
+        """The descriptor cached under key, else create()'s, cached (thread-safe); None when
+        there is none and no create. Creation runs outside the lock (an OpenCL build may take
+        long); a racing twin is dropped."""
         cache, lock = self._descriptors, self._descriptors_lock
         op = cache.get(key)  # a hit needs no lock: OrderedDict's methods hold the GIL
         if op is not None:
@@ -347,6 +348,8 @@ class Handle:
             except KeyError:  # dropped by another thread just now: still usable here
                 pass
             return op
+        if create is None:
+            return None
         op = create()
         with lock:
             existing = cache.get(key)

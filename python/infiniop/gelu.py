@@ -35,7 +35,8 @@ class GeluBackwardV2(_GeluMulOperator):
     _ARGUMENTS = ("grad_input", "input", "grad_output")
 
 
-def gelu(input, *, approximate="none", device="cpu", out=None, handle=None, _stage=None):
+def gelu(input, *, approximate="none", device="cpu", out=None, handle=None, _stage=None,
+         _record=None):
     """output = gelu(input), as torch.nn.functional.gelu(input, approximate=approximate).
 
     input: a NumPy array (float32, float16) or a torch CPU tensor (float32, float16, bfloat16),
@@ -50,7 +51,7 @@ def gelu(input, *, approximate="none", device="cpu", out=None, handle=None, _sta
     names = output_names(out, "input", "output")
     out, out_view = output(out, input, input_view)
     run(Gelu, [out_view, input_view], {"approximate": approximate}, device, handle, _stage,
-        names=names)
+        names=names, record=_record)
     return out
 
 

@@ -180,7 +180,8 @@ class GeluMulBackward(_GeluMulOperator):
 # --------------------------------------------------------------------------------------------
 # Functions on arrays
 
-def gelu_mul(input, *, approximate="none", device="cpu", out=None, handle=None, _stage=None):
+def gelu_mul(input, *, approximate="none", device="cpu", out=None, handle=None, _stage=None,
+             _record=None):
     """out = gelu(x1) * x2, with x1, x2 the first and second halves of input's LAST dimension,
     as torch_npu.npu_gelu_mul(input, approximate=approximate).
 
@@ -197,7 +198,7 @@ def gelu_mul(input, *, approximate="none", device="cpu", out=None, handle=None, 
     names = output_names(out, "input", "out")
     out, out_view = output(out, input, input_view, _halved_shape(input_view.shape, -1))
     run(GeluMul, [out_view, input_view], {"approximate": approximate}, device, handle, _stage,
-        names=names)
+        names=names, record=_record)
     return out
 
 

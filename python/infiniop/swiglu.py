@@ -190,7 +190,7 @@ def _halved_shape(shape, dim):
     return tuple(shape)
 
 
-def swiglu(x, dim=-1, *, device="cpu", out=None, handle=None, _stage=None):
+def swiglu(x, dim=-1, *, device="cpu", out=None, handle=None, _stage=None, _record=None):
     """y = silu(x1) * x2, with x1, x2 the first and second halves of x along `dim`.
 
     x: a NumPy array (float32, float16) or a torch CPU tensor (float32, float16, bfloat16), any
@@ -204,7 +204,8 @@ def swiglu(x, dim=-1, *, device="cpu", out=None, handle=None, _stage=None):
     x_view = array_view(x, "x")
     names = output_names(out, "x", "y")
     out, out_view = output(out, x, x_view, _halved_shape(x_view.shape, dim))
-    run(SwiGlu, [out_view, x_view], {"dim": dim}, device, handle, _stage, names=names)
+    run(SwiGlu, [out_view, x_view], {"dim": dim}, device, handle, _stage, names=names,
+        record=_record)
     return out
 
 

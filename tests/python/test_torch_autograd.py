@@ -664,3 +664,54 @@ def test_out_version_bump_keeps_every_bit(dtype):
         assert torch.equal(t.view(bits.dtype), before.view(bits.dtype))
     else:
         assert torch.equal(t, before)
+
+
+REPLAY_LAYOUTS = {
+    "contiguous": lambda t: t,
+    "transposed": lambda t: t.t(),              # gelu's output keeps this layout
+    "strided": lambda t: t[:, 1::2],            # an odd offset, stride 2
+    "broadcast": lambda t: t[:1].expand(t.shape),  # stride 0: a contiguous output
+}
+
+
+@pytest.mark.parametrize("layout", REPLAY_LAYOUTS)
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])
+def test_forward_replay_equals_the_functional_call(layout, dtype_name):
+    """The one-input Functions replay a signature's descriptor (_autograd._replayed): every
+    call, the first (functional) and the replayed ones, equals the functional API's result bit
+    for bit and in layout, with other inputs of that signature, and again after the handle's
+    descriptor cache was cleared (the replay then falls back)."""
+    rng = rng_for("torch-replay", layout, dtype_name)
+    cases = [(itorch.swiglu, infiniop.swiglu, {}),
+             (itorch.gelu_mul, infiniop.gelu_mul, {"approximate": "tanh"}),
+             (itorch.gelu, infiniop.gelu, {"approximate": "none"}),
+             (itorch.clipped_swiglu, infiniop.clipped_swiglu, {"limit": 3.0, "alpha": 0.5}),
+             (itorch.clipped_swiglu, infiniop.clipped_swiglu, {"clamp_mode": 1})]
+    for torch_fn, functional, kwargs in cases:
+        for round in range(4):
+            if round == 2:
+                infiniop.default_handle("cpu").clear_descriptors()
+            base = random_tensor(rng, (12, 24), dtype_name) * 4
+            x = leaf(REPLAY_LAYOUTS[layout](base))
+            y = torch_fn(x, **kwargs)
+            want = functional(x.detach(), **kwargs)
+            assert y.stride() == want.stride(), (torch_fn.__name__, y.stride(), want.stride())
+            assert torch.equal(y.detach(), want), (torch_fn.__name__, round)
+
+
+def test_forward_replay_keeps_argument_checks():
+    """A signature replayed for dim=1 still refuses dim=True (typed), a bad dim raises, and
+    alpha -0.0 is not replayed as 0.0 (signed: the library's descriptors tell them apart)."""
+    from infiniop.torch import _autograd
+    x = leaf(torch.randn(4, 8))
+    itorch.swiglu(x, 1)
+    itorch.swiglu(x, 1)
+    with pytest.raises(TypeError):
+        itorch.swiglu(x, True)
+    with pytest.raises(infiniop.InfiniopError):
+        itorch.swiglu(x, 5)
+    _autograd._REPLAYS.clear()
+    for alpha in (0.0, -0.0, 0.0, -0.0):
+        y = itorch.clipped_swiglu(x, alpha=alpha)
+        assert torch.equal(y.detach(), infiniop.clipped_swiglu(x.detach(), alpha=alpha))
+    assert len(_autograd._REPLAYS) == 2
