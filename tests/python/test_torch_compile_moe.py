@@ -188,3 +188,51 @@ def test_export_moe_inference_runs():
                 "infiniop.moe_finalize_routing_v2.default"} <= targets, targets
         for batch in (x, random_tensor(rng, (9, H), "float32")):  # another routing
             assert torch.equal(program.module()(batch), module(batch))
+
+
+def npu_model(x, logits, g):
+    """Every torch_npu alias (npu_moe_init_routing_v2 with its key_value counts and scale)."""
+    a = itorch.npu_swiglu(x)
+    b = itorch.npu_gelu(a, approximate="tanh")
+    c = itorch.npu_gelu_backward(g, b)
+    d = itorch.npu_gelu_mul(torch.cat([c, c], -1))
+    e = itorch.npu_clipped_swiglu(torch.cat([d, d], -1), limit=3.0)
+    y, ids, _ = itorch.npu_moe_gating_top_k_softmax(logits, k=K)
+    y2 = itorch.npu_moe_gating_top_k_softmax_v2(logits, K, None, 1, False)[0]
+    y3 = itorch.npu_moe_gating_top_k(logits, K, routed_scaling_factor=2.0)[0]
+    expanded, row_idx, numbers, scale = itorch.npu_moe_init_routing_v2(
+        e, ids, expert_num=8, expert_tokens_num_flag=True, expert_tokens_num_type=2,
+        row_idx_type=1, scale=torch.ones(e.shape[0]))
+    out = itorch.npu_moe_finalize_routing(expanded, e, None, None, y + y2 + y3, row_idx, ids,
+                                          drop_pad_mode=2)
+    return out, numbers, scale
+
+
+def test_npu_aliases_fullgraph_eager_bits():
+    rng = rng_for("torch-compile-npu")
+    args = (random_tensor(rng, (6, 64), "float32"), random_tensor(rng, (6, 8), "float32"),
+            random_tensor(rng, (6, 32), "float32"))
+    explained = torch._dynamo.explain(npu_model)(*args)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    compiled = torch.compile(npu_model, fullgraph=True)
+    for eager, comp in zip(npu_model(*args), compiled(*args)):
+        assert torch.equal(eager, comp)
+
+
+def test_autocast_layer_fullgraph_eager_bits():
+    """Under torch.autocast("cpu", bfloat16) the combine promotes a BF16 expert output and a
+    F32 residual as in eager mode (the AutocastCPU kernel; torch_compile traces the same)."""
+    w = weights("float32")
+
+    def layer(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y, ids, _ = itorch.moe_gating_top_k_softmax(x @ w["w_r"], K)
+            d = moe.dispatch(x, ids, E, drop_pad_mode=1, expert_capacity=C)
+            h = itorch.swiglu(torch.bmm(d.expanded_x, w["w1"]))
+            return moe.combine(torch.bmm(h, w["w2"]), d, y, x1=x)
+
+    x = random_tensor(rng_for("torch-compile-autocast"), (10, H), "float32")
+    want = layer(x)
+    assert want.dtype == torch.float32
+    got = torch.compile(layer, fullgraph=True)(x)
+    assert got.dtype == want.dtype and torch.equal(got, want)

@@ -62,6 +62,11 @@ def npu_gelu_backward(grad_output, self, approximate="none", *, device="cpu", ha
     gelu'(self), by GeluBackwardV2 (infiniop.gelu_backward_v2; not itself differentiable)."""
     _autograd._check_tensor(grad_output, "grad_output")
     _autograd._check_tensor(self, "self")
+    api = _api()
+    if api._ops.COMPILABLE and api._compile.compiling():  # the functional API is not traceable
+        return torch.ops.infiniop.gelu_backward_v2(
+            grad_output, self, approximate=approximate,
+            device=api._traced_device(device, handle))
     return infiniop.gelu_backward_v2(grad_output, self, approximate=approximate, device=device,
                                      handle=handle)
 
@@ -107,11 +112,13 @@ def npu_moe_finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales,
 def _key_value(counts, expert_num):
     """torch_npu's key_value layout (expert_tokens_num_type 2): (expert_num, 2) int64 rows
     (expert, count) for the experts with a non-zero count, in expert order, then zero rows."""
-    out = torch.zeros((expert_num, 2), dtype=torch.int64)
-    busy = torch.nonzero(counts, as_tuple=True)[0]
-    out[:busy.numel(), 0] = busy
-    out[:busy.numel(), 1] = counts[busy].to(torch.int64)
-    return out
+    counts = counts.to(torch.int64)
+    # the busy experts first, each group in expert order (a stable sort: no size depends on
+    # the data, so torch.compile keeps it in the graph, where nonzero would break it)
+    order = torch.sort((counts == 0).to(torch.int8), stable=True).indices
+    sorted_counts = counts[order]
+    busy = sorted_counts != 0
+    return torch.stack([torch.where(busy, order, torch.zeros_like(order)), sorted_counts], 1)
 
 
 def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_num=-1,
