@@ -138,7 +138,7 @@ def _views(kind, **arrays):
 
 def moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias=None,
                             scales=None, expert_idx=None, *, drop_pad_mode=0, device="cpu",
-                            out=None, handle=None, _stage=None):
+                            out=None, handle=None, _stage=None, _record=None):
     """out = x1 + x2 + sum_k scales[:, k] * (expanded_x[idx] + bias[expert_idx[:, k]]), as
     torch_npu.npu_moe_finalize_routing (see the module docstring for idx and the modes).
 
@@ -164,7 +164,8 @@ def moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias
         views["expanded_row_idx"].numel))
     run(MoeFinalizeRoutingV2,
         [out_view, x_view, views["expanded_row_idx"], views["x1"], views["x2"], views["bias"],
-         views["scales"], views["expert_idx"]], attributes, device, handle, _stage, names=names)
+         views["scales"], views["expert_idx"]], attributes, device, handle, _stage, names=names,
+        record=_record)
     return out
 
 

@@ -219,7 +219,7 @@ def _router_outputs(cls, x, x_view, k, index_dtype, out, want_last):
 
 def moe_gating_top_k_softmax(x, k, finished=None, renorm=0, softmax_out=False, *,
                              index_dtype="int32", device="cpu", out=None, handle=None,
-                             _stage=None):
+                             _stage=None, _record=None):
     """(y, expert_idx, row_idx), or (y, expert_idx, row_idx, softmax_out) with
     softmax_out=True: the softmax router (see the module docstring), as
     torch_npu.npu_moe_gating_top_k_softmax (renorm 0) and its V2 (renorm 0 or 1).
@@ -243,7 +243,7 @@ def moe_gating_top_k_softmax(x, k, finished=None, renorm=0, softmax_out=False, *
     arrays, views, names = _router_outputs(MoeGatingTopKSoftmax, x, x_view, attributes["k"],
                                            index_dtype, out, want_softmax)
     run(MoeGatingTopKSoftmax, views + [x_view, f_view], attributes, device, handle, _stage,
-        names=names)
+        names=names, record=_record)
     return tuple(arrays) if want_softmax else tuple(arrays[:3])
 
 
@@ -282,7 +282,8 @@ def moe_gating_top_k_softmax_grad(grad_y, x, expert_idx, finished=None, renorm=0
 
 def moe_gating_top_k(x, k, bias=None, k_group=1, group_count=1, group_select_mode=0, renorm=0,
                      norm_type=1, out_flag=False, routed_scaling_factor=1.0, eps=1e-20, *,
-                     index_dtype="int32", device="cpu", out=None, handle=None, _stage=None):
+                     index_dtype="int32", device="cpu", out=None, handle=None, _stage=None,
+                     _record=None):
     """(y, expert_idx, norm_out or None): DeepSeek-V3's grouped router (see the module
     docstring), as torch_npu.npu_moe_gating_top_k.
 
@@ -302,7 +303,7 @@ def moe_gating_top_k(x, k, bias=None, k_group=1, group_count=1, group_select_mod
     arrays, views, names = _router_outputs(MoeGatingTopK, x, x_view, attributes["k"],
                                            index_dtype, out, out_flag)
     run(MoeGatingTopK, views + [x_view, b_view], attributes, device, handle, _stage,
-        key_extra=_zero_signs(attributes), names=names)
+        key_extra=_zero_signs(attributes), names=names, record=_record)
     return tuple(arrays)
 
 

@@ -160,7 +160,7 @@ _OUTPUT_LIKE = ("x", "expert_idx", "expert_idx", "expert_idx")
 def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capacity=0,
                         drop_pad_mode=0, expert_tokens_count_or_cumsum_flag=0,
                         expert_tokens_before_capacity_flag=False, index_dtype=None,
-                        device="cpu", out=None, handle=None, _stage=None):
+                        device="cpu", out=None, handle=None, _stage=None, _record=None):
     """(expanded_x, expanded_row_idx, expert_tokens_count_or_cumsum or None,
     expert_tokens_before_capacity or None): the MoE dispatch of x by expert_idx (see the
     module docstring), as torch_npu.npu_moe_init_routing_v2.
@@ -216,7 +216,7 @@ def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capac
     for index, (c_name, like) in enumerate(zip(MoeInitRoutingV2._OUTPUTS, _OUTPUT_LIKE)):
         names += output_names(given[index], like, c_name, out_name=f"out[{index}]")
     run(MoeInitRoutingV2, views + [x_view, idx_view], attributes, device, handle, _stage,
-        names=names)
+        names=names, record=_record)
     return expanded_x, row_idx, counts, before
 
 

@@ -715,3 +715,52 @@ def test_forward_replay_keeps_argument_checks():
         y = itorch.clipped_swiglu(x, alpha=alpha)
         assert torch.equal(y.detach(), infiniop.clipped_swiglu(x.detach(), alpha=alpha))
     assert len(_autograd._REPLAYS) == 2
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])
+def test_moe_forward_replay_equals_the_functional_call(dtype_name):
+    """The MoE Functions replay too (several inputs, several outputs, absent ones): each call
+    of a signature, with new data (another routing), equals the functional API's outputs."""
+    rng = rng_for("torch-replay-moe", dtype_name)
+    E, K = 8, 2
+    for round in range(3):
+        x = random_tensor(rng, (6, 16), dtype_name) * 4
+        logits = random_tensor(rng, (6, E), dtype_name) * 4
+        finished = torch.tensor([False, round == 1, False, True, False, False])
+        bias = random_tensor(rng, (E,), "float32")
+        calls = [
+            (lambda: itorch.moe_gating_top_k_softmax(leaf(logits), K, finished, 0, True),
+             lambda: infiniop.moe_gating_top_k_softmax(logits, K, finished, 0, True)),
+            (lambda: itorch.moe_gating_top_k_softmax(leaf(logits), K, index_dtype="int64"),
+             lambda: infiniop.moe_gating_top_k_softmax(logits, K, index_dtype="int64")),
+            (lambda: itorch.moe_gating_top_k(leaf(logits), K, bias, out_flag=True,
+                                             routed_scaling_factor=2.5),
+             lambda: infiniop.moe_gating_top_k(logits, K, bias, out_flag=True,
+                                               routed_scaling_factor=2.5)),
+        ]
+        ids = infiniop.moe_gating_top_k_softmax(logits, K)[1]
+        for mode in ({"expert_tokens_count_or_cumsum_flag": 2},
+                     {"drop_pad_mode": 1, "expert_capacity": 2,
+                      "expert_tokens_before_capacity_flag": True}):
+            calls.append((lambda mode=mode: itorch.moe_init_routing_v2(leaf(x), ids, expert_num=E,
+                                                                       **mode),
+                          lambda mode=mode: infiniop.moe_init_routing_v2(x, ids, expert_num=E,
+                                                                         **mode)))
+        expanded, row_idx, _, _ = infiniop.moe_init_routing_v2(x, ids, expert_num=E)
+        scales = random_tensor(rng, (6, K), "float32")
+        calls.append((lambda: itorch.moe_finalize_routing_v2(leaf(expanded), row_idx, x1=x,
+                                                             scales=leaf(scales),
+                                                             drop_pad_mode=2),
+                      lambda: infiniop.moe_finalize_routing_v2(expanded, row_idx, x1=x,
+                                                               scales=scales,
+                                                               drop_pad_mode=2)))
+        for got, want in calls:
+            got, want = got(), want()
+            got = got if isinstance(got, tuple) else (got,)
+            want = want if isinstance(want, tuple) else (want,)
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                assert (g is None) == (w is None)
+                if g is not None:
+                    assert g.dtype == w.dtype and g.stride() == w.stride()
+                    assert torch.equal(g.detach(), w), round

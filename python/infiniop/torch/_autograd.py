@@ -102,46 +102,68 @@ def _lib(device, handle):
 # --------------------------------------------------------------------------------------------
 # Elementwise / split activations
 
-# What a one-input forward ran with, per call signature: (forward, input's (shape, strides,
-# dtype), value's type, value, device) -> (the descriptor's cache key, the output's shape and
-# strides).
+# What a forward ran with, per call signature: (forward, its inputs' (shape, strides, dtype),
+# value's type, value, device) -> (the descriptor's cache key, each output's layout
+# (shape, strides, dtype) or None, how many forward returned, whether as a tuple).
 _REPLAYS = {}
 _REPLAYS_MAX = 256
 
 
-def _replayed(forward, input, value, device, handle):
-    """forward(input, value, device, handle) (the functional API; one input, one output it
-    allocates), replayed where a call of the same signature ran before on the device's default
-    handle: its descriptor, still in that handle's cache, launched on a new output of the same
-    layout. The functional call's checks, names and allocation cost as much as the autograd
+def _replayed(forward, inputs, value, device, handle):
+    """forward(inputs, value, device, handle, record), a functional API call that allocates
+    its outputs and runs one descriptor whose arguments are those outputs then `inputs` (None:
+    absent), replayed where a call of the same signature ran before on the device's default
+    handle: its descriptor, still in that handle's cache, launched on new outputs of the same
+    layouts. The functional call's checks, names and allocations cost as much as the autograd
     Function around it (at 1x128 F32 about 4 of its 8 us): the replay skips what a signature
     that passed them once cannot fail. Anything else (a handle given, a staging device, a
     descriptor the cache dropped, torch.jit.trace) takes the functional call."""
     if handle is not None or _tracing_state() is not None:
-        return forward(input, value, device, handle, None)
-    view = core.array_view(input, "input")
-    signature = (forward, view[3:6], type(value), value, device)  # typed: True is not 1
+        return traced_calls(forward, inputs, value, device, handle, None)
+    described, pointers = [], []
+    for t in inputs:
+        view = None if t is None else core.array_view(t, "input")
+        described.append(None if view is None else view[3:6])  # shape, strides, dtype
+        pointers.append(None if view is None else view[2])
+    signature = (forward, tuple(described), type(value), value, device)
     try:
-        key, shape, strides = _REPLAYS[signature]
+        key, layouts, returned, as_tuple = _REPLAYS[signature]
     except (KeyError, TypeError):  # TypeError: an unhashable value or device, never replayed
         pass
     else:
         op = core.default_handle(device).cached_descriptor(key)
         if op is not None:
-            output = torch.empty_strided(shape, strides, dtype=input.dtype)
-            # the output and the input first; the optional ones (key[1]: every view) absent
-            op.launch([output.data_ptr(), view[2]] + [None] * (len(key[1]) - 2))
-            return output
+            outputs, launched = [], []
+            for layout in layouts:
+                t = None if layout is None else torch.empty_strided(layout[0], layout[1],
+                                                                    dtype=layout[2])
+                outputs.append(t)
+                launched.append(None if t is None else t.data_ptr())
+            op.launch(launched + pointers)
+            return tuple(outputs[:returned]) if as_tuple else outputs[0]
     record = []
-    output = forward(input, value, device, handle, record)
-    if len(record) == 1:  # ran on host pointers
-        if len(_REPLAYS) >= _REPLAYS_MAX:
-            _REPLAYS.clear()
-        try:
-            _REPLAYS[signature] = (record[0], tuple(output.shape), output.stride())
-        except TypeError:
-            pass
-    return output
+    result = forward(inputs, value, device, handle, record)
+    if len(record) == 1:  # one descriptor, run on host pointers
+        _remember(signature, record[0], result, len(inputs))
+    return result
+
+
+def _remember(signature, key, result, inputs):
+    """Keep a replay of `signature` where the descriptor's arguments are the returned outputs
+    (then absent ones) and the inputs."""
+    as_tuple = isinstance(result, tuple)
+    outputs = list(result) if as_tuple else [result]
+    count = len(key[1]) - inputs  # the descriptor's outputs
+    if count < len(outputs) or any(key[1][i] is not None for i in range(len(outputs), count)):
+        return
+    layouts = [None if t is None else (tuple(t.shape), t.stride(), t.dtype) for t in outputs]
+    if len(_REPLAYS) >= _REPLAYS_MAX:
+        _REPLAYS.clear()
+    try:
+        _REPLAYS[signature] = (key, layouts + [None] * (count - len(outputs)), len(outputs),
+                               as_tuple)
+    except TypeError:
+        pass
 
 
 def _one_attribute_pair(name, function, forward, backward, doc):
@@ -153,7 +175,7 @@ def _one_attribute_pair(name, function, forward, backward, doc):
     def forward_(ctx, input, value, device, handle):
         ctx.options = value, device, handle
         ctx.save_for_backward(input)
-        return _replayed(forward, input, value, device, handle)
+        return _replayed(forward, (input,), value, device, handle)
 
     def backward_(ctx, grad):
         (input,) = ctx.saved_tensors
@@ -170,23 +192,23 @@ def _one_attribute_pair(name, function, forward, backward, doc):
 # The functional calls, looked up at each call (so that a patched infiniop.<name> is used).
 SwiGluFunction = _one_attribute_pair(
     "SwiGluFunction", "swiglu",
-    lambda x, dim, device, handle, record: infiniop.swiglu(x, dim, device=device, handle=handle,
-                                                           _record=record),
+    lambda inputs, dim, device, handle, record: infiniop.swiglu(
+        *inputs, dim, device=device, handle=handle, _record=record),
     lambda g, x, dim, device, handle: infiniop.swiglu_backward(g, x, dim, device=device,
                                                                handle=handle),
     "y = silu(x1) * x2 (SwiGlu); backward: SwiGluBackward. apply(x, dim, device, handle).")
 GeluMulFunction = _one_attribute_pair(
     "GeluMulFunction", "gelu_mul",
-    lambda x, approximate, device, handle, record: infiniop.gelu_mul(
-        x, approximate=approximate, device=device, handle=handle, _record=record),
+    lambda inputs, approximate, device, handle, record: infiniop.gelu_mul(
+        *inputs, approximate=approximate, device=device, handle=handle, _record=record),
     lambda g, x, approximate, device, handle: infiniop.gelu_mul_backward(
         g, x, approximate=approximate, device=device, handle=handle),
     "out = gelu(x1) * x2 on the last dimension (GeluMul); backward: GeluMulBackward. "
     "apply(input, approximate, device, handle).")
 GeluFunction = _one_attribute_pair(
     "GeluFunction", "gelu",
-    lambda x, approximate, device, handle, record: infiniop.gelu(
-        x, approximate=approximate, device=device, handle=handle, _record=record),
+    lambda inputs, approximate, device, handle, record: infiniop.gelu(
+        *inputs, approximate=approximate, device=device, handle=handle, _record=record),
     lambda g, x, approximate, device, handle: infiniop.gelu_backward_v2(
         g, x, approximate=approximate, device=device, handle=handle),
     "output = gelu(input) (Gelu); backward: GeluBackwardV2 (erf or tanh, as the forward). "
@@ -210,7 +232,7 @@ class ClippedSwigluFunction(torch.autograd.Function):
             ctx.group_index = group_index
             ctx.save_for_backward(x)
         if group_index is None:
-            return _replayed(_clipped_swiglu, x, _typed(ctx.attributes), device, handle)
+            return _replayed(_clipped_swiglu, (x, None), _typed(ctx.attributes), device, handle)
         return traced_calls(infiniop.clipped_swiglu, x, group_index=group_index,
                            **ctx.attributes, **ctx.lib)
 
@@ -227,19 +249,50 @@ class ClippedSwigluFunction(torch.autograd.Function):
 
 
 def _typed(attributes):
-    """attributes as a replay signature's value: each typed (True is not 1) and each float with
-    its sign (-0.0 is not 0.0: descriptors tell them apart)."""
-    return tuple((name, type(v), v, math.copysign(1.0, v) if type(v) is float else None)
-                 for name, v in attributes.items())
+    """attributes as a replay signature's value: their names, and each value typed (True is
+    not 1) and each float with its sign (-0.0 is not 0.0: descriptors tell them apart)."""
+    return tuple(attributes), tuple([(v, type(v), math.copysign(1.0, v) if type(v) is float
+                                      else None) for v in attributes.values()])
 
 
-def _clipped_swiglu(x, typed, device, handle, record):
-    return infiniop.clipped_swiglu(x, **{name: v for name, _, v, _ in typed}, device=device,
-                                   handle=handle, _record=record)
+def _untyped(typed):
+    names, values = typed
+    return {name: value[0] for name, value in zip(names, values)}
+
+
+def _clipped_swiglu(inputs, typed, device, handle, record):
+    return infiniop.clipped_swiglu(inputs[0], **_untyped(typed), device=device, handle=handle,
+                                   _record=record)
 
 
 # --------------------------------------------------------------------------------------------
 # MoE routing
+
+def _moe_init(inputs, value, device, handle, record):
+    typed, index_dtype = value
+    return infiniop.moe_init_routing_v2(*inputs, **_untyped(typed), index_dtype=index_dtype,
+                                        device=device, handle=handle, _record=record)
+
+
+def _moe_finalize(inputs, drop_pad_mode, device, handle, record):
+    return infiniop.moe_finalize_routing_v2(*inputs, drop_pad_mode=drop_pad_mode, device=device,
+                                            handle=handle, _record=record)
+
+
+def _gating_softmax(inputs, typed, device, handle, record):
+    a = _untyped(typed)
+    return infiniop.moe_gating_top_k_softmax(
+        inputs[0], a["k"], inputs[1], a["renorm"], a["softmax_out"],
+        index_dtype=a["index_dtype"], device=device, handle=handle, _record=record)
+
+
+def _gating(inputs, typed, device, handle, record):
+    a = _untyped(typed)
+    k, out_flag, index_dtype = a.pop("k"), a.pop("out_flag"), a.pop("index_dtype")
+    return infiniop.moe_gating_top_k(inputs[0], k, inputs[1], **a, out_flag=out_flag,
+                                     index_dtype=index_dtype, device=device, handle=handle,
+                                     _record=record)
+
 
 class MoeInitRoutingV2Function(torch.autograd.Function):
     """(expanded_x, expanded_row_idx, expert_tokens_count_or_cumsum, expert_tokens_before_capacity)
@@ -251,8 +304,8 @@ class MoeInitRoutingV2Function(torch.autograd.Function):
     def forward(ctx, x, expert_idx, attributes, index_dtype, device, handle):
         ctx.lib = _lib(device, handle)
         ctx.set_materialize_grads(False)
-        outputs = traced_calls(infiniop.moe_init_routing_v2, x, expert_idx, **attributes,
-                               index_dtype=index_dtype, **ctx.lib)
+        outputs = _replayed(_moe_init, (x, expert_idx), (_typed(attributes), index_dtype),
+                            device, handle)
         expanded_x, row_idx, counts, before = outputs
         ctx.top_k = expert_idx.shape[-1] if expert_idx.dim() else 1
         ctx.drop_pad_mode = attributes["drop_pad_mode"]
@@ -290,8 +343,8 @@ class MoeFinalizeRoutingV2Function(torch.autograd.Function):
         ctx.drop_pad_mode = drop_pad_mode
         ctx.dtypes = tuple(None if t is None else t.dtype for t in (x1, x2, bias))
         ctx.save_for_backward(expanded_x, expanded_row_idx, bias, scales, expert_idx)
-        return traced_calls(infiniop.moe_finalize_routing_v2, expanded_x, expanded_row_idx, x1,
-                            x2, bias, scales, expert_idx, drop_pad_mode=drop_pad_mode, **ctx.lib)
+        return _replayed(_moe_finalize, (expanded_x, expanded_row_idx, x1, x2, bias, scales,
+                                         expert_idx), drop_pad_mode, device, handle)
 
     @staticmethod
     @first_order_only("moe_finalize_routing_v2")
@@ -379,8 +432,9 @@ class MoeGatingTopKSoftmaxFunction(torch.autograd.Function):
         ctx.lib = _lib(device, handle)
         ctx.renorm = renorm
         ctx.set_materialize_grads(False)
-        outputs = traced_calls(infiniop.moe_gating_top_k_softmax, x, k, finished, renorm,
-                               softmax_out, index_dtype=index_dtype, **ctx.lib)
+        outputs = _replayed(_gating_softmax, (x, finished),
+                            _typed({"k": k, "renorm": renorm, "softmax_out": softmax_out,
+                                    "index_dtype": index_dtype}), device, handle)
         y, expert_idx, row_idx = outputs[:3]
         soft = outputs[3] if softmax_out else None
         ctx.mark_non_differentiable(expert_idx, row_idx)
@@ -424,9 +478,9 @@ class MoeGatingTopKFunction(torch.autograd.Function):
         ctx.lib = _lib(device, handle)
         ctx.attributes = attributes
         ctx.set_materialize_grads(False)
-        y, expert_idx, norm = traced_calls(infiniop.moe_gating_top_k, x, k, bias, **attributes,
-                                           out_flag=out_flag, index_dtype=index_dtype,
-                                           **ctx.lib)
+        y, expert_idx, norm = _replayed(
+            _gating, (x, bias), _typed({**attributes, "k": k, "out_flag": out_flag,
+                                        "index_dtype": index_dtype}), device, handle)
         ctx.mark_non_differentiable(expert_idx)
         ctx.save_for_backward(x, expert_idx, norm)
         return y, expert_idx, norm
