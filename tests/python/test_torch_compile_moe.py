@@ -109,6 +109,37 @@ def test_fullgraph_needs_no_captured_scalars(layer):
         assert torch.equal(compiled(x, w), LAYERS[layer](x, w))
 
 
+DISPATCH_MODES = {"dropless": {}, "active_num": {"active_num": 37},
+                  "drop_pad": {"drop_pad_mode": 1, "expert_capacity": 9}}
+
+
+@pytest.mark.parametrize("mode", DISPATCH_MODES)
+def test_every_dispatch_mode_dynamic(mode):
+    """map_experts and combine after each dispatch mode, compiled with dynamic=True at two
+    batch sizes, tokens = hidden (a size the compiler may specialize: the counts' facts must
+    not depend on it), and an expert-parallel part (combine(experts=)) of the same layer."""
+    kwargs = DISPATCH_MODES[mode]
+    w = weights("float32")
+    w1 = w["w1"][..., :H] * 1  # (E, H, H)
+
+    def layer(x):
+        scales, ids, _ = itorch.moe_gating_top_k_softmax(x @ w["w_r"], K)
+        d = moe.dispatch(x, ids, E, **kwargs)
+        y = d.map_experts(lambda e, rows: rows @ w1[e])
+        part = torch.cat([d.expert_rows(e, y) for e in range(1, 3)])
+        if mode == "drop_pad":  # a part holds its experts' slots, (2, C, H)
+            part = d.flat(y).reshape(E, d.expert_capacity, H)[1:3]
+        return (moe.combine(y, d, scales, x1=x),
+                moe.combine(part, d, scales, experts=range(1, 3)))
+
+    compiled = torch.compile(layer, fullgraph=True, dynamic=True)
+    rng = rng_for("torch-compile-moe-modes", mode)
+    for rows in (H, H + 7):
+        x = random_tensor(rng, (rows, H), "float32")
+        for eager, comp in zip(layer(x), compiled(x)):
+            assert torch.equal(eager, comp)
+
+
 def op_samples(dtype):
     """(operator name, args, kwargs) for every MoE operator and router and their grads."""
     rng = rng_for("torch-opcheck-moe", str(dtype))

@@ -149,7 +149,7 @@ class Dispatched:
         """(routed_counts, counts, offsets), read from `routed` once (kept on the instance)."""
         known = self.__dict__.get("_known")
         if known is None:
-            known = _rows_per_expert(self.routed, self.drop_pad_mode, self.expanded_x.shape[0],
+            known = _rows_per_expert(self.routed, self.drop_pad_mode, self.active_num,
                                      self.expert_capacity, self.expanded_row_idx.shape[0])
             object.__setattr__(self, "_known", known)
         return known
@@ -241,13 +241,16 @@ class Dispatched:
                 raise ValueError(f"fn(e={e}, rows) returned shape {_shape(result)}: want "
                                  f"{rows.shape[0]} rows, one per row it was given")
             pieces.append(result)
-            if self.drop_pad_mode == 1 and result.shape[0] < self.expert_capacity:
+            if self.drop_pad_mode == 1:  # zero rows for the unfilled slots (maybe none)
                 pieces.append(result.new_zeros((self.expert_capacity - result.shape[0],)
                                                + tuple(result.shape[1:])))
         trailing = {tuple(p.shape[1:]) for p in pieces}
         if len(trailing) > 1:
             raise ValueError(f"fn's results differ in shape beyond the rows: {sorted(trailing)}")
-        return torch.cat(pieces)
+        result = torch.cat(pieces)
+        if _compiling():  # the rows kept sum to N (after an active_num cut: a sum of mins)
+            torch._check(result.shape[0] == self.num_rows)
+        return result
 
 
 def dispatch(x, expert_idx, expert_num, *, active_num=0, expert_capacity=0, drop_pad_mode=0,
@@ -317,10 +320,10 @@ def dispatch(x, expert_idx, expert_num, *, active_num=0, expert_capacity=0, drop
                       expert_capacity=expert_capacity, device=device, handle=handle)
 
 
-def _rows_per_expert(routed, drop_pad_mode, rows, capacity, total):
+def _rows_per_expert(routed, drop_pad_mode, active_num, capacity, total):
     """(routed_counts, counts, offsets) as Python ints from the Init's (E,) count tensor:
-    drop_pad_mode 0 cuts the expert-ordered rows at `rows` (A; no cut when A is all `total`
-    = R*K pairs), mode 1 each expert at `capacity`. Under torch.compile the ints are unbacked
+    drop_pad_mode 0 cuts the expert-ordered rows at active_num (no cut when it is 0 or at least
+    `total` = R*K pairs), mode 1 each expert at `capacity`. Under torch.compile the ints are unbacked
     SymInts: torch._check tells the compiler what the routing guarantees (counts >= 0, summing
     to R*K), so that slices by them and torch.cat of the experts' results have known sizes."""
     if torch.jit.is_tracing():
@@ -331,10 +334,15 @@ def _rows_per_expert(routed, drop_pad_mode, rows, capacity, total):
             "trace a model that runs the experts on Dispatched.expanded_x as a whole (e.g. "
             "drop_pad_mode=1 and a batched matmul over (E, C, H)), or use torch.compile")
     routed = routed.tolist()
-    if _compiling():
-        for c in routed:
+    if _compiling() and routed:
+        # The last count as what the others leave of R*K (the Init's guarantee, checked at run
+        # time): sizes built from the counts then sum to R*K by algebra, which stays true when
+        # the compiler later specializes R (an axiom about R would not).
+        last = total - sum(routed[:-1])
+        for c in routed[:-1] + [last]:
             torch._check(c >= 0)
-        torch._check(sum(routed) == total)
+        torch._check(routed[-1] == last)
+        routed = routed[:-1] + [last]
     smaller = getattr(torch, "sym_min", min)
     if drop_pad_mode == 1:
         return routed, [smaller(c, capacity) for c in routed], [e * capacity
@@ -343,10 +351,10 @@ def _rows_per_expert(routed, drop_pad_mode, rows, capacity, total):
     for c in routed:
         offsets.append(start)
         start += c
-    if rows == total:
+    if not 0 < active_num < total:
         return routed, routed, offsets
-    ends = [smaller(o + c, rows) for o, c in zip(offsets, routed)]
-    offsets = [smaller(o, rows) for o in offsets]
+    ends = [smaller(o + c, active_num) for o, c in zip(offsets, routed)]
+    offsets = [smaller(o, active_num) for o in offsets]
     return routed, [end - o for o, end in zip(offsets, ends)], offsets
 
 
@@ -452,6 +460,10 @@ def combine(expert_out, dispatched, scales, *, x1=None, x2=None, bias=None, expe
         if mode == 1 and expert_out.dim() == 3 \
                 and tuple(expert_out.shape[:2]) == (stop - first, d.expert_capacity):
             flat = expert_out.reshape(n, expert_out.shape[2])
+        elif expert_out.dim() == 2 and mode == 0 and _compiling():
+            # n is data (the experts' rows): asserted when the graph runs, not guarded on
+            torch._check(expert_out.shape[0] == n)
+            flat = expert_out
         elif expert_out.dim() == 2 and expert_out.shape[0] == n:
             flat = expert_out
         else:
@@ -461,7 +473,9 @@ def combine(expert_out, dispatched, scales, *, x1=None, x2=None, bias=None, expe
             raise ValueError(f"expert_out shape {_shape(expert_out)} does not hold experts "
                              f"{first}..{stop - 1}'s rows: want {want}")
         hidden = flat.shape[1]
-        if n == 0:  # no rows: one zero slot keeps the drop/pad shape valid (E, C >= 1)
+        # No rows: one zero slot keeps the drop/pad shape valid (E, C >= 1). While compiling n
+        # is a data-dependent size, so the slot is always added (no slot is ever read).
+        if _compiling() or n == 0:
             flat = torch.cat([flat, flat.new_zeros(1, hidden)])
         rows = flat.unsqueeze(0)  # (1, n, H'): one "expert" whose slots are the part's rows
         idx = d.expanded_row_idx
