@@ -15,8 +15,11 @@ memcpy timed beside the operators in the same runs, plotted as the memory roofli
 (thread count, dtype): GB/s (log scale) against output elements (log scale), infiniop solid,
 PyTorch dashed, the copies in grey. Only the standard library: the SVG is written by hand.
 --table [THREADS...] prints the Markdown rows of docs/performance.md's tables (--table-sizes
-picks sizes, e.g. 256K 16M). --check regenerates the SVG in memory, checks that it parses as XML
-and that the given file is identical to it.
+picks sizes, e.g. 256K 16M); --compare prints every row of infiniop against PyTorch eager and
+torch.compile (Inductor: compare_torch.py's rows of mode inductor, plotted dash-dot), with each
+row's ratio to its own NT copy (the table of docs/performance.md's "Against PyTorch 2").
+--check regenerates the SVG in memory, checks that it parses as XML and that the given file is
+identical to it.
 """
 import argparse
 import csv
@@ -27,6 +30,7 @@ import xml.etree.ElementTree as ElementTree
 COLORS = {"swiglu": "#1f77b4", "gelu_backward": "#d62728", "moe_finalize_routing": "#2ca02c"}
 EXTRA_COLORS = ["#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#ff7f0e"]
 TORCH_NAME = {"gelu_backward(out=)": "gelu_backward"}  # the form that writes into a given output
+INDUCTOR_DASH = "8,3,2,3"
 PANEL_W, PANEL_H = 430, 300
 MARGIN_L, MARGIN_R, MARGIN_T, MARGIN_B = 58, 14, 30, 44
 
@@ -72,14 +76,16 @@ def collect(infiniop_rows, torch_rows):
         fact["bytes_per_element"] = int(row["bytes"]) / elements
         fact["shape"] = row["shape"]
     for row in torch_rows:
-        if row["op"] == "gelu_backward":
-            continue  # the allocating form; gelu_backward(out=) is the one compared
+        inductor = row.get("mode") == "inductor"  # no mode column: eager (PyTorch 1.x's CSVs)
+        if row["op"] == "gelu_backward" and not inductor:
+            continue  # the allocating form; eager's gelu_backward(out=) is the one compared
         op = TORCH_NAME.get(row["op"], row["op"])
         threads, dtype, elements = int(row["threads"]), row["dtype"], int(row["elements"])
-        best(series.setdefault((threads, dtype), {}).setdefault("torch " + op, {}), elements,
+        prefix = "inductor " if inductor else "torch "
+        best(series.setdefault((threads, dtype), {}).setdefault(prefix + op, {}), elements,
              number(row["gb_s"]))
-        best(facts.setdefault((threads, dtype, op, elements), {}), "torch_gb_s",
-             number(row["gb_s"]))
+        best(facts.setdefault((threads, dtype, op, elements), {}),
+             "inductor_gb_s" if inductor else "torch_gb_s", number(row["gb_s"]))
     return series, facts
 
 
@@ -123,7 +129,8 @@ def svg_text(series, title):
     columns = max(1, len({p[1] for p in panels}))
     rows_n = math.ceil(len(panels) / columns)
     ops = sorted({name for panel in series.values() for name in panel
-                  if name not in ("NT copy", "memcpy") and not name.startswith("torch ")},
+                  if name not in ("NT copy", "memcpy")
+                  and not name.startswith(("torch ", "inductor "))},
                  key=lambda o: (o not in COLORS, o))
     legend_h = 22 * (1 + math.ceil((len(ops) + 2) / 4))
     width, height = columns * PANEL_W, 28 + legend_h + rows_n * PANEL_H
@@ -140,8 +147,11 @@ def svg_text(series, title):
            f'font-weight="bold">{title}</text>']
     # legend: operators (colour), then the line styles
     items = [(op, color_of(op, EXTRA_COLORS), "", op) for op in ops]
-    items += [("", "#000", "", "infiniop (solid)"), ("", "#000", "5,3", "PyTorch (dashed)"),
-              ("", "#555", "2,2", "NT copy (the roofline out of cache)"), ("", "#aaa", "1,3", "glibc memcpy")]
+    items += [("", "#000", "", "infiniop (solid)"), ("", "#000", "5,3", "PyTorch eager (dashed)")]
+    if any(name.startswith("inductor ") for panel in series.values() for name in panel):
+        items.append(("", "#000", INDUCTOR_DASH, "torch.compile, Inductor (dash-dot)"))
+    items += [("", "#555", "2,2", "NT copy (the roofline out of cache)"),
+              ("", "#aaa", "1,3", "glibc memcpy")]
     for i, (_, color, dash, label) in enumerate(items):
         x, y = 16 + (i % 4) * (width - 32) / 4, 40 + 20 * (i // 4)
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
@@ -190,6 +200,7 @@ def svg_text(series, title):
         for op in ops:
             styles.append((op, color_of(op, EXTRA_COLORS), "", 2))
             styles.append(("torch " + op, color_of(op, EXTRA_COLORS), "5,3", 1.5))
+            styles.append(("inductor " + op, color_of(op, EXTRA_COLORS), INDUCTOR_DASH, 1.5))
         for name, color, dash, stroke in styles:
             points = sorted((n, v) for n, v in panel.get(name, {}).items() if v and v > 0)
             if not points:
@@ -214,24 +225,52 @@ def panel_nt(facts, threads, dtype, elements):
 
 
 def table(facts, threads, sizes=None):
-    """Markdown rows: op, dtype, size, GB/s, vs torch, NT copy GB/s (the panel's best at that
-    size), the ratio to it, Gelem/s."""
-    lines = ["| operator | dtype | output elements (shape) | infiniop GB/s | PyTorch GB/s | "
-             "infiniop / PyTorch | NT copy GB/s | infiniop / NT copy | Gelem/s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    """Markdown rows: op, dtype, size, GB/s, vs torch (eager; and Inductor where the CSVs have
+    its rows), NT copy GB/s (the panel's best at that size), the ratio to it, Gelem/s."""
+    inductor = any("inductor_gb_s" in fact for fact in facts.values())
+    head = ["operator", "dtype", "output elements (shape)", "infiniop GB/s", "PyTorch GB/s",
+            "infiniop / PyTorch"]
+    head += ["Inductor GB/s", "infiniop / Inductor"] if inductor else []
+    head += ["NT copy GB/s", "infiniop / NT copy", "Gelem/s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (t, dtype, op, elements), fact in sorted(facts.items(),
                                                   key=lambda i: (i[0][2], i[0][1], i[0][3])):
         if t != threads or "gb_s" not in fact or sizes and elements not in sizes:
             continue
-        torch_gbs = fact.get("torch_gb_s")
+        gbs = fact["gb_s"]
+        cells = [op, dtype.upper(), f"{size_label(elements)} ({fact['shape']})", f"{gbs:.1f}"]
+        for column in ("torch_gb_s", "inductor_gb_s") if inductor else ("torch_gb_s",):
+            other = fact.get(column)
+            cells += [f"{other:.1f}", f"{gbs / other:.1f}x"] if other else ["-", "-"]
         nt = panel_nt(facts, t, dtype, elements)
-        lines.append(f"| {op} | {dtype.upper()} | {size_label(elements)} ({fact['shape']}) | "
-                     f"{fact['gb_s']:.1f} | {torch_gbs:.1f} | {fact['gb_s'] / torch_gbs:.1f}x | "
-                     if torch_gbs else
-                     f"| {op} | {dtype.upper()} | {size_label(elements)} ({fact['shape']}) | "
-                     f"{fact['gb_s']:.1f} | - | - | ")
-        lines[-1] += (f"{nt:.1f} | {fact['gb_s'] / nt:.2f} | " if nt else "- | - | ")
-        lines[-1] += f"{fact['gelem_s']:.2f} |"
+        cells += [f"{nt:.1f}", f"{gbs / nt:.2f}"] if nt else ["-", "-"]
+        cells.append(f"{fact['gelem_s']:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def compare_table(facts):
+    """Markdown rows, per thread count (most first), operator and dtype, every size: infiniop's
+    GB/s beside PyTorch eager's and Inductor's (the best of each), the ratios, and infiniop's
+    GB/s over its own NT copy of the same bytes (ratio_nt, the roofline)."""
+    lines = ["| operator | dtype | threads | shape | infiniop GB/s | eager GB/s | Inductor GB/s | "
+             "infiniop / eager | infiniop / Inductor | infiniop / NT copy |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def cell(value, form):
+        return "-" if value is None else format(value, form)
+
+    for (threads, dtype, op, _), fact in sorted(
+            facts.items(), key=lambda i: (-i[0][0], i[0][2], i[0][1] != "f32", i[0][3])):
+        if "gb_s" not in fact:
+            continue
+        gbs, eager, inductor = fact["gb_s"], fact.get("torch_gb_s"), fact.get("inductor_gb_s")
+        nt = fact.get("nt_gb_s")
+        lines.append(f"| {op} | {dtype.upper()} | {threads} | {fact['shape']} | {gbs:.2f} | "
+                     f"{cell(eager, '.2f')} | {cell(inductor, '.2f')} | "
+                     f"{cell(eager and gbs / eager, '.2f')} | "
+                     f"{cell(inductor and gbs / inductor, '.2f')} | "
+                     f"{cell(nt and gbs / nt, '.2f')} |")
     return "\n".join(lines)
 
 
@@ -270,9 +309,13 @@ def main(argv=None):
     parser.add_argument("--torch", nargs="*", default=[], help="compare_torch.py CSVs")
     parser.add_argument("--svg", help="write the plot here")
     parser.add_argument("--check", help="regenerate and compare with this SVG file")
-    parser.add_argument("--title", default="infiniop vs PyTorch (cpu device, best of runs)")
+    parser.add_argument("--title", default="infiniop vs PyTorch eager and torch.compile "
+                                           "(cpu device, best of runs)")
     parser.add_argument("--table", type=int, nargs="*", metavar="THREADS",
                         help="print the Markdown table of these thread counts (default: all)")
+    parser.add_argument("--compare", action="store_true",
+                        help="print the Markdown table of infiniop against PyTorch eager and "
+                             "Inductor, every row of the CSVs")
     parser.add_argument("--table-sizes", nargs="*", metavar="N",
                         help="only these sizes in the table (N, NK, NM output elements)")
     args = parser.parse_args(argv)
@@ -292,6 +335,8 @@ def main(argv=None):
             if threads > 1:
                 print(f"\nbounds at {threads} threads:\n")
                 print(bound_table(facts, threads))
+    if args.compare:
+        print(compare_table(facts))
     if args.check:
         with open(args.check, encoding="utf-8") as handle:
             if handle.read() != text:

@@ -1,18 +1,27 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Per-call cost of the Python binding at a tiny shape (1x64 F32 torch tensors, cpu device):
-the functional call (infiniop.<op>), the same call on a descriptor created once and passed raw
-pointers (what the binding cannot go below), torch's own op for the same math, and for the
-forward operators the autograd layer (infiniop.torch.<op> on an input that requires grad: the
-forward with its graph node) and its ratio to the functional call.
+"""Per-call cost of the Python binding at a tiny shape (F32 torch tensors of 1x64, the split
+operators' inputs 1x128, cpu device): the functional call (infiniop.<op>), the same call on a
+descriptor created once and passed raw pointers (what the binding cannot go below), torch's own
+op for the same math, and for the forward operators the autograd layer (infiniop.torch.<op> on
+an input that requires grad: the forward with its graph node) and its ratio to the functional
+call.
+
+A second table follows: SwiGlu on a 1x128 input that does not require grad through each path a
+torch user has, in the same rounds: the functional call, torch.ops.infiniop.swiglu (the custom
+op, eager), infiniop.torch.swiglu (eager: its autograd.Function), torch.compile(fullgraph=True,
+dynamic=False) of a function calling infiniop.torch.swiglu (the compiled graph calls the custom
+op), and torch's own F.silu(a) * b eager and compiled the same way. It needs PyTorch 2.4 or later
+(torch.compile and the custom op's fake kernel); --no-compile leaves out the compiled rows.
 
     python3 bench/python_overhead.py [--calls 500] [--repeats 30] [--device cpu] [--csv] [--wall]
+                                     [--no-compile]
 
 Each figure is the best over --repeats (default 30) of the mean over --calls (default 500)
 calls, in microseconds of the calling thread's CPU time (time.thread_time: a shared machine's
 other processes do not count; --wall for wall-clock time): the best run is the one least
-disturbed. At 1x64 the kernels themselves take well under a microsecond, so this is the
-binding's (and torch's dispatcher's) overhead.
+disturbed. At this size the kernels themselves take well under a microsecond, so this is the
+binding's (and torch's dispatcher's, and the compiled graph's guards') overhead.
 """
 
 import argparse
@@ -29,6 +38,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import infiniop  # noqa: E402
 import infiniop.torch as iop  # noqa: E402
+from infiniop.torch import _ops as torch_ops  # noqa: E402 (COMPILABLE: torch.compile can trace)
 
 
 def _problems(device):
@@ -128,6 +138,32 @@ def _problems(device):
     ]
 
 
+def _swiglu_paths(device, compile_too):
+    """(label, call) per path of SwiGlu at 1x128 F32 (see the module docstring)."""
+    x = torch.randn(1, 128, generator=torch.Generator().manual_seed(1))
+
+    def torch_swiglu(t):
+        a, b = t.chunk(2, -1)
+        return F.silu(a) * b
+
+    def library_swiglu(t):
+        return iop.swiglu(t, device=device)
+
+    paths = [("infiniop.swiglu (functional)", lambda: infiniop.swiglu(x, device=device))]
+    if hasattr(torch.ops.infiniop, "swiglu"):
+        custom = torch.ops.infiniop.swiglu
+        paths.append(("torch.ops.infiniop.swiglu, eager", lambda: custom(x, device=device)))
+    paths.append(("infiniop.torch.swiglu, eager", lambda: library_swiglu(x)))
+    if compile_too:
+        compiled = torch.compile(library_swiglu, fullgraph=True, dynamic=False)
+        paths.append(("infiniop.torch.swiglu, torch.compile", lambda: compiled(x)))
+    paths.append(("torch F.silu(a) * b, eager", lambda: torch_swiglu(x)))
+    if compile_too:
+        compiled_torch = torch.compile(torch_swiglu, fullgraph=True, dynamic=False)
+        paths.append(("torch F.silu(a) * b, torch.compile", lambda: compiled_torch(x)))
+    return paths
+
+
 def _mean_us(call, calls, clock):
     start = clock()
     for _ in range(calls):
@@ -158,7 +194,13 @@ def main():
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--csv", action="store_true", help="comma-separated output")
     parser.add_argument("--wall", action="store_true", help="wall-clock time, not CPU time")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="leave out the torch.compile rows of the SwiGlu table")
     args = parser.parse_args()
+    compile_too = not args.no_compile and getattr(torch_ops, "COMPILABLE", False)
+    if not args.no_compile and not compile_too:
+        print(f"# torch {torch.__version__}: no torch.compile of infiniop.torch (PyTorch 2.4 on); "
+              "the compiled rows are left out", file=sys.stderr)
     clock = time.perf_counter if args.wall else time.thread_time
     torch.set_num_threads(1)
     columns = ("operator", "infiniop_us", "raw_c_us", "torch_us", "autograd_us", "autograd_ratio")
@@ -171,24 +213,30 @@ def main():
         for function in calls:
             if function is not None:
                 function()  # warm: library load, descriptor cache, torch's first-call paths
+    paths = _swiglu_paths(args.device, compile_too)
+    for _, function in paths:
+        function()  # warm: the compiled ones compile here
     # Rounds over every operator, best of each: a slow spell of the machine hits every row
     # alike instead of one row's whole measurement.
     best = {name: [float("inf")] * 4 for name, _, _ in problems}
+    best_path = [float("inf")] * len(paths)
     for _ in range(args.repeats):
         for name, calls, _ in problems:
             for column, function in enumerate(calls):
                 if function is not None:
                     best[name][column] = min(best[name][column],
                                              _mean_us(function, args.calls, clock))
+        for index, (_, function) in enumerate(paths):
+            best_path[index] = min(best_path[index], _mean_us(function, args.calls, clock))
     rows = []
     for name, _, _ in problems:
         values = [None if v == float("inf") else v for v in best[name]]
         ratio = values[3] / values[0] if values[3] is not None else None
         rows.append((name, *values, ratio))
-    print(f"# 1x64 F32 torch tensors, device {args.device}, best of {args.repeats} x "
-          f"{args.calls} calls, microseconds of {'wall' if args.wall else 'thread CPU'} time "
-          f"per call; cpu ISA {infiniop.cpu_isa_name()}, "
-          f"{os.cpu_count()} cpus")
+    print(f"# 1x64 F32 torch tensors (split operators' inputs 1x128), device {args.device}, "
+          f"best of {args.repeats} x {args.calls} calls, microseconds of "
+          f"{'wall' if args.wall else 'thread CPU'} time per call; cpu ISA "
+          f"{infiniop.cpu_isa_name()}, {os.cpu_count()} cpus, torch {torch.__version__}")
     if args.csv:
         print(",".join(columns))
         for row in rows:
@@ -200,6 +248,15 @@ def main():
             cells = ["-" if v is None else f"{v:.2f}" for v in row[1:]]
             print(f"{row[0]:30} {cells[0]:>12} {cells[1]:>10} {cells[2]:>10} {cells[3]:>12} "
                   f"{cells[4]:>15}")
+    print("\n# SwiGlu, 1x128 F32 input (no grad), per path")
+    if args.csv:
+        print("path,us")
+        for (label, _), value in zip(paths, best_path):
+            print(f'"{label}",{value:.2f}')
+    else:
+        print(f"{'path':40} {'us':>8}")
+        for (label, _), value in zip(paths, best_path):
+            print(f"{label:40} {value:8.2f}")
 
 
 if __name__ == "__main__":
