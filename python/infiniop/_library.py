@@ -5,8 +5,9 @@ Where the library is looked for, first found wins (library_candidates, load_libr
   1. $INFINIOP_LIBRARY, the path of the library or of a folder holding it (libinfiniop.so.0,
      else libinfiniop.so): when set, the only place looked.
   2. Next to the package: the library inside the package folder (libinfiniop.so.0 or
-     libinfiniop.so), then the one `cmake --install` installed with the package, in the libdir
-     that the install recorded relative to the package (<package>/_install.json).
+     libinfiniop.so; the wheel that `pip install ./python` builds puts it there), then the one
+     `cmake --install` installed with the package, in the libdir that the install recorded
+     relative to the package (<package>/_install.json).
   3. From a source checkout (the package imported from <repo>/python): <repo>/build/, then
      <repo>/build-*/, most recently built first.
   4. The dynamic loader: dlopen("libinfiniop.so.0"), so LD_LIBRARY_PATH, the ldconfig cache and
@@ -227,8 +228,9 @@ def _ways(package_dir, repo_root, prefixes):
     message."""
     ways = [f"${LIBRARY_ENV}: the path of {LIBRARY_NAME}, or of a folder holding it "
             f"(when set, the only place looked)",
-            f"next to the package: {package_dir}/{LIBRARY_SONAME}, or the library "
-            f"`cmake --install` installed with the package ({INSTALL_RECORD})"]
+            f"next to the package: {package_dir}/{LIBRARY_SONAME} (`pip install ./python` "
+            f"builds it into the package), or the library `cmake --install` installed with the "
+            f"package ({INSTALL_RECORD})"]
     if repo_root is not None:
         ways.append(f"this source checkout: {repo_root}/build/ and build-*/ (build it: "
                     f"cmake -S {repo_root} -B {repo_root}/build && cmake --build "
