@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config libhwy-dev libomp-dev libgtest-dev libbenchmark-dev
           ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
           python3 python3-numpy python3-torch python3-pytest
-          python3-pip python3-setuptools python3-wheel python3-venv  # pip install ./python
+          python3-pip python3-venv ninja-build  # pip install ./python (builds the library)
           valgrind  # bench/cost.sh
           libdnnl-dev)  # bench/onednn_error.cc (oneDNN's gelu_erf error; built where present)
 missing=()
@@ -39,4 +39,15 @@ if ! cmp -s "$requirements" .venv/requirements-torch2.txt; then
   /usr/bin/python3 -m venv .venv
   .venv/bin/python -m pip install -q --disable-pip-version-check -r "$requirements"
   cp "$requirements" .venv/requirements-torch2.txt
+fi
+
+# The wheelhouse of `pip install ./python`'s build requirements (python/requirements-build.txt:
+# scikit-build-core and its requirements, pinned), from which the install test builds the package
+# offline (tests/install/check_python_package.sh). Remade only when the requirements change.
+build_requirements=python/requirements-build.txt
+if ! cmp -s "$build_requirements" .venv/wheelhouse/requirements-build.txt; then
+  rm -rf .venv/wheelhouse
+  .venv/bin/python -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    -d .venv/wheelhouse -r "$build_requirements"
+  cp "$build_requirements" .venv/wheelhouse/requirements-build.txt
 fi

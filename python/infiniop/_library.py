@@ -5,8 +5,11 @@ Where the library is looked for, first found wins (library_candidates, load_libr
   1. $INFINIOP_LIBRARY, the path of the library or of a folder holding it (libinfiniop.so.0,
      else libinfiniop.so): when set, the only place looked.
   2. Next to the package: the library inside the package folder (libinfiniop.so.0 or
-     libinfiniop.so), then the one `cmake --install` installed with the package, in the libdir
-     that the install recorded relative to the package (<package>/_install.json).
+     libinfiniop.so; the wheel that `pip install ./python` builds puts it there), then the one
+     `cmake --install` installed with the package, in the libdir that the install recorded
+     relative to the package (<package>/_install.json). Each folder of the package's __path__
+     is such a folder: an editable install (pip install -e ./python) imports the modules from
+     the checkout and lists first the install tree, which holds the library pip built.
   3. From a source checkout (the package imported from <repo>/python): <repo>/build/, then
      <repo>/build-*/, most recently built first.
   4. The dynamic loader: dlopen("libinfiniop.so.0"), so LD_LIBRARY_PATH, the ldconfig cache and
@@ -123,27 +126,36 @@ def _explicit_candidates(path):
     return [found] if found is not None else [path / LIBRARY_SONAME, path / LIBRARY_NAME]
 
 
+def _package_dirs():
+    """The package's folders, in the order of its __path__, then this module's folder (the same,
+    but for an editable install, whose __path__ begins with the install tree)."""
+    package = sys.modules.get(__package__)
+    folders = [Path(folder).resolve() for folder in getattr(package, "__path__", ())]
+    return list(dict.fromkeys(folders + [PACKAGE_DIR]))
+
+
 def library_candidates(environ=None, repo_root=None, package_dir=None):
     """The library files to try, best first, and whether they came from $INFINIOP_LIBRARY.
 
     INFINIOP_LIBRARY, when set, is the only candidate (an explicit choice must not be overridden
     by another library lying around); when it is a folder, the library in it. Otherwise the
-    files that exist of: the library inside `package_dir` (default: this package's folder), the
-    one recorded in its _install.json, then <repo_root>/build/ and <repo_root>/build-*/, most
-    recently built first (repo_root defaults to the checkout this package is imported from, and
-    to none for an installed package). The dynamic loader (LIBRARY_SONAME) is not a file here,
-    nor are the install prefixes: load_library tries the loader after these, then
-    prefix_candidates().
+    files that exist of: the library inside `package_dir` (default: each of this package's
+    folders, _package_dirs()), the one recorded in its _install.json, then <repo_root>/build/
+    and <repo_root>/build-*/, most recently built first (repo_root defaults to the checkout this
+    package is imported from, and to none for an installed package). The dynamic loader
+    (LIBRARY_SONAME) is not a file here, nor are the install prefixes: load_library tries the
+    loader after these, then prefix_candidates().
     """
     environ = os.environ if environ is None else environ
     explicit = environ.get(LIBRARY_ENV, "").strip()
     if explicit:
         return _explicit_candidates(explicit), True
+    package_dirs = _package_dirs() if package_dir is None else [Path(package_dir)]
     package_dir = PACKAGE_DIR if package_dir is None else Path(package_dir)
     if repo_root is None and in_source_tree(package_dir):
         repo_root = package_dir.parents[1]
-    nearby = [package_dir / LIBRARY_SONAME, package_dir / LIBRARY_NAME,
-              _installed_library(package_dir)]
+    nearby = [path for folder in package_dirs for path in
+              (folder / LIBRARY_SONAME, folder / LIBRARY_NAME, _installed_library(folder))]
     found = [p for p in nearby if p is not None and p.is_file()]
     if repo_root is not None:
         root = Path(repo_root)
@@ -227,8 +239,9 @@ def _ways(package_dir, repo_root, prefixes):
     message."""
     ways = [f"${LIBRARY_ENV}: the path of {LIBRARY_NAME}, or of a folder holding it "
             f"(when set, the only place looked)",
-            f"next to the package: {package_dir}/{LIBRARY_SONAME}, or the library "
-            f"`cmake --install` installed with the package ({INSTALL_RECORD})"]
+            f"next to the package: {package_dir}/{LIBRARY_SONAME} (`pip install ./python` "
+            f"builds it into the package), or the library `cmake --install` installed with the "
+            f"package ({INSTALL_RECORD})"]
     if repo_root is not None:
         ways.append(f"this source checkout: {repo_root}/build/ and build-*/ (build it: "
                     f"cmake -S {repo_root} -B {repo_root}/build && cmake --build "

@@ -1,30 +1,49 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# The Python package installed the two ways README.md gives, each used from a folder outside the
-# checkout with no INFINIOP_LIBRARY; nothing is written outside one mktemp directory.
-#  a. `pip install ./python` into a fresh venv (--system-site-packages, for torch and numpy),
-#     offline (--no-index: the build needs nothing downloaded); the library found only through
-#     the dynamic loader (LD_LIBRARY_PATH = the build folder). There it also runs
-#     examples/python/train_moe_mlp.py, copied to the temporary folder: a two-layer MoE MLP
-#     trained with loss.backward() through infiniop.torch, checked against float64 torch.
+# The Python package installed the ways README.md gives, each used from a folder outside the
+# checkout with no INFINIOP_LIBRARY; nothing is written outside one mktemp directory. pip works
+# offline (--no-index): the build requirements (python/requirements-build.txt, scikit-build-core
+# and its requirements) come from the wheelhouse scripts/install-deps.sh downloads them into.
+#  a. `pip wheel ./python`, once: the wheel `pip install ./python` builds and installs, with the
+#     library compiled into it (infiniop/libinfiniop.so.0), tagged py3-none-<platform>. Installed
+#     into a fresh venv (--system-site-packages: Debian's torch and numpy), the package loads its
+#     own library with no variable and no LD_LIBRARY_PATH, compiled for the same Highway targets
+#     as the CMake build's library (the names INFINIOP_CPU_ISA accepts) and dispatching to the
+#     same best one; $INFINIOP_LIBRARY still overrides it.
+#  a'. The same wheel into a second fresh venv that sees the interpreter's own packages (the
+#     project's .venv: PyTorch 2), where examples/python/train_moe_mlp.py, copied to the temporary
+#     folder, also runs: a two-layer MoE MLP trained with loss.backward() through infiniop.torch,
+#     checked against float64 torch.
 #  b. `cmake --install` staged under DESTDIR (prefix /usr); only PYTHONPATH names the installed
 #     package, which finds the installed library next to it (_install.json), with no
 #     LD_LIBRARY_PATH. Skipped when configured with -DINFINIOP_INSTALL_PYTHON=OFF.
-#  c. The venv's package with nothing findable: LibraryNotFoundError names every way.
-#  d. `cmake --install --prefix <the venv>`: the venv's pip-installed package finds that library
-#     in its own prefix (sys.prefix) with no variable at all.
+#  c. `pip install --config-settings=wheel.cmake=false ./python` (the package alone, no library)
+#     into a third venv: the library found through the dynamic loader (LD_LIBRARY_PATH = the build
+#     folder); then with nothing findable, LibraryNotFoundError names every way.
+#  d. `cmake --install --prefix <that venv>`: its pip-installed package finds that library in its
+#     own prefix (sys.prefix) with no variable at all.
 # Each run checks where the package and the library came from, both versions against
 # include/infiniop/version.h, and infiniop.swiglu against torch's silu(a) * b.
 # Usage: check_python_package.sh <build dir> <python> <library folder> <INFINIOP_INSTALL_PYTHON>
+#        [<wheelhouse>, default <repo>/.venv/wheelhouse]
 set -eu
 build_dir="$1"; python="$2"; lib_dir=$(realpath "$3"); install_python="$4"
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+wheelhouse="${5:-$repo/.venv/wheelhouse}"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-unset INFINIOP_LIBRARY PYTHONPATH LD_LIBRARY_PATH DESTDIR PIP_INDEX_URL PIP_FIND_LINKS
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PYTHONDONTWRITEBYTECODE=1
+unset INFINIOP_LIBRARY PYTHONPATH LD_LIBRARY_PATH DESTDIR PIP_INDEX_URL PIP_FIND_LINKS CMAKE_ARGS
+# No pip configuration file (an index, find-links) takes part; the library compiles on 2 jobs
+# unless told otherwise (ctest runs other tests beside this one).
+export PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+export PYTHONDONTWRITEBYTECODE=1 CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
 part() { sed -n "s/^#define INFINIOP_VERSION_$1 \([0-9]*\).*/\1/p" "$repo/include/infiniop/version.h"; }
 version="$(part MAJOR).$(part MINOR).$(part PATCH)"
-mkdir "$work/elsewhere"
+ls "$wheelhouse"/scikit_build_core-*.whl > /dev/null 2>&1 || {
+  echo "no build requirements in $wheelhouse: bash scripts/install-deps.sh downloads them there" \
+       "(python/requirements-build.txt)"; exit 1; }
+offline="--no-index --find-links $wheelhouse --no-cache-dir"
+mkdir "$work/elsewhere" "$work/wheels"
+cp "$repo/examples/python/train_moe_mlp.py" "$work/elsewhere/"
 
 cat > "$work/check.py" <<'PY'
 import os, sys
@@ -42,21 +61,74 @@ a, b = x.chunk(2, dim=-1)
 torch.testing.assert_close(infiniop.swiglu(x), torch.nn.functional.silu(a) * b)
 print(f"  infiniop {version} from {where}, {loaded}: swiglu ok")
 PY
+# The Highway target the cpu device dispatches to, and (INFINIOP_CPU_ISA naming none) the targets
+# the library was compiled for, best first.
+cat > "$work/isa.py" <<'PY'
+import infiniop
+try:
+    infiniop.Handle("cpu").close()
+    print(infiniop.cpu_isa_name())
+except infiniop.InfiniopError as error:
+    print(error.message.split("(best first): ")[-1].split(", or unset")[0])
+PY
+isa() { (cd "$work/elsewhere" && "$@" "$work/isa.py"); }
+cmake_library="env INFINIOP_LIBRARY=$lib_dir PYTHONPATH=$repo/python $python"
+cmake_best=$(isa $cmake_library); cmake_targets=$(isa env INFINIOP_CPU_ISA=none $cmake_library)
 
-# a. pip install ./python in a venv; the library through the dynamic loader.
-"$python" -m venv --system-site-packages --without-pip "$work/venv"
-venv_python="$work/venv/bin/python"
-(cd "$repo" && "$venv_python" -m pip install -q --no-index --no-cache-dir ./python)
-site=$("$venv_python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-installed=$("$venv_python" -c 'import importlib.metadata as m; print(m.version("infiniop"))')
+# a. One wheel, as pip install ./python builds it; installed into a venv. It is configured as the
+# build under test where that differs from pyproject.toml (a dev build's native Highway target, a
+# build without OpenCL), so the two libraries compare; the release build's INFINIOP_CPU_TARGETS
+# is pyproject.toml's own, all.
+cached() { sed -n "s/^$1:[A-Z]*=//p" "$build_dir/CMakeCache.txt"; }
+settings="--config-settings=cmake.define.INFINIOP_WITH_OPENCL=$(cached INFINIOP_WITH_OPENCL)"
+cpu_targets=$(cached INFINIOP_CPU_TARGETS)
+[ "$cpu_targets" = all ] ||
+  settings="$settings --config-settings=cmake.define.INFINIOP_CPU_TARGETS=$cpu_targets"
+(cd "$repo" && "$python" -m pip wheel -q $offline $settings --no-deps -w "$work/wheels" ./python)
+wheel=$(ls "$work/wheels"/infiniop-*.whl)
+case "$wheel" in
+  */infiniop-"$version"-py3-none-*.whl) ;;
+  *) echo "pip wheel built $wheel, want infiniop-$version-py3-none-<platform>.whl"; exit 1 ;;
+esac
+case "$wheel" in *-any.whl) echo "$wheel is a pure wheel: no library in it"; exit 1 ;; esac
+"$python" - "$wheel" <<'PY'
+import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+assert "infiniop/libinfiniop.so.0" in names, names
+assert "infiniop/__init__.py" in names and "infiniop/torch/__init__.py" in names, names
+stray = [n for n in names if not n.startswith(("infiniop/", "infiniop-"))]
+assert not stray, f"outside the package: {stray}"
+PY
+"$python" -m venv --system-site-packages --without-pip "$work/venv1"
+venv1="$work/venv1/bin/python"
+"$venv1" -m pip install -q $offline "$wheel"
+site1=$("$venv1" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+installed=$("$venv1" -c 'import importlib.metadata as m; print(m.version("infiniop"))')
 [ "$installed" = "$version" ] || { echo "pip installed infiniop $installed, want $version"; exit 1; }
-echo "a. pip install ./python, library from LD_LIBRARY_PATH:"
+echo "a. $(basename "$wheel"), pip-installed: the library inside the package, no variable:"
 (cd "$work/elsewhere" &&
- LD_LIBRARY_PATH="$lib_dir" "$venv_python" "$work/check.py" "$site/infiniop" "$lib_dir" "$version")
-echo "a. examples/python/train_moe_mlp.py, copied outside the checkout, with the venv's python:"
-cp "$repo/examples/python/train_moe_mlp.py" "$work/elsewhere/"
-(cd "$work/elsewhere" && LD_LIBRARY_PATH="$lib_dir" "$venv_python" train_moe_mlp.py) ||
-  { echo "train_moe_mlp.py failed with the pip-installed package"; exit 1; }
+ "$venv1" "$work/check.py" "$site1/infiniop" "$(realpath "$site1/infiniop")" "$version")
+best=$(isa "$venv1"); targets=$(isa env INFINIOP_CPU_ISA=none "$venv1")
+echo "  Highway: $best of $targets; the CMake build's library: $cmake_best of $cmake_targets"
+[ "$best" = "$cmake_best" ] && [ "$targets" = "$cmake_targets" ] ||
+  { echo "the wheel's library does not dispatch as the CMake build's does"; exit 1; }
+echo "a. the same venv with INFINIOP_LIBRARY=<the build folder>: that library instead:"
+(cd "$work/elsewhere" && INFINIOP_LIBRARY="$lib_dir" \
+ "$venv1" "$work/check.py" "$site1/infiniop" "$lib_dir" "$version")
+
+# a'. The same wheel into another venv, which sees the interpreter's own packages.
+"$python" -m venv --without-pip "$work/venv2"
+venv2="$work/venv2/bin/python"
+site2=$("$venv2" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+"$python" -c 'import site; print("\n".join(site.getsitepackages()))' > "$site2/interpreter.pth"
+"$venv2" -m pip install -q $offline "$wheel"
+torch_version=$("$venv2" -c 'import torch; print(torch.__version__)')
+echo "a'. the wheel in a second venv, with torch $torch_version:"
+(cd "$work/elsewhere" &&
+ "$venv2" "$work/check.py" "$site2/infiniop" "$(realpath "$site2/infiniop")" "$version")
+echo "a'. examples/python/train_moe_mlp.py, copied outside the checkout, with that venv's python:"
+(cd "$work/elsewhere" && "$venv2" train_moe_mlp.py) ||
+  { echo "train_moe_mlp.py failed with the wheel's package"; exit 1; }
 
 # b. cmake --install under DESTDIR; only PYTHONPATH.
 if [ "$install_python" = ON ] || [ "$install_python" = 1 ] || [ "$install_python" = TRUE ]; then
@@ -72,8 +144,19 @@ else
   echo "b. skipped: configured with INFINIOP_INSTALL_PYTHON=$install_python"
 fi
 
-# c. Nothing findable: the error names every way.
-echo "c. nothing findable:"
+# c. The package alone (no CMake run) in a third venv: the library through the dynamic loader,
+# then nothing findable: the error names every way.
+"$python" -m venv --system-site-packages --without-pip "$work/venv"
+venv_python="$work/venv/bin/python"
+(cd "$repo" && "$venv_python" -m pip install -q $offline --config-settings=wheel.cmake=false \
+   ./python)
+site=$("$venv_python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+[ -f "$site/infiniop/__init__.py" ] && ! ls "$site/infiniop" | grep -q '^libinfiniop' ||
+  { echo "wheel.cmake=false: want the package without a library in $site/infiniop"; exit 1; }
+echo "c. pip install --config-settings=wheel.cmake=false ./python, library from LD_LIBRARY_PATH:"
+(cd "$work/elsewhere" &&
+ LD_LIBRARY_PATH="$lib_dir" "$venv_python" "$work/check.py" "$site/infiniop" "$lib_dir" "$version")
+echo "c. the same package, nothing findable:"
 system_library=0  # exit status 3: the machine has a library installed (then no d)
 (cd "$work/elsewhere" && "$venv_python" - <<'PY') || system_library=$?
 import infiniop
@@ -103,4 +186,5 @@ else
 fi
 git -C "$repo" status --porcelain --ignored -- python | grep -v '__pycache__/$' | \
   grep -E '(build|dist|\.egg-info)/?$' && { echo "the pip build wrote into python/"; exit 1; }
-echo "python package ok: pip install ./python and cmake --install, each from outside the checkout"
+echo "python package ok: the wheel with its library, the package alone and cmake --install," \
+     "each from outside the checkout"

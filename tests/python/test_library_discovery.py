@@ -56,6 +56,16 @@ def test_library_folder_without_the_library_names_both_files(tmp_path):
     assert "or of a folder holding it" in message
 
 
+def test_every_folder_of_the_package_path_is_next_to_the_package(tmp_path, monkeypatch):
+    """An editable install (pip install -e ./python) imports the modules from the checkout and
+    puts the library pip built in the install tree, the first folder of the package's __path__:
+    that library comes first."""
+    so = touch(tmp_path / "site-packages" / "infiniop" / SONAME)
+    monkeypatch.setattr(infiniop, "__path__", [str(so.parent)] + list(infiniop.__path__))
+    candidates, explicit = _library.library_candidates({})
+    assert not explicit and candidates[0] == so.resolve()
+
+
 def test_load_library_from_a_folder():
     folder = built_library().parent
     if _library._library_in(folder) is None:
