@@ -70,7 +70,7 @@ def devices():
 def device_info(device):
     """DeviceInfo of one device type (a Device, its name or int); InfiniopError
     DEVICE_TYPE_NOT_SUPPORTED, with the library's reason, for one this build lacks."""
-    device = Device.parse(device)
+    device = _device_type(device)
     for info in devices():
         if int(info.device) == int(device):
             return info
@@ -246,7 +246,8 @@ _PARSED_DEVICES = {}  # what parse_device() said for each (hashable) value seen
 def parse_device(device, name="device"):
     """(device type, device id) from a device name ('cpu', 'cpu_reference', 'opencl'), a
     'type:index' string ('opencl:0'), a torch.device (its type and index), a Device or an int.
-    The type is a Device, or a plain int for one newer than this binding (Device.parse)."""
+    The type is a Device, or a plain int for one newer than this binding (the library's name
+    list, then Device.parse)."""
     key = type(device), device  # typed: True and 1.0 must not pass as 1
     try:
         return _PARSED_DEVICES[key]
@@ -272,9 +273,30 @@ def _parse_device(device, name):
     if index < 0:
         raise ValueError(f"{name}: device index {index} is negative")
     try:
-        return Device.parse(device), index
+        return _device_type(device), index
     except (TypeError, ValueError) as error:
         raise type(error)(f"{name}: {error}") from None
+
+
+def _device_type(device):
+    """A device type from a name, a Device or an int: a name in the library's own list first
+    (infiniopGetDeviceTypes: a device newer than the Device enum parses by its name too), then
+    Device.parse (also before a library is found; the library answers later, with its
+    reason)."""
+    if isinstance(device, str):
+        key = device.strip().lower().replace("-", "_")
+        try:
+            built = devices()
+        except OSError:
+            built = []
+        for info in built:
+            if info.name == key:
+                return info.device
+        if key.upper() not in Device.__members__:
+            names = ", ".join(repr(n) for n in dict.fromkeys(
+                [info.name for info in built] + [d.name.lower() for d in Device]))
+            raise ValueError(f"unknown device {device!r}; expected one of {names}")
+    return Device.parse(device)
 
 
 class Handle:
