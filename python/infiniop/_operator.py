@@ -11,7 +11,7 @@ import ctypes
 import operator
 
 from . import _library
-from .core import ArrayView, TensorDescriptor, array_view, contiguous_strides
+from .core import ArrayView, Closable, TensorDescriptor, array_view, contiguous_strides
 from .enums import GeluApproximate
 
 # --------------------------------------------------------------------------------------------
@@ -59,7 +59,7 @@ def check_bool(name, value):
 # --------------------------------------------------------------------------------------------
 # Descriptors
 
-class Operator:
+class Operator(Closable):
     """What SwiGlu and SwiGluBackward share: a descriptor created from TensorDescriptors (outputs
     first, as in the C API) and `dim`, then called with pointers or matching arrays."""
 
@@ -171,18 +171,6 @@ class Operator:
         if raw is not None:
             name = f"infiniopDestroy{self._NAME}Descriptor"
             _library.check(getattr(self._lib, name)(raw), name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 class AttributeOperator(Operator):

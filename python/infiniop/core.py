@@ -23,6 +23,24 @@ def cpu_isa_name():
     return _library._decode(_library.get_library().infiniopCpuIsaName())
 
 
+class Closable:
+    """What owns a library object: close() on leaving a with-block and when collected (a
+    finalizer never raises, e.g. at interpreter exit). Handle, TensorDescriptor and the
+    operator descriptors (_operator.Operator) are Closable."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     """A device type of this build, as the library describes it (infiniopGetDeviceInfo)."""
@@ -299,7 +317,7 @@ def _device_type(device):
     return Device.parse(device)
 
 
-class Handle:
+class Handle(Closable):
     """An infiniopHandle_t: one device. Use as a context manager, or call close().
 
     >>> with Handle("cpu") as h: ...
@@ -445,18 +463,6 @@ class Handle:
             self._spare_workspaces.clear()
             _library.check(self._lib.infiniopDestroyHandle(raw), "infiniopDestroyHandle")
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # never raise from a finalizer (e.g. at interpreter exit)
-            pass
-
     def __repr__(self):
         name = device_info(self.device).name if self.is_open else self.device
         state = "" if self.is_open else ", closed"
@@ -524,7 +530,7 @@ def default_handle(device="cpu"):
 # --------------------------------------------------------------------------------------------
 # TensorDescriptor
 
-class TensorDescriptor:
+class TensorDescriptor(Closable):
     """An infiniopTensorDescriptor_t: shape, strides in ELEMENTS (None = contiguous row-major;
     0 and negative allowed where the operator allows them) and dtype."""
 
@@ -570,18 +576,6 @@ class TensorDescriptor:
         if raw is not None:
             _library.check(self._lib.infiniopDestroyTensorDescriptor(raw),
                            "infiniopDestroyTensorDescriptor")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         dtype = self.dtype.name if isinstance(self.dtype, DType) else self.dtype
