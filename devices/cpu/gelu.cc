@@ -26,7 +26,7 @@ HWY_NOINLINE V ActivatedExact(D d, V input, V output) {  // out of line, as Gate
 template <class Activation>
 struct Activated {
   static constexpr int kOutputs = 1, kInputs = 1;  // output <- input
-  using Oracle = cpu_reference::Activated<Activation::kExact>;
+  using Oracle = exact::Activated<Activation::kExact>;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &output, V input) const {

@@ -27,7 +27,7 @@ HWY_NOINLINE void GeluBackwardExact(D d, V input, V grad_output, V &grad_input) 
 template <class Activation>
 struct GeluBackwardOf {
   static constexpr int kOutputs = 1, kInputs = 2;  // grad_input <- (input, grad_output)
-  using Oracle = cpu_reference::GeluBackward<Activation::kExactDerivative>;
+  using Oracle = exact::GeluBackward<Activation::kExactDerivative>;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &grad_input, V input, V grad_output) const {
