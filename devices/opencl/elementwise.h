@@ -16,7 +16,7 @@ infiniStatus_t makeElementwiseRunner(const char *op, infiniopHandle_t handle,
                                      const char *functor_source, const elementwise::Plan &plan,
                                      std::unique_ptr<elementwise::Runner> *runner);
 
-// The build options that select a storage dtype in common.cl (-DSTORAGE_F32, ...).
+// The build options that select a storage dtype in storage.cl (-DSTORAGE_F32, ...).
 const char *storageOption(infiniDtype_t dtype);
 
 }  // namespace infiniop::opencl
