@@ -100,7 +100,7 @@ def _lib(device, handle):
 
 
 # --------------------------------------------------------------------------------------------
-# Elementwise / split activations
+# Replays: every Function's forward (the activations', the MoE operators', the routers')
 
 # What a forward ran with, per call signature: (forward, its inputs' (shape, strides, dtype),
 # value's type, value, device) -> (the descriptor's cache key, each output's layout
@@ -165,6 +165,9 @@ def _remember(signature, key, result, inputs):
     except TypeError:
         pass
 
+
+# --------------------------------------------------------------------------------------------
+# Elementwise / split activations
 
 def _one_attribute_pair(name, function, forward, backward, doc):
     """A Function over one input tensor and one attribute `value`: forward(input, value, device,

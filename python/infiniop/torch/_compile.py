@@ -41,8 +41,9 @@ BACKWARD_SCHEMAS = {
 
 
 def compiling():
-    """Whether torch.compile (Dynamo) is tracing the caller."""
-    return torch.compiler.is_compiling()
+    """Whether torch.compile (Dynamo) is tracing the caller (never, on a torch without it)."""
+    compiler = getattr(torch, "compiler", None)
+    return compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling()
 
 
 # CPU kernels of the backward operators: the functional API.

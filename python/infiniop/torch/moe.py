@@ -59,6 +59,7 @@ from typing import Any, Iterator, List, Tuple
 import torch
 
 from ._autograd import _check_tensor
+from ._compile import compiling
 
 __all__ = ["FINALIZE_MODE", "Dispatched", "combine", "dispatch"]
 
@@ -248,7 +249,7 @@ class Dispatched:
         if len(trailing) > 1:
             raise ValueError(f"fn's results differ in shape beyond the rows: {sorted(trailing)}")
         result = torch.cat(pieces)
-        if _compiling():  # the rows kept sum to N (after an active_num cut: a sum of mins)
+        if compiling():  # the rows kept sum to N (after an active_num cut: a sum of mins)
             torch._check(result.shape[0] == self.num_rows)
         return result
 
@@ -334,7 +335,7 @@ def _rows_per_expert(routed, drop_pad_mode, active_num, capacity, total):
             "trace a model that runs the experts on Dispatched.expanded_x as a whole (e.g. "
             "drop_pad_mode=1 and a batched matmul over (E, C, H)), or use torch.compile")
     routed = routed.tolist()
-    if _compiling() and routed:
+    if compiling() and routed:
         # The last count as what the others leave of R*K (the Init's guarantee, checked at run
         # time): sizes built from the counts then sum to R*K by algebra, which stays true when
         # the compiler later specializes R (an axiom about R would not).
@@ -356,11 +357,6 @@ def _rows_per_expert(routed, drop_pad_mode, active_num, capacity, total):
     ends = [smaller(o + c, active_num) for o, c in zip(offsets, routed)]
     offsets = [smaller(o, active_num) for o in offsets]
     return routed, [end - o for o, end in zip(offsets, ends)], offsets
-
-
-def _compiling():
-    compiler = getattr(torch, "compiler", None)
-    return compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling()
 
 
 def _expert_range(experts, expert_num):
@@ -460,7 +456,7 @@ def combine(expert_out, dispatched, scales, *, x1=None, x2=None, bias=None, expe
         if mode == 1 and expert_out.dim() == 3 \
                 and tuple(expert_out.shape[:2]) == (stop - first, d.expert_capacity):
             flat = expert_out.reshape(n, expert_out.shape[2])
-        elif expert_out.dim() == 2 and mode == 0 and _compiling():
+        elif expert_out.dim() == 2 and mode == 0 and compiling():
             # n is data (the experts' rows): asserted when the graph runs, not guarded on
             torch._check(expert_out.shape[0] == n)
             flat = expert_out
@@ -475,7 +471,7 @@ def combine(expert_out, dispatched, scales, *, x1=None, x2=None, bias=None, expe
         hidden = flat.shape[1]
         # No rows: one zero slot keeps the drop/pad shape valid (E, C >= 1). While compiling n
         # is a data-dependent size, so the slot is always added (no slot is ever read).
-        if _compiling() or n == 0:
+        if compiling() or n == 0:
             flat = torch.cat([flat, flat.new_zeros(1, hidden)])
         rows = flat.unsqueeze(0)  # (1, n, H'): one "expert" whose slots are the part's rows
         idx = d.expanded_row_idx
