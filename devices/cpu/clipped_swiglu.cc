@@ -15,7 +15,7 @@
 #include "exact/clipped_swiglu.h"
 #include "hwy/highway.h"
 #include "ops/clipped_swiglu.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {

@@ -10,7 +10,7 @@
 #include "cpu/parallel.h"
 #include "cpu/table-inl.h"
 #include "hwy/highway.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {

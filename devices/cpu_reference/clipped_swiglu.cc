@@ -3,7 +3,7 @@
 #include "exact/clipped_swiglu.h"
 
 #include "cpu_reference/elementwise.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 namespace infiniop::cpu_reference {
 

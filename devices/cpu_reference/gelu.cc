@@ -2,7 +2,7 @@
 // Gelu (erf and tanh): the activation alone, in double.
 #include "cpu_reference/elementwise.h"
 #include "exact/gelu.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 namespace infiniop::cpu_reference {
 

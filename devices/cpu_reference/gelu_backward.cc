@@ -2,7 +2,7 @@
 // GeluBackward (tanh) and GeluBackwardV2's erf form, from the formulas of SEMANTICS.md, in double.
 #include "cpu_reference/elementwise.h"
 #include "exact/gelu.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 namespace infiniop::cpu_reference {
 

@@ -3,7 +3,7 @@
 #include "cpu_reference/elementwise.h"
 #include "exact/gated.h"
 #include "exact/sigmoid.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 namespace infiniop::cpu_reference {
 

@@ -18,7 +18,7 @@
 #include "elementwise/descriptor.h"
 #include "infiniop/ops/clipped_swiglu.h"
 #include "infiniop/ops/clipped_swiglu_backward.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 #include "ops/split_dim.h"
 
 namespace ew = infiniop::elementwise;

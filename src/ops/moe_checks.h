@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// What MoeFinalizeRoutingV2 and its grad share: the device tables, and the checks of the
-// contract (at creation: NULLs, device, dtypes, shapes; per call: pointers, alignment, overlap,
-// index values read to the host), with messages prefixed by the operator's name.
+// What the eight MoE operators share (MoeFinalizeRoutingV2, MoeInitRoutingV2, their grads and
+// the four routers, whose own checks are ops/moe_gating_checks.h): the checks of the contract
+// (at creation: NULLs, device, dtypes, shapes; per call: pointers, alignment, overlap, index
+// values read to the host), with messages prefixed by the operator's name.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@
 #include "core/overlap.h"
 #include "core/tensor.h"
 #include "ops/moe_finalize_routing.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 namespace infiniop::moe_checks {
 using infiniop::fail;

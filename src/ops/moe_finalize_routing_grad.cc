@@ -94,6 +94,7 @@ infiniStatus_t createGrad(infiniopHandle_t handle,
   desc->handle = handle;
   desc->drop_pad = drop_pad;
   moe::GradPlan &plan = desc->plan;
+  plan.kernel = infiniop::KernelId::moe_finalize_routing_grad;
   plan.dtype = check.dtype();
   plan.scales_dtype = check.scalesDtype();
   plan.tokens = R;
@@ -107,8 +108,8 @@ infiniStatus_t createGrad(infiniopHandle_t handle,
   plan.grad_scales = gather::tableView(grad_scales);
   plan.row_index = gather::flatIndexView(row_index, R, K, /*column_major=*/false);
   plan.expert_index = gather::tableIndexView(bias ? expert_index : nullptr);
-  INFINIOP_CHECK(
-      handle->device->moeGradRunner(kGrad, handle, plan, &desc->workspace_size, &desc->runner));
+  INFINIOP_CHECK(handle->device->runner(kGrad, handle, plan, &desc->runner));
+  desc->workspace_size = desc->runner->workspaceSize();
   infiniop::publishDescriptor(desc_ptr, desc.release());
   return infiniop::succeed();
 }

@@ -102,6 +102,7 @@ infiniStatus_t createInit(infiniopHandle_t handle, infiniopMoeInitRoutingV2Descr
   auto desc = std::make_unique<InitDescriptor>();
   desc->handle = handle;
   moe::InitPlan &plan = desc->plan;
+  plan.kernel = infiniop::KernelId::moe_init_routing;
   plan.element_size = infiniop::dtypeSize(check.dtype());
   plan.tokens = R;
   plan.topk = K;
@@ -115,8 +116,8 @@ infiniStatus_t createInit(infiniopHandle_t handle, infiniopMoeInitRoutingV2Descr
   plan.before_capacity = gather::flatIndexView(before_capacity, E, 1, false);
   plan.cumsum = counts_flag == 1;
   desc->expert_index = gather::tableIndexView(expert_index);
-  INFINIOP_CHECK(
-      handle->device->moeInitRunner(kInit, handle, plan, &desc->workspace_size, &desc->runner));
+  INFINIOP_CHECK(handle->device->runner(kInit, handle, plan, &desc->runner));
+  desc->workspace_size = desc->runner->workspaceSize();
   infiniop::publishDescriptor(desc_ptr, desc.release());
   return infiniop::succeed();
 }
