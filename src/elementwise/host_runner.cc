@@ -26,10 +26,9 @@ void zeroOutputs(const elementwise::Plan &plan, char *const *operands, size_t be
   });
 }
 
-class HostRunner final : public elementwise::Runner {
+class HostRunner final : public HostRunnerBase<elementwise::Runner, Elementwise> {
  public:
-  HostRunner(Elementwise::HostKernel *kernel, const elementwise::Plan &plan)
-      : kernel_(kernel), plan_(plan) {}
+  using HostRunnerBase::HostRunnerBase;
   infiniStatus_t run(const void *attributes, char *const *operands, size_t begin, size_t end,
                      bool zero_fill, void * /*stream*/) const override {
     if (zero_fill)
@@ -38,10 +37,6 @@ class HostRunner final : public elementwise::Runner {
       kernel_(plan_, attributes, operands, begin, end);
     return INFINI_STATUS_SUCCESS;
   }
-
- private:
-  Elementwise::HostKernel *kernel_;
-  elementwise::Plan plan_;
 };
 
 }  // namespace

@@ -6,19 +6,14 @@
 #include <cstddef>
 #include <memory>
 
-#include "core/kernel.h"
+#include "kernels/host_family.h"
 #include "elementwise/plan.h"
 
 namespace infiniop::family {
 
-struct Elementwise {
-  using Plan = elementwise::Plan;
-  // Runs elements [begin, end) of the plan, in its iteration order: `operands` are the operand
-  // base pointers (source pointer plus offset already applied), outputs first.
-  using HostKernel = void(const Plan &plan, const void *attributes, char *const *operands,
-                          size_t begin, size_t end);
-  static infiniStatus_t hostRunner(HostKernel *kernel, const Plan &plan,
-                                   std::unique_ptr<Runner> *runner);
-};
+// A host kernel runs elements [begin, end) of the plan, in its iteration order: `operands` are
+// the operand base pointers (source pointer plus offset already applied), outputs first.
+INFINIOP_HOST_FAMILY(Elementwise, elementwise::Plan, const void *attributes, char *const *operands,
+                     size_t begin, size_t end);
 
 }  // namespace infiniop::family

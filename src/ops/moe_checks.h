@@ -197,6 +197,19 @@ struct Operand {
   size_t numel;
 };
 
+// The call's workspace as the last operand: `needed` bytes (absent when none are).
+inline Operand workspaceOperand(const void *workspace, size_t needed) {
+  return {"the workspace", workspace, needed > 0, {0, static_cast<ptrdiff_t>(needed) - 1}, 1,
+          needed};
+}
+// INSUFFICIENT_WORKSPACE unless the caller's `given` bytes hold the `needed` ones.
+inline infiniStatus_t checkWorkspaceSize(const char *op, size_t given, size_t needed) {
+  if (given >= needed) return INFINI_STATUS_SUCCESS;
+  return infiniop::fail(INFINI_STATUS_INSUFFICIENT_WORKSPACE,
+                        std::string(op) + ": workspace of " + std::to_string(given) + " bytes; " +
+                            std::to_string(needed) + " are needed");
+}
+
 // NULL data pointers, then what the call writes (the first `num_outputs`, and the workspace
 // when one is last) overlapping anything else: MoE outputs never alias an input.
 inline infiniStatus_t checkOperands(const char *op, const std::vector<Operand> &operands,

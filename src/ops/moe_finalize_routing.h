@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "core/kernel.h"
+#include "kernels/host_family.h"
 #include "gather/inverse.h"
 #include "gather/views.h"
 #include "infiniop/handle.h"
@@ -74,17 +74,7 @@ namespace infiniop::family {
 
 // MoeFinalizeRoutingV2 (and MoeInitRoutingV2Grad, the same with weight 1) and its grad as host
 // devices run them: synchronous functions of host memory.
-struct MoeForward {
-  using Plan = moe::ForwardPlan;
-  using HostKernel = void(const Plan &plan, const moe::ForwardData &data);
-  static infiniStatus_t hostRunner(HostKernel *kernel, const Plan &plan,
-                                   std::unique_ptr<Runner> *runner);
-};
-struct MoeGrad {
-  using Plan = moe::GradPlan;
-  using HostKernel = void(const Plan &plan, const moe::GradData &data);
-  static infiniStatus_t hostRunner(HostKernel *kernel, const Plan &plan,
-                                   std::unique_ptr<Runner> *runner);
-};
+INFINIOP_HOST_FAMILY(MoeForward, moe::ForwardPlan, const moe::ForwardData &data);
+INFINIOP_HOST_FAMILY(MoeGrad, moe::GradPlan, const moe::GradData &data);
 
 }  // namespace infiniop::family

@@ -132,17 +132,9 @@ infiniStatus_t runGrad(const GradDescriptor *desc, size_t workspace_size, const 
       floatOperand("scales", data.scales, p.scales, scale_bytes, RK),
       indexOperand("expert_idx", data.expert_index, p.expert_index),
       floatOperand("bias", data.bias, p.bias, bytes, p.bias.rows * H),
-      {"the workspace",
-       data.workspace,
-       needed > 0,
-       {0, static_cast<ptrdiff_t>(needed) - 1},
-       1,
-       needed},
+      workspaceOperand(data.workspace, needed),
   };
-  if (workspace_size < needed)
-    return fail(INFINI_STATUS_INSUFFICIENT_WORKSPACE,
-                std::string(kGrad) + ": workspace of " + std::to_string(workspace_size) +
-                    " bytes; " + std::to_string(needed) + " are needed");
+  INFINIOP_CHECK(checkWorkspaceSize(kGrad, workspace_size, needed));
   INFINIOP_CHECK(checkOperands(kGrad, operands, 2, /*last_is_workspace=*/true));
   // The index data is checked whenever it exists, even where there is nothing to compute.
   HostIndex row_index, expert_index;

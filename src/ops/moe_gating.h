@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/kernel.h"
+#include "kernels/host_family.h"
 #include "core/tensor.h"
 #include "infinicore.h"
 
@@ -102,11 +102,6 @@ namespace infiniop::family {
 
 // The four router operators as host devices run them: a synchronous function of host memory per
 // kernel.
-struct MoeRouter {
-  using Plan = moe::RouterPlan;
-  using HostKernel = void(const Plan &plan, const moe::RouterData &data);
-  static infiniStatus_t hostRunner(HostKernel *kernel, const Plan &plan,
-                                   std::unique_ptr<Runner> *runner);
-};
+INFINIOP_HOST_FAMILY(MoeRouter, moe::RouterPlan, const moe::RouterData &data);
 
 }  // namespace infiniop::family

@@ -11,61 +11,51 @@
 namespace infiniop::family {
 namespace {
 
+// MoeFinalizeRoutingV2's forward and grad (the grad's workspace: the Inverse, for the kernels
+// that use it).
 template <class FamilyRunner, class Family, class Data>
-class HostRunner final : public FamilyRunner {
+class GatherRunner final : public HostRunnerBase<FamilyRunner, Family> {
  public:
-  HostRunner(typename Family::HostKernel *kernel, const typename Family::Plan &plan,
-             size_t workspace_size = 0)
-      : kernel_(kernel), plan_(plan), workspace_size_(workspace_size) {}
+  GatherRunner(typename Family::HostKernel *kernel, const typename Family::Plan &plan,
+               size_t workspace_size)
+      : HostRunnerBase<FamilyRunner, Family>(kernel, plan), workspace_size_(workspace_size) {}
   size_t workspaceSize() const override { return workspace_size_; }
   infiniStatus_t run(const Data &data, const void *, void *) const override {
-    kernel_(plan_, data);
+    this->kernel_(this->plan_, data);
     return INFINI_STATUS_SUCCESS;
   }
 
  private:
-  typename Family::HostKernel *kernel_;
-  typename Family::Plan plan_;
   size_t workspace_size_;
 };
 
 // MoeInitRoutingV2: the index outputs from the host's sort, then the device's rows.
-class InitRunner final : public moe::InitRunner {
+class InitRunner final : public HostRunnerBase<moe::InitRunner, MoeInit> {
  public:
-  InitRunner(MoeInit::HostKernel *kernel, const moe::InitPlan &plan)
-      : kernel_(kernel), plan_(plan) {}
+  using HostRunnerBase::HostRunnerBase;
   infiniStatus_t run(const moe::InitData &data, const moe::InitRouting &routing,
                      void *) const override {
     moe::writeInitIndices(plan_, data, routing);
     kernel_(plan_, data, routing);
     return INFINI_STATUS_SUCCESS;
   }
-
- private:
-  MoeInit::HostKernel *kernel_;
-  moe::InitPlan plan_;
 };
 
-class RouterRunner final : public moe::RouterRunner {
+class RouterRunner final : public HostRunnerBase<moe::RouterRunner, MoeRouter> {
  public:
-  RouterRunner(MoeRouter::HostKernel *kernel, const moe::RouterPlan &plan)
-      : kernel_(kernel), plan_(plan) {}
+  using HostRunnerBase::HostRunnerBase;
   infiniStatus_t run(const moe::RouterData &data, void *) const override {
     kernel_(plan_, data);
     return INFINI_STATUS_SUCCESS;
   }
-
- private:
-  MoeRouter::HostKernel *kernel_;
-  moe::RouterPlan plan_;
 };
 
 }  // namespace
 
 infiniStatus_t MoeForward::hostRunner(HostKernel *kernel, const Plan &plan,
                                       std::unique_ptr<Runner> *runner) {
-  *runner = std::make_unique<HostRunner<moe::ForwardRunner, MoeForward, moe::ForwardData>>(kernel,
-                                                                                           plan);
+  *runner = std::make_unique<GatherRunner<moe::ForwardRunner, MoeForward, moe::ForwardData>>(
+      kernel, plan, 0);
   return INFINI_STATUS_SUCCESS;
 }
 
@@ -73,8 +63,8 @@ infiniStatus_t MoeGrad::hostRunner(HostKernel *kernel, const Plan &plan,
                                    std::unique_ptr<Runner> *runner) {
   const size_t inverse_bytes =
       gather::inverseWorkspaceBytes(plan.grad_expanded_x.rows, plan.tokens * plan.topk);
-  *runner = std::make_unique<HostRunner<moe::GradRunner, MoeGrad, moe::GradData>>(kernel, plan,
-                                                                                  inverse_bytes);
+  *runner = std::make_unique<GatherRunner<moe::GradRunner, MoeGrad, moe::GradData>>(kernel, plan,
+                                                                                    inverse_bytes);
   return INFINI_STATUS_SUCCESS;
 }
 

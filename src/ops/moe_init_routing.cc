@@ -158,17 +158,9 @@ infiniStatus_t runInit(const InitDescriptor *desc, size_t workspace_size, const 
       indexOperand("expert_tokens_before_capacity", data.before_capacity, p.before_capacity),
       floatOperand("x", data.x, p.x, bytes, p.tokens * H),
       indexOperand("expert_idx", experts_of, desc->expert_index),
-      {"the workspace",
-       data.workspace,
-       needed > 0,
-       {0, static_cast<ptrdiff_t>(needed) - 1},
-       1,
-       needed},
+      workspaceOperand(data.workspace, needed),
   };
-  if (workspace_size < needed)
-    return fail(INFINI_STATUS_INSUFFICIENT_WORKSPACE,
-                std::string(kInit) + ": workspace of " + std::to_string(workspace_size) +
-                    " bytes; " + std::to_string(needed) + " are needed");
+  INFINIOP_CHECK(checkWorkspaceSize(kInit, workspace_size, needed));
   INFINIOP_CHECK(checkOperands(kInit, operands, 4, /*last_is_workspace=*/true));
   HostIndex expert_index;
   INFINIOP_CHECK(expert_index.read(kInit, desc->handle, stream, desc->expert_index, experts_of));

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/kernel.h"
+#include "kernels/host_family.h"
 #include "gather/views.h"
 #include "infiniop/handle.h"
 
@@ -57,12 +57,7 @@ namespace infiniop::family {
 
 // MoeInitRoutingV2 as host devices run it: the host kernel writes expanded_x's rows, the runner
 // the index outputs (moe::writeInitIndices).
-struct MoeInit {
-  using Plan = moe::InitPlan;
-  using HostKernel = void(const Plan &plan, const moe::InitData &data,
-                          const moe::InitRouting &routing);
-  static infiniStatus_t hostRunner(HostKernel *kernel, const Plan &plan,
-                                   std::unique_ptr<Runner> *runner);
-};
+INFINIOP_HOST_FAMILY(MoeInit, moe::InitPlan, const moe::InitData &data,
+                     const moe::InitRouting &routing);
 
 }  // namespace infiniop::family
