@@ -5,7 +5,7 @@ best and median of repeated calls (about 1 s each, after a warm-up), GB/s counti
 read once and every output written once, and the ratio to a copy of the same byte count
 (dst.copy_(src) of bytes/2) timed in the same run.
 
-    /work/main/.venv/bin/python bench/compare_torch.py --mode eager,inductor --ops all
+    .venv/bin/python bench/compare_torch.py --mode eager,inductor --ops all
     /usr/bin/python3 bench/compare_torch.py          (Debian's PyTorch 1.13: eager only)
 
 --mode eager (the default) runs each formula as written (PyTorch eager); --mode inductor runs

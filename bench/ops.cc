@@ -6,154 +6,64 @@
 // default) or in halves.
 #include "ops.h"
 
+#include <array>
+
+#include "operators.h"
+
 namespace bench {
 namespace {
 
-using H = infiniopHandle_t;
+namespace ops = infiniop_ops;
+using Shape = std::vector<size_t>;
 constexpr Extent S = Extent::kSame, S2 = Extent::kDoubleLast;
 
-template <infiniopGeluApproximate_t kApproximate>
-Binder geluMul() {
-  return bind<infiniopGeluMulDescriptor_t>(
-      [](H h, auto *d, const Descs &o, const Descs &i) {
-        return infiniopCreateGeluMulDescriptor(h, d, o[0], i[0], kApproximate);
-      },
-      infiniopGetGeluMulWorkspaceSize,
-      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-        return infiniopGeluMul(d, w, ws, o[0], i[0], nullptr);
-      },
-      infiniopDestroyGeluMulDescriptor);
+// Binds operator Op of the table (tests/common/operators.h) with its attributes (in API order,
+// as doubles; a function of the case's shape). The bench's outs and ins fill Op's output and
+// input slots in API order; the slots past them (nullable ones) are NULL.
+template <class Op>
+Binder bindOpByShape(std::function<std::vector<double>(const Shape &)> attrs) {
+  using Desc = typename Op::Desc;
+  constexpr size_t kSlots = ops::kSlotCount<Op>;
+  return [attrs](infiniopHandle_t handle, const Descs &outs, const Descs &ins, const Shape &shape,
+                 Bound *bound) {
+    // Each slot's place in outs or ins (-1: NULL).
+    std::array<int, kSlots> place{};
+    size_t next_out = 0, next_in = 0;
+    Descs t(kSlots, nullptr);
+    for (size_t s = 0; s < kSlots; ++s) {
+      const bool output = Op::slots[s].output;
+      const Descs &given = output ? outs : ins;
+      size_t &next = output ? next_out : next_in;
+      place[s] = next < given.size() ? static_cast<int>(next++) : -1;
+      if (place[s] >= 0) t[s] = given[place[s]];
+    }
+    Desc desc = nullptr;
+    const std::vector<double> values = attrs(shape);
+    infiniStatus_t status = ops::create<Op>(handle, &desc, t, ops::DoubleAttrs{values});
+    if (status != INFINI_STATUS_SUCCESS) return status;
+    bound->desc = std::shared_ptr<void>(desc, [](void *d) { Op::destroy(static_cast<Desc>(d)); });
+    status = Op::workspace(desc, &bound->workspace_size);
+    bound->calculate = [desc, place](void *w, size_t size, OutPtrs o, InPtrs i) {
+      std::array<void *, kSlots> p{};
+      for (size_t s = 0; s < kSlots; ++s)
+        if (place[s] >= 0)  // the API takes an input as const void *: the cast is undone there
+          p[s] = Op::slots[s].output ? o[place[s]] : const_cast<void *>(i[place[s]]);
+      return ops::calculate<Op>(desc, w, size, p, nullptr);
+    };
+    return status;
+  };
 }
 
-template <infiniopGeluApproximate_t kApproximate>
-Binder geluMulBackward() {
-  return bind<infiniopGeluMulBackwardDescriptor_t>(
-      [](H h, auto *d, const Descs &o, const Descs &i) {
-        return infiniopCreateGeluMulBackwardDescriptor(h, d, o[0], i[0], i[1], kApproximate);
-      },
-      infiniopGetGeluMulBackwardWorkspaceSize,
-      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-        return infiniopGeluMulBackward(d, w, ws, o[0], i[0], i[1], nullptr);
-      },
-      infiniopDestroyGeluMulBackwardDescriptor);
-}
-
-template <infiniopGeluApproximate_t kApproximate>
-Binder gelu() {
-  return bind<infiniopGeluDescriptor_t>(
-      [](H h, auto *d, const Descs &o, const Descs &i) {
-        return infiniopCreateGeluDescriptor(h, d, o[0], i[0], kApproximate);
-      },
-      infiniopGetGeluWorkspaceSize,
-      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-        return infiniopGelu(d, w, ws, o[0], i[0], nullptr);
-      },
-      infiniopDestroyGeluDescriptor);
-}
-
-template <infiniopGeluApproximate_t kApproximate>
-Binder geluBackwardV2() {
-  return bind<infiniopGeluBackwardV2Descriptor_t>(
-      [](H h, auto *d, const Descs &o, const Descs &i) {
-        return infiniopCreateGeluBackwardV2Descriptor(h, d, o[0], i[0], i[1], kApproximate);
-      },
-      infiniopGetGeluBackwardV2WorkspaceSize,
-      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-        return infiniopGeluBackwardV2(d, w, ws, o[0], i[0], i[1], nullptr);
-      },
-      infiniopDestroyGeluBackwardV2Descriptor);
+template <class Op>
+Binder bindOp(std::vector<double> attrs) {
+  return bindOpByShape<Op>([attrs](const Shape &) { return attrs; });
 }
 
 // The vendor API's defaults (aclnnClippedSwiglu); no group_index: every row is computed.
-constexpr float kClippedAlpha = 1.702f, kClippedLimit = 7.0f, kClippedBias = 1.0f;
-
-// kClampMode 1: aclnnClippedSwigluV2's clamp after the activation (alpha and bias unused).
-template <bool kInterleaved, int64_t kClampMode = 0>
-Binder clippedSwiglu() {
-  return bind<infiniopClippedSwigluDescriptor_t>(
-      [](H h, auto *d, const Descs &o, const Descs &i) {
-        return infiniopCreateClippedSwigluV2Descriptor(h, d, o[0], i[0], nullptr, -1, kClippedAlpha,
-                                                       kClippedLimit, kClippedBias, kInterleaved,
-                                                       kClampMode);
-      },
-      infiniopGetClippedSwigluWorkspaceSize,
-      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-        return infiniopClippedSwiglu(d, w, ws, o[0], i[0], nullptr, nullptr);
-      },
-      infiniopDestroyClippedSwigluDescriptor);
-}
-
-template <bool kInterleaved, int64_t kClampMode = 0>
-Binder clippedSwigluBackward() {
-  return bind<infiniopClippedSwigluBackwardDescriptor_t>(
-      [](H h, auto *d, const Descs &o, const Descs &i) {
-        return infiniopCreateClippedSwigluBackwardV2Descriptor(
-            h, d, o[0], i[0], i[1], nullptr, -1, kClippedAlpha, kClippedLimit, kClippedBias,
-            kInterleaved, kClampMode);
-      },
-      infiniopGetClippedSwigluBackwardWorkspaceSize,
-      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-        return infiniopClippedSwigluBackward(d, w, ws, o[0], i[0], i[1], nullptr, nullptr);
-      },
-      infiniopDestroyClippedSwigluBackwardDescriptor);
-}
-
-// drop_pad_mode 0 (dropless); the grad with active_num 0 (every row), expert_num and
-// expert_capacity unused.
-Binder moeFinalizeRouting() {
-  return bind<infiniopMoeFinalizeRoutingV2Descriptor_t>(
-      [](H h, auto *d, const Descs &o, const Descs &i) {
-        return infiniopCreateMoeFinalizeRoutingV2Descriptor(h, d, o[0], i[0], i[1], i[2], i[3],
-                                                            i[4], i[5], i[6], 0);
-      },
-      infiniopGetMoeFinalizeRoutingV2WorkspaceSize,
-      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-        return infiniopMoeFinalizeRoutingV2(d, w, ws, o[0], i[0], i[1], i[2], i[3], i[4], i[5],
-                                            i[6], nullptr);
-      },
-      infiniopDestroyMoeFinalizeRoutingV2Descriptor);
-}
-
-Binder moeFinalizeRoutingGrad() {
-  return bind<infiniopMoeFinalizeRoutingV2GradDescriptor_t>(
-      [](H h, auto *d, const Descs &o, const Descs &i) {
-        return infiniopCreateMoeFinalizeRoutingV2GradDescriptor(h, d, o[0], o[1], i[0], i[1], i[2],
-                                                                i[3], i[4], i[5], 0, 0, 0, 0);
-      },
-      infiniopGetMoeFinalizeRoutingV2GradWorkspaceSize,
-      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-        return infiniopMoeFinalizeRoutingV2Grad(d, w, ws, o[0], o[1], i[0], i[1], i[2], i[3], i[4],
-                                                i[5], nullptr);
-      },
-      infiniopDestroyMoeFinalizeRoutingV2GradDescriptor);
-}
-
-// Dropless (mode 0, every row active) with the counts' cumsum, the layout MoeFinalizeRoutingV2
-// mode 2 reads; its grad in the same mode.
-Binder moeInitRouting() {
-  return bind<infiniopMoeInitRoutingV2Descriptor_t>(
-      [](H h, auto *d, const Descs &o, const Descs &i) {
-        return infiniopCreateMoeInitRoutingV2Descriptor(h, d, o[0], o[1], o[2], nullptr, i[0], i[1],
-                                                        0, 0, kMoeExperts, 0, 1, false);
-      },
-      infiniopGetMoeInitRoutingV2WorkspaceSize,
-      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-        return infiniopMoeInitRoutingV2(d, w, ws, o[0], o[1], o[2], nullptr, i[0], i[1], nullptr);
-      },
-      infiniopDestroyMoeInitRoutingV2Descriptor);
-}
-
-Binder moeInitRoutingGrad() {
-  return bind<infiniopMoeInitRoutingV2GradDescriptor_t>(
-      [](H h, auto *d, const Descs &o, const Descs &i, const std::vector<size_t> &shape) {
-        return infiniopCreateMoeInitRoutingV2GradDescriptor(
-            h, d, o[0], i[0], i[1], static_cast<int64_t>(moeTopk(shape)), 0, 0);
-      },
-      infiniopGetMoeInitRoutingV2GradWorkspaceSize,
-      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-        return infiniopMoeInitRoutingV2Grad(d, w, ws, o[0], i[0], i[1], nullptr);
-      },
-      infiniopDestroyMoeInitRoutingV2GradDescriptor);
+// ClippedSwigluV2's attributes: dim, alpha, limit, bias, interleaved, clamp_mode (1:
+// aclnnClippedSwigluV2's clamp after the activation, alpha and bias unused).
+std::vector<double> clipped(bool interleaved, int clamp_mode = 0) {
+  return {-1, 1.702, 7.0, 1.0, interleaved ? 1.0 : 0.0, static_cast<double>(clamp_mode)};
 }
 
 // The routers at the torch_npu defaults of their configurations: MoeGatingTopKSoftmax renorm 0
@@ -162,65 +72,14 @@ Binder moeInitRoutingGrad() {
 // allows it (E a multiple of 8 with groups of >= 2), else ungrouped.
 constexpr double kRoutedScaling = 2.5, kGateEps = 1e-20;
 
-int64_t gateGroups(const std::vector<size_t> &shape) {
+double gateGroups(const Shape &shape) {
   return shape.back() % 8 == 0 && shape.back() >= 16 ? 8 : 1;
 }
-
-Binder moeGatingTopKSoftmax() {
-  return bind<infiniopMoeGatingTopKSoftmaxDescriptor_t>(
-      [](H h, auto *d, const Descs &o, const Descs &i, const std::vector<size_t> &shape) {
-        return infiniopCreateMoeGatingTopKSoftmaxDescriptor(
-            h, d, o[0], o[1], o[2], nullptr, i[0], nullptr, static_cast<int64_t>(moeTopk(shape)),
-            0);
-      },
-      infiniopGetMoeGatingTopKSoftmaxWorkspaceSize,
-      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-        return infiniopMoeGatingTopKSoftmax(d, w, ws, o[0], o[1], o[2], nullptr, i[0], nullptr,
-                                            nullptr);
-      },
-      infiniopDestroyMoeGatingTopKSoftmaxDescriptor);
+double topk(const Shape &shape) {
+  return static_cast<double>(moeTopk(shape));
 }
 
-Binder moeGatingTopKSoftmaxGrad() {
-  return bind<infiniopMoeGatingTopKSoftmaxGradDescriptor_t>(
-      [](H h, auto *d, const Descs &o, const Descs &i) {
-        return infiniopCreateMoeGatingTopKSoftmaxGradDescriptor(h, d, o[0], i[0], i[1], i[2],
-                                                                nullptr, 0);
-      },
-      infiniopGetMoeGatingTopKSoftmaxGradWorkspaceSize,
-      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-        return infiniopMoeGatingTopKSoftmaxGrad(d, w, ws, o[0], i[0], i[1], i[2], nullptr, nullptr);
-      },
-      infiniopDestroyMoeGatingTopKSoftmaxGradDescriptor);
-}
-
-Binder moeGatingTopK() {
-  return bind<infiniopMoeGatingTopKDescriptor_t>(
-      [](H h, auto *d, const Descs &o, const Descs &i, const std::vector<size_t> &shape) {
-        const int64_t groups = gateGroups(shape), grouped = groups > 1;
-        return infiniopCreateMoeGatingTopKDescriptor(
-            h, d, o[0], o[1], nullptr, i[0], i[1], static_cast<int64_t>(moeTopk(shape)),
-            grouped ? 4 : 1, groups, grouped, 0, 1, kRoutedScaling, kGateEps);
-      },
-      infiniopGetMoeGatingTopKWorkspaceSize,
-      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-        return infiniopMoeGatingTopK(d, w, ws, o[0], o[1], nullptr, i[0], i[1], nullptr);
-      },
-      infiniopDestroyMoeGatingTopKDescriptor);
-}
-
-Binder moeGatingTopKGrad() {
-  return bind<infiniopMoeGatingTopKGradDescriptor_t>(
-      [](H h, auto *d, const Descs &o, const Descs &i) {
-        return infiniopCreateMoeGatingTopKGradDescriptor(h, d, o[0], i[0], i[1], i[2], 1, 0,
-                                                         kRoutedScaling, kGateEps);
-      },
-      infiniopGetMoeGatingTopKGradWorkspaceSize,
-      [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-        return infiniopMoeGatingTopKGrad(d, w, ws, o[0], i[0], i[1], i[2], nullptr);
-      },
-      infiniopDestroyMoeGatingTopKGradDescriptor);
-}
+constexpr double kNone = INFINIOP_GELU_APPROXIMATE_NONE, kTanh = INFINIOP_GELU_APPROXIMATE_TANH;
 
 }  // namespace
 
@@ -233,106 +92,92 @@ bool OpInfo::gathers() const {
 
 const std::vector<OpInfo> &allOps() {
   static const std::vector<OpInfo> ops = {
-      {"gelu_backward",
-       {S},
-       {S, S},  // grad_input; input, grad_output
-       bind<infiniopGeluBackwardDescriptor_t>(
-           [](H h, auto *d, const Descs &o, const Descs &i) {
-             return infiniopCreateGeluBackwardDescriptor(h, d, o[0], i[0], i[1]);
-           },
-           infiniopGetGeluBackwardWorkspaceSize,
-           [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-             return infiniopGeluBackward(d, w, ws, o[0], i[0], i[1], nullptr);
-           },
-           infiniopDestroyGeluBackwardDescriptor)},
-      {"swiglu",
-       {S},
-       {S2},  // y; x
-       bind<infiniopSwiGluDescriptor_t>(
-           [](H h, auto *d, const Descs &o, const Descs &i) {
-             return infiniopCreateSwiGluDescriptor(h, d, o[0], i[0], -1);
-           },
-           infiniopGetSwiGluWorkspaceSize,
-           [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-             return infiniopSwiGlu(d, w, ws, o[0], i[0], nullptr);
-           },
-           infiniopDestroySwiGluDescriptor)},
-      {"swiglu_backward",
-       {S2},
-       {S, S2},  // x_grad; y_grad, x
-       bind<infiniopSwiGluBackwardDescriptor_t>(
-           [](H h, auto *d, const Descs &o, const Descs &i) {
-             return infiniopCreateSwiGluBackwardDescriptor(h, d, o[0], i[0], i[1], -1);
-           },
-           infiniopGetSwiGluBackwardWorkspaceSize,
-           [](auto d, void *w, size_t ws, OutPtrs o, InPtrs i) {
-             return infiniopSwiGluBackward(d, w, ws, o[0], i[0], i[1], nullptr);
-           },
-           infiniopDestroySwiGluBackwardDescriptor)},
-      {"gelu_mul", {S}, {S2}, geluMul<INFINIOP_GELU_APPROXIMATE_NONE>()},  // out; input
-      {"gelu_mul_tanh", {S}, {S2}, geluMul<INFINIOP_GELU_APPROXIMATE_TANH>()},
+      // grad_input; input, grad_output
+      {"gelu_backward", {S}, {S, S}, bindOp<ops::GeluBackward>({})},
+      {"swiglu", {S}, {S2}, bindOp<ops::SwiGlu>({-1})},                       // y; x
+      {"swiglu_backward", {S2}, {S, S2}, bindOp<ops::SwiGluBackward>({-1})},  // x_grad; y_grad, x
+      {"gelu_mul", {S}, {S2}, bindOp<ops::GeluMul>({kNone})},                 // out; input
+      {"gelu_mul_tanh", {S}, {S2}, bindOp<ops::GeluMul>({kTanh})},
       {"gelu_mul_backward",
        {S2},
        {S, S2},  // input_grad; out_grad, input
-       geluMulBackward<INFINIOP_GELU_APPROXIMATE_NONE>()},
-      {"gelu_mul_backward_tanh", {S2}, {S, S2}, geluMulBackward<INFINIOP_GELU_APPROXIMATE_TANH>()},
-      {"gelu", {S}, {S}, gelu<INFINIOP_GELU_APPROXIMATE_NONE>()},  // output; input
-      {"gelu_tanh", {S}, {S}, gelu<INFINIOP_GELU_APPROXIMATE_TANH>()},
+       bindOp<ops::GeluMulBackward>({kNone})},
+      {"gelu_mul_backward_tanh", {S2}, {S, S2}, bindOp<ops::GeluMulBackward>({kTanh})},
+      {"gelu", {S}, {S}, bindOp<ops::Gelu>({kNone})},  // output; input
+      {"gelu_tanh", {S}, {S}, bindOp<ops::Gelu>({kTanh})},
       {"gelu_backward_v2",
        {S},
        {S, S},  // grad_input; input, grad_output
-       geluBackwardV2<INFINIOP_GELU_APPROXIMATE_NONE>()},
-      {"gelu_backward_v2_tanh", {S}, {S, S}, geluBackwardV2<INFINIOP_GELU_APPROXIMATE_TANH>()},
-      {"clipped_swiglu", {S}, {S2}, clippedSwiglu<true>()},          // y; x (interleaved = true)
-      {"clipped_swiglu_halves", {S}, {S2}, clippedSwiglu<false>()},  // interleaved = false
+       bindOp<ops::GeluBackwardV2>({kNone})},
+      {"gelu_backward_v2_tanh", {S}, {S, S}, bindOp<ops::GeluBackwardV2>({kTanh})},
+      {"clipped_swiglu", {S}, {S2}, bindOp<ops::ClippedSwigluV2>(clipped(true))},  // y; x
+      {"clipped_swiglu_halves", {S}, {S2}, bindOp<ops::ClippedSwigluV2>(clipped(false))},
       {"clipped_swiglu_backward",
        {S2},
        {S, S2},  // x_grad; y_grad, x (interleaved = true)
-       clippedSwigluBackward<true>()},
-      {"clipped_swiglu_backward_halves", {S2}, {S, S2}, clippedSwigluBackward<false>()},
-      {"clipped_swiglu_v2", {S}, {S2}, clippedSwiglu<true, 1>()},  // clamp_mode 1, interleaved
-      {"clipped_swiglu_backward_v2", {S2}, {S, S2}, clippedSwigluBackward<true, 1>()},
+       bindOp<ops::ClippedSwigluBackwardV2>(clipped(true))},
+      {"clipped_swiglu_backward_halves",
+       {S2},
+       {S, S2},
+       bindOp<ops::ClippedSwigluBackwardV2>(clipped(false))},
+      {"clipped_swiglu_v2", {S}, {S2}, bindOp<ops::ClippedSwigluV2>(clipped(true, 1))},
+      {"clipped_swiglu_backward_v2",
+       {S2},
+       {S, S2},
+       bindOp<ops::ClippedSwigluBackwardV2>(clipped(true, 1))},
+      // drop_pad_mode 0 (dropless); the grad with active_num 0 (every row), expert_num and
+      // expert_capacity unused.
       {"moe_finalize_routing",
        {Extent::kTokens},  // out; expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx
        {Extent::kExpanded, Extent::kRowIndex, Extent::kTokens, Extent::kTokens, Extent::kBias,
         Extent::kTopk, Extent::kExpertIndex},
-       moeFinalizeRouting(),
+       bindOp<ops::MoeFinalizeRoutingV2>({0}),
        {4096, 8, 4096}},
       {"moe_finalize_routing_grad",
        {Extent::kExpanded, Extent::kTopk},  // grad_expanded_x, grad_scales; grad_y,
        {Extent::kTokens, Extent::kRowIndex, Extent::kExpanded, Extent::kTopk,  // expanded_row_idx,
         Extent::kExpertIndex, Extent::kBias},  // expanded_x, scales, expert_idx, bias
-       moeFinalizeRoutingGrad(),
+       bindOp<ops::MoeFinalizeRoutingV2Grad>({0, 0, 0, 0}),
        {4096, 8, 4096}},
+      // Dropless (mode 0, every row active) with the counts' cumsum, the layout
+      // MoeFinalizeRoutingV2 mode 2 reads; its grad in the same mode.
       {"moe_init_routing",
        {Extent::kExpanded, Extent::kRowIndex, Extent::kExpertCounts},  // expanded_x,
        {Extent::kTokens, Extent::kExpertIndex},  // expanded_row_idx, counts' cumsum; x, expert_idx
-       moeInitRouting(),
+       bindOp<ops::MoeInitRoutingV2>({0, 0, kMoeExperts, 0, 1, 0}),
        {4096, 8, 4096}},
       {"moe_init_routing_grad",
        {Extent::kTokens},                       // grad_x;
        {Extent::kExpanded, Extent::kRowIndex},  // grad_expanded_x, expanded_row_idx
-       moeInitRoutingGrad(),
+       bindOpByShape<ops::MoeInitRoutingV2Grad>([](const Shape &s) {
+         return std::vector<double>{topk(s), 0, 0};
+       }),
        {4096, 8, 4096}},
       {"moe_gating_top_k_softmax",
        {Extent::kGateTopk, Extent::kGateIndex, Extent::kGateRowIndex},  // y, expert_idx, row_idx;
        {Extent::kGateLogits},                                           // x
-       moeGatingTopKSoftmax(),
+       bindOpByShape<ops::MoeGatingTopKSoftmax>([](const Shape &s) {
+         return std::vector<double>{topk(s), 0};
+       }),
        {16384, 8, 256}},
       {"moe_gating_top_k_softmax_grad",
        {Extent::kGateLogits},  // grad_x; grad_y, x, expert_idx
        {Extent::kGateTopk, Extent::kGateLogits, Extent::kGateExperts},
-       moeGatingTopKSoftmaxGrad(),
+       bindOp<ops::MoeGatingTopKSoftmaxGrad>({0}),
        {16384, 8, 256}},
       {"moe_gating_top_k",
        {Extent::kGateTopk, Extent::kGateIndex},   // y, expert_idx;
        {Extent::kGateLogits, Extent::kGateBias},  // x, bias
-       moeGatingTopK(),
+       bindOpByShape<ops::MoeGatingTopK>([](const Shape &s) {
+         const double groups = gateGroups(s), grouped = groups > 1;
+         return std::vector<double>{topk(s), grouped ? 4.0 : 1.0, groups,  grouped, 0,
+                                    1,       kRoutedScaling,      kGateEps};
+       }),
        {16384, 8, 256}},
       {"moe_gating_top_k_grad",
        {Extent::kGateLogits},  // grad_x; grad_y, x, expert_idx
        {Extent::kGateTopk, Extent::kGateLogits, Extent::kGateExperts},
-       moeGatingTopKGrad(),
+       bindOp<ops::MoeGatingTopKGrad>({1, 0, kRoutedScaling, kGateEps}),
        {16384, 8, 256}},
   };
   return ops;

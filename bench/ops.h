@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The operator table of infiniop-bench. Adding an operator is one entry in allOps() (ops.cc):
-// its name, how each tensor's shape follows the bench's --shape, and its four API functions.
+// its name, how each tensor's shape follows the bench's --shape, and its attributes; its C
+// signature (the four API functions, the tensors' order) is tests/common/operators.h's.
 #pragma once
 
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "infiniop.h"
@@ -30,32 +30,6 @@ struct Bound {
 // infiniopGetLastError() says why.
 using Binder = std::function<infiniStatus_t(infiniopHandle_t, const Descs &outs, const Descs &ins,
                                             const std::vector<size_t> &shape, Bound *)>;
-
-// Adapts an operator's create / get-workspace-size / calculate / destroy functions. `create`
-// takes (handle, Desc *, outs, ins), and the shape after them where an attribute follows it.
-template <class Desc, class Create>
-Binder bind(Create create, infiniStatus_t (*workspace)(Desc, size_t *),
-            std::function<infiniStatus_t(Desc, void *, size_t, OutPtrs, InPtrs)> calculate,
-            infiniStatus_t (*destroy)(Desc)) {
-  return [=](infiniopHandle_t handle, const Descs &outs, const Descs &ins,
-             const std::vector<size_t> &shape, Bound *bound) {
-    Desc desc = nullptr;
-    infiniStatus_t status;
-    if constexpr (std::is_invocable_v<Create, infiniopHandle_t, Desc *, const Descs &,
-                                      const Descs &, const std::vector<size_t> &>)
-      status = create(handle, &desc, outs, ins, shape);
-    else
-      status = create(handle, &desc, outs, ins);
-    if (status != INFINI_STATUS_SUCCESS) return status;
-    bound->desc =
-        std::shared_ptr<void>(desc, [destroy](void *d) { destroy(static_cast<Desc>(d)); });
-    status = workspace(desc, &bound->workspace_size);
-    bound->calculate = [desc, calculate](void *w, size_t size, OutPtrs o, InPtrs i) {
-      return calculate(desc, w, size, o, i);
-    };
-    return status;
-  };
-}
 
 // How a tensor's shape follows the case's shape S (the bench's --shape).
 enum class Extent {

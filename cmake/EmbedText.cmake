@@ -4,12 +4,18 @@
 #
 # Writes HEADER declaring `extern const char <stem>[];` for each input, in namespace NAMESPACE,
 # and SOURCE (which includes it as INCLUDE) defining each as the file's text. An input written
-# `a.h+b.cl` is the two files' texts in that order, named after the last one. A device's custom
-# command runs it at build time, so an edited input regenerates and rebuilds only what embeds it.
+# `a.h+b.cl` is the two files' texts in that order, named after the last one, or after `name` when
+# written `name=a.h+b.cl`. A device's custom command runs it at build time, so an edited input
+# regenerates and rebuilds only what embeds it.
 string(REPLACE "|" ";" inputs "${INPUTS}")
 set(declarations "")
 set(definitions "")
 foreach(input IN LISTS inputs)
+  set(given_name "")
+  if(input MATCHES "^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+    set(given_name "${CMAKE_MATCH_1}")
+    set(input "${CMAKE_MATCH_2}")
+  endif()
   string(REPLACE "+" ";" parts "${input}")
   set(text "")
   foreach(part IN LISTS parts)
@@ -17,6 +23,9 @@ foreach(input IN LISTS inputs)
     string(APPEND text "${part_text}")
     get_filename_component(name "${part}" NAME_WE)
   endforeach()
+  if(given_name)
+    set(name "${given_name}")
+  endif()
   string(APPEND declarations "extern const char ${name}[];\n")
   string(APPEND definitions
          "extern const char ${name}[] = R\"INFINIOP_EMBED(${text})INFINIOP_EMBED\";\n")

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The constants of the activations' F32 maths, written once for both devices: included by
-// devices/cpu/math-inl.h and embedded in front of devices/opencl/kernels/common.cl (see
+// devices/cpu/math-inl.h and embedded in front of devices/opencl/kernels/math.cl (see
 // devices/opencl/CMakeLists.txt), so that the two round the same way. Plain `#define`s of float
 // literals: valid C++ and OpenCL C alike.
 #ifndef INFINIOP_MATH_CONSTANTS_H_

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "cpu_reference/clipped_swiglu.h"
+#include "exact/clipped_swiglu.h"
 
 namespace infiniop::cpu {
 namespace {
@@ -33,7 +33,7 @@ std::unique_ptr<float[]> build(const ClippedSwigluAttributes &at, bool bf16) {
   std::unique_ptr<float[]> t(new float[2 * kTableEntries]);
   for (uint32_t bits = 0; bits < kTableEntries; ++bits) {
     const float A = bf16 ? tableInput<true>(bits) : tableInput<false>(bits);
-    const cpu_reference::Clipped c(at, A, 0.0f);
+    const exact::Clipped c(at, A, 0.0f);
     const double gate = at.clamp_mode == 1 && A > at.a_pass ? double{at.limit} : c.g;
     t[bits] = factorEntry(A, gate);
     // The slope passes where A <= a_pass; elsewhere the kernels mask dA to 0.

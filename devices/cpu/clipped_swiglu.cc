@@ -12,10 +12,10 @@
 #include "cpu/math-inl.h"
 #include "cpu/parallel.h"
 #include "cpu/table-inl.h"
-#include "cpu_reference/clipped_swiglu.h"
+#include "exact/clipped_swiglu.h"
 #include "hwy/highway.h"
 #include "ops/clipped_swiglu.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
@@ -36,7 +36,7 @@ struct ClippedSwiglu : ClippedSwigluAttributes {
   static constexpr bool kPaired = true;            // the interleaved split (PairedRow)
   // 16-bit outputs: this F32 path within its ErrorBound (K = 4, as the F32 bound).
   static constexpr bool kErrorBounds = true;
-  using Oracle = cpu_reference::ClippedSwiglu;
+  using Oracle = exact::ClippedSwiglu;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &y, V A, V B) const {

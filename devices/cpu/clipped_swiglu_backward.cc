@@ -10,10 +10,10 @@
 #include "cpu/math-inl.h"
 #include "cpu/parallel.h"
 #include "cpu/table-inl.h"
-#include "cpu_reference/clipped_swiglu.h"
+#include "exact/clipped_swiglu.h"
 #include "hwy/highway.h"
 #include "ops/clipped_swiglu.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
@@ -43,7 +43,7 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
   static constexpr bool kPaired = true;
   // 16-bit outputs: this F32 path, each output within its ErrorBound (K = 6, as the F32 bound).
   static constexpr bool kErrorBounds = true;
-  using Oracle = cpu_reference::ClippedSwigluBackward;
+  using Oracle = exact::ClippedSwigluBackward;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &dA, V &dB, V dy, V A, V B) const {

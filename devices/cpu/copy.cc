@@ -7,7 +7,7 @@
 #include "cpu/elementwise-inl.h"
 #include "cpu/parallel.h"
 #include "hwy/highway.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {

@@ -2,25 +2,14 @@
 // The cpu device (core/device.h): Highway SIMD with runtime dispatch, OpenMP threads.
 #include "cpu/isa.h"
 #include "host/host_device.h"
+#include "host/kernel_table.h"
 
 namespace infiniop::cpu {
 
-INFINIOP_ELEMENTWISE_OPS(INFINIOP_DECLARE_KERNEL)
-void moeFinalizeRouting(const moe::ForwardPlan &plan, const moe::ForwardData &data);
-void moeFinalizeRoutingGrad(const moe::GradPlan &plan, const moe::GradData &data);
-void moeInitRouting(const moe::InitPlan &plan, const moe::InitData &data,
-                    const moe::InitRouting &routing);
-void moeGating(const moe::RouterPlan &plan, const moe::RouterData &data);
+INFINIOP_KERNELS(INFINIOP_HOST_KERNEL_DECLARE)
 
 namespace {
-#define INFINIOP_CPU_ENTRY(name) &name,
-const host::Kernels kKernels = {{INFINIOP_ELEMENTWISE_OPS(INFINIOP_CPU_ENTRY)},
-                                moeFinalizeRouting,
-                                moeFinalizeRoutingGrad,
-                                moeInitRouting,
-                                /*moe_grad_inverts=*/true,
-                                moeGating};
-#undef INFINIOP_CPU_ENTRY
+const RunnerFactory kKernels[] = {INFINIOP_KERNELS(INFINIOP_HOST_KERNEL_ENTRY)};
 
 class CpuDevice final : public host::HostDevice {
  public:

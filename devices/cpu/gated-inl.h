@@ -15,9 +15,9 @@
 
 #include "cpu/math-inl.h"
 #include "cpu/table-inl.h"
-#include "cpu_reference/gated.h"
-#include "cpu_reference/gelu.h"
-#include "cpu_reference/sigmoid.h"
+#include "exact/gated.h"
+#include "exact/gelu.h"
+#include "exact/sigmoid.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -47,7 +47,7 @@ HWY_NOINLINE void GatedBackwardExact(D d, V out_grad, V x1, V x2, V &grad1, V &g
 template <class Activation>
 struct Gated {
   static constexpr int kOutputs = 1, kInputs = 2;  // out <- (x1, x2)
-  using Oracle = cpu_reference::Gated<Activation::kExact>;
+  using Oracle = exact::Gated<Activation::kExact>;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &out, V x1, V x2) const {
@@ -95,7 +95,7 @@ struct Gated {
 template <class Activation>
 struct GatedBackward {
   static constexpr int kOutputs = 2, kInputs = 3;  // (grad1, grad2) <- (out_grad, x1, x2)
-  using Oracle = cpu_reference::GatedBackward<Activation::kExact, Activation::kExactDerivative>;
+  using Oracle = exact::GatedBackward<Activation::kExact, Activation::kExactDerivative>;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &grad1, V &grad2, V out_grad, V x1, V x2) const {
@@ -182,8 +182,8 @@ struct SiluActivation {
     return WithSiluAt(d, x, body);
   }
   static constexpr float kTailBound = kSiluTailBound;
-  static constexpr double (*kExact)(double) = cpu_reference::silu;
-  static constexpr double (*kExactDerivative)(double) = cpu_reference::siluDerivative;
+  static constexpr double (*kExact)(double) = exact::silu;
+  static constexpr double (*kExactDerivative)(double) = exact::siluDerivative;
   // The relaxed F32 value and, for the gradients, value and derivative (SiluRelaxed): 1.2x the
   // strict rate in cache (AVX3).
   static constexpr bool kRelaxed = true;
@@ -206,8 +206,8 @@ struct GeluErfActivation {
     return WithGeluErfAt(d, x, body);
   }
   static constexpr float kTailBound = kGeluErfTailBound;
-  static constexpr double (*kExact)(double) = cpu_reference::geluErf;
-  static constexpr double (*kExactDerivative)(double) = cpu_reference::geluErfDerivative;
+  static constexpr double (*kExact)(double) = exact::geluErf;
+  static constexpr double (*kExactDerivative)(double) = exact::geluErfDerivative;
   // The relaxed F32 value and, for the gradients, value and derivative (GeluErfRelaxed):
   // 1.3-1.4x the strict rate in cache (AVX3).
   static constexpr bool kRelaxed = true;
@@ -230,8 +230,8 @@ struct GeluTanhActivation {
     return WithGeluTanhAt(d, x, body);
   }
   static constexpr float kTailBound = kGeluTanhTailBound;
-  static constexpr double (*kExact)(double) = cpu_reference::geluTanh;
-  static constexpr double (*kExactDerivative)(double) = cpu_reference::geluTanhDerivative;
+  static constexpr double (*kExact)(double) = exact::geluTanh;
+  static constexpr double (*kExactDerivative)(double) = exact::geluTanhDerivative;
   static constexpr bool kRelaxed = true;
   template <class D, class V>
   static HWY_INLINE V Relaxed(D d, V x, V *derivative) {

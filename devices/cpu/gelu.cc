@@ -10,7 +10,7 @@
 #include "cpu/parallel.h"
 #include "cpu/table-inl.h"
 #include "hwy/highway.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
@@ -26,7 +26,7 @@ HWY_NOINLINE V ActivatedExact(D d, V input, V output) {  // out of line, as Gate
 template <class Activation>
 struct Activated {
   static constexpr int kOutputs = 1, kInputs = 1;  // output <- input
-  using Oracle = cpu_reference::Activated<Activation::kExact>;
+  using Oracle = exact::Activated<Activation::kExact>;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &output, V input) const {

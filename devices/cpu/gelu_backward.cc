@@ -9,7 +9,7 @@
 #include "cpu/gated-inl.h"
 #include "cpu/parallel.h"
 #include "hwy/highway.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
@@ -27,7 +27,7 @@ HWY_NOINLINE void GeluBackwardExact(D d, V input, V grad_output, V &grad_input) 
 template <class Activation>
 struct GeluBackwardOf {
   static constexpr int kOutputs = 1, kInputs = 2;  // grad_input <- (input, grad_output)
-  using Oracle = cpu_reference::GeluBackward<Activation::kExactDerivative>;
+  using Oracle = exact::GeluBackward<Activation::kExactDerivative>;
 
   template <class D, class V>
   HWY_INLINE void operator()(D d, V &grad_input, V input, V grad_output) const {

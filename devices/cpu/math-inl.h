@@ -8,7 +8,7 @@
 #endif
 
 #include "cpu/ieee-inl.h"
-#include "cpu_reference/gelu.h"
+#include "exact/gelu.h"
 #include "hwy/highway.h"
 #include "math_constants.h"
 

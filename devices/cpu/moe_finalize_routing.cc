@@ -103,10 +103,15 @@ HWY_AFTER_NAMESPACE();
 namespace infiniop::cpu {
 HWY_EXPORT(MoeForwardTokens);
 
-void moeFinalizeRouting(const moe::ForwardPlan &plan, const moe::ForwardData &data) {
+void moe_finalize_routing(const moe::ForwardPlan &plan, const moe::ForwardData &data) {
   const auto tokens = &HWY_DYNAMIC_DISPATCH(MoeForwardTokens);
   parallelRanges(plan.tokens, (plan.topk + 1) * plan.hidden,
                  [&](size_t first, size_t last) { tokens(plan, data, first, last); });
+}
+
+// MoeInitRoutingV2Grad: the forward with weight 1 (its plan has no scales).
+void moe_init_routing_grad(const moe::ForwardPlan &plan, const moe::ForwardData &data) {
+  moe_finalize_routing(plan, data);
 }
 }  // namespace infiniop::cpu
 #endif

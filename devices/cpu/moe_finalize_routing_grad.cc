@@ -144,7 +144,7 @@ namespace infiniop::cpu {
 HWY_EXPORT(MoeGradTokens);
 HWY_EXPORT(MoeGradDestinations);
 
-void moeFinalizeRoutingGrad(const moe::GradPlan &plan, const moe::GradData &data) {
+void moe_finalize_routing_grad(const moe::GradPlan &plan, const moe::GradData &data) {
   const gather::Inverse inverse = gather::invertIndex(plan.row_index, data.row_index,
                                                       plan.grad_expanded_x.rows, data.workspace);
   const auto tokens = &HWY_DYNAMIC_DISPATCH(MoeGradTokens);

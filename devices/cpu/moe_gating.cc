@@ -492,12 +492,28 @@ HWY_AFTER_NAMESPACE();
 namespace infiniop::cpu {
 HWY_EXPORT(MoeGatingRows);
 
-void moeGating(const moe::RouterPlan &plan, const moe::RouterData &data) {
+namespace {
+// The four kernels (kernels/list.h) share the row loop, which branches on plan.kind per row.
+void runRows(const moe::RouterPlan &plan, const moe::RouterData &data) {
   const auto rows = &HWY_DYNAMIC_DISPATCH(MoeGatingRows);
   gating::ScratchPool pool(plan, static_cast<size_t>(std::max(1, callThreads())));
   // A row costs about 4 element-operations per expert (load, exp, divide, store).
   parallelRanges(plan.rows, 4 * plan.experts,
                  [&](size_t first, size_t last) { rows(plan, data, pool.Take(), first, last); });
+}
+}  // namespace
+
+void moe_gating_top_k_softmax(const moe::RouterPlan &plan, const moe::RouterData &data) {
+  runRows(plan, data);
+}
+void moe_gating_top_k_softmax_grad(const moe::RouterPlan &plan, const moe::RouterData &data) {
+  runRows(plan, data);
+}
+void moe_gating_top_k(const moe::RouterPlan &plan, const moe::RouterData &data) {
+  runRows(plan, data);
+}
+void moe_gating_top_k_grad(const moe::RouterPlan &plan, const moe::RouterData &data) {
+  runRows(plan, data);
 }
 }  // namespace infiniop::cpu
 #endif

@@ -102,8 +102,8 @@ namespace infiniop::cpu {
 HWY_EXPORT(MoeInitTokens);
 HWY_EXPORT(MoeInitPadding);
 
-void moeInitRouting(const moe::InitPlan &plan, const moe::InitData &data,
-                    const moe::InitRouting &routing) {
+void moe_init_routing(const moe::InitPlan &plan, const moe::InitData &data,
+                      const moe::InitRouting &routing) {
   // The bytes the call moves: x read, expanded_x written.
   const size_t row_bytes = plan.hidden * plan.element_size;
   const bool stream = (plan.tokens + plan.expanded_x.rows) * row_bytes >= streamMinBytes();

@@ -8,7 +8,7 @@
 #include "cpu/gated-inl.h"
 #include "cpu/parallel.h"
 #include "hwy/highway.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {

@@ -2,7 +2,7 @@
 // The framework's copy (staging buffers): each element widened to F32 and stored back, which is
 // exact for every F32, F16 and BF16 value.
 #include "cpu_reference/elementwise.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 namespace infiniop::cpu_reference {
 namespace {

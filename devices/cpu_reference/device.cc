@@ -2,25 +2,14 @@
 // The cpu_reference device (core/device.h): plain scalar C++ on one thread, the oracle every
 // other device is tested against.
 #include "host/host_device.h"
+#include "host/kernel_table.h"
 
 namespace infiniop::cpu_reference {
 
-INFINIOP_ELEMENTWISE_OPS(INFINIOP_DECLARE_KERNEL)
-void moeFinalizeRouting(const moe::ForwardPlan &plan, const moe::ForwardData &data);
-void moeFinalizeRoutingGrad(const moe::GradPlan &plan, const moe::GradData &data);
-void moeInitRouting(const moe::InitPlan &plan, const moe::InitData &data,
-                    const moe::InitRouting &routing);
-void moeGating(const moe::RouterPlan &plan, const moe::RouterData &data);
+INFINIOP_KERNELS(INFINIOP_HOST_KERNEL_DECLARE)
 
 namespace {
-#define INFINIOP_REFERENCE_ENTRY(name) &name,
-const host::Kernels kKernels = {{INFINIOP_ELEMENTWISE_OPS(INFINIOP_REFERENCE_ENTRY)},
-                                moeFinalizeRouting,
-                                moeFinalizeRoutingGrad,
-                                moeInitRouting,
-                                /*moe_grad_inverts=*/false,
-                                moeGating};
-#undef INFINIOP_REFERENCE_ENTRY
+const RunnerFactory kKernels[] = {INFINIOP_KERNELS(INFINIOP_HOST_KERNEL_ENTRY)};
 }  // namespace
 
 const Device &device() {

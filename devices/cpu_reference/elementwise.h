@@ -62,7 +62,7 @@ void runElementwise(const elementwise::Plan &plan, const void *attributes, char 
 
 }  // namespace infiniop::cpu_reference
 
-// Defines the cpu_reference kernel `name` (declared in ops/kernels.h) as the runner of a functor.
+// Defines the cpu_reference kernel `name` (declared in kernels/list.h) as the runner of a functor.
 #define INFINIOP_REFERENCE_KERNEL(name, ...)                                                  \
   void name(const ::infiniop::elementwise::Plan &plan, const void *attributes,                \
             char *const *operands, size_t begin, size_t end) {                                \

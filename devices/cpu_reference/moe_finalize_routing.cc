@@ -97,11 +97,16 @@ void grad(const moe::GradPlan &p, const moe::GradData &data) {
 
 }  // namespace
 
-void moeFinalizeRouting(const moe::ForwardPlan &plan, const moe::ForwardData &data) {
+void moe_finalize_routing(const moe::ForwardPlan &plan, const moe::ForwardData &data) {
   visitFloatStorage(plan.dtype, [&](auto storage) { forward<decltype(storage)>(plan, data); });
 }
 
-void moeFinalizeRoutingGrad(const moe::GradPlan &plan, const moe::GradData &data) {
+// MoeInitRoutingV2Grad: the forward with weight 1 (its plan has no scales).
+void moe_init_routing_grad(const moe::ForwardPlan &plan, const moe::ForwardData &data) {
+  moe_finalize_routing(plan, data);
+}
+
+void moe_finalize_routing_grad(const moe::GradPlan &plan, const moe::GradData &data) {
   visitFloatStorage(plan.dtype, [&](auto storage) { grad<decltype(storage)>(plan, data); });
 }
 

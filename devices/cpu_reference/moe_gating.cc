@@ -262,25 +262,27 @@ void topKGrad(Writer &w, const RouterPlan &p, const moe::RouterData &d) {
   }
 }
 
+// The four kernels (kernels/list.h): each computes in doubles, then stores once.
+template <void (*compute)(Writer &, const moe::RouterPlan &, const moe::RouterData &)>
+void run(const moe::RouterPlan &p, const moe::RouterData &data) {
+  Writer w;
+  compute(w, p, data);
+  w.store();
+}
+
 }  // namespace
 
-void moeGating(const moe::RouterPlan &p, const moe::RouterData &data) {
-  Writer w;
-  switch (p.kind) {
-    case moe::RouterKind::top_k_softmax:
-      softmaxForward(w, p, data);
-      break;
-    case moe::RouterKind::top_k_softmax_grad:
-      softmaxGrad(w, p, data);
-      break;
-    case moe::RouterKind::top_k:
-      topKForward(w, p, data);
-      break;
-    case moe::RouterKind::top_k_grad:
-      topKGrad(w, p, data);
-      break;
-  }
-  w.store();
+void moe_gating_top_k_softmax(const moe::RouterPlan &p, const moe::RouterData &data) {
+  run<softmaxForward>(p, data);
+}
+void moe_gating_top_k_softmax_grad(const moe::RouterPlan &p, const moe::RouterData &data) {
+  run<softmaxGrad>(p, data);
+}
+void moe_gating_top_k(const moe::RouterPlan &p, const moe::RouterData &data) {
+  run<topKForward>(p, data);
+}
+void moe_gating_top_k_grad(const moe::RouterPlan &p, const moe::RouterData &data) {
+  run<topKGrad>(p, data);
 }
 
 }  // namespace infiniop::cpu_reference

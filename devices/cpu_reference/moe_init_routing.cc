@@ -18,8 +18,8 @@ char *elementAt(const gather::RowView &view, const void *data, size_t row, size_
 
 }  // namespace
 
-void moeInitRouting(const moe::InitPlan &p, const moe::InitData &data,
-                    const moe::InitRouting &routing) {
+void moe_init_routing(const moe::InitPlan &p, const moe::InitData &data,
+                      const moe::InitRouting &routing) {
   const size_t size = p.element_size;
   for (size_t r = 0; r < p.tokens; ++r)
     for (size_t k = 0; k < p.topk; ++k) {

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // SwiGlu and SwiGluBackward: the gated activation with silu, in double.
 #include "cpu_reference/elementwise.h"
-#include "cpu_reference/gated.h"
-#include "cpu_reference/sigmoid.h"
-#include "ops/kernels.h"
+#include "exact/gated.h"
+#include "exact/sigmoid.h"
+#include "kernels/list.h"
 
 namespace infiniop::cpu_reference {
+
+using namespace exact;  // the double formulas (src/exact), shared with the cpu device's oracles
 
 INFINIOP_REFERENCE_KERNEL(swiglu, Gated<silu>)
 

@@ -9,9 +9,6 @@
 
 #include "core/error.h"
 #include "core/handle.h"
-#include "elementwise/runner.h"
-#include "elementwise/walk.h"
-#include "gather/inverse.h"
 
 namespace infiniop::host {
 namespace {
@@ -45,90 +42,6 @@ infiniStatus_t copy(const char *where, infiniopHandle_t handle, void *dst, const
   if (size) std::memmove(dst, src, size);
   return succeed();
 }
-
-// The zero-fill of rows a call skips.
-void zeroOutputs(const elementwise::Plan &plan, char *const *operands, size_t begin, size_t end) {
-  const int inner = plan.ndim - 1;
-  const size_t size = plan.element_size;
-  elementwise::walkRows(plan, operands, begin, end, [&](char *const *base, size_t count) {
-    for (int k = 0; k < plan.num_outputs; ++k) {
-      const ptrdiff_t step = plan.strides[k][inner] * static_cast<ptrdiff_t>(size);
-      if (step == static_cast<ptrdiff_t>(size)) {
-        std::memset(base[k], 0, count * size);
-        continue;
-      }
-      for (size_t i = 0; i < count; ++i)
-        std::memset(base[k] + static_cast<ptrdiff_t>(i) * step, 0, size);
-    }
-  });
-}
-
-// The kernel runs on the calling thread(s) and is done on return.
-class ElementwiseRunner final : public elementwise::Runner {
- public:
-  ElementwiseRunner(elementwise::Kernel kernel, const elementwise::Plan &plan)
-      : kernel_(kernel), plan_(plan) {}
-  infiniStatus_t run(const void *attributes, char *const *operands, size_t begin, size_t end,
-                     bool zero_fill, void * /*stream*/) const override {
-    if (zero_fill)
-      zeroOutputs(plan_, operands, begin, end);
-    else
-      kernel_(plan_, attributes, operands, begin, end);
-    return INFINI_STATUS_SUCCESS;
-  }
-
- private:
-  elementwise::Kernel kernel_;
-  elementwise::Plan plan_;
-};
-
-// A MoE kernel function on its plan, synchronously (host memory: the index data is read in
-// place, so the host copy is not needed).
-template <class Runner, class Plan, class Data>
-class MoeRunner final : public Runner {
- public:
-  using Kernel = void (*)(const Plan &, const Data &);
-  MoeRunner(Kernel kernel, const Plan &plan) : kernel_(kernel), plan_(plan) {}
-  infiniStatus_t run(const Data &data, const void *, void *) const override {
-    kernel_(plan_, data);
-    return INFINI_STATUS_SUCCESS;
-  }
-
- private:
-  Kernel kernel_;
-  Plan plan_;
-};
-
-// MoeInitRoutingV2: the index outputs from the host's sort, then the device's rows.
-class InitRunner final : public moe::InitRunner {
- public:
-  InitRunner(moe::InitKernel kernel, const moe::InitPlan &plan) : kernel_(kernel), plan_(plan) {}
-  infiniStatus_t run(const moe::InitData &data, const moe::InitRouting &routing,
-                     void *) const override {
-    moe::writeInitIndices(plan_, data, routing);
-    kernel_(plan_, data, routing);
-    return INFINI_STATUS_SUCCESS;
-  }
-
- private:
-  moe::InitKernel kernel_;
-  moe::InitPlan plan_;
-};
-
-// The router operators: one kernel for the four (plan.kind), synchronously.
-class RouterRunner final : public moe::RouterRunner {
- public:
-  RouterRunner(moe::RouterKernel kernel, const moe::RouterPlan &plan)
-      : kernel_(kernel), plan_(plan) {}
-  infiniStatus_t run(const moe::RouterData &data, void *) const override {
-    kernel_(plan_, data);
-    return INFINI_STATUS_SUCCESS;
-  }
-
- private:
-  moe::RouterKernel kernel_;
-  moe::RouterPlan plan_;
-};
 
 }  // namespace
 
@@ -212,65 +125,4 @@ infiniStatus_t HostDevice::readForCheck(const char *, infiniopHandle_t, void *, 
   return INFINI_STATUS_SUCCESS;
 }
 
-bool HostDevice::supports(KernelId id) const {
-  const int index = static_cast<int>(id);
-  if (index < kElementwiseKernelCount) return kernels_.elementwise[index] != nullptr;
-  switch (id) {
-    case KernelId::moe_finalize_routing:
-    case KernelId::moe_init_routing_grad:  // the forward with weight 1
-      return kernels_.moe_forward != nullptr;
-    case KernelId::moe_finalize_routing_grad:
-      return kernels_.moe_grad != nullptr;
-    case KernelId::moe_gating_top_k_softmax:
-    case KernelId::moe_gating_top_k_softmax_grad:
-    case KernelId::moe_gating_top_k:
-    case KernelId::moe_gating_top_k_grad:
-      return kernels_.router != nullptr;
-    default:
-      return kernels_.moe_init != nullptr;
-  }
-}
-
-infiniStatus_t HostDevice::elementwiseRunner(const char *, infiniopHandle_t, KernelId id,
-                                             const elementwise::Plan &plan,
-                                             std::unique_ptr<elementwise::Runner> *runner) const {
-  *runner = std::make_unique<ElementwiseRunner>(kernels_.elementwise[static_cast<int>(id)], plan);
-  return INFINI_STATUS_SUCCESS;
-}
-
-infiniStatus_t HostDevice::moeForwardRunner(const char *, infiniopHandle_t,
-                                            const moe::ForwardPlan &plan,
-                                            std::unique_ptr<moe::ForwardRunner> *runner) const {
-  *runner = std::make_unique<MoeRunner<moe::ForwardRunner, moe::ForwardPlan, moe::ForwardData>>(
-      kernels_.moe_forward, plan);
-  return INFINI_STATUS_SUCCESS;
-}
-
-infiniStatus_t HostDevice::moeGradRunner(const char *, infiniopHandle_t, const moe::GradPlan &plan,
-                                         size_t *workspace_size,
-                                         std::unique_ptr<moe::GradRunner> *runner) const {
-  *workspace_size =
-      kernels_.moe_grad_inverts
-          ? gather::inverseWorkspaceBytes(plan.grad_expanded_x.rows, plan.tokens * plan.topk)
-          : 0;
-  *runner = std::make_unique<MoeRunner<moe::GradRunner, moe::GradPlan, moe::GradData>>(
-      kernels_.moe_grad, plan);
-  return INFINI_STATUS_SUCCESS;
-}
-
-infiniStatus_t HostDevice::moeInitRunner(const char *, infiniopHandle_t, const moe::InitPlan &plan,
-                                         size_t *workspace_size,
-                                         std::unique_ptr<moe::InitRunner> *runner) const {
-  *workspace_size = 0;
-  *runner = std::make_unique<InitRunner>(kernels_.moe_init, plan);
-  return INFINI_STATUS_SUCCESS;
-}
-
-infiniStatus_t HostDevice::moeGatingRunner(const char *, infiniopHandle_t,
-                                           const moe::RouterPlan &plan, size_t *workspace_size,
-                                           std::unique_ptr<moe::RouterRunner> *runner) const {
-  *workspace_size = 0;
-  *runner = std::make_unique<RouterRunner>(kernels_.router, plan);
-  return INFINI_STATUS_SUCCESS;
-}
 }  // namespace infiniop::host

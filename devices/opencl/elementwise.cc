@@ -10,6 +10,9 @@
 #include "core/error.h"
 #include "core/handle.h"
 #include "core/tensor.h"
+#include "elementwise/runner.h"
+#include "kernels/list.h"
+#include "opencl/kernel_table.h"
 #include "opencl/program.h"
 #include "opencl/runtime.h"
 #include "opencl/sources.h"
@@ -18,6 +21,11 @@ namespace infiniop::opencl {
 namespace {
 
 namespace ew = elementwise;
+
+// The functor source of each elementwise kernel, by KernelId: kernels/<name>.cl.
+#define INFINIOP_OPENCL_FUNCTOR(Family, name) sources::name,
+constexpr const char *kFunctors[] = {INFINIOP_ELEMENTWISE_KERNELS(INFINIOP_OPENCL_FUNCTOR)};
+#undef INFINIOP_OPENCL_FUNCTOR
 
 static_assert(ew::kMaxOperands == 8, "kernels/elementwise.cl takes 8 operand pointers");
 static_assert(ew::kMaxAttributeBytes == sizeof(cl_uint16), "attributes travel as one uint16");
@@ -135,8 +143,9 @@ const char *storageOption(infiniDtype_t dtype) {
 }
 
 infiniStatus_t makeElementwiseRunner(const char *op, infiniopHandle_t handle,
-                                     const char *functor_source, const ew::Plan &plan,
-                                     std::unique_ptr<ew::Runner> *runner) {
+                                     const Plan &kernel_plan, std::unique_ptr<Runner> *runner) {
+  const auto &plan = static_cast<const ew::Plan &>(kernel_plan);
+  const char *functor_source = kFunctors[static_cast<int>(plan.kernel)];
   // A one- or two-dim plan whose inner steps are all 1 or 2 (interleaved pairs) gets them as
   // constants: one more program per such pattern, instead of a loop PoCL cannot vectorize.
   std::string options = std::string("-cl-std=CL1.2 ") + storageOption(plan.dtype);

@@ -3,7 +3,7 @@
 // the plan travel as kernel arguments (base index in the buffer and strides); the grad's
 // scatter becomes a gather over the inversion of expanded_row_idx, built on the host from the
 // copy the index check already read and uploaded into the caller's workspace.
-#include "opencl/moe_finalize_routing.h"
+#include "ops/moe_finalize_routing.h"
 
 #include <algorithm>
 #include <mutex>
@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/handle.h"
 #include "opencl/elementwise.h"
+#include "opencl/kernel_table.h"
 #include "opencl/gather.h"
 #include "opencl/program.h"
 #include "opencl/runtime.h"
@@ -138,6 +139,10 @@ class Forward final : public moe::ForwardRunner {
 class Grad final : public moe::GradRunner {
  public:
   Grad(infiniopHandle_t handle, const moe::GradPlan &plan) : handle_(handle), plan_(plan) {}
+  // The host inverts expanded_row_idx and uploads the inversion to the workspace.
+  size_t workspaceSize() const override {
+    return gather::inverseWorkspaceBytes(plan_.grad_expanded_x.rows, plan_.tokens * plan_.topk);
+  }
 
   infiniStatus_t init() {
     cl_program program = nullptr;
@@ -246,18 +251,18 @@ class Grad final : public moe::GradRunner {
 
 }  // namespace
 
-infiniStatus_t makeMoeForwardRunner(const char *op, infiniopHandle_t handle,
-                                    const moe::ForwardPlan &plan,
-                                    std::unique_ptr<moe::ForwardRunner> *runner) {
-  auto made = std::make_unique<Forward>(op, handle, plan);
+// `op` starts its messages (MoeInitRoutingV2Grad runs on it too).
+infiniStatus_t makeMoeForwardRunner(const char *op, infiniopHandle_t handle, const Plan &plan,
+                                    std::unique_ptr<Runner> *runner) {
+  auto made = std::make_unique<Forward>(op, handle, static_cast<const moe::ForwardPlan &>(plan));
   INFINIOP_CHECK(made->init());
   *runner = std::move(made);
   return INFINI_STATUS_SUCCESS;
 }
 
-infiniStatus_t makeMoeGradRunner(infiniopHandle_t handle, const moe::GradPlan &plan,
-                                 std::unique_ptr<moe::GradRunner> *runner) {
-  auto made = std::make_unique<Grad>(handle, plan);
+infiniStatus_t makeMoeGradRunner(const char *, infiniopHandle_t handle, const Plan &plan,
+                                 std::unique_ptr<Runner> *runner) {
+  auto made = std::make_unique<Grad>(handle, static_cast<const moe::GradPlan &>(plan));
   INFINIOP_CHECK(made->init());
   *runner = std::move(made);
   return INFINI_STATUS_SUCCESS;

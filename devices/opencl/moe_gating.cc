@@ -3,7 +3,7 @@
 // per row. The views' leading dims and strides (up to kRouterMaxLeading of each) are uploaded
 // once at descriptor creation into a buffer of the runner; a call passes each view's buffer and
 // element index. The forwards keep p (and the group scores) per row in the workspace.
-#include "opencl/moe_gating.h"
+#include "ops/moe_gating.h"
 
 #include <mutex>
 #include <string>
@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/handle.h"
 #include "opencl/elementwise.h"
+#include "opencl/kernel_table.h"
 #include "opencl/gather.h"
 #include "opencl/program.h"
 #include "opencl/runtime.h"
@@ -70,6 +71,11 @@ class Router final : public moe::RouterRunner {
       : op_(op), handle_(handle), plan_(plan) {}
   ~Router() override {
     if (geometry_) clReleaseMemObject(geometry_);
+  }
+  // The forwards keep each row's p (and group scores) in the workspace.
+  size_t workspaceSize() const override {
+    const size_t floats = scratchPerRow(plan_) * plan_.rows;
+    return floats == 0 ? 0 : floats * sizeof(float) + sizeof(float) - 1;
   }
 
   infiniStatus_t init() {
@@ -191,14 +197,9 @@ class Router final : public moe::RouterRunner {
 
 }  // namespace
 
-size_t moeGatingWorkspaceBytes(const RouterPlan &plan) {
-  const size_t floats = scratchPerRow(plan) * plan.rows;
-  return floats == 0 ? 0 : floats * sizeof(float) + sizeof(float) - 1;
-}
-
-infiniStatus_t makeMoeGatingRunner(const char *op, infiniopHandle_t handle, const RouterPlan &plan,
-                                   std::unique_ptr<moe::RouterRunner> *runner) {
-  auto made = std::make_unique<Router>(op, handle, plan);
+infiniStatus_t makeMoeRouterRunner(const char *op, infiniopHandle_t handle, const Plan &plan,
+                                   std::unique_ptr<Runner> *runner) {
+  auto made = std::make_unique<Router>(op, handle, static_cast<const RouterPlan &>(plan));
   INFINIOP_CHECK(made->init());
   *runner = std::move(made);
   return INFINI_STATUS_SUCCESS;

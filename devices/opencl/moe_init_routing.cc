@@ -2,7 +2,8 @@
 // MoeInitRoutingV2 on OpenCL (kernels/moe_init_routing.cl): the host's sort is uploaded to the
 // workspace in one write (destinations, counts, their cumsum, as INT32), then small kernels copy
 // it into the index outputs (any stride, INT32 or INT64) and the rows move on the device.
-#include "opencl/moe_init_routing.h"
+#include "ops/moe_init_routing.h"
+#include "opencl/kernel_table.h"
 
 #include <algorithm>
 #include <mutex>
@@ -25,6 +26,8 @@ constexpr size_t kChunk = 512;  // CHUNK of the .cl file: columns per work-item
 class Init final : public moe::InitRunner {
  public:
   Init(infiniopHandle_t handle, const moe::InitPlan &plan) : handle_(handle), plan_(plan) {}
+  // The host's sort is staged in the workspace.
+  size_t workspaceSize() const override { return workspaceBytes(plan_); }
 
   infiniStatus_t init() {
     const moe::InitPlan &p = plan_;
@@ -133,13 +136,9 @@ class Init final : public moe::InitRunner {
 
 }  // namespace
 
-size_t moeInitWorkspaceBytes(const moe::InitPlan &plan) {
-  return Init::workspaceBytes(plan);
-}
-
-infiniStatus_t makeMoeInitRunner(infiniopHandle_t handle, const moe::InitPlan &plan,
-                                 std::unique_ptr<moe::InitRunner> *runner) {
-  auto made = std::make_unique<Init>(handle, plan);
+infiniStatus_t makeMoeInitRunner(const char *, infiniopHandle_t handle, const Plan &plan,
+                                 std::unique_ptr<Runner> *runner) {
+  auto made = std::make_unique<Init>(handle, static_cast<const moe::InitPlan &>(plan));
   INFINIOP_CHECK(made->init());
   *runner = std::move(made);
   return INFINI_STATUS_SUCCESS;

@@ -54,10 +54,10 @@ from .core import (
     devices,
     parse_device,
 )
-from .enums import Device, DType, Status
+from .enums import Device, DType, GeluApproximate, Status
 from .gelu import Gelu, GeluBackwardV2, gelu, gelu_backward_v2
 from .gelu_backward import GeluBackward, gelu_backward
-from .gelu_mul import GeluApproximate, GeluMul, GeluMulBackward, gelu_mul, gelu_mul_backward
+from .gelu_mul import GeluMul, GeluMulBackward, gelu_mul, gelu_mul_backward
 from .moe_finalize_routing import (
     MoeFinalizeRoutingV2,
     MoeFinalizeRoutingV2Grad,

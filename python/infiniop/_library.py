@@ -335,6 +335,8 @@ def library_version():
 
 # --------------------------------------------------------------------------------------------
 # Prototypes: every exported function of include/infiniop.h.
+# ctest layout.python_prototypes (tests/check_prototypes.py) reads _PROTOTYPES and checks each
+# against its declaration in the headers.
 
 _status = ctypes.c_int  # C enums are int-sized
 _enum = ctypes.c_int

@@ -26,10 +26,8 @@ import math
 import numbers
 
 from ._dispatch import output_names, run
+from ._operator import AttributeOperator, check_bool, check_dim, check_int64, halved_shape
 from .core import array_view, output
-from .gelu_mul import _AttributeOperator
-from .moe_finalize_routing import _check_int64
-from .swiglu import _check_dim, _halved_shape
 
 __all__ = ["ClippedSwiglu", "ClippedSwigluBackward", "clipped_swiglu", "clipped_swiglu_backward"]
 
@@ -55,14 +53,6 @@ def _check_real(name, value):
     return value
 
 
-def _check_bool(name, value):
-    if isinstance(value, bool):
-        return value
-    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"):
-        return bool(value)
-    raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
-
-
 def _zero_signs(attributes):
     """run()'s key_extra: -0.0 == 0.0 (one cache key), yet a bias of -0.0 gives -0 results where
     0.0 gives +0; so a zero attribute's sign is part of the key (nothing else is needed)."""
@@ -72,10 +62,10 @@ def _zero_signs(attributes):
 
 
 def _check_attributes(dim, alpha, limit, bias, interleaved, clamp_mode=0):
-    return {"dim": _check_dim(dim, bits=64), "alpha": _check_real("alpha", alpha),
+    return {"dim": check_dim(dim, bits=64), "alpha": _check_real("alpha", alpha),
             "limit": _check_real("limit", limit), "bias": _check_real("bias", bias),
-            "interleaved": _check_bool("interleaved", interleaved),
-            "clamp_mode": _check_int64("clamp_mode", clamp_mode)}
+            "interleaved": check_bool("interleaved", interleaved),
+            "clamp_mode": check_int64("clamp_mode", clamp_mode)}
 
 
 def _group_index_view(group_index):
@@ -91,7 +81,7 @@ def _group_index_view(group_index):
     return array_view(group_index, "group_index")
 
 
-class _ClippedSwigluOperator(_AttributeOperator):
+class _ClippedSwigluOperator(AttributeOperator):
     _OPTIONAL = ("group_index",)
 
     @classmethod
@@ -158,7 +148,7 @@ def clipped_swiglu(x, dim=-1, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=T
     x_view = array_view(x, "x")
     group_view = _group_index_view(group_index)
     names = output_names(out, "x", "y")
-    out, out_view = output(out, x, x_view, _halved_shape(x_view.shape, attributes["dim"]))
+    out, out_view = output(out, x, x_view, halved_shape(x_view.shape, attributes["dim"]))
     run(ClippedSwiglu, [out_view, x_view, group_view], attributes, device, handle, _stage,
         _zero_signs(attributes), names=names, record=_record)
     return out

@@ -23,6 +23,24 @@ def cpu_isa_name():
     return _library._decode(_library.get_library().infiniopCpuIsaName())
 
 
+class Closable:
+    """What owns a library object: close() on leaving a with-block and when collected (a
+    finalizer never raises, e.g. at interpreter exit). Handle, TensorDescriptor and the
+    operator descriptors (_operator.Operator) are Closable."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     """A device type of this build, as the library describes it (infiniopGetDeviceInfo)."""
@@ -70,7 +88,7 @@ def devices():
 def device_info(device):
     """DeviceInfo of one device type (a Device, its name or int); InfiniopError
     DEVICE_TYPE_NOT_SUPPORTED, with the library's reason, for one this build lacks."""
-    device = Device.parse(device)
+    device = _device_type(device)
     for info in devices():
         if int(info.device) == int(device):
             return info
@@ -246,7 +264,8 @@ _PARSED_DEVICES = {}  # what parse_device() said for each (hashable) value seen
 def parse_device(device, name="device"):
     """(device type, device id) from a device name ('cpu', 'cpu_reference', 'opencl'), a
     'type:index' string ('opencl:0'), a torch.device (its type and index), a Device or an int.
-    The type is a Device, or a plain int for one newer than this binding (Device.parse)."""
+    The type is a Device, or a plain int for one newer than this binding (the library's name
+    list, then Device.parse)."""
     key = type(device), device  # typed: True and 1.0 must not pass as 1
     try:
         return _PARSED_DEVICES[key]
@@ -272,12 +291,33 @@ def _parse_device(device, name):
     if index < 0:
         raise ValueError(f"{name}: device index {index} is negative")
     try:
-        return Device.parse(device), index
+        return _device_type(device), index
     except (TypeError, ValueError) as error:
         raise type(error)(f"{name}: {error}") from None
 
 
-class Handle:
+def _device_type(device):
+    """A device type from a name, a Device or an int: a name in the library's own list first
+    (infiniopGetDeviceTypes: a device newer than the Device enum parses by its name too), then
+    Device.parse (also before a library is found; the library answers later, with its
+    reason)."""
+    if isinstance(device, str):
+        key = device.strip().lower().replace("-", "_")
+        try:
+            built = devices()
+        except OSError:
+            built = []
+        for info in built:
+            if info.name == key:
+                return info.device
+        if key.upper() not in Device.__members__:
+            names = ", ".join(repr(n) for n in dict.fromkeys(
+                [info.name for info in built] + [d.name.lower() for d in Device]))
+            raise ValueError(f"unknown device {device!r}; expected one of {names}")
+    return Device.parse(device)
+
+
+class Handle(Closable):
     """An infiniopHandle_t: one device. Use as a context manager, or call close().
 
     >>> with Handle("cpu") as h: ...
@@ -423,18 +463,6 @@ class Handle:
             self._spare_workspaces.clear()
             _library.check(self._lib.infiniopDestroyHandle(raw), "infiniopDestroyHandle")
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # never raise from a finalizer (e.g. at interpreter exit)
-            pass
-
     def __repr__(self):
         name = device_info(self.device).name if self.is_open else self.device
         state = "" if self.is_open else ", closed"
@@ -502,7 +530,7 @@ def default_handle(device="cpu"):
 # --------------------------------------------------------------------------------------------
 # TensorDescriptor
 
-class TensorDescriptor:
+class TensorDescriptor(Closable):
     """An infiniopTensorDescriptor_t: shape, strides in ELEMENTS (None = contiguous row-major;
     0 and negative allowed where the operator allows them) and dtype."""
 
@@ -548,18 +576,6 @@ class TensorDescriptor:
         if raw is not None:
             _library.check(self._lib.infiniopDestroyTensorDescriptor(raw),
                            "infiniopDestroyTensorDescriptor")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         dtype = self.dtype.name if isinstance(self.dtype, DType) else self.dtype

@@ -5,6 +5,7 @@ The numeric values are part of the library's ABI (shared/specs/API.md); tests/py
 against the header so the two cannot drift apart silently.
 """
 
+import operator
 from enum import IntEnum
 
 __all__ = ["Status", "DType", "Device"]
@@ -62,33 +63,19 @@ class Device(IntEnum):
 
     @classmethod
     def parse(cls, device):
-        """A device's name as the library spells it ('cpu', 'cpu_reference', 'opencl', any case,
-        '-' for '_'), a Device, or a plain int.
-
-        Names come from the library (infiniopGetDeviceTypes) first, so a device newer than this
-        enum is found by its name (as a plain int); then from this enum, so that a device this
-        build lacks reaches the library, which says why with its own status and message. A plain
-        int outside the enum is likewise returned unchanged.
+        """A device's name as this enum spells it ('cpu', 'cpu_reference', 'opencl', any case,
+        '-' for '_'), a Device, or a plain int (one outside the enum returned unchanged, for the
+        library to answer). core.parse_device asks the library's own list of names first (a
+        device newer than this enum), then this; this module imports nothing of the package.
         """
         if isinstance(device, cls):
             return device
         if isinstance(device, str):
             key = device.strip().lower().replace("-", "_")
-            built = []
-            try:
-                from .core import devices  # the library's list; a cycle at import time otherwise
-
-                built = devices()
-            except OSError:  # no library yet: the enum's names still parse
-                pass
-            for info in built:
-                if info.name == key:
-                    return info.device
             try:
                 return cls[key.upper()]
             except KeyError:
-                names = ", ".join(repr(n) for n in dict.fromkeys(
-                    [info.name for info in built] + [d.name.lower() for d in cls]))
+                names = ", ".join(repr(d.name.lower()) for d in cls)
                 raise ValueError(f"unknown device {device!r}; expected one of {names}") from None
         if isinstance(device, int) and not isinstance(device, bool):
             try:
@@ -96,3 +83,48 @@ class Device(IntEnum):
             except ValueError:
                 return int(device)
         raise TypeError(f"device must be a str or an int, not {type(device).__name__}")
+
+
+_INT_MIN, _INT_MAX = -2 ** 31, 2 ** 31 - 1  # a C enum is int-sized
+
+class GeluApproximate(IntEnum):
+    """infiniopGeluApproximate_t."""
+
+    NONE = 0  # gelu(x) = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
+    TANH = 1  # gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+
+    @classmethod
+    def parse(cls, approximate):
+        """'none' | 'tanh' (any case, as torch spells them), a GeluApproximate, or a plain int.
+
+        A plain int outside the enum is returned unchanged, so that the library (not the
+        binding) rejects it with BAD_PARAM; one that a C int cannot hold raises OverflowError
+        (ctypes would silently wrap it).
+        """
+        if isinstance(approximate, cls):
+            return approximate
+        if isinstance(approximate, str) and approximate in _APPROXIMATE_NAMES:
+            return _APPROXIMATE_NAMES[approximate]
+        if isinstance(approximate, str):
+            try:
+                return cls[approximate.strip().upper()]
+            except KeyError:
+                names = ", ".join(repr(a.name.lower()) for a in cls)
+                raise ValueError(f"unknown approximate {approximate!r}; expected one of "
+                                 f"{names}") from None
+        if isinstance(approximate, bool):
+            raise TypeError("approximate must be 'none', 'tanh' or an int, not bool")
+        try:
+            value = operator.index(approximate)
+        except TypeError:
+            raise TypeError(f"approximate must be 'none', 'tanh' or an int, not "
+                            f"{type(approximate).__name__}") from None
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise OverflowError(f"approximate {value} does not fit in a C int")
+        try:
+            return cls(value)
+        except ValueError:
+            return value
+
+
+_APPROXIMATE_NAMES = {"none": GeluApproximate.NONE, "tanh": GeluApproximate.TANH}  # fast path

@@ -10,13 +10,14 @@ GeluBackward's. As torch.nn.functional.gelu and aten.gelu_backward(..., approxim
 """
 
 from ._dispatch import output_names, run
+from ._operator import ApproximateOperator
 from .core import array_view, output
-from .gelu_mul import GeluApproximate, _GeluMulOperator
+from .enums import GeluApproximate
 
 __all__ = ["Gelu", "GeluBackwardV2", "gelu", "gelu_backward_v2"]
 
 
-class Gelu(_GeluMulOperator):
+class Gelu(ApproximateOperator):
     """An infiniopGeluDescriptor_t: Gelu(handle, output_desc, input_desc, approximate='none'), or
     Gelu.for_arrays(handle, output, input, approximate='none'). Call it as op(output, input)
     with pointers or arrays."""
@@ -25,7 +26,7 @@ class Gelu(_GeluMulOperator):
     _ARGUMENTS = ("output", "input")
 
 
-class GeluBackwardV2(_GeluMulOperator):
+class GeluBackwardV2(ApproximateOperator):
     """An infiniopGeluBackwardV2Descriptor_t: GeluBackwardV2(handle, grad_input_desc, input_desc,
     grad_output_desc, approximate='none'), or GeluBackwardV2.for_arrays(handle, grad_input,
     input, grad_output, approximate='none'). Call it as op(grad_input, input, grad_output) with

@@ -4,14 +4,15 @@ gelu_backward(grad_output, input, *, approximate='none'), which runs it for 'tan
 GeluBackwardV2 for 'none' (the erf form)."""
 
 from ._dispatch import output_names, run
+from ._operator import AttributeOperator
 from .core import array_view, output
 from .gelu import GeluBackwardV2
-from .gelu_mul import GeluApproximate, _AttributeOperator
+from .enums import GeluApproximate
 
 __all__ = ["GeluBackward", "gelu_backward"]
 
 
-class GeluBackward(_AttributeOperator):
+class GeluBackward(AttributeOperator):
     """An infiniopGeluBackwardDescriptor_t (the tanh form, no attributes).
 
     Built from three TensorDescriptors (grad_input, input, grad_output: outputs first, as in

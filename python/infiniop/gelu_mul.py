@@ -8,157 +8,20 @@ input [..., 2d] is split into x1 = input[..., :d] and x2 = input[..., d:]:
 approximate: GeluApproximate.NONE (0, 'none', the default): gelu(x) = x Phi(x), the erf form;
 GeluApproximate.TANH (1, 'tanh'): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 
-This module also holds _AttributeOperator, the descriptor machinery of swiglu._SplitOperator
-generalized to operators whose descriptors take other attributes than one int32 `dim`, and
-optional (nullable) tensors; clipped_swiglu.py builds on it too.
+GeluApproximate is in enums.py (re-exported here), the descriptor classes in _operator.py.
 """
 
-import ctypes
-import operator
-from enum import IntEnum
-
-from . import _library
 from ._dispatch import output_names, run
-from .core import ArrayView, TensorDescriptor, array_view, output
-from .swiglu import _SplitOperator, _halved_shape
+from ._operator import ApproximateOperator, halved_shape
+from .core import array_view, output
+from .enums import GeluApproximate
 
 __all__ = ["GeluApproximate", "GeluMul", "GeluMulBackward", "gelu_mul", "gelu_mul_backward"]
-
-_INT_MIN, _INT_MAX = -2 ** 31, 2 ** 31 - 1  # a C enum is int-sized
-
-class GeluApproximate(IntEnum):
-    """infiniopGeluApproximate_t."""
-
-    NONE = 0  # gelu(x) = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
-    TANH = 1  # gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-
-    @classmethod
-    def parse(cls, approximate):
-        """'none' | 'tanh' (any case, as torch spells them), a GeluApproximate, or a plain int.
-
-        A plain int outside the enum is returned unchanged, so that the library (not the
-        binding) rejects it with BAD_PARAM; one that a C int cannot hold raises OverflowError
-        (ctypes would silently wrap it).
-        """
-        if isinstance(approximate, cls):
-            return approximate
-        if isinstance(approximate, str) and approximate in _APPROXIMATE_NAMES:
-            return _APPROXIMATE_NAMES[approximate]
-        if isinstance(approximate, str):
-            try:
-                return cls[approximate.strip().upper()]
-            except KeyError:
-                names = ", ".join(repr(a.name.lower()) for a in cls)
-                raise ValueError(f"unknown approximate {approximate!r}; expected one of "
-                                 f"{names}") from None
-        if isinstance(approximate, bool):
-            raise TypeError("approximate must be 'none', 'tanh' or an int, not bool")
-        try:
-            value = operator.index(approximate)
-        except TypeError:
-            raise TypeError(f"approximate must be 'none', 'tanh' or an int, not "
-                            f"{type(approximate).__name__}") from None
-        if not _INT_MIN <= value <= _INT_MAX:
-            raise OverflowError(f"approximate {value} does not fit in a C int")
-        try:
-            return cls(value)
-        except ValueError:
-            return value
-
-
-_APPROXIMATE_NAMES = {"none": GeluApproximate.NONE, "tanh": GeluApproximate.TANH}  # fast path
-
 
 # --------------------------------------------------------------------------------------------
 # Descriptors
 
-class _AttributeOperator(_SplitOperator):
-    """_SplitOperator for descriptors created from TensorDescriptors (outputs first, as in the C
-    API) followed by attributes that subclasses define, where the tensors named in _OPTIONAL
-    may be absent (None: a NULL descriptor, and then a NULL data pointer).
-
-    Subclasses set _NAME, _ARGUMENTS, _OPTIONAL (trailing names of _ARGUMENTS),
-    and _attributes(**keywords) -> ({name: checked value}, [C argument values]); the checked
-    values become attributes of the descriptor object.
-    """
-
-    _OPTIONAL = ()
-
-    @classmethod
-    def _attributes(cls, **attributes):
-        raise NotImplementedError
-
-    @classmethod
-    def _create_name(cls, checked):
-        """The C create function for these checked attributes."""
-        return f"infiniopCreate{cls._NAME}Descriptor"
-
-    @classmethod
-    def _complete(cls, tensors, what):
-        """The tensor arguments, the absent optional ones as None."""
-        required = len(cls._ARGUMENTS) - len(cls._OPTIONAL)
-        if not required <= len(tensors) <= len(cls._ARGUMENTS):
-            count = (str(required) if required == len(cls._ARGUMENTS)
-                     else f"{required} to {len(cls._ARGUMENTS)}")
-            raise TypeError(f"{cls.__name__}{what} takes {count} tensor arguments "
-                            f"({', '.join(cls._ARGUMENTS)}), not {len(tensors)}")
-        tensors = tuple(tensors) + (None,) * (len(cls._ARGUMENTS) - len(tensors))
-        for tensor, name in zip(tensors[:required], cls._ARGUMENTS):
-            if tensor is None:
-                raise TypeError(f"{cls.__name__}{what}: {name} is required")
-        return tensors
-
-    def __init__(self, handle, *tensor_descs, **attributes):
-        tensor_descs = self._complete(tensor_descs, "")
-        checked, c_values = self._attributes(**attributes)
-        lib = _library.get_library()
-        desc = ctypes.c_void_p()
-        name = self._create_name(checked)
-        _library.check(getattr(lib, name)(
-            handle.value, ctypes.byref(desc),
-            *(None if d is None else d.value for d in tensor_descs), *c_values), name)
-        for key, value in checked.items():
-            setattr(self, key, value)
-        self._set_created(lib, desc.value, handle, tensor_descs)
-
-    @classmethod
-    def for_arrays(cls, handle, *arrays, **attributes):
-        """A descriptor for these arrays' shapes, strides and dtypes (in the C call's order;
-        None or nothing for an absent optional tensor)."""
-        arrays = cls._complete(arrays, ".for_arrays")
-        views = [a if a is None or isinstance(a, ArrayView) else array_view(a, name)
-                 for a, name in zip(arrays, cls._ARGUMENTS)]
-        descs = [None if v is None else TensorDescriptor.from_array(v) for v in views]
-        try:
-            return cls(handle, *descs, **attributes)
-        finally:  # the operator descriptor has copied them (API.md)
-            for d in descs:
-                if d is not None:
-                    d.close()
-
-    def _pointer(self, data, index, name):
-        if self._layouts[index] is None and not (data is None or isinstance(data, int)):
-            raise ValueError(f"{name}: the descriptor was created without {name}; pass None")
-        return super()._pointer(data, index, name)
-
-    def __call__(self, *data, workspace=None, workspace_size=None, stream=None):
-        """Run it on pointers or arrays given in the C call's order (outputs first; an absent
-        optional tensor as None or left out). Without a workspace, the handle lends one of the
-        size the descriptor asks for (Handle.borrow_workspace)."""
-        data = self._complete(data, "()") if len(data) < len(self._ARGUMENTS) else data
-        return super().__call__(*data, workspace=workspace, workspace_size=workspace_size,
-                                stream=stream)
-
-
-class _GeluMulOperator(_AttributeOperator):
-
-    @classmethod
-    def _attributes(cls, *, approximate="none"):
-        approximate = GeluApproximate.parse(approximate)
-        return {"approximate": approximate}, [int(approximate)]
-
-
-class GeluMul(_GeluMulOperator):
+class GeluMul(ApproximateOperator):
     """An infiniopGeluMulDescriptor_t: GeluMul(handle, out_desc, input_desc,
     approximate='none'), or GeluMul.for_arrays(handle, out, input, approximate='none'). Call it
     as op(out, input) with pointers or arrays."""
@@ -167,7 +30,7 @@ class GeluMul(_GeluMulOperator):
     _ARGUMENTS = ("out", "input")
 
 
-class GeluMulBackward(_GeluMulOperator):
+class GeluMulBackward(ApproximateOperator):
     """An infiniopGeluMulBackwardDescriptor_t: GeluMulBackward(handle, input_grad_desc,
     out_grad_desc, input_desc, approximate='none'), or GeluMulBackward.for_arrays(handle,
     input_grad, out_grad, input, approximate='none'). Call it as op(input_grad, out_grad, input)
@@ -196,7 +59,7 @@ def gelu_mul(input, *, approximate="none", device="cpu", out=None, handle=None, 
     approximate = GeluApproximate.parse(approximate)
     input_view = array_view(input, "input")
     names = output_names(out, "input", "out")
-    out, out_view = output(out, input, input_view, _halved_shape(input_view.shape, -1))
+    out, out_view = output(out, input, input_view, halved_shape(input_view.shape, -1))
     run(GeluMul, [out_view, input_view], {"approximate": approximate}, device, handle, _stage,
         names=names, record=_record)
     return out

@@ -28,50 +28,15 @@ MoeFinalizeRoutingV2Grad (row layout, i = r*K + k):
 Bad index values are BAD_PARAM with nothing written.
 """
 
-import operator
-
 from ._dispatch import output_names, run
+from ._operator import NullableOperator, array_views, check_int64, expanded_shape
 from .core import array_view, check_out, output
-from .gelu_mul import _AttributeOperator
 
 __all__ = ["MoeFinalizeRoutingV2", "MoeFinalizeRoutingV2Grad", "moe_finalize_routing_v2",
            "moe_finalize_routing_v2_grad"]
 
 
-def _check_int64(name, value):
-    """value as a Python int that fits int64_t (its validity is the library's to check)."""
-    if type(value) is not int:  # bool is refused, numpy and torch integers are taken
-        if isinstance(value, bool):
-            raise TypeError(f"{name} must be an int, not bool")
-        try:
-            value = operator.index(value)
-        except TypeError:
-            raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
-    if not -2 ** 63 <= value < 2 ** 63:
-        raise OverflowError(f"{name} {value} does not fit in int64_t")
-    return value
-
-
-class _MoeOperator(_AttributeOperator):
-    """_AttributeOperator whose optional (nullable) tensors may be anywhere in the argument
-    list, not only at its end: the tensors up to the last required one must be given
-    (positionally, an optional one as None), the trailing optional ones may be left out."""
-
-    @classmethod
-    def _complete(cls, tensors, what):
-        required = [i for i, name in enumerate(cls._ARGUMENTS) if name not in cls._OPTIONAL]
-        least = required[-1] + 1
-        if not least <= len(tensors) <= len(cls._ARGUMENTS):
-            raise TypeError(f"{cls.__name__}{what} takes {least} to {len(cls._ARGUMENTS)} "
-                            f"tensor arguments ({', '.join(cls._ARGUMENTS)}), not {len(tensors)}")
-        tensors = tuple(tensors) + (None,) * (len(cls._ARGUMENTS) - len(tensors))
-        for i in required:
-            if tensors[i] is None:
-                raise TypeError(f"{cls.__name__}{what}: {cls._ARGUMENTS[i]} is required")
-        return tensors
-
-
-class MoeFinalizeRoutingV2(_MoeOperator):
+class MoeFinalizeRoutingV2(NullableOperator):
     """An infiniopMoeFinalizeRoutingV2Descriptor_t: MoeFinalizeRoutingV2(handle, out_desc,
     expanded_x_desc, expanded_row_idx_desc, x1_desc=None, x2_desc=None, bias_desc=None,
     scales_desc=None, expert_idx_desc=None, drop_pad_mode=0), or
@@ -87,11 +52,11 @@ class MoeFinalizeRoutingV2(_MoeOperator):
 
     @classmethod
     def _attributes(cls, *, drop_pad_mode=0):
-        mode = _check_int64("drop_pad_mode", drop_pad_mode)
+        mode = check_int64("drop_pad_mode", drop_pad_mode)
         return {"drop_pad_mode": mode}, [mode]
 
 
-class MoeFinalizeRoutingV2Grad(_MoeOperator):
+class MoeFinalizeRoutingV2Grad(NullableOperator):
     """An infiniopMoeFinalizeRoutingV2GradDescriptor_t: MoeFinalizeRoutingV2Grad(handle,
     grad_expanded_x_desc, grad_scales_desc, grad_y_desc, expanded_row_idx_desc,
     expanded_x_desc=None, scales_desc=None, expert_idx_desc=None, bias_desc=None,
@@ -109,31 +74,11 @@ class MoeFinalizeRoutingV2Grad(_MoeOperator):
 
     @classmethod
     def _attributes(cls, *, drop_pad_mode=0, active_num=0, expert_num=0, expert_capacity=0):
-        checked = {"drop_pad_mode": _check_int64("drop_pad_mode", drop_pad_mode),
-                   "active_num": _check_int64("active_num", active_num),
-                   "expert_num": _check_int64("expert_num", expert_num),
-                   "expert_capacity": _check_int64("expert_capacity", expert_capacity)}
+        checked = {"drop_pad_mode": check_int64("drop_pad_mode", drop_pad_mode),
+                   "active_num": check_int64("active_num", active_num),
+                   "expert_num": check_int64("expert_num", expert_num),
+                   "expert_capacity": check_int64("expert_capacity", expert_capacity)}
         return checked, list(checked.values())
-
-
-def _expanded_shape(drop_pad_mode, expert_num, expert_capacity, active_num, total, hidden):
-    """expanded_x's shape: (expert_num, expert_capacity, H) in drop_pad_mode 1, else (A, H),
-    A = active_num if 0 < active_num < total (= R*K) else total (negative sizes made 0: the
-    library rejects them): MoeInitRoutingV2's output and its grad's input; torch.compile's
-    fake kernels allocate by this too."""
-    if drop_pad_mode == 1:
-        return (max(expert_num, 0), max(expert_capacity, 0), hidden)
-    return ((active_num if 0 < active_num < total else total), hidden)
-
-
-def _views(kind, **arrays):
-    """{name: ArrayView or None} of the given arrays (None stays None), all of one kind."""
-    views = {name: None if a is None else array_view(a, name) for name, a in arrays.items()}
-    for name, view in views.items():
-        if view is not None and view.kind != kind:
-            raise TypeError(f"{name} is a {view.kind} array but the others are {kind} ones; "
-                            "pass arrays of one kind")
-    return views
 
 
 def moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias=None,
@@ -154,9 +99,9 @@ def moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1=None, x2=None, bias
     mode, a missing companion tensor or an index value out of range, BAD_TENSOR_SHAPE,
     BAD_TENSOR_DTYPE, BAD_TENSOR_STRIDES for an output overlapping an input).
     """
-    attributes = {"drop_pad_mode": _check_int64("drop_pad_mode", drop_pad_mode)}
+    attributes = {"drop_pad_mode": check_int64("drop_pad_mode", drop_pad_mode)}
     x_view = array_view(expanded_x, "expanded_x")
-    views = _views(x_view.kind, expanded_row_idx=expanded_row_idx, x1=x1, x2=x2, bias=bias,
+    views = array_views(x_view.kind, expanded_row_idx=expanded_row_idx, x1=x1, x2=x2, bias=bias,
                    scales=scales, expert_idx=expert_idx)
     names = output_names(out, "expanded_x", "out")
     out, out_view = output(out, expanded_x, x_view, _forward_out_shape(
@@ -205,7 +150,7 @@ def moe_finalize_routing_v2_grad(grad_y, expanded_row_idx, expanded_x=None, scal
         drop_pad_mode=drop_pad_mode, active_num=active_num, expert_num=expert_num,
         expert_capacity=expert_capacity)[0]
     g_view = array_view(grad_y, "grad_y")
-    views = _views(g_view.kind, expanded_row_idx=expanded_row_idx, expanded_x=expanded_x,
+    views = array_views(g_view.kind, expanded_row_idx=expanded_row_idx, expanded_x=expanded_x,
                    scales=scales, expert_idx=expert_idx, bias=bias)
     names = (output_names(grad_expanded_x, "grad_y", "grad_expanded_x", out_name="grad_expanded_x")
              + output_names(grad_scales, "scales", "grad_scales", out_name="grad_scales"))
@@ -231,5 +176,5 @@ def _grad_shape(g_shape, index_numel, *, drop_pad_mode, active_num, expert_num,
     """grad_expanded_x's shape from the attributes: (rows, H) in mode 0, (expert_num,
     expert_capacity, H) in mode 1 (negative counts made 0: the library rejects them); the
     Init's expanded_x shape (torch.compile's fake kernel allocates by this too)."""
-    return _expanded_shape(drop_pad_mode, expert_num, expert_capacity, active_num, index_numel,
+    return expanded_shape(drop_pad_mode, expert_num, expert_capacity, active_num, index_numel,
                            g_shape[-1] if g_shape else 0)

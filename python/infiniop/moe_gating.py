@@ -55,10 +55,9 @@ import math
 import numbers
 
 from ._dispatch import output_names, run
-from .clipped_swiglu import _check_bool
-from .core import array_view, check_out, output
-from .moe_finalize_routing import _MoeOperator, _check_int64, _views
-from .moe_init_routing import _index_dtype, _split_out
+from ._operator import (NullableOperator, array_views, check_bool, check_int64, index_dtype_of,
+                        split_out)
+from .core import array_view, output
 
 __all__ = ["MoeGatingTopK", "MoeGatingTopKGrad", "MoeGatingTopKSoftmax",
            "MoeGatingTopKSoftmaxGrad", "moe_gating_top_k", "moe_gating_top_k_grad",
@@ -89,7 +88,7 @@ def _zero_signs(attributes):
 # --------------------------------------------------------------------------------------------
 # Descriptors
 
-class MoeGatingTopKSoftmax(_MoeOperator):
+class MoeGatingTopKSoftmax(NullableOperator):
     """An infiniopMoeGatingTopKSoftmaxDescriptor_t: MoeGatingTopKSoftmax(handle, y_desc,
     expert_idx_desc, row_idx_desc, softmax_out_desc, x_desc, finished_desc=None, k=...,
     renorm=0) (row_idx, softmax_out and finished may be None), or
@@ -104,11 +103,11 @@ class MoeGatingTopKSoftmax(_MoeOperator):
 
     @classmethod
     def _attributes(cls, *, k, renorm=0):
-        checked = {"k": _check_int64("k", k), "renorm": _check_int64("renorm", renorm)}
+        checked = {"k": check_int64("k", k), "renorm": check_int64("renorm", renorm)}
         return checked, list(checked.values())
 
 
-class MoeGatingTopKSoftmaxGrad(_MoeOperator):
+class MoeGatingTopKSoftmaxGrad(NullableOperator):
     """An infiniopMoeGatingTopKSoftmaxGradDescriptor_t: MoeGatingTopKSoftmaxGrad(handle,
     grad_x_desc, grad_y_desc, x_desc, expert_idx_desc, finished_desc=None, renorm=0), or
     MoeGatingTopKSoftmaxGrad.for_arrays(handle, grad_x, grad_y, x, expert_idx, finished,
@@ -121,23 +120,23 @@ class MoeGatingTopKSoftmaxGrad(_MoeOperator):
 
     @classmethod
     def _attributes(cls, *, renorm=0):
-        renorm = _check_int64("renorm", renorm)
+        renorm = check_int64("renorm", renorm)
         return {"renorm": renorm}, [renorm]
 
 
 def _check_gating_attributes(k, k_group, group_count, group_select_mode, renorm, norm_type,
                              routed_scaling_factor, eps):
-    return {"k": _check_int64("k", k), "k_group": _check_int64("k_group", k_group),
-            "group_count": _check_int64("group_count", group_count),
-            "group_select_mode": _check_int64("group_select_mode", group_select_mode),
-            "renorm": _check_int64("renorm", renorm),
-            "norm_type": _check_int64("norm_type", norm_type),
+    return {"k": check_int64("k", k), "k_group": check_int64("k_group", k_group),
+            "group_count": check_int64("group_count", group_count),
+            "group_select_mode": check_int64("group_select_mode", group_select_mode),
+            "renorm": check_int64("renorm", renorm),
+            "norm_type": check_int64("norm_type", norm_type),
             "routed_scaling_factor": _check_double("routed_scaling_factor",
                                                    routed_scaling_factor),
             "eps": _check_double("eps", eps)}
 
 
-class MoeGatingTopK(_MoeOperator):
+class MoeGatingTopK(NullableOperator):
     """An infiniopMoeGatingTopKDescriptor_t: MoeGatingTopK(handle, y_desc, expert_idx_desc,
     norm_out_desc, x_desc, bias_desc=None, k=..., k_group=1, group_count=1,
     group_select_mode=0, renorm=0, norm_type=1, routed_scaling_factor=1.0, eps=1e-20)
@@ -157,7 +156,7 @@ class MoeGatingTopK(_MoeOperator):
         return checked, list(checked.values())  # the C order: the dict's
 
 
-class MoeGatingTopKGrad(_MoeOperator):
+class MoeGatingTopKGrad(NullableOperator):
     """An infiniopMoeGatingTopKGradDescriptor_t: MoeGatingTopKGrad(handle, grad_x_desc,
     grad_y_desc, x_desc, expert_idx_desc, norm_type=1, renorm=0, routed_scaling_factor=1.0,
     eps=1e-20), or MoeGatingTopKGrad.for_arrays(handle, grad_x, grad_y, x, expert_idx, ...).
@@ -169,8 +168,8 @@ class MoeGatingTopKGrad(_MoeOperator):
 
     @classmethod
     def _attributes(cls, *, norm_type=1, renorm=0, routed_scaling_factor=1.0, eps=1e-20):
-        checked = {"norm_type": _check_int64("norm_type", norm_type),
-                   "renorm": _check_int64("renorm", renorm),
+        checked = {"norm_type": check_int64("norm_type", norm_type),
+                   "renorm": check_int64("renorm", renorm),
                    "routed_scaling_factor": _check_double("routed_scaling_factor",
                                                           routed_scaling_factor),
                    "eps": _check_double("eps", eps)}
@@ -193,10 +192,10 @@ def _router_outputs(cls, x, x_view, k, index_dtype, out, want_last):
     and the indices (index_dtype; int32 when None) of x's leading shape with last dim k, and
     the last one (softmax_out / norm_out: float32 of x's shape) when want_last or given in
     out; an output neither asked for nor given is None."""
-    index_dtype = _index_dtype("int32" if index_dtype is None else index_dtype, None,
+    index_dtype = index_dtype_of("int32" if index_dtype is None else index_dtype, None,
                                x_view.kind)
     count = len(cls._OUTPUTS)
-    given = _split_out(out, count)
+    given = split_out(out, count)
     shape = _topk_shape(x_view, k)
     arrays, views, names = [], [], []
     for index, c_name in enumerate(cls._OUTPUTS):
@@ -237,9 +236,9 @@ def moe_gating_top_k_softmax(x, k, finished=None, renorm=0, softmax_out=False, *
     outputs overlapping).
     """
     attributes = MoeGatingTopKSoftmax._attributes(k=k, renorm=renorm)[0]
-    want_softmax = _check_bool("softmax_out", softmax_out)
+    want_softmax = check_bool("softmax_out", softmax_out)
     x_view = array_view(x, "x")
-    f_view = _views(x_view.kind, finished=finished)["finished"]
+    f_view = array_views(x_view.kind, finished=finished)["finished"]
     arrays, views, names = _router_outputs(MoeGatingTopKSoftmax, x, x_view, attributes["k"],
                                            index_dtype, out, want_softmax)
     run(MoeGatingTopKSoftmax, views + [x_view, f_view], attributes, device, handle, _stage,
@@ -271,7 +270,7 @@ def moe_gating_top_k_softmax_grad(grad_y, x, expert_idx, finished=None, renorm=0
     """
     attributes = MoeGatingTopKSoftmaxGrad._attributes(renorm=renorm)[0]
     g_view = array_view(grad_y, "grad_y")
-    views = _views(g_view.kind, x=x, expert_idx=expert_idx, finished=finished)
+    views = array_views(g_view.kind, x=x, expert_idx=expert_idx, finished=finished)
     names = output_names(out, "x", "grad_x")
     out, out_view = output(out, x, views["x"], views["x"].shape, name="out")
     run(MoeGatingTopKSoftmaxGrad,
@@ -297,9 +296,9 @@ def moe_gating_top_k(x, k, bias=None, k_group=1, group_count=1, group_select_mod
     """
     attributes = _check_gating_attributes(k, k_group, group_count, group_select_mode, renorm,
                                           norm_type, routed_scaling_factor, eps)
-    out_flag = _check_bool("out_flag", out_flag)
+    out_flag = check_bool("out_flag", out_flag)
     x_view = array_view(x, "x")
-    b_view = _views(x_view.kind, bias=bias)["bias"]
+    b_view = array_views(x_view.kind, bias=bias)["bias"]
     arrays, views, names = _router_outputs(MoeGatingTopK, x, x_view, attributes["k"],
                                            index_dtype, out, out_flag)
     run(MoeGatingTopK, views + [x_view, b_view], attributes, device, handle, _stage,
@@ -324,7 +323,7 @@ def moe_gating_top_k_grad(grad_y, x, expert_idx, norm_type=1, renorm=0,
                                                routed_scaling_factor=routed_scaling_factor,
                                                eps=eps)[0]
     g_view = array_view(grad_y, "grad_y")
-    views = _views(g_view.kind, x=x, expert_idx=expert_idx)
+    views = array_views(g_view.kind, x=x, expert_idx=expert_idx)
     names = output_names(out, "x", "grad_x")
     out, out_view = output(out, x, views["x"], views["x"].shape, name="out")
     run(MoeGatingTopKGrad, [out_view, g_view, views["x"], views["expert_idx"]], attributes,

@@ -31,10 +31,10 @@ expert_num, expert_capacity).
 
 import functools
 
-from .clipped_swiglu import _check_bool
 from ._dispatch import output_names, run
+from ._operator import (NullableOperator, array_views, check_bool, check_int64, expanded_shape,
+                        index_dtype_of, split_out)
 from .core import array_view, check_out, output
-from .moe_finalize_routing import _MoeOperator, _check_int64, _expanded_shape, _views
 
 __all__ = ["MoeInitRoutingV2", "MoeInitRoutingV2Grad", "moe_init_routing_v2",
            "moe_init_routing_v2_grad"]
@@ -50,13 +50,13 @@ def _init_attributes(*attributes):
 
 def _check_init_attributes(active_num, expert_capacity, expert_num, drop_pad_mode,
                      expert_tokens_count_or_cumsum_flag, expert_tokens_before_capacity_flag):
-    return {"active_num": _check_int64("active_num", active_num),
-            "expert_capacity": _check_int64("expert_capacity", expert_capacity),
-            "expert_num": _check_int64("expert_num", expert_num),
-            "drop_pad_mode": _check_int64("drop_pad_mode", drop_pad_mode),
-            "expert_tokens_count_or_cumsum_flag": _check_int64(
+    return {"active_num": check_int64("active_num", active_num),
+            "expert_capacity": check_int64("expert_capacity", expert_capacity),
+            "expert_num": check_int64("expert_num", expert_num),
+            "drop_pad_mode": check_int64("drop_pad_mode", drop_pad_mode),
+            "expert_tokens_count_or_cumsum_flag": check_int64(
                 "expert_tokens_count_or_cumsum_flag", expert_tokens_count_or_cumsum_flag),
-            "expert_tokens_before_capacity_flag": _check_bool(
+            "expert_tokens_before_capacity_flag": check_bool(
                 "expert_tokens_before_capacity_flag", expert_tokens_before_capacity_flag)}
 
 
@@ -64,7 +64,7 @@ def _check_init_attributes(active_num, expert_capacity, expert_num, drop_pad_mod
 _cached_init_attributes = functools.lru_cache(maxsize=64, typed=True)(_check_init_attributes)
 
 
-class MoeInitRoutingV2(_MoeOperator):
+class MoeInitRoutingV2(NullableOperator):
     """An infiniopMoeInitRoutingV2Descriptor_t: MoeInitRoutingV2(handle, expanded_x_desc,
     expanded_row_idx_desc, expert_tokens_count_or_cumsum_desc, expert_tokens_before_capacity_desc,
     x_desc, expert_idx_desc, active_num=0, expert_capacity=0, expert_num=..., drop_pad_mode=0,
@@ -92,7 +92,7 @@ class MoeInitRoutingV2(_MoeOperator):
         return checked, list(checked.values())  # the C order: the dict's
 
 
-class MoeInitRoutingV2Grad(_MoeOperator):
+class MoeInitRoutingV2Grad(NullableOperator):
     """An infiniopMoeInitRoutingV2GradDescriptor_t: MoeInitRoutingV2Grad(handle, grad_x_desc,
     grad_expanded_x_desc, expanded_row_idx_desc, top_k=..., drop_pad_mode=0, active_num=0), or
     MoeInitRoutingV2Grad.for_arrays(handle, grad_x, grad_expanded_x, expanded_row_idx, ...).
@@ -104,53 +104,14 @@ class MoeInitRoutingV2Grad(_MoeOperator):
 
     @classmethod
     def _attributes(cls, *, top_k, drop_pad_mode=0, active_num=0):
-        checked = {"top_k": _check_int64("top_k", top_k),
-                   "drop_pad_mode": _check_int64("drop_pad_mode", drop_pad_mode),
-                   "active_num": _check_int64("active_num", active_num)}
+        checked = {"top_k": check_int64("top_k", top_k),
+                   "drop_pad_mode": check_int64("drop_pad_mode", drop_pad_mode),
+                   "active_num": check_int64("active_num", active_num)}
         return checked, list(checked.values())
 
 
 # --------------------------------------------------------------------------------------------
 # Functions on arrays
-
-_INDEX_NAMES = {"int32": "int32", "i32": "int32", "int64": "int64", "i64": "int64"}
-
-
-def _index_dtype(index_dtype, like, kind):
-    """The dtype (of `kind`: torch or numpy) for the index outputs: like's dtype (expert_idx's)
-    when index_dtype is None, else int32 / int64 given as a torch or NumPy dtype, a DType or a
-    name."""
-    if index_dtype is None:
-        return like.dtype
-    name = None
-    if isinstance(index_dtype, str):
-        name = _INDEX_NAMES.get(index_dtype.strip().lower())
-    elif hasattr(index_dtype, "name") and type(index_dtype).__name__ == "DType":
-        name = {"I32": "int32", "I64": "int64"}.get(index_dtype.name)
-    else:
-        name = str(index_dtype).replace("torch.", "").replace("<class 'numpy.", "").rstrip("'>")
-        name = _INDEX_NAMES.get(name)
-    if name is None:
-        raise TypeError(f"index_dtype must be int32 or int64 (a torch or numpy dtype, a DType "
-                        f"or a name), not {index_dtype!r}")
-    if kind == "torch":
-        import torch
-
-        return getattr(torch, name)
-    import numpy as np
-
-    return np.dtype(name)
-
-
-def _split_out(out, count):
-    """out as a list of `count` entries (None: allocate), from None or a tuple/list."""
-    if out is None:
-        return [None] * count
-    if not isinstance(out, (tuple, list)) or len(out) > count:
-        raise TypeError(f"out must be None or a tuple of at most {count} arrays (None for one "
-                        "to allocate)")
-    return list(out) + [None] * (count - len(out))
-
 
 # The inputs moe_init_routing_v2 allocates its outputs like (the dtype of each is that input's,
 # or index_dtype).
@@ -185,15 +146,15 @@ def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capac
                                   expert_tokens_count_or_cumsum_flag,
                                   expert_tokens_before_capacity_flag)
     x_view = array_view(x, "x")
-    idx_view = _views(x_view.kind, expert_idx=expert_idx)["expert_idx"]
-    index_dtype = _index_dtype(index_dtype, expert_idx, x_view.kind)
-    expanded_x, row_idx, counts, before = _split_out(out, 4)
+    idx_view = array_views(x_view.kind, expert_idx=expert_idx)["expert_idx"]
+    index_dtype = index_dtype_of(index_dtype, expert_idx, x_view.kind)
+    expanded_x, row_idx, counts, before = split_out(out, 4)
     hidden = x_view.shape[-1] if x_view.shape else 0
     total = idx_view.numel
     mode = attributes["drop_pad_mode"]
     experts = max(attributes["expert_num"], 0)
     if expanded_x is None:
-        shape = _expanded_shape(mode, experts, attributes["expert_capacity"],
+        shape = expanded_shape(mode, experts, attributes["expert_capacity"],
                                 attributes["active_num"], total, hidden)
         expanded_x, expanded_view = output(None, x, x_view, shape)
     else:
@@ -211,7 +172,7 @@ def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capac
     else:
         before_view = None
     views = [expanded_view, row_view, counts_view, before_view]
-    given = _split_out(out, 4)
+    given = split_out(out, 4)
     names = []
     for index, (c_name, like) in enumerate(zip(MoeInitRoutingV2._OUTPUTS, _OUTPUT_LIKE)):
         names += output_names(given[index], like, c_name, out_name=f"out[{index}]")
@@ -236,7 +197,7 @@ def moe_init_routing_v2_grad(grad_expanded_x, expanded_row_idx, *, top_k, drop_p
     attributes = MoeInitRoutingV2Grad._attributes(top_k=top_k, drop_pad_mode=drop_pad_mode,
                                                   active_num=active_num)[0]
     g_view = array_view(grad_expanded_x, "grad_expanded_x")
-    idx_view = _views(g_view.kind, expanded_row_idx=expanded_row_idx)["expanded_row_idx"]
+    idx_view = array_views(g_view.kind, expanded_row_idx=expanded_row_idx)["expanded_row_idx"]
     names = output_names(out, "grad_expanded_x", "grad_x")
     if out is None:
         hidden = g_view.shape[-1] if g_view.shape else 0

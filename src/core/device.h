@@ -2,34 +2,21 @@
 // The one interface between the device-independent library and a device. A device is a folder
 // under devices/ that defines one Device and one entry in devices/registry.cc; nothing under
 // src/ names a device. The shape follows oneDNN's engine and ggml's backend tables: the core
-// validates, plans and dispatches; a device owns memory, streams and the runners of the two
-// frameworks, and says which operators it has.
+// validates, plans and dispatches; a device owns memory and streams, and its kernel table (one
+// runner factory per KernelId, core/kernel.h) says which operators it has and how it runs them.
+// Adding an operator family changes nothing here.
 #pragma once
 
 #include <cstddef>
 #include <memory>
 #include <string>
 
+#include "core/kernel.h"
+#include "core/error.h"
 #include "infinicore.h"
 #include "infiniop/handle.h"
 
 namespace infiniop {
-
-enum class KernelId : int;  // ops/kernels.h
-namespace elementwise {
-struct Plan;
-class Runner;
-}  // namespace elementwise
-namespace moe {
-struct ForwardPlan;
-struct GradPlan;
-struct InitPlan;
-struct RouterPlan;
-class ForwardRunner;
-class GradRunner;
-class InitRunner;
-class RouterRunner;
-}  // namespace moe
 
 // What a handle of a device owns (a context, queues, allocation tables): made by Device::open,
 // destroyed with the handle, which also destroys everything allocated through it.
@@ -40,8 +27,9 @@ class DeviceState {
 
 class Device {
  public:
-  Device(infiniDevice_t type, const char *name, bool host_memory)
-      : type(type), name(name), host_memory(host_memory) {}
+  // `kernels`: one entry per KernelId (kernels/list.h), nullptr where the device has no kernel.
+  Device(infiniDevice_t type, const char *name, bool host_memory, const RunnerFactory *kernels)
+      : type(type), name(name), host_memory(host_memory), kernels_(kernels) {}
   virtual ~Device() = default;
 
   const infiniDevice_t type;
@@ -75,28 +63,27 @@ class Device {
   virtual infiniStatus_t readForCheck(const char *where, infiniopHandle_t handle, void *stream,
                                       const void *src, size_t bytes, void *host) const = 0;
 
-  // Whether the device runs the operator: descriptors of others are DEVICE_TYPE_NOT_SUPPORTED.
-  virtual bool supports(KernelId id) const = 0;
-  // The runners of the two frameworks, made once at descriptor creation for an operator the
-  // device supports (`op` starts every message).
-  virtual infiniStatus_t elementwiseRunner(const char *op, infiniopHandle_t handle, KernelId id,
-                                           const elementwise::Plan &plan,
-                                           std::unique_ptr<elementwise::Runner> *runner) const = 0;
-  virtual infiniStatus_t moeForwardRunner(const char *op, infiniopHandle_t handle,
-                                          const moe::ForwardPlan &plan,
-                                          std::unique_ptr<moe::ForwardRunner> *runner) const = 0;
-  // These two also say how many bytes of workspace each call's runner needs. (MoeInitRoutingV2Grad
-  // runs on moeForwardRunner.)
-  virtual infiniStatus_t moeGradRunner(const char *op, infiniopHandle_t handle,
-                                       const moe::GradPlan &plan, size_t *workspace_size,
-                                       std::unique_ptr<moe::GradRunner> *runner) const = 0;
-  virtual infiniStatus_t moeInitRunner(const char *op, infiniopHandle_t handle,
-                                       const moe::InitPlan &plan, size_t *workspace_size,
-                                       std::unique_ptr<moe::InitRunner> *runner) const = 0;
-  // The four router operators (MoeGatingTopKSoftmax, MoeGatingTopK and their grads: plan.kind).
-  virtual infiniStatus_t moeGatingRunner(const char *op, infiniopHandle_t handle,
-                                         const moe::RouterPlan &plan, size_t *workspace_size,
-                                         std::unique_ptr<moe::RouterRunner> *runner) const = 0;
+  // Whether the device runs the kernel: descriptors of others are DEVICE_TYPE_NOT_SUPPORTED.
+  bool supports(KernelId kernel) const { return kernels_[static_cast<int>(kernel)] != nullptr; }
+  // The runner of a plan of a supported kernel, made once at descriptor creation, as the
+  // family's runner interface (`FamilyRunner`, which the table's entry for plan.kernel makes).
+  template <class FamilyRunner>
+  infiniStatus_t runner(const char *op, infiniopHandle_t handle, const Plan &plan,
+                        std::unique_ptr<FamilyRunner> *result) const {
+    std::unique_ptr<Runner> made;
+    INFINIOP_CHECK(kernels_[static_cast<int>(plan.kernel)](op, handle, plan, &made));
+    auto *family = dynamic_cast<FamilyRunner *>(made.get());
+    if (!family)
+      return fail(
+          INFINI_STATUS_INTERNAL_ERROR,
+          std::string(op) + ": " + name + "'s kernel table gave a runner of another family");
+    made.release();
+    result->reset(family);
+    return INFINI_STATUS_SUCCESS;
+  }
+
+ private:
+  const RunnerFactory *const kernels_;
 };
 
 // The registry (devices/registry.cc, the only file that knows which devices are built).

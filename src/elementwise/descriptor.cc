@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/overlap.h"
 #include "elementwise/operands.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 namespace infiniop::elementwise {
 namespace {
@@ -101,7 +101,8 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op, Kerne
                           options.row_dim >= 0);
   desc->plan_.relaxed =
       dtype == INFINI_DTYPE_F32 && handle->fpmath_mode.load() == INFINIOP_FPMATH_RELAXED;
-  INFINIOP_CHECK(device.elementwiseRunner(op, handle, kernel, desc->plan_, &desc->runner_));
+  desc->plan_.kernel = kernel;
+  INFINIOP_CHECK(device.runner(op, handle, desc->plan_, &desc->runner_));
   // Staged tensors: copied in before the kernel (inputs) or out after it (outputs), by the
   // device's copy kernel, between the user's layout and a contiguous workspace buffer.
   for (size_t i = 0; i < users.size(); ++i) {
@@ -114,8 +115,9 @@ infiniStatus_t Descriptor::create(infiniopHandle_t handle, const char *op, Kerne
     std::vector<Operand> copy = {output ? user_side : buffer_side,
                                  output ? buffer_side : user_side};
     Plan plan = buildPlan(dtype, copy, 1, t.shape, false);
+    plan.kernel = KernelId::copy;
     std::unique_ptr<Runner> runner;
-    INFINIOP_CHECK(device.elementwiseRunner(op, handle, KernelId::copy, plan, &runner));
+    INFINIOP_CHECK(device.runner(op, handle, plan, &runner));
     desc->staging_.push_back({user, desc->workspace_size, output, plan.numel, std::move(runner)});
     // 64-byte aligned buffers, one per staged tensor.
     desc->workspace_size += (t.numel() * element_size + 63) / 64 * 64;

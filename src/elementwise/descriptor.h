@@ -15,7 +15,7 @@
 #include "core/tensor.h"
 #include "elementwise/plan.h"
 #include "elementwise/runner.h"
-#include "ops/kernels.h"
+#include "core/kernel.h"
 
 namespace infiniop::elementwise {
 

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/kernel.h"
 #include "infinicore.h"
 #include "infiniop/tensor_descriptor.h"
 
@@ -20,7 +21,7 @@ namespace infiniop::elementwise {
 constexpr int kMaxOperands = 8;
 constexpr int kMaxDims = INFINIOP_MAX_NDIM;
 
-struct Plan {
+struct Plan : ::infiniop::Plan {
   infiniDtype_t dtype = INFINI_DTYPE_INVALID;
   size_t element_size = 0;
   int num_outputs = 0, num_inputs = 0;  // operands [0, num_outputs) are outputs
@@ -48,11 +49,5 @@ struct Plan {
 
 // What an operator's attributes look like to a kernel: a small trivially-copyable struct.
 constexpr size_t kMaxAttributeBytes = 64;
-
-// A host device's kernel runs elements [begin, end) of a plan, in the plan's iteration order:
-// `operands` are the operand base pointers (source pointer plus offset already applied),
-// outputs first.
-using Kernel = void (*)(const Plan &plan, const void *attributes, char *const *operands,
-                        size_t begin, size_t end);
 
 }  // namespace infiniop::elementwise

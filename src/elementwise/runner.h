@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // How an elementwise descriptor runs one plan on its device: made once at creation by the
-// device (Device::elementwiseRunner; a runner may build or fetch a program then), and
-// run by each calculate.
+// device's kernel table (core/kernel.h; a runner may build or fetch a program then), and run by
+// each calculate.
 #pragma once
 
 #include <memory>
@@ -11,9 +11,8 @@
 
 namespace infiniop::elementwise {
 
-class Runner {
+class Runner : public ::infiniop::Runner {
  public:
-  virtual ~Runner() = default;
   // Computes elements [begin, end) of the plan, in its iteration order, or with `zero_fill`
   // sets the outputs there to 0. `operands` are device addresses (source pointer plus offset),
   // outputs first. Host devices finish before returning; queued devices enqueue on `stream`.

@@ -24,8 +24,11 @@ RowView rowView(const Tensor *t) {
   return v;
 }
 
-TableView tableView(const Tensor *t) {
-  TableView v;
+namespace {
+// A rank-2 tensor's layout, as it is, into a table-like view.
+template <class View>
+View tableOf(const Tensor *t) {
+  View v;
   if (!t) return v;
   v.present = true;
   v.rows = t->shape[0];
@@ -34,6 +37,11 @@ TableView tableView(const Tensor *t) {
   v.col_stride = t->strides[1];
   v.span = elementSpan(t->shape, t->strides);
   return v;
+}
+}  // namespace
+
+TableView tableView(const Tensor *t) {
+  return tableOf<TableView>(t);
 }
 
 IndexView flatIndexView(const Tensor *t, size_t rows, size_t cols, bool column_major) {
@@ -51,15 +59,8 @@ IndexView flatIndexView(const Tensor *t, size_t rows, size_t cols, bool column_m
 }
 
 IndexView tableIndexView(const Tensor *t) {
-  IndexView v;
-  if (!t) return v;
-  v.present = true;
-  v.wide = t->dtype == INFINI_DTYPE_I64;
-  v.rows = t->shape[0];
-  v.cols = t->shape[1];
-  v.row_stride = t->strides[0];
-  v.col_stride = t->strides[1];
-  v.span = elementSpan(t->shape, t->strides);
+  IndexView v = tableOf<IndexView>(t);
+  v.wide = t && t->dtype == INFINI_DTYPE_I64;
   return v;
 }
 

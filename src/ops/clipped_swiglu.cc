@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "cpu_reference/sigmoid.h"
+#include "exact/sigmoid.h"
 #include "elementwise/descriptor.h"
 #include "infiniop/ops/clipped_swiglu.h"
 #include "infiniop/ops/clipped_swiglu_backward.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 #include "ops/split_dim.h"
 
 namespace ew = infiniop::elementwise;
@@ -57,7 +57,7 @@ float gatePassLimit(float limit) {
   uint32_t below = 0, above = 0x7f800000u;  // silu(+0) <= limit < silu(+inf)
   while (above - below > 1) {
     const uint32_t middle = below + (above - below) / 2;
-    if (infiniop::cpu_reference::silu(value(middle)) <= limit)
+    if (infiniop::exact::silu(value(middle)) <= limit)
       below = middle;
     else
       above = middle;

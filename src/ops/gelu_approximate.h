@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "infiniop/ops/gelu_mul.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 namespace infiniop {
 

@@ -3,7 +3,7 @@
 // devices/*/gelu_backward.cc.
 #include "elementwise/descriptor.h"
 #include "infiniop/ops/gelu_backward.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 namespace ew = infiniop::elementwise;
 

@@ -6,7 +6,7 @@
 #include "infiniop/ops/gelu_mul.h"
 #include "infiniop/ops/gelu_mul_backward.h"
 #include "ops/gelu_approximate.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 namespace ew = infiniop::elementwise;
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// What MoeFinalizeRoutingV2 and its grad share: the device tables, and the checks of the
-// contract (at creation: NULLs, device, dtypes, shapes; per call: pointers, alignment, overlap,
-// index values read to the host), with messages prefixed by the operator's name.
+// What the eight MoE operators share (MoeFinalizeRoutingV2, MoeInitRoutingV2, their grads and
+// the four routers, whose own checks are ops/moe_gating_checks.h): the checks of the contract
+// (at creation: NULLs, device, dtypes, shapes; per call: pointers, alignment, overlap, index
+// values read to the host), with messages prefixed by the operator's name.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@
 #include "core/overlap.h"
 #include "core/tensor.h"
 #include "ops/moe_finalize_routing.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 
 namespace infiniop::moe_checks {
 using infiniop::fail;
@@ -195,6 +196,19 @@ struct Operand {
   size_t element_size;
   size_t numel;
 };
+
+// The call's workspace as the last operand: `needed` bytes (absent when none are).
+inline Operand workspaceOperand(const void *workspace, size_t needed) {
+  return {"the workspace", workspace, needed > 0, {0, static_cast<ptrdiff_t>(needed) - 1}, 1,
+          needed};
+}
+// INSUFFICIENT_WORKSPACE unless the caller's `given` bytes hold the `needed` ones.
+inline infiniStatus_t checkWorkspaceSize(const char *op, size_t given, size_t needed) {
+  if (given >= needed) return INFINI_STATUS_SUCCESS;
+  return infiniop::fail(INFINI_STATUS_INSUFFICIENT_WORKSPACE,
+                        std::string(op) + ": workspace of " + std::to_string(given) + " bytes; " +
+                            std::to_string(needed) + " are needed");
+}
 
 // NULL data pointers, then what the call writes (the first `num_outputs`, and the workspace
 // when one is last) overlapping anything else: MoE outputs never alias an input.

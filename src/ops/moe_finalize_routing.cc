@@ -86,7 +86,8 @@ infiniStatus_t createForward(infiniopHandle_t handle,
   plan.scales = gather::tableView(scales);
   plan.row_index = gather::flatIndexView(row_index, R, K, /*column_major=*/mode <= 1);
   plan.expert_index = gather::tableIndexView(bias ? expert_index : nullptr);
-  INFINIOP_CHECK(handle->device->moeForwardRunner(kForward, handle, plan, &desc->runner));
+  plan.kernel = infiniop::KernelId::moe_finalize_routing;
+  INFINIOP_CHECK(handle->device->runner(kForward, handle, plan, &desc->runner));
   infiniop::publishDescriptor(desc_ptr, desc.release());
   return infiniop::succeed();
 }

@@ -94,6 +94,7 @@ infiniStatus_t createGrad(infiniopHandle_t handle,
   desc->handle = handle;
   desc->drop_pad = drop_pad;
   moe::GradPlan &plan = desc->plan;
+  plan.kernel = infiniop::KernelId::moe_finalize_routing_grad;
   plan.dtype = check.dtype();
   plan.scales_dtype = check.scalesDtype();
   plan.tokens = R;
@@ -107,8 +108,8 @@ infiniStatus_t createGrad(infiniopHandle_t handle,
   plan.grad_scales = gather::tableView(grad_scales);
   plan.row_index = gather::flatIndexView(row_index, R, K, /*column_major=*/false);
   plan.expert_index = gather::tableIndexView(bias ? expert_index : nullptr);
-  INFINIOP_CHECK(
-      handle->device->moeGradRunner(kGrad, handle, plan, &desc->workspace_size, &desc->runner));
+  INFINIOP_CHECK(handle->device->runner(kGrad, handle, plan, &desc->runner));
+  desc->workspace_size = desc->runner->workspaceSize();
   infiniop::publishDescriptor(desc_ptr, desc.release());
   return infiniop::succeed();
 }
@@ -131,17 +132,9 @@ infiniStatus_t runGrad(const GradDescriptor *desc, size_t workspace_size, const 
       floatOperand("scales", data.scales, p.scales, scale_bytes, RK),
       indexOperand("expert_idx", data.expert_index, p.expert_index),
       floatOperand("bias", data.bias, p.bias, bytes, p.bias.rows * H),
-      {"the workspace",
-       data.workspace,
-       needed > 0,
-       {0, static_cast<ptrdiff_t>(needed) - 1},
-       1,
-       needed},
+      workspaceOperand(data.workspace, needed),
   };
-  if (workspace_size < needed)
-    return fail(INFINI_STATUS_INSUFFICIENT_WORKSPACE,
-                std::string(kGrad) + ": workspace of " + std::to_string(workspace_size) +
-                    " bytes; " + std::to_string(needed) + " are needed");
+  INFINIOP_CHECK(checkWorkspaceSize(kGrad, workspace_size, needed));
   INFINIOP_CHECK(checkOperands(kGrad, operands, 2, /*last_is_workspace=*/true));
   // The index data is checked whenever it exists, even where there is nothing to compute.
   HostIndex row_index, expert_index;

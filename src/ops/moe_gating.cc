@@ -203,10 +203,7 @@ infiniStatus_t runRouter(const RouterDescriptor *desc, size_t workspace_size,
   const bool grad =
       p.kind == moe::RouterKind::top_k_softmax_grad || p.kind == moe::RouterKind::top_k_grad;
   const size_t needed = desc->workspace_size;
-  if (workspace_size < needed)
-    return infiniop::fail(INFINI_STATUS_INSUFFICIENT_WORKSPACE,
-                          std::string(op) + ": workspace of " + std::to_string(workspace_size) +
-                              " bytes; " + std::to_string(needed) + " are needed");
+  INFINIOP_CHECK(moe_checks::checkWorkspaceSize(op, workspace_size, needed));
   std::vector<Operand> operands;
   size_t outputs = 0;
   if (grad) {
@@ -225,12 +222,7 @@ infiniStatus_t runRouter(const RouterDescriptor *desc, size_t workspace_size,
                 operand("bias", data.bias, p.bias)};
     outputs = 4;
   }
-  operands.push_back({"the workspace",
-                      data.workspace,
-                      needed > 0,
-                      {0, static_cast<ptrdiff_t>(needed) - 1},
-                      1,
-                      needed});
+  operands.push_back(moe_checks::workspaceOperand(data.workspace, needed));
   INFINIOP_CHECK(moe_checks::checkOperands(op, operands, outputs, /*last_is_workspace=*/true));
   if (grad) {
     HostCopy experts, finished;

@@ -3,13 +3,14 @@
 // them: one validated plan, fixed at descriptor creation, for the four; the data pointers of one
 // call, whose expert_idx values (grads) have been range-checked on the host before a kernel runs.
 // The arithmetic every device follows is docs/moe_gating_top_k_softmax.md and
-// docs/moe_gating_top_k.md (/work/router_spec.md).
+// docs/moe_gating_top_k.md.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
+#include "kernels/host_family.h"
 #include "core/tensor.h"
 #include "infinicore.h"
 
@@ -52,7 +53,7 @@ enum class RouterKind : int {
 
 // R rows of E experts, k selected per row. Views absent where the operator has no such tensor
 // or the caller passed none.
-struct RouterPlan {
+struct RouterPlan : Plan {
   RouterKind kind = RouterKind::top_k_softmax;
   infiniDtype_t dtype = INFINI_DTYPE_INVALID;  // of x, y, grad_x, grad_y: F32, F16 or BF16
   size_t rows = 0, experts = 0, k = 0;         // R, E, k
@@ -86,17 +87,21 @@ struct RouterData {
   void *workspace;
 };
 
-// What host devices run: a synchronous function of host memory, for every RouterKind.
-using RouterKernel = void (*)(const RouterPlan &plan, const RouterData &data);
-
-// Made once at descriptor creation by the device (Device::moeGatingRunner); run() is called
+// Made once at descriptor creation by the device's kernel table; run() is called
 // after every check of the call has passed (with R > 0) and writes every output of the plan. It
 // may still fail (a pointer that is not device memory of the handle) but writes nothing before
 // it has checked everything; the work is queued on `stream` where the device has streams.
-class RouterRunner {
+class RouterRunner : public Runner {
  public:
-  virtual ~RouterRunner() = default;
   virtual infiniStatus_t run(const RouterData &data, void *stream) const = 0;
 };
 
 }  // namespace infiniop::moe
+
+namespace infiniop::family {
+
+// The four router operators as host devices run them: a synchronous function of host memory per
+// kernel.
+INFINIOP_HOST_FAMILY(MoeRouter, moe::RouterPlan, const moe::RouterData &data);
+
+}  // namespace infiniop::family

@@ -60,8 +60,8 @@ template <class Public>
 infiniStatus_t publish(const char *op, infiniopHandle_t handle, Public *desc_ptr,
                        std::unique_ptr<RouterDescriptor> desc) {
   desc->handle = handle;
-  INFINIOP_CHECK(handle->device->moeGatingRunner(op, handle, desc->plan, &desc->workspace_size,
-                                                 &desc->runner));
+  INFINIOP_CHECK(handle->device->runner(op, handle, desc->plan, &desc->runner));
+  desc->workspace_size = desc->runner->workspaceSize();
   infiniop::publishDescriptor(desc_ptr, desc.release());
   return infiniop::succeed();
 }

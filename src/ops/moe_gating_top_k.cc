@@ -84,6 +84,7 @@ infiniStatus_t createTopK(infiniopHandle_t handle, infiniopMoeGatingTopKDescript
   auto desc = std::make_unique<RouterDescriptor>(kTopK);
   moe::RouterPlan &p = desc->plan;
   p.kind = moe::RouterKind::top_k;
+  p.kernel = infiniop::KernelId::moe_gating_top_k;
   INFINIOP_CHECK(checkNorm(check, &p, norm_type, renorm, scale, eps));
   INFINIOP_CHECK(check.floating("x", x));
   INFINIOP_CHECK(check.floating("y", y));
@@ -127,6 +128,7 @@ infiniStatus_t createTopKGrad(infiniopHandle_t handle,
   auto desc = std::make_unique<RouterDescriptor>(kTopKGrad);
   moe::RouterPlan &p = desc->plan;
   p.kind = moe::RouterKind::top_k_grad;
+  p.kernel = infiniop::KernelId::moe_gating_top_k_grad;
   INFINIOP_CHECK(checkNorm(check, &p, norm_type, renorm, scale, eps));
   std::vector<size_t> leading;
   INFINIOP_CHECK(gradTensors(check, grad_x, grad_y, x, expert_idx, &leading, &p));

@@ -60,6 +60,7 @@ infiniStatus_t createSoftmax(infiniopHandle_t handle,
   auto desc = std::make_unique<RouterDescriptor>(kSoftmax);
   moe::RouterPlan &p = desc->plan;
   p.kind = moe::RouterKind::top_k_softmax;
+  p.kernel = infiniop::KernelId::moe_gating_top_k_softmax;
   p.dtype = check.dtype();
   p.rows = R;
   p.experts = E;
@@ -86,6 +87,7 @@ infiniStatus_t createSoftmaxGrad(infiniopHandle_t handle,
   auto desc = std::make_unique<RouterDescriptor>(kSoftmaxGrad);
   moe::RouterPlan &p = desc->plan;
   p.kind = moe::RouterKind::top_k_softmax_grad;
+  p.kernel = infiniop::KernelId::moe_gating_top_k_softmax_grad;
   p.renorm = renorm == 1;
   std::vector<size_t> leading;
   INFINIOP_CHECK(gradTensors(check, grad_x, grad_y, x, expert_idx, &leading, &p));

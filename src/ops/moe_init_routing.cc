@@ -102,6 +102,7 @@ infiniStatus_t createInit(infiniopHandle_t handle, infiniopMoeInitRoutingV2Descr
   auto desc = std::make_unique<InitDescriptor>();
   desc->handle = handle;
   moe::InitPlan &plan = desc->plan;
+  plan.kernel = infiniop::KernelId::moe_init_routing;
   plan.element_size = infiniop::dtypeSize(check.dtype());
   plan.tokens = R;
   plan.topk = K;
@@ -115,8 +116,8 @@ infiniStatus_t createInit(infiniopHandle_t handle, infiniopMoeInitRoutingV2Descr
   plan.before_capacity = gather::flatIndexView(before_capacity, E, 1, false);
   plan.cumsum = counts_flag == 1;
   desc->expert_index = gather::tableIndexView(expert_index);
-  INFINIOP_CHECK(
-      handle->device->moeInitRunner(kInit, handle, plan, &desc->workspace_size, &desc->runner));
+  INFINIOP_CHECK(handle->device->runner(kInit, handle, plan, &desc->runner));
+  desc->workspace_size = desc->runner->workspaceSize();
   infiniop::publishDescriptor(desc_ptr, desc.release());
   return infiniop::succeed();
 }
@@ -157,17 +158,9 @@ infiniStatus_t runInit(const InitDescriptor *desc, size_t workspace_size, const 
       indexOperand("expert_tokens_before_capacity", data.before_capacity, p.before_capacity),
       floatOperand("x", data.x, p.x, bytes, p.tokens * H),
       indexOperand("expert_idx", experts_of, desc->expert_index),
-      {"the workspace",
-       data.workspace,
-       needed > 0,
-       {0, static_cast<ptrdiff_t>(needed) - 1},
-       1,
-       needed},
+      workspaceOperand(data.workspace, needed),
   };
-  if (workspace_size < needed)
-    return fail(INFINI_STATUS_INSUFFICIENT_WORKSPACE,
-                std::string(kInit) + ": workspace of " + std::to_string(workspace_size) +
-                    " bytes; " + std::to_string(needed) + " are needed");
+  INFINIOP_CHECK(checkWorkspaceSize(kInit, workspace_size, needed));
   INFINIOP_CHECK(checkOperands(kInit, operands, 4, /*last_is_workspace=*/true));
   HostIndex expert_index;
   INFINIOP_CHECK(expert_index.read(kInit, desc->handle, stream, desc->expert_index, experts_of));

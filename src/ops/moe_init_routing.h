@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/host_family.h"
 #include "gather/views.h"
 #include "infiniop/handle.h"
 
@@ -16,7 +17,7 @@ namespace infiniop::moe {
 
 // expanded_x[row_index(r, k)] = x[r] where row_index(r, k) is in [0, expanded_x.rows); with a
 // capacity C (drop/pad), slot j of expert e is zero where j >= min(count(e), C).
-struct InitPlan {
+struct InitPlan : Plan {
   size_t element_size = 0;  // rows are copied bit for bit, whatever the float dtype
   size_t tokens = 0, topk = 0, hidden = 0, experts = 0;
   size_t capacity = 0;            // 0: dropless
@@ -39,19 +40,24 @@ struct InitRouting {
   std::vector<int32_t> counts;
 };
 
-// What host devices run: writes expanded_x's rows (the index outputs are written by the host
-// device itself, moe::writeInitIndices).
-using InitKernel = void (*)(const InitPlan &plan, const InitData &data, const InitRouting &routing);
 // The index outputs of host memory from the sort's values.
 void writeInitIndices(const InitPlan &plan, const InitData &data, const InitRouting &routing);
 
-// Made once at descriptor creation by the device (Device::moeInitRunner); run() is called after
+// Made once at descriptor creation by the device's kernel table; run() is called after
 // every check of the call has passed, and writes every output of the plan.
-class InitRunner {
+class InitRunner : public Runner {
  public:
-  virtual ~InitRunner() = default;
   virtual infiniStatus_t run(const InitData &data, const InitRouting &routing,
                              void *stream) const = 0;
 };
 
 }  // namespace infiniop::moe
+
+namespace infiniop::family {
+
+// MoeInitRoutingV2 as host devices run it: the host kernel writes expanded_x's rows, the runner
+// the index outputs (moe::writeInitIndices).
+INFINIOP_HOST_FAMILY(MoeInit, moe::InitPlan, const moe::InitData &data,
+                     const moe::InitRouting &routing);
+
+}  // namespace infiniop::family

@@ -74,7 +74,8 @@ infiniStatus_t createInitGrad(infiniopHandle_t handle,
   plan.row_index = gather::flatIndexView(row_index, R, K, /*column_major=*/false);
   desc->lowest = drop_pad ? -1 : 0;
   desc->highest = static_cast<int64_t>(drop_pad ? plan.expanded_x.rows : RK);
-  INFINIOP_CHECK(handle->device->moeForwardRunner(kInitGrad, handle, plan, &desc->runner));
+  plan.kernel = infiniop::KernelId::moe_init_routing_grad;
+  INFINIOP_CHECK(handle->device->runner(kInitGrad, handle, plan, &desc->runner));
   infiniop::publishDescriptor(desc_ptr, desc.release());
   return infiniop::succeed();
 }

@@ -3,7 +3,7 @@
 #include "elementwise/descriptor.h"
 #include "infiniop/ops/swiglu.h"
 #include "infiniop/ops/swiglu_backward.h"
-#include "ops/kernels.h"
+#include "kernels/list.h"
 #include "ops/split_dim.h"
 
 namespace ew = infiniop::elementwise;

@@ -6,12 +6,31 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "infiniop.h"
+#include "op_specs.h"
 
 namespace infiniop_test {
 namespace {
+
+// The operators whose descriptors the tests pass to each other's functions, in this order (each
+// gets its neighbour's); their calls are op_specs.h's.
+const char *const kOperators[] = {"GeluBackward",
+                                  "SwiGlu",
+                                  "SwiGluBackward",
+                                  "GeluMul",
+                                  "GeluMulBackward",
+                                  "Gelu",
+                                  "GeluBackwardV2",
+                                  "ClippedSwiglu",
+                                  "ClippedSwigluBackward",
+                                  "MoeFinalizeRoutingV2",
+                                  "MoeFinalizeRoutingV2Grad",
+                                  "MoeInitRoutingV2",
+                                  "MoeInitRoutingV2Grad"};
+constexpr size_t kOperatorCount = sizeof kOperators / sizeof kOperators[0];
 
 // One operator's three descriptor-taking functions, given an arbitrary pointer.
 struct OperatorCalls {
@@ -21,171 +40,19 @@ struct OperatorCalls {
   std::function<infiniStatus_t(void *)> destroy;
 };
 
-template <class D>
-D as(void *p) {
-  return reinterpret_cast<D>(p);
-}
-
 const std::vector<OperatorCalls> &operatorCalls() {
-  static const std::vector<OperatorCalls> calls = {
-      {"GeluBackward",
-       [](void *d, size_t *s) {
-         return infiniopGetGeluBackwardWorkspaceSize(as<infiniopGeluBackwardDescriptor_t>(d), s);
-       },
-       [](void *d) {
-         return infiniopGeluBackward(as<infiniopGeluBackwardDescriptor_t>(d), nullptr, 0, nullptr,
-                                     nullptr, nullptr, nullptr);
-       },
-       [](void *d) {
-         return infiniopDestroyGeluBackwardDescriptor(as<infiniopGeluBackwardDescriptor_t>(d));
-       }},
-      {"SwiGlu",
-       [](void *d, size_t *s) {
-         return infiniopGetSwiGluWorkspaceSize(as<infiniopSwiGluDescriptor_t>(d), s);
-       },
-       [](void *d) {
-         return infiniopSwiGlu(as<infiniopSwiGluDescriptor_t>(d), nullptr, 0, nullptr, nullptr,
-                               nullptr);
-       },
-       [](void *d) { return infiniopDestroySwiGluDescriptor(as<infiniopSwiGluDescriptor_t>(d)); }},
-      {"SwiGluBackward",
-       [](void *d, size_t *s) {
-         return infiniopGetSwiGluBackwardWorkspaceSize(as<infiniopSwiGluBackwardDescriptor_t>(d),
-                                                       s);
-       },
-       [](void *d) {
-         return infiniopSwiGluBackward(as<infiniopSwiGluBackwardDescriptor_t>(d), nullptr, 0,
-                                       nullptr, nullptr, nullptr, nullptr);
-       },
-       [](void *d) {
-         return infiniopDestroySwiGluBackwardDescriptor(as<infiniopSwiGluBackwardDescriptor_t>(d));
-       }},
-      {"GeluMul",
-       [](void *d, size_t *s) {
-         return infiniopGetGeluMulWorkspaceSize(as<infiniopGeluMulDescriptor_t>(d), s);
-       },
-       [](void *d) {
-         return infiniopGeluMul(as<infiniopGeluMulDescriptor_t>(d), nullptr, 0, nullptr, nullptr,
-                                nullptr);
-       },
-       [](void *d) {
-         return infiniopDestroyGeluMulDescriptor(as<infiniopGeluMulDescriptor_t>(d));
-       }},
-      {"GeluMulBackward",
-       [](void *d, size_t *s) {
-         return infiniopGetGeluMulBackwardWorkspaceSize(as<infiniopGeluMulBackwardDescriptor_t>(d),
-                                                        s);
-       },
-       [](void *d) {
-         return infiniopGeluMulBackward(as<infiniopGeluMulBackwardDescriptor_t>(d), nullptr, 0,
-                                        nullptr, nullptr, nullptr, nullptr);
-       },
-       [](void *d) {
-         return infiniopDestroyGeluMulBackwardDescriptor(
-             as<infiniopGeluMulBackwardDescriptor_t>(d));
-       }},
-      {"Gelu",
-       [](void *d, size_t *s) {
-         return infiniopGetGeluWorkspaceSize(as<infiniopGeluDescriptor_t>(d), s);
-       },
-       [](void *d) {
-         return infiniopGelu(as<infiniopGeluDescriptor_t>(d), nullptr, 0, nullptr, nullptr,
-                             nullptr);
-       },
-       [](void *d) { return infiniopDestroyGeluDescriptor(as<infiniopGeluDescriptor_t>(d)); }},
-      {"GeluBackwardV2",
-       [](void *d, size_t *s) {
-         return infiniopGetGeluBackwardV2WorkspaceSize(as<infiniopGeluBackwardV2Descriptor_t>(d),
-                                                       s);
-       },
-       [](void *d) {
-         return infiniopGeluBackwardV2(as<infiniopGeluBackwardV2Descriptor_t>(d), nullptr, 0,
-                                       nullptr, nullptr, nullptr, nullptr);
-       },
-       [](void *d) {
-         return infiniopDestroyGeluBackwardV2Descriptor(as<infiniopGeluBackwardV2Descriptor_t>(d));
-       }},
-      {"ClippedSwiglu",
-       [](void *d, size_t *s) {
-         return infiniopGetClippedSwigluWorkspaceSize(as<infiniopClippedSwigluDescriptor_t>(d), s);
-       },
-       [](void *d) {
-         return infiniopClippedSwiglu(as<infiniopClippedSwigluDescriptor_t>(d), nullptr, 0, nullptr,
-                                      nullptr, nullptr, nullptr);
-       },
-       [](void *d) {
-         return infiniopDestroyClippedSwigluDescriptor(as<infiniopClippedSwigluDescriptor_t>(d));
-       }},
-      {"ClippedSwigluBackward",
-       [](void *d, size_t *s) {
-         return infiniopGetClippedSwigluBackwardWorkspaceSize(
-             as<infiniopClippedSwigluBackwardDescriptor_t>(d), s);
-       },
-       [](void *d) {
-         return infiniopClippedSwigluBackward(as<infiniopClippedSwigluBackwardDescriptor_t>(d),
-                                              nullptr, 0, nullptr, nullptr, nullptr, nullptr,
-                                              nullptr);
-       },
-       [](void *d) {
-         return infiniopDestroyClippedSwigluBackwardDescriptor(
-             as<infiniopClippedSwigluBackwardDescriptor_t>(d));
-       }},
-      {"MoeFinalizeRoutingV2",
-       [](void *d, size_t *s) {
-         return infiniopGetMoeFinalizeRoutingV2WorkspaceSize(
-             as<infiniopMoeFinalizeRoutingV2Descriptor_t>(d), s);
-       },
-       [](void *d) {
-         return infiniopMoeFinalizeRoutingV2(as<infiniopMoeFinalizeRoutingV2Descriptor_t>(d),
-                                             nullptr, 0, nullptr, nullptr, nullptr, nullptr,
-                                             nullptr, nullptr, nullptr, nullptr, nullptr);
-       },
-       [](void *d) {
-         return infiniopDestroyMoeFinalizeRoutingV2Descriptor(
-             as<infiniopMoeFinalizeRoutingV2Descriptor_t>(d));
-       }},
-      {"MoeFinalizeRoutingV2Grad",
-       [](void *d, size_t *s) {
-         return infiniopGetMoeFinalizeRoutingV2GradWorkspaceSize(
-             as<infiniopMoeFinalizeRoutingV2GradDescriptor_t>(d), s);
-       },
-       [](void *d) {
-         return infiniopMoeFinalizeRoutingV2Grad(
-             as<infiniopMoeFinalizeRoutingV2GradDescriptor_t>(d), nullptr, 0, nullptr, nullptr,
-             nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
-       },
-       [](void *d) {
-         return infiniopDestroyMoeFinalizeRoutingV2GradDescriptor(
-             as<infiniopMoeFinalizeRoutingV2GradDescriptor_t>(d));
-       }},
-      {"MoeInitRoutingV2",
-       [](void *d, size_t *s) {
-         return infiniopGetMoeInitRoutingV2WorkspaceSize(
-             as<infiniopMoeInitRoutingV2Descriptor_t>(d), s);
-       },
-       [](void *d) {
-         return infiniopMoeInitRoutingV2(as<infiniopMoeInitRoutingV2Descriptor_t>(d), nullptr, 0,
-                                         nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                         nullptr);
-       },
-       [](void *d) {
-         return infiniopDestroyMoeInitRoutingV2Descriptor(
-             as<infiniopMoeInitRoutingV2Descriptor_t>(d));
-       }},
-      {"MoeInitRoutingV2Grad",
-       [](void *d, size_t *s) {
-         return infiniopGetMoeInitRoutingV2GradWorkspaceSize(
-             as<infiniopMoeInitRoutingV2GradDescriptor_t>(d), s);
-       },
-       [](void *d) {
-         return infiniopMoeInitRoutingV2Grad(as<infiniopMoeInitRoutingV2GradDescriptor_t>(d),
-                                             nullptr, 0, nullptr, nullptr, nullptr, nullptr);
-       },
-       [](void *d) {
-         return infiniopDestroyMoeInitRoutingV2GradDescriptor(
-             as<infiniopMoeInitRoutingV2GradDescriptor_t>(d));
-       }},
-  };
+  static const std::vector<OperatorCalls> calls = [] {
+    std::vector<OperatorCalls> all;
+    for (const char *name : kOperators) {
+      const OpSpec &op = spec(name);
+      const Ptrs null_data(op.slots.size(), nullptr);
+      all.push_back(
+          {op.name, op.workspace,
+           [&op, null_data](void *d) { return op.calculate(d, nullptr, 0, null_data, nullptr); },
+           op.destroy});
+    }
+    return all;
+  }();
   return calls;
 }
 
@@ -202,47 +69,30 @@ class ObjectKind : public ::testing::Test {
       return t;
     };
     const auto half = tensor({2, 4}), full = tensor({2, 8}), index = tensor({2}, INFINI_DTYPE_I32);
-    void *d = nullptr;
-    auto made = [&](infiniStatus_t status) {
-      EXPECT_EQ(status, INFINI_STATUS_SUCCESS) << infiniopGetLastError();
-      descriptors_.push_back(d);
-    };
-    made(infiniopCreateGeluBackwardDescriptor(
-        handle_, reinterpret_cast<infiniopGeluBackwardDescriptor_t *>(&d), half, half, half));
-    made(infiniopCreateSwiGluDescriptor(handle_, reinterpret_cast<infiniopSwiGluDescriptor_t *>(&d),
-                                        half, full, -1));
-    made(infiniopCreateSwiGluBackwardDescriptor(
-        handle_, reinterpret_cast<infiniopSwiGluBackwardDescriptor_t *>(&d), full, half, full, -1));
-    made(infiniopCreateGeluMulDescriptor(handle_,
-                                         reinterpret_cast<infiniopGeluMulDescriptor_t *>(&d), half,
-                                         full, INFINIOP_GELU_APPROXIMATE_TANH));
-    made(infiniopCreateGeluMulBackwardDescriptor(
-        handle_, reinterpret_cast<infiniopGeluMulBackwardDescriptor_t *>(&d), full, half, full,
-        INFINIOP_GELU_APPROXIMATE_NONE));
-    made(infiniopCreateGeluDescriptor(handle_, reinterpret_cast<infiniopGeluDescriptor_t *>(&d),
-                                      half, half, INFINIOP_GELU_APPROXIMATE_NONE));
-    made(infiniopCreateGeluBackwardV2Descriptor(
-        handle_, reinterpret_cast<infiniopGeluBackwardV2Descriptor_t *>(&d), half, half, half,
-        INFINIOP_GELU_APPROXIMATE_TANH));
-    made(infiniopCreateClippedSwigluDescriptor(
-        handle_, reinterpret_cast<infiniopClippedSwigluDescriptor_t *>(&d), half, full, nullptr, -1,
-        1.702f, 7.0f, 1.0f, true));
-    made(infiniopCreateClippedSwigluBackwardDescriptor(
-        handle_, reinterpret_cast<infiniopClippedSwigluBackwardDescriptor_t *>(&d), full, half,
-        full, nullptr, -1, 1.702f, 7.0f, 1.0f, false));
-    made(infiniopCreateMoeFinalizeRoutingV2Descriptor(
-        handle_, reinterpret_cast<infiniopMoeFinalizeRoutingV2Descriptor_t *>(&d), half, half,
-        index, nullptr, nullptr, nullptr, nullptr, nullptr, 0));
-    made(infiniopCreateMoeFinalizeRoutingV2GradDescriptor(
-        handle_, reinterpret_cast<infiniopMoeFinalizeRoutingV2GradDescriptor_t *>(&d), half,
-        nullptr, half, index, nullptr, nullptr, nullptr, nullptr, 0, 0, 0, 0));
     const auto experts = tensor({2, 1}, INFINI_DTYPE_I64);  // (R, K) = (2, 1)
-    made(infiniopCreateMoeInitRoutingV2Descriptor(
-        handle_, reinterpret_cast<infiniopMoeInitRoutingV2Descriptor_t *>(&d), half, index, nullptr,
-        nullptr, half, experts, 0, 0, 4, 0, 0, false));
-    made(infiniopCreateMoeInitRoutingV2GradDescriptor(
-        handle_, reinterpret_cast<infiniopMoeInitRoutingV2GradDescriptor_t *>(&d), half, half,
-        index, 1, 0, 0));
+    // Each operator's tensors (NULL: absent) and attributes, in kOperators' order.
+    const std::pair<Descs, Attrs> args[kOperatorCount] = {
+        {{half, half, half}, {}},
+        {{half, full}, {-1}},
+        {{full, half, full}, {-1}},
+        {{half, full}, {INFINIOP_GELU_APPROXIMATE_TANH}},
+        {{full, half, full}, {INFINIOP_GELU_APPROXIMATE_NONE}},
+        {{half, half}, {INFINIOP_GELU_APPROXIMATE_NONE}},
+        {{half, half, half}, {INFINIOP_GELU_APPROXIMATE_TANH}},
+        {{half, full, nullptr}, {-1, 1.702, 7.0, 1.0, true}},
+        {{full, half, full, nullptr}, {-1, 1.702, 7.0, 1.0, false}},
+        {{half, half, index, nullptr, nullptr, nullptr, nullptr, nullptr}, {0}},
+        {{half, nullptr, half, index, nullptr, nullptr, nullptr, nullptr}, {0, 0, 0, 0}},
+        {{half, index, nullptr, nullptr, half, experts}, {0, 0, 4, 0, 0, false}},
+        {{half, half, index}, {1, 0, 0}},
+    };
+    for (size_t i = 0; i < kOperatorCount; ++i) {
+      void *d = nullptr;
+      EXPECT_EQ(spec(kOperators[i]).create(handle_, &d, args[i].first, args[i].second),
+                INFINI_STATUS_SUCCESS)
+          << kOperators[i] << ": " << infiniopGetLastError();
+      descriptors_.push_back(d);
+    }
     ASSERT_EQ(descriptors_.size(), operatorCalls().size());
   }
   void TearDown() override {
@@ -312,21 +162,23 @@ TEST_F(ObjectKind, HandleAndTensorFunctionsRejectOtherObjects) {
       infiniopDestroyTensorDescriptor(reinterpret_cast<infiniopTensorDescriptor_t>(handle_)),
       {"a handle", "not a tensor descriptor"});
   // An operator's create given a handle where a tensor descriptor belongs, and the reverse.
-  infiniopSwiGluDescriptor_t op = nullptr;
-  expectBadParam(
-      infiniopCreateSwiGluDescriptor(handle_, &op, tensors_[0],
-                                     reinterpret_cast<infiniopTensorDescriptor_t>(handle_), -1),
-      {"SwiGlu", "x descriptor is a handle"});
-  expectBadParam(
-      infiniopCreateSwiGluDescriptor(tensor_as_handle, &op, tensors_[0], tensors_[1], -1),
-      {"SwiGlu", "handle is a tensor descriptor"});
+  const auto tensor_of = [](void *object) {
+    return reinterpret_cast<infiniopTensorDescriptor_t>(object);
+  };
+  const OpSpec &swiglu = spec("SwiGlu");
+  void *op = nullptr;
+  expectBadParam(swiglu.create(handle_, &op, {tensors_[0], tensor_of(handle_)}, {-1}),
+                 {"SwiGlu", "x descriptor is a handle"});
+  expectBadParam(swiglu.create(tensor_as_handle, &op, {tensors_[0], tensors_[1]}, {-1}),
+                 {"SwiGlu", "handle is a tensor descriptor"});
   EXPECT_EQ(op, nullptr);
-  infiniopMoeFinalizeRoutingV2Descriptor_t moe = nullptr;
-  expectBadParam(
-      infiniopCreateMoeFinalizeRoutingV2Descriptor(
-          handle_, &moe, tensors_[0], tensors_[0], tensors_[2], nullptr, nullptr, nullptr,
-          reinterpret_cast<infiniopTensorDescriptor_t>(descriptors_[0]), nullptr, 0),
-      {"MoeFinalizeRoutingV2", "scales is a GeluBackward descriptor"});
+  void *moe = nullptr;
+  expectBadParam(spec("MoeFinalizeRoutingV2")
+                     .create(handle_, &moe,
+                             {tensors_[0], tensors_[0], tensors_[2], nullptr, nullptr, nullptr,
+                              tensor_of(descriptors_[0]), nullptr},
+                             {0}),
+                 {"MoeFinalizeRoutingV2", "scales is a GeluBackward descriptor"});
   EXPECT_EQ(moe, nullptr);
 }
 

@@ -2,7 +2,9 @@
 // Every operator of the C API as data: its tensors in the API's order, a small valid
 // configuration (shapes (R, H) = (2, 4), K = 1, index data that routes every row) and its four
 // functions behind one signature, so that a test can drive every operator with one loop (the
-// bad-input table, the concurrency test, the fault-injection sweep).
+// bad-input table, the concurrency test, the fault-injection sweep, the object-kind test). The
+// signatures (functions, slots and their flags, attributes) are tests/common/operators.h's; the
+// configurations are op_specs.cc's.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -43,21 +45,6 @@ struct OpSpec {
   std::function<infiniStatus_t(void *, void *, size_t, const Ptrs &, void *)> calculate;
   std::function<infiniStatus_t(void *)> destroy;
 };
-
-template <class D>
-D as(void *p) {
-  return reinterpret_cast<D>(p);
-}
-template <class D>
-D *asOut(void **p) {
-  return reinterpret_cast<D *>(p);
-}
-inline int64_t i64(double v) {
-  return static_cast<int64_t>(v);
-}
-inline float f32(double v) {
-  return static_cast<float>(v);
-}
 
 constexpr auto F32 = INFINI_DTYPE_F32;
 constexpr auto I32 = INFINI_DTYPE_I32;

@@ -29,30 +29,47 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "infiniop.h"
+#include "operators.h"  // the operators' C signatures
 
-extern "C" {  // enum_calls.c: the enum parameters as ints, as C passes them
-infiniStatus_t fuzzCreateTensorDescriptor(infiniopTensorDescriptor_t *, size_t, const size_t *,
-                                          const ptrdiff_t *, int);
-infiniStatus_t fuzzCreateGeluDescriptor(infiniopHandle_t, infiniopGeluDescriptor_t *,
-                                        infiniopTensorDescriptor_t, infiniopTensorDescriptor_t,
-                                        int);
-infiniStatus_t fuzzCreateGeluMulDescriptor(infiniopHandle_t, infiniopGeluMulDescriptor_t *,
-                                           infiniopTensorDescriptor_t, infiniopTensorDescriptor_t,
-                                           int);
-infiniStatus_t fuzzCreateGeluBackwardV2Descriptor(infiniopHandle_t,
-                                                  infiniopGeluBackwardV2Descriptor_t *,
-                                                  infiniopTensorDescriptor_t,
-                                                  infiniopTensorDescriptor_t,
-                                                  infiniopTensorDescriptor_t, int);
-infiniStatus_t fuzzCreateGeluMulBackwardDescriptor(infiniopHandle_t,
-                                                   infiniopGeluMulBackwardDescriptor_t *,
-                                                   infiniopTensorDescriptor_t,
-                                                   infiniopTensorDescriptor_t,
-                                                   infiniopTensorDescriptor_t, int);
-}
+namespace ops = infiniop_ops;
+
+// A create function's type with its enum parameters as int.
+template <class F>
+struct EnumAsIntT;
+template <class... A>
+struct EnumAsIntT<infiniStatus_t (*)(A...)> {
+  using type = infiniStatus_t(std::conditional_t<std::is_enum_v<A>, int, A>...);
+};
+template <class Op>
+using EnumAsInt = typename EnumAsIntT<ops::CreateFn<Op>>::type;
+
+extern "C" infiniStatus_t fuzzCreateTensorDescriptor(infiniopTensorDescriptor_t *, size_t,
+                                                     const size_t *, const ptrdiff_t *, int);
+
+// The create function the harness calls: the table's, or enum_calls.c's for an enum attribute.
+template <class Op>
+struct FuzzCreate {
+  static_assert(!ops::hasAttrKind<Op>(ops::AttrKind::kEnum),
+                "an enum attribute goes through enum_calls.c (ENUM_AS_INT below)");
+  static constexpr auto fn = Op::create;
+};
+// enum_calls.c's fuzzCreate<Name>Descriptor: the enum parameters as ints, as C passes them.
+#define ENUM_AS_INT(Name)                                       \
+  extern "C" EnumAsInt<ops::Name> fuzzCreate##Name##Descriptor; \
+  template <>                                                   \
+  struct FuzzCreate<ops::Name> {                                \
+    static constexpr auto fn = fuzzCreate##Name##Descriptor;    \
+  }
+ENUM_AS_INT(Gelu);
+ENUM_AS_INT(GeluMul);
+ENUM_AS_INT(GeluBackwardV2);
+ENUM_AS_INT(GeluMulBackward);
+#undef ENUM_AS_INT
 
 namespace {
 
@@ -400,23 +417,33 @@ enum Op {
   kRouterTopKGrad,
   kOpCount
 };
-const char *const kOpNames[] = {"Gelu",
-                                "GeluBackward",
-                                "GeluBackwardV2",
-                                "GeluMul",
-                                "GeluMulBackward",
-                                "SwiGlu",
-                                "SwiGluBackward",
-                                "ClippedSwiglu",
-                                "ClippedSwigluBackward",
-                                "MoeFinalizeRoutingV2",
-                                "MoeFinalizeRoutingV2Grad",
-                                "MoeInitRoutingV2",
-                                "MoeInitRoutingV2Grad",
-                                "MoeGatingTopKSoftmax",
-                                "MoeGatingTopKSoftmaxGrad",
-                                "MoeGatingTopK",
-                                "MoeGatingTopKGrad"};
+// The table's operator of each Op (ClippedSwiglu(Backward) with a clamp_mode: their V2, see
+// runOn()).
+using FuzzOps =
+    std::tuple<ops::Gelu, ops::GeluBackward, ops::GeluBackwardV2, ops::GeluMul,
+               ops::GeluMulBackward, ops::SwiGlu, ops::SwiGluBackward, ops::ClippedSwiglu,
+               ops::ClippedSwigluBackward, ops::MoeFinalizeRoutingV2, ops::MoeFinalizeRoutingV2Grad,
+               ops::MoeInitRoutingV2, ops::MoeInitRoutingV2Grad, ops::MoeGatingTopKSoftmax,
+               ops::MoeGatingTopKSoftmaxGrad, ops::MoeGatingTopK, ops::MoeGatingTopKGrad>;
+static_assert(std::tuple_size_v<FuzzOps> == kOpCount);
+
+// f(Op's type from the table).
+template <size_t I = 0, class F>
+void withOp(Op op, F &&f) {
+  if constexpr (I < kOpCount) {
+    if (op == static_cast<Op>(I))
+      f(std::tuple_element_t<I, FuzzOps>{});
+    else
+      withOp<I + 1>(op, f);
+  }
+}
+
+const char *opName(Op op) {
+  const char *name = "?";
+  withOp(op, [&](auto t) { name = decltype(t)::name; });
+  return name;
+}
+
 // F32 bounds in u (tests/accuracy_bounds.json); the MoE sums get 16 u per term. The relaxed
 // mode's, for the elementwise operators (the MoE operators ignore the mode). The routers' K
 // (moe_gating) enters their own bound (compareRouter()).
@@ -438,6 +465,26 @@ struct Case {
   int null_what = 0;
   int workspace_mode = 0;  // 0 exact, 1 one byte short, 2 NULL, 3 larger
   bool null_size_ptr = false;
+};
+
+// A Case's attributes by kind, each kind in the API's order (operators.h's AttrIndex rank): the
+// integers from i, the floats from f, the doubles from d, the one bool from flag and the one enum
+// from approximate (an int, for enum_calls.c).
+struct CaseAttrs {
+  const Case &c;
+  template <class T>
+  auto get(ops::AttrIndex a) const {
+    if constexpr (std::is_same_v<T, bool>)
+      return c.flag;
+    else if constexpr (std::is_enum_v<T>)
+      return c.approximate;
+    else if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(c.i[a.rank]);
+    else if constexpr (std::is_same_v<T, float>)
+      return c.f[a.rank];
+    else
+      return c.d[a.rank];
+  }
 };
 
 Tensor makeT(Role role, std::vector<size_t> shape, int dtype) {
@@ -800,59 +847,18 @@ infiniopTensorDescriptor_t makeDesc(const Tensor &t, bool *ok) {
   return d;
 }
 
-#define OP_CALL(Name, Create, ...)                                                 \
-  do {                                                                             \
-    infiniop##Name##Descriptor_t od = nullptr;                                     \
-    r.create = Create(h, c.null_what == 1 ? nullptr : &od, __VA_ARGS__);           \
-    checkMessage(r.create, "create " #Name);                                       \
-    if (r.create != INFINI_STATUS_SUCCESS) break;                                  \
-    size_t ws = 0;                                                                 \
-    const infiniStatus_t wst =                                                     \
-        infiniopGet##Name##WorkspaceSize(od, c.null_size_ptr ? nullptr : &ws);     \
-    checkMessage(wst, "workspace size " #Name);                                    \
-    if (c.null_size_ptr) {                                                         \
-      if (wst == INFINI_STATUS_SUCCESS) fail("NULL size pointer accepted", #Name); \
-      if (infiniopGet##Name##WorkspaceSize(od, &ws) != INFINI_STATUS_SUCCESS)      \
-        fail("workspace size failed", #Name);                                      \
-    } else if (wst != INFINI_STATUS_SUCCESS) {                                     \
-      fail("workspace size failed", #Name);                                        \
-    }                                                                              \
-    r.workspace = ws;                                                              \
-    if (runnable) {                                                                \
-      std::vector<uint8_t> wsbuf(ws + 64, kPoisonByte);                            \
-      void *const wbase = copies.upload(wsbuf);                                    \
-      void *w = ws ? wbase : nullptr;                                              \
-      size_t wsize = ws;                                                           \
-      if (c.workspace_mode == 1 && ws) wsize = ws - 1;                             \
-      if (c.workspace_mode == 2) w = nullptr;                                      \
-      if (c.workspace_mode == 3) {                                                 \
-        w = wbase;                                                                 \
-        wsize = ws + 64;                                                           \
-      }                                                                            \
-      r.called = true;                                                             \
-      snapshot = r.buffers;                                                        \
-      r.call = infiniop##Name(od, w, wsize, CALL_ARGS);                            \
-      checkMessage(r.call, #Name);                                                 \
-      download();                                                                  \
-    }                                                                              \
-    if (infiniopDestroy##Name##Descriptor(od) != INFINI_STATUS_SUCCESS)            \
-      fail("destroy failed", #Name);                                               \
-  } while (0)
-
-#define CREATE_CALL(Name, ...) OP_CALL(Name, infiniopCreate##Name##Descriptor, __VA_ARGS__)
-#define CREATE_CALL_INT(Name, ...) OP_CALL(Name, fuzzCreate##Name##Descriptor, __VA_ARGS__)
-
-void checkMessage(infiniStatus_t s, const char *what) {
+// `what` names the call: "create ", "workspace size " or "" followed by the operator's name.
+void checkMessage(infiniStatus_t s, const char *what, const char *name) {
   const char *err = infiniopGetLastError();
-  if (!err) fail("infiniopGetLastError returned NULL", what);
+  if (!err) fail("infiniopGetLastError returned NULL", std::string(what) + name);
   if (s != INFINI_STATUS_SUCCESS && !*err)
-    fail("failure without a message", std::string(what) + ": " + infiniStatusString(s));
+    fail("failure without a message", std::string(what) + name + ": " + infiniStatusString(s));
   if (s == INFINI_STATUS_SUCCESS && *err)
-    fail("success with a message", std::string(what) + ": " + err);
+    fail("success with a message", std::string(what) + name + ": " + err);
 }
 
 std::string describe(const Case &c) {
-  std::string s = std::string("op ") + kOpNames[c.op] + " i=[";
+  std::string s = std::string("op ") + opName(c.op) + " i=[";
   for (int64_t v : c.i) s += std::to_string(v) + ",";
   char dd[64];
   std::snprintf(dd, sizeof dd, "] d=[%.9g,%.9g", c.d[0], c.d[1]);
@@ -933,96 +939,53 @@ Run runOn(infiniopHandle_t handle, bool device_memory, const Case &c,
   for (size_t k = 0; k < c.t.size(); ++k) d[k] = makeDesc(c.t[k], &ok);
   std::vector<Buffer> snapshot = r.buffers;
   infiniopHandle_t h = c.null_what == 2 ? nullptr : handle;
-  void *stream = nullptr;
-  const int approx = c.approximate;
+  // The call of Op (the table's type): create, workspace size, calculate (when runnable) and
+  // destroy, with the faults the Case asks for.
+  const auto call = [&](auto op) {
+    using Op = decltype(op);
+    if (c.t.size() != ops::kSlotCount<Op>) fail("a decoder's tensors are not the slots", Op::name);
+    typename Op::Desc od = nullptr;
+    r.create =
+        ops::create<Op>(h, c.null_what == 1 ? nullptr : &od, d, CaseAttrs{c}, FuzzCreate<Op>::fn);
+    checkMessage(r.create, "create ", Op::name);
+    if (r.create != INFINI_STATUS_SUCCESS) return;
+    size_t ws = 0;
+    const infiniStatus_t wst = Op::workspace(od, c.null_size_ptr ? nullptr : &ws);
+    checkMessage(wst, "workspace size ", Op::name);
+    if (c.null_size_ptr) {
+      if (wst == INFINI_STATUS_SUCCESS) fail("NULL size pointer accepted", Op::name);
+      if (Op::workspace(od, &ws) != INFINI_STATUS_SUCCESS) fail("workspace size failed", Op::name);
+    } else if (wst != INFINI_STATUS_SUCCESS) {
+      fail("workspace size failed", Op::name);
+    }
+    r.workspace = ws;
+    if (runnable) {
+      std::vector<uint8_t> wsbuf(ws + 64, kPoisonByte);
+      void *const wbase = copies.upload(wsbuf);
+      void *w = ws ? wbase : nullptr;
+      size_t wsize = ws;
+      if (c.workspace_mode == 1 && ws) wsize = ws - 1;
+      if (c.workspace_mode == 2) w = nullptr;
+      if (c.workspace_mode == 3) {
+        w = wbase;
+        wsize = ws + 64;
+      }
+      r.called = true;
+      snapshot = r.buffers;
+      r.call = ops::calculate<Op>(od, w, wsize, p, nullptr);
+      checkMessage(r.call, "", Op::name);
+      download();
+    }
+    if (Op::destroy(od) != INFINI_STATUS_SUCCESS) fail("destroy failed", Op::name);
+  };
   if (!ok) {
     r.create = INFINI_STATUS_BAD_PARAM;  // a descriptor the library refused: nothing to call
+  } else if (c.op == kClippedSwiglu && c.i[1] != 0) {  // a clamp_mode: the V2 create
+    call(ops::ClippedSwigluV2{});
+  } else if (c.op == kClippedSwigluBackward && c.i[1] != 0) {
+    call(ops::ClippedSwigluBackwardV2{});
   } else {
-    switch (c.op) {
-#define CALL_ARGS p[0], p[1], stream
-      case kGelu:
-        CREATE_CALL_INT(Gelu, d[0], d[1], approx);
-        break;
-      case kGeluMul:
-        CREATE_CALL_INT(GeluMul, d[0], d[1], approx);
-        break;
-#undef CALL_ARGS
-#define CALL_ARGS p[0], p[1], stream
-      case kSwiGlu:
-        CREATE_CALL(SwiGlu, d[0], d[1], static_cast<int32_t>(c.i[0]));
-        break;
-#undef CALL_ARGS
-#define CALL_ARGS p[0], p[1], p[2], stream
-      case kGeluBackward:
-        CREATE_CALL(GeluBackward, d[0], d[1], d[2]);
-        break;
-      case kGeluBackwardV2:
-        CREATE_CALL_INT(GeluBackwardV2, d[0], d[1], d[2], approx);
-        break;
-      case kGeluMulBackward:
-        CREATE_CALL_INT(GeluMulBackward, d[0], d[1], d[2], approx);
-        break;
-      case kSwiGluBackward:
-        CREATE_CALL(SwiGluBackward, d[0], d[1], d[2], static_cast<int32_t>(c.i[0]));
-        break;
-      case kClippedSwiglu:
-        if (c.i[1] == 0)
-          CREATE_CALL(ClippedSwiglu, d[0], d[1], d[2], c.i[0], c.f[0], c.f[1], c.f[2], c.flag);
-        else
-          OP_CALL(ClippedSwiglu, infiniopCreateClippedSwigluV2Descriptor, d[0], d[1], d[2], c.i[0],
-                  c.f[0], c.f[1], c.f[2], c.flag, c.i[1]);
-        break;
-#undef CALL_ARGS
-#define CALL_ARGS p[0], p[1], p[2], p[3], stream
-      case kClippedSwigluBackward:
-        if (c.i[1] == 0)
-          CREATE_CALL(ClippedSwigluBackward, d[0], d[1], d[2], d[3], c.i[0], c.f[0], c.f[1], c.f[2],
-                      c.flag);
-        else
-          OP_CALL(ClippedSwigluBackward, infiniopCreateClippedSwigluBackwardV2Descriptor, d[0],
-                  d[1], d[2], d[3], c.i[0], c.f[0], c.f[1], c.f[2], c.flag, c.i[1]);
-        break;
-      case kMoeInitGrad:
-#undef CALL_ARGS
-#define CALL_ARGS p[0], p[1], p[2], stream
-        CREATE_CALL(MoeInitRoutingV2Grad, d[0], d[1], d[2], c.i[0], c.i[1], c.i[2]);
-        break;
-#undef CALL_ARGS
-#define CALL_ARGS p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], stream
-      case kMoeFinalize:
-        CREATE_CALL(MoeFinalizeRoutingV2, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], c.i[0]);
-        break;
-      case kMoeFinalizeGrad:
-        CREATE_CALL(MoeFinalizeRoutingV2Grad, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7],
-                    c.i[0], c.i[1], c.i[2], c.i[3]);
-        break;
-#undef CALL_ARGS
-#define CALL_ARGS p[0], p[1], p[2], p[3], p[4], p[5], stream
-      case kMoeInit:
-        CREATE_CALL(MoeInitRoutingV2, d[0], d[1], d[2], d[3], d[4], d[5], c.i[0], c.i[1], c.i[2],
-                    c.i[3], c.i[4], c.flag);
-        break;
-      case kRouterSoftmax:
-        CREATE_CALL(MoeGatingTopKSoftmax, d[0], d[1], d[2], d[3], d[4], d[5], c.i[0], c.i[1]);
-        break;
-#undef CALL_ARGS
-#define CALL_ARGS p[0], p[1], p[2], p[3], p[4], stream
-      case kRouterSoftmaxGrad:
-        CREATE_CALL(MoeGatingTopKSoftmaxGrad, d[0], d[1], d[2], d[3], d[4], c.i[0]);
-        break;
-      case kRouterTopK:
-        CREATE_CALL(MoeGatingTopK, d[0], d[1], d[2], d[3], d[4], c.i[0], c.i[1], c.i[2], c.i[3],
-                    c.i[4], c.i[5], c.d[0], c.d[1]);
-        break;
-#undef CALL_ARGS
-#define CALL_ARGS p[0], p[1], p[2], p[3], stream
-      case kRouterTopKGrad:
-        CREATE_CALL(MoeGatingTopKGrad, d[0], d[1], d[2], d[3], c.i[0], c.i[1], c.d[0], c.d[1]);
-        break;
-#undef CALL_ARGS
-      default:
-        break;
-    }
+    withOp(c.op, call);
   }
   for (auto desc : d)
     if (desc && infiniopDestroyTensorDescriptor(desc) != INFINI_STATUS_SUCCESS)

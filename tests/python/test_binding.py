@@ -470,3 +470,27 @@ def test_staging_keeps_partial_overlap_an_error():
         infiniop.gelu_backward(np.ones(8, np.float32), base[:8], out=base[12:4:-1], _stage=True, approximate="tanh")
     assert info.value.status == Status.BAD_TENSOR_STRIDES
     np.testing.assert_array_equal(base, before)
+
+
+OPERATOR_MODULES = ("swiglu", "gelu_mul", "gelu", "gelu_backward", "clipped_swiglu",
+                    "moe_init_routing", "moe_finalize_routing", "moe_gating")
+
+
+def test_operator_modules_share_through_the_base_module():
+    """What the operator modules share lives in infiniop/_operator.py: none imports a private
+    name of another (issue 44), and enums.py, the lowest module, imports nothing of the package
+    (no import cycle through it)."""
+    import ast
+
+    package = Path(infiniop.__file__).parent
+    for name in OPERATOR_MODULES:
+        tree = ast.parse((package / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 \
+                    and node.module in OPERATOR_MODULES:
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"{name}.py imports {private} from {node.module}.py"
+    enums = ast.parse((package / "enums.py").read_text())
+    relative = [node for node in ast.walk(enums)
+                if isinstance(node, ast.ImportFrom) and node.level >= 1]
+    assert not relative, "enums.py imports the package"

@@ -2,8 +2,8 @@
 """The router operators through the Python binding (infiniop.moe_gating_top_k_softmax,
 moe_gating_top_k and their grads; infiniop.torch's autograd functions and torch_npu aliases) on
 every device of helpers.DEVICES (cpu, cpu_reference, opencl), F32/F16/BF16 x, INT32/INT64
-indices, against a float64 PyTorch oracle written here (/work/router_spec.md, docs/
-moe_gating_top_k_softmax.md, docs/moe_gating_top_k.md).
+indices, against a float64 PyTorch oracle written here from docs/moe_gating_top_k_softmax.md
+and docs/moe_gating_top_k.md.
 
 The oracle:
 - p = softmax(x) as the library defines it: m = max x (NaN if any x is NaN), a = m - x,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // ClippedSwiglu: y <- (A, B), y = g (clamp(B) + bias), g = a sigmoid(alpha a), a = min(A, limit):
-// the fast path (common.cl's clipped_at), and where a is not finite or y fails fast_path_holds the
+// the fast path (math.cl's clipped_at), and where a is not finite or y fails fast_path_holds the
 // exact one (clipped_gate); the interleaved or halved split reaches the functor as two operands.
 // clamp_mode 1: y = min(silu(A), limit) b, the gate's clamp where A > a_pass (gate_clamped).
 // The attributes are ClippedSwigluAttributes (src/ops/clipped_swiglu.h): alpha, limit, bias,
@@ -15,7 +15,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   const int clamp_mode = as_int(attributes.s7);
   const float A = in[0], B = in[1];
   const clipped_at_t fast = clipped_at(alpha, limit, a_limit, bias, clamp_mode, far_left_a, A, B);
-#ifdef RELAXED  // the relaxed mode's F32 value (common.cl)
+#ifdef RELAXED  // the relaxed mode's F32 value (math.cl)
   float y = over_one_plus_exp_relaxed(fast.b_bias * fast.at.x, fmin(fast.z, 60.0f));
 #else
   float y = sigmoid_at_value(fast.at, fast.b_bias);
@@ -28,7 +28,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
     y = unscale_tail(gate_clamped(clamp_mode, a_pass, limit, A, c.b, clipped_times_gate(c, b_bias)),
                      c.unscale);
   }
-#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl): the exact path's lanes always
+#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (rounded.cl): the exact path's lanes always
   const float condition = sigmoid_argument_condition(fast.at.sigmoid, fast.z, fmin(fast.z, 40.0f));
   if (near_within(y, exact ? INFINITY : error_bound(4.0f, fabs(y), condition))) {
     const clipped_exact_t c = clipped_exact(alpha, limit, a_limit, A, B);

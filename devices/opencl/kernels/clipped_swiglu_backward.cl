@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // ClippedSwigluBackward: (dA, dB) <- (dy, A, B); dA is 0 where A > limit, dB where B is outside
-// [-limit, limit] (the clamps' zero slopes). The fast path (common.cl's clipped_at) with dy (b +
+// [-limit, limit] (the clamps' zero slopes). The fast path (math.cl's clipped_at) with dy (b +
 // bias) from b + bias as a pair, and where a is not finite or a result fails fast_path_holds the
 // exact one (clipped_gate). clamp_mode 1: dy b times silu's slope, dA 0 where A > a_pass (silu(A)
 // > limit), and dB = dy min(silu(A), limit). Attributes as clipped_swiglu.cl.
@@ -44,7 +44,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
                       c.unscale);
   }
   const bool keep_a = A <= a_pass, keep_b = B >= -limit && B <= limit;
-#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl): the exact path's lanes always
+#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (rounded.cl): the exact path's lanes always
   const float slope_factor = fmin(fast.z, 40.0f);
   const float condition = sigmoid_argument_condition(fast.at.sigmoid, fast.z, slope_factor);
   const float bound_a =

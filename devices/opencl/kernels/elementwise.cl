@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The elementwise framework's kernels, appended after common.cl and one functor source, which
+// The elementwise framework's kernels, appended after `common` (storage.cl, math.cl, rounded.cl) and one functor source, which
 // defines NUM_OUTPUTS, NUM_INPUTS and
 //   inline void apply(float *out, const float *in, uint16 attribute_words);
 // One work-item computes one element of the plan (src/elementwise/plan.h) in its iteration
@@ -137,7 +137,7 @@ INLINE int paired(int k) {
     STORE_OUTPUT(1, at, out[NUM_OUTPUTS > 1 ? 1 : 0]); \
   } while (0)
 
-// A functor with an oracle (common.cl, ROUND_ONCE) corrects its output where F16/BF16 could round
+// A functor with an oracle (rounded.cl, ROUND_ONCE) corrects its output where F16/BF16 could round
 // it differently from the exact value. PoCL on a CPU runs this 2-6x slower than without the
 // branch (its vectorizer does not keep the rare double code behind it, inlined or as a call;
 // docs/accuracy.md); a GPU runs it only in the warps that have such a lane.

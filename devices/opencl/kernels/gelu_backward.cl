@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // GeluBackward: grad_input <- (input, grad_output), grad_input = grad_output gelu_tanh'(input): the
-// fast path (common.cl's gelu_tanh_at), and where input is not finite or the result fails
+// fast path (math.cl's gelu_tanh_at), and where input is not finite or the result fails
 // fast_path_holds the exact one.
 #define NUM_OUTPUTS 1
 #define NUM_INPUTS 2
 INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float input = in[0], grad_output = in[1];
-#ifdef RELAXED  // the relaxed mode's F32 gradient (common.cl)
+#ifdef RELAXED  // the relaxed mode's F32 gradient (math.cl)
   float derivative;
   gelu_tanh_relaxed(input, &derivative);
   float grad_input = derivative * grad_output;
@@ -21,7 +21,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
     gelu_tanh(input, &derivative, &unscale);
     grad_input = unscale_tail(derivative * grad_output, unscale);
   }
-#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl): the exact path's lanes always
+#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (rounded.cl): the exact path's lanes always
   const float bound =
       exact ? INFINITY
             : error_bound(

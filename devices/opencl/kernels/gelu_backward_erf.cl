@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // GeluBackwardV2 (erf): grad_input <- (input, grad_output), grad_input = grad_output
-// gelu_erf'(input): the fast path (common.cl's gelu_erf_at), and where input is not finite or the
+// gelu_erf'(input): the fast path (math.cl's gelu_erf_at), and where input is not finite or the
 // result fails fast_path_holds the exact one. The tanh form is gelu_backward.cl.
 #define NUM_OUTPUTS 1
 #define NUM_INPUTS 2
 INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float input = in[0], grad_output = in[1];
-#ifdef RELAXED  // the relaxed mode's F32 gradient (common.cl)
+#ifdef RELAXED  // the relaxed mode's F32 gradient (math.cl)
   float derivative;
   gelu_erf_relaxed(input, &derivative);
   float grad_input = derivative * grad_output;
@@ -21,7 +21,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
     gelu_erf(input, &derivative, &unscale);
     grad_input = unscale_tail(derivative * grad_output, unscale);
   }
-#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl): the exact path's lanes always
+#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (rounded.cl): the exact path's lanes always
   const float bound =
       exact ? INFINITY : error_bound(4.0f, fabs(grad_output) * gelu_erf_slope_terms(at), 0.0f);
   if (near_within(grad_input, bound))

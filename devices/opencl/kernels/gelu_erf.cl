@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// output <- input: output = gelu_erf(input) (devices/cpu/gelu.cc): the fast path (common.cl's
+// output <- input: output = gelu_erf(input) (devices/cpu/gelu.cc): the fast path (math.cl's
 // gelu_erf_at, x (cdf + cdf_lo) with one rounding), and where input is not finite or the result
 // fails fast_path_holds the exact one.
 #define NUM_OUTPUTS 1
 #define NUM_INPUTS 1
 INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float x = in[0];
-#ifdef RELAXED  // the relaxed mode's F32 value (common.cl)
+#ifdef RELAXED  // the relaxed mode's F32 value (math.cl)
   float y = gelu_erf_value_relaxed(x, 1.0f);
 #else
   const gelu_erf_at_t at = gelu_erf_at(x);
@@ -18,7 +18,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   }
   out[0] = y;
 }
-#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl)
+#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (rounded.cl)
 #define HAS_ORACLE 1
 INLINE uint rounding_window(const float *in) {
   return GELU_ERF_WINDOW;

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // (grad1, grad2) <- (out_grad, x1, x2): grad1 = out_grad x2 gelu_tanh'(x1), grad2 = out_grad
-// gelu_tanh(x1) (devices/cpu/gated-inl.h): the fast path (common.cl's gelu_tanh_at) with out_grad
+// gelu_tanh(x1) (devices/cpu/gated-inl.h): the fast path (math.cl's gelu_tanh_at) with out_grad
 // x2 as a pair, and where x1 is not finite or a result fails fast_path_holds the exact one.
 #define NUM_OUTPUTS 2
 #define NUM_INPUTS 3
 INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float out_grad = in[0], x1 = in[1], x2 = in[2];
-#ifdef RELAXED  // the relaxed mode's F32 gradients (common.cl)
+#ifdef RELAXED  // the relaxed mode's F32 gradients (math.cl)
   float derivative;
   const float value = gelu_tanh_relaxed(x1, &derivative);
   float grad1 = out_grad * x2 * derivative;
@@ -27,7 +27,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
     grad1 = unscale_tail(out_grad * x2 * derivative, unscale);
     grad2 = unscale_product(activation, out_grad, unscale);
   }
-#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl): the exact path's lanes always
+#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (rounded.cl): the exact path's lanes always
   const float c = gelu_tanh_condition(at);
   const float bound1 =
       exact ? INFINITY

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // MoeFinalizeRoutingV2 and its grad (src/ops/moe_finalize_routing.h has the formulas), built
-// after common.cl and gather.cl. Each result is summed in F32 by one work-item in a fixed order,
+// after `common` (storage.cl, math.cl, rounded.cl) and gather.cl. Each result is summed in F32 by one work-item in a fixed order,
 // the order of devices/cpu/moe_finalize_routing.cc: the forward and grad_expanded_x use the same
 // fma() steps and operands in the same order, and grad_scales the same fixed blocking of its dot
 // product (SLOTS, sum_slots), so every output matches the cpu device bit for bit, at every

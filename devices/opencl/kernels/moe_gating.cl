@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The router operators (src/ops/moe_gating.h; docs/moe_gating_top_k_softmax.md and
-// docs/moe_gating_top_k.md have the arithmetic), built after common.cl. One work-item per row
+// docs/moe_gating_top_k.md have the arithmetic), built after `common` (storage.cl, math.cl, rounded.cl). One work-item per row
 // (global id 0): every sum of a row is then one fixed chain, the same operations in the same order
 // as devices/cpu's, so every output has the cpu device's bits. Any E and k: the selection keeps
 // the k best in private arrays for k <= SMALL_K, and above makes k passes over the row, pass i

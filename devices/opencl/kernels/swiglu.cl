@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // out <- (x1, x2): out = silu(x1) x2 (the gated activation; devices/cpu/gated-inl.h): the fast path
-// (common.cl's silu_at), and where x1 is not finite or the result fails fast_path_holds the exact
+// (math.cl's silu_at), and where x1 is not finite or the result fails fast_path_holds the exact
 // one.
 #define NUM_OUTPUTS 1
 #define NUM_INPUTS 2
 INLINE void apply(float *out, const float *in, uint16 attributes) {
   const float x1 = in[0], x2 = in[1];
-#ifdef RELAXED  // the relaxed mode's F32 value (common.cl)
+#ifdef RELAXED  // the relaxed mode's F32 value (math.cl)
   float y = silu_value_relaxed(x1, x2);
 #else
   float y = sigmoid_at_value(silu_at(x1), x2);
@@ -17,7 +17,7 @@ INLINE void apply(float *out, const float *in, uint16 attributes) {
   }
   out[0] = y;
 }
-#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (common.cl)
+#ifdef ROUND_ONCE  // correctly rounded F16/BF16 (rounded.cl)
 #define HAS_ORACLE 1
 INLINE uint rounding_window(const float *in) {
   return SILU_WINDOW;

@@ -20,7 +20,7 @@ infiniop.torch's functions call these operators while torch.compile traces them
 import torch
 
 import infiniop
-from infiniop.swiglu import _halved_shape
+from infiniop._operator import halved_shape
 
 from . import _compile_moe
 
@@ -78,7 +78,7 @@ BACKWARD_KERNELS = {
 # Fake kernels: the output as the functional API allocates it.
 
 def _halved(x, dim):  # the split operators' output, as infiniop.swiglu allocates it
-    return x.new_empty(_halved_shape(tuple(x.shape), dim))
+    return x.new_empty(halved_shape(tuple(x.shape), dim))
 
 
 FAKE = {

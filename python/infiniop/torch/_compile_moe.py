@@ -12,7 +12,7 @@ functional calls, so a compiled graph computes eager mode's bits.
 
 Every output size is known from the inputs' shapes and the attributes (none depends on the
 routing's values), so the fake kernels allocate by the functional API's own shape rules
-(_expanded_shape, _forward_out_shape, _grad_shape, _topk_shape), contiguous as it allocates.
+(expanded_shape, _forward_out_shape, _grad_shape, _topk_shape), contiguous as it allocates.
 """
 
 import functools
@@ -20,9 +20,9 @@ import functools
 import torch
 
 import infiniop
-from infiniop.moe_finalize_routing import _expanded_shape, _forward_out_shape, _grad_shape
+from infiniop._operator import expanded_shape, index_dtype_of
+from infiniop.moe_finalize_routing import _forward_out_shape, _grad_shape
 from infiniop.moe_gating import _topk_shape
-from infiniop.moe_init_routing import _index_dtype
 
 from . import _autograd
 
@@ -73,8 +73,8 @@ def _fake_init(x, expert_idx, *, expert_num, active_num=0, expert_capacity=0, dr
                expert_tokens_count_or_cumsum_flag=0, expert_tokens_before_capacity_flag=False,
                index_dtype=None, device="cpu"):
     total = expert_idx.numel()
-    index = _index_dtype(index_dtype, expert_idx, "torch")
-    expanded_x = _dense(x, _expanded_shape(drop_pad_mode, expert_num, expert_capacity,
+    index = index_dtype_of(index_dtype, expert_idx, "torch")
+    expanded_x = _dense(x, expanded_shape(drop_pad_mode, expert_num, expert_capacity,
                                            active_num, total, x.shape[-1]))
     counts = before = None
     if drop_pad_mode == 0 and expert_tokens_count_or_cumsum_flag in (1, 2):
@@ -95,7 +95,7 @@ def _fake_finalize(expanded_x, expanded_row_idx, x1=None, x2=None, bias=None, sc
 
 
 def _router_outputs(x, k, index_dtype, want_last):
-    index = _index_dtype("int32" if index_dtype is None else index_dtype, None, "torch")
+    index = index_dtype_of("int32" if index_dtype is None else index_dtype, None, "torch")
     shape = _topk_shape(x, k)
     last = _dense(x, x.shape, torch.float32) if want_last else None
     return _dense(x, shape), _dense(x, shape, index), last

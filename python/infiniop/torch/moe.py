@@ -324,7 +324,7 @@ def dispatch(x, expert_idx, expert_num, *, active_num=0, expert_capacity=0, drop
 def _rows_per_expert(routed, drop_pad_mode, active_num, capacity, total):
     """(routed_counts, counts, offsets) as Python ints from the Init's (E,) count tensor:
     drop_pad_mode 0 cuts the expert-ordered rows at active_num (no cut when it is 0 or at least
-    `total` = R*K pairs), mode 1 each expert at `capacity`. Under torch.compile the ints are unbacked
+    `total` = R*K pairs), mode 1 each expert at `capacity`. Under torch.compile the ints are
     SymInts: torch._check tells the compiler what the routing guarantees (counts >= 0, summing
     to R*K), so that slices by them and torch.cat of the experts' results have known sizes."""
     if torch.jit.is_tracing():

@@ -4,6 +4,7 @@
 // on a test device (core/device.h) whose kernel table holds this file's functors.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <string>
@@ -13,6 +14,7 @@
 #include "cpu_reference/elementwise.h"
 #include "elementwise/descriptor.h"
 #include "host/host_device.h"
+#include "host/kernel_table.h"
 #include "infiniop.h"
 
 namespace {
@@ -38,14 +40,17 @@ INFINIOP_REFERENCE_KERNEL(splitOutputKernel, SplitOutput)
 // The test device runs the two functors under two ids and has no other kernel.
 constexpr infiniop::KernelId kDifference = infiniop::KernelId::swiglu;
 constexpr infiniop::KernelId kSplitOutput = infiniop::KernelId::swiglu_backward;
-const infiniop::host::Kernels &testKernels() {
-  static const infiniop::host::Kernels kernels = [] {
-    infiniop::host::Kernels k{};
-    k.elementwise[static_cast<int>(kDifference)] = differenceKernel;
-    k.elementwise[static_cast<int>(kSplitOutput)] = splitOutputKernel;
-    return k;
+template <infiniop::family::Elementwise::HostKernel *kernel>
+constexpr infiniop::RunnerFactory kEntry =
+    &infiniop::host::runnerOf<infiniop::family::Elementwise, kernel>;
+const infiniop::RunnerFactory *testKernels() {
+  static const auto table = [] {
+    std::array<infiniop::RunnerFactory, infiniop::kKernelCount> t{};
+    t[static_cast<int>(kDifference)] = kEntry<differenceKernel>;
+    t[static_cast<int>(kSplitOutput)] = kEntry<splitOutputKernel>;
+    return t;
   }();
-  return kernels;
+  return table.data();
 }
 const infiniop::Device &testDevice() {
   static const infiniop::host::HostDevice device(INFINI_DEVICE_CPU_REFERENCE, "test",

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cpu_reference/limits.h"
+#include "exact/limits.h"
 
-namespace infiniop::cpu_reference {
+namespace infiniop::exact {
 
 constexpr double kSqrtTwoOverPi = 0.79788456080286535588;
 constexpr double kGeluTanhBeta = 0.044715;
@@ -65,4 +65,4 @@ struct GeluBackward {
   }
 };
 
-}  // namespace infiniop::cpu_reference
+}  // namespace infiniop::exact

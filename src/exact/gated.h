@@ -4,9 +4,9 @@
 // outputs from these where their own F32 value is too near a rounding boundary.
 #pragma once
 
-#include "cpu_reference/limits.h"
+#include "exact/limits.h"
 
-namespace infiniop::cpu_reference {
+namespace infiniop::exact {
 
 template <double (*Act)(double)>
 struct Gated {
@@ -26,4 +26,4 @@ struct GatedBackward {
   }
 };
 
-}  // namespace infiniop::cpu_reference
+}  // namespace infiniop::exact

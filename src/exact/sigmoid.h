@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-namespace infiniop::cpu_reference {
+namespace infiniop::exact {
 
 inline double sigmoid(double x) {
   return 1.0 / (1.0 + std::exp(-x));
@@ -25,4 +25,4 @@ inline double siluDerivative(double x) {
   return s + x * s * sigmoid(-x);
 }
 
-}  // namespace infiniop::cpu_reference
+}  // namespace infiniop::exact

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-namespace infiniop::cpu_reference {
+namespace infiniop::exact {
 
 // a * factor(x), for factors (silu, silu', gelu', the gate's slope) that are negative and never 0
 // for finite x < 0 (left of their zero), yet underflow to 0 in double far left: there the factor
@@ -19,4 +19,4 @@ inline double timesNegativeTail(double a, double factor, double x) {
   return a * factor;
 }
 
-}  // namespace infiniop::cpu_reference
+}  // namespace infiniop::exact

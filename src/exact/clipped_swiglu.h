@@ -12,11 +12,11 @@
 
 #include <cmath>
 
-#include "cpu_reference/limits.h"
-#include "cpu_reference/sigmoid.h"
+#include "exact/limits.h"
+#include "exact/sigmoid.h"
 #include "ops/clipped_swiglu.h"
 
-namespace infiniop::cpu_reference {
+namespace infiniop::exact {
 
 // v * g for the gate g = a sigmoid(z), which has a's sign and is never 0 for finite non-zero a,
 // yet may underflow to 0 in double: an infinite v then gives an infinity.
@@ -67,4 +67,4 @@ struct ClippedSwigluBackward : ClippedSwigluAttributes {
 static_assert(sizeof(ClippedSwiglu) == sizeof(ClippedSwigluAttributes));
 static_assert(sizeof(ClippedSwigluBackward) == sizeof(ClippedSwigluAttributes));
 
-}  // namespace infiniop::cpu_reference
+}  // namespace infiniop::exact
