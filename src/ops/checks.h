@@ -99,8 +99,12 @@ struct Operand {
 // A tensor's operand: present when its descriptor was given.
 inline Operand tensorOperand(const char *name, const void *data, const Tensor *t) {
   if (!t) return {name, data, false, {}, 1, 0};
-  return {name, data, true, infiniop::elementSpan(t->shape, t->strides),
-          infiniop::dtypeSize(t->dtype), t->numel()};
+  return {name,
+          data,
+          true,
+          infiniop::elementSpan(t->shape, t->strides),
+          infiniop::dtypeSize(t->dtype),
+          t->numel()};
 }
 
 // The call's workspace as the last operand: `needed` bytes (absent when none are).
