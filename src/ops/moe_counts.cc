@@ -41,37 +41,9 @@ infiniStatus_t publish(const char *op, infiniopHandle_t handle, Public *desc_ptr
 }
 
 checks::Operand operand(const char *name, const void *data, const moe::RouterView &v) {
-  return {name, data, v.present, v.span, infiniop::dtypeSize(v.dtype), v.rows * v.cols};
+  return infiniop::moe_gating::routerOperand(name, data, v);
 }
-
-// A view's elements as the host reads them: on host-memory devices the data itself; elsewhere a
-// copy of its span, read once the work queued before on the stream is done.
-class HostValues {
- public:
-  infiniStatus_t read(const char *op, infiniopHandle_t handle, void *stream,
-                      const moe::RouterView &v, const void *data) {
-    base_ = static_cast<const char *>(data);
-    if (handle->device->host_memory || v.rows * v.cols == 0) return INFINI_STATUS_SUCCESS;
-    const size_t size = infiniop::dtypeSize(v.dtype);
-    const auto elements = static_cast<size_t>(v.span.highest - v.span.lowest + 1);
-    copy_.resize((elements * size + 7) / 8);  // aligned for INT64
-    INFINIOP_CHECK(infiniop::readForCheck(op, handle, stream,
-                                          base_ + v.span.lowest * static_cast<ptrdiff_t>(size),
-                                          elements * size, copy_.data()));
-    base_ = reinterpret_cast<const char *>(copy_.data()) - v.span.lowest * ptrdiff_t(size);
-    return INFINI_STATUS_SUCCESS;
-  }
-  // Element (r, c) of the view, whole as int64.
-  int64_t at(const moe::RouterView &v, size_t r, size_t c) const {
-    const ptrdiff_t i = v.offset(r, c);
-    return v.dtype == INFINI_DTYPE_I64 ? reinterpret_cast<const int64_t *>(base_)[i]
-                                       : reinterpret_cast<const int32_t *>(base_)[i];
-  }
-
- private:
-  std::vector<int64_t> copy_;
-  const char *base_ = nullptr;
-};
+using HostValues = infiniop::moe_gating::HostCopy;
 
 // ---- MoeExpertCounts ---------------------------------------------------------------------------
 
@@ -113,7 +85,7 @@ infiniStatus_t checkExperts(const char *op, const moe::RouterView &v, const Host
   const auto E = static_cast<int64_t>(experts);
   for (size_t r = 0; r < v.rows; ++r)
     for (size_t c = 0; c < v.cols; ++c) {
-      const int64_t value = values.at(v, r, c);
+      const int64_t value = values.integer(v, r, c);
       if (value >= 0 && value <= E) continue;
       return infiniop::fail(INFINI_STATUS_BAD_PARAM,
                             std::string(op) + ": expert_idx value " + std::to_string(value) +
@@ -186,7 +158,7 @@ infiniStatus_t countsTotal(const char *op, const moe::RouterView &v, const HostV
                            int64_t *total) {
   int64_t sum = 0;
   for (size_t e = 0; e < v.cols; ++e) {
-    const int64_t count = values.at(v, 0, e);
+    const int64_t count = values.integer(v, 0, e);
     if (count < 0)
       return infiniop::fail(INFINI_STATUS_BAD_PARAM, std::string(op) + ": counts value " +
                                                          std::to_string(count) + " (expert " +
