@@ -199,20 +199,10 @@ infiniStatus_t runBias(const CountsDescriptor *desc, size_t workspace_size, void
 // ---- the host runner ---------------------------------------------------------------------------
 
 namespace infiniop::family {
-namespace {
-class CountsHostRunner final : public HostRunnerBase<moe::CountsRunner, MoeCounts> {
- public:
-  using HostRunnerBase::HostRunnerBase;
-  infiniStatus_t run(const moe::CountsData &data, void *) const override {
-    kernel_(plan_, data);
-    return INFINI_STATUS_SUCCESS;
-  }
-};
-}  // namespace
-
 infiniStatus_t MoeCounts::hostRunner(HostKernel *kernel, const Plan &plan,
                                      std::unique_ptr<Runner> *runner) {
-  *runner = std::make_unique<CountsHostRunner>(kernel, plan);
+  *runner =
+      std::make_unique<HostCallRunner<moe::CountsRunner, MoeCounts, moe::CountsData>>(kernel, plan);
   return INFINI_STATUS_SUCCESS;
 }
 }  // namespace infiniop::family
@@ -228,10 +218,7 @@ extern "C" infiniStatus_t infiniopCreateMoeExpertCountsDescriptor(
   });
 }
 
-extern "C" infiniStatus_t infiniopGetMoeExpertCountsWorkspaceSize(
-    infiniopMoeExpertCountsDescriptor_t desc, size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kCounts, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(MoeExpertCounts, kCounts)
 
 extern "C" infiniStatus_t infiniopMoeExpertCounts(infiniopMoeExpertCountsDescriptor_t desc,
                                                   void *workspace, size_t workspace_size,
@@ -243,11 +230,6 @@ extern "C" infiniStatus_t infiniopMoeExpertCounts(infiniopMoeExpertCountsDescrip
       kCounts, [&] { return runCounts(d, workspace_size, workspace, counts, expert_idx, stream); });
 }
 
-extern "C" infiniStatus_t infiniopDestroyMoeExpertCountsDescriptor(
-    infiniopMoeExpertCountsDescriptor_t desc) {
-  return infiniop::destroyDescriptor(kCounts, desc);
-}
-
 extern "C" infiniStatus_t infiniopCreateMoeBiasUpdateDescriptor(
     infiniopHandle_t handle, infiniopMoeBiasUpdateDescriptor_t *desc_ptr,
     infiniopTensorDescriptor_t bias_desc, infiniopTensorDescriptor_t counts_desc,
@@ -256,10 +238,7 @@ extern "C" infiniStatus_t infiniopCreateMoeBiasUpdateDescriptor(
       kBias, [&] { return createBias(handle, desc_ptr, bias_desc, counts_desc, update_rate); });
 }
 
-extern "C" infiniStatus_t infiniopGetMoeBiasUpdateWorkspaceSize(
-    infiniopMoeBiasUpdateDescriptor_t desc, size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kBias, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(MoeBiasUpdate, kBias)
 
 extern "C" infiniStatus_t infiniopMoeBiasUpdate(infiniopMoeBiasUpdateDescriptor_t desc,
                                                 void *workspace, size_t workspace_size, void *bias,
@@ -268,9 +247,4 @@ extern "C" infiniStatus_t infiniopMoeBiasUpdate(infiniopMoeBiasUpdateDescriptor_
   INFINIOP_CHECK(infiniop::unwrapDescriptor(kBias, desc, &d));
   return infiniop::guarded(
       kBias, [&] { return runBias(d, workspace_size, workspace, bias, counts, stream); });
-}
-
-extern "C" infiniStatus_t infiniopDestroyMoeBiasUpdateDescriptor(
-    infiniopMoeBiasUpdateDescriptor_t desc) {
-  return infiniop::destroyDescriptor(kBias, desc);
 }
