@@ -116,6 +116,7 @@ std::vector<size_t> Case::shapeOf(Extent e, std::vector<size_t> base) {
     case Extent::kGateExperts:
       return {R, K};
     case Extent::kGateBias:
+    case Extent::kGateCounts:
       return {H};
     case Extent::kTokens:
       return {R, H};

@@ -179,6 +179,13 @@ const std::vector<OpInfo> &allOps() {
        {Extent::kGateTopk, Extent::kGateLogits, Extent::kGateExperts},
        bindOp<ops::MoeGatingTopKGrad>({1, 0, kRoutedScaling, kGateEps}),
        {16384, 8, 256}},
+      // Tokens per expert of a routing: 16384 tokens x top-8 of 256 experts by default.
+      {"moe_expert_counts",
+       {Extent::kGateCounts},   // counts;
+       {Extent::kGateExperts},  // expert_idx
+       bindOpByShape<ops::MoeExpertCounts>(
+           [](const Shape &s) { return std::vector<double>{static_cast<double>(s.back())}; }),
+       {16384, 8, 256}},
   };
   return ops;
 }

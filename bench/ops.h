@@ -52,6 +52,7 @@ enum class Extent {
   kGateIndex,     // (R, K) INT32: expert_idx, an output (compared through y: see case.cc)
   kGateRowIndex,  // (R, K) INT32: row_idx, an output (exact)
   kGateExperts,   // (R, K) INT32 in [0, E), duplicates allowed: the grads' expert_idx input
+  kGateCounts,    // (E) INT32: MoeExpertCounts' counts, an output (exact)
 };
 constexpr size_t kMoeExperts = 64;
 inline size_t moeTopk(const std::vector<size_t> &shape) {
@@ -60,7 +61,8 @@ inline size_t moeTopk(const std::vector<size_t> &shape) {
 
 inline bool isIndex(Extent e) {
   return e == Extent::kRowIndex || e == Extent::kExpertIndex || e == Extent::kExpertCounts ||
-         e == Extent::kGateIndex || e == Extent::kGateRowIndex || e == Extent::kGateExperts;
+         e == Extent::kGateIndex || e == Extent::kGateRowIndex || e == Extent::kGateExperts ||
+         e == Extent::kGateCounts;
 }
 
 struct OpInfo {

@@ -43,4 +43,17 @@
 // 1 / sqrt(2 pi) - (float)INFINIOP_INV_SQRT_2PI: the constant as a pair, for x phi(x) on the left.
 #define INFINIOP_INV_SQRT_2PI_LO -1.1335170105263179e-8f
 
+// log(v) = k ln2 + log(f), v = 2^k f with f in [sqrt(1/2), sqrt(2)) (f's bits: v's minus k << 23,
+// k from v's bits minus INFINIOP_LOG_SQRT_HALF_BITS, the bits of the F32 just below sqrt(1/2)),
+// and log1p(t) the same way with f = 1 + t or (1 + t) / 2. log(f) = 2 atanh(s), s = (f - 1) /
+// (f + 1), |s| <= 0.2 (log1p's f up to 1.5), as 2 s + s^3 P(s^2): P fitted to (2 atanh(s) - 2 s) /
+// s^3 on z = s^2 in [0, 0.04], weighted by z (scripts/fit_log.py: 0.0005 u of log(f) after F32
+// rounding). ln 2 is INFINIOP_LN2_HI + INFINIOP_LN2_LO above (the high part has 15 bits, so k
+// ln2_hi is exact for |k| < 512).
+#define INFINIOP_LOG_SQRT_HALF_BITS 0x3F3504F3
+#define INFINIOP_LOG_P0 0.6666666f
+#define INFINIOP_LOG_P1 0.40000933f
+#define INFINIOP_LOG_P2 0.28503522f
+#define INFINIOP_LOG_P3 0.2415133f
+
 #endif  // INFINIOP_MATH_CONSTANTS_H_

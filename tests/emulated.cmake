@@ -6,6 +6,8 @@
 #   emulated.<name>.isa              the library reports the target the processor should get
 #   emulated.<name>.bit_identity     the bit-identity groups at that target, each group's output
 #                                    digest equal to x86's (tests/bit_identity_digests.txt)
+#   emulated.<name>.log_math         the F32 logarithms at that target and those below it: within
+#                                    their bound, the bits x86 gives (tests/cpp/log_math_test.cc)
 #   emulated.<name>.suite.<i>of<n>   shard i of infiniop-tests at that target (gtest's sharding:
 #                                    test j of the list runs in shard j mod n)
 # and once (at the first processor) the concurrency, framework and fault-injection programs.
@@ -103,6 +105,14 @@ foreach(processor IN LISTS default_processors)
   set_tests_properties(emulated.${name}.bit_identity PROPERTIES
     ENVIRONMENT "${environment};INFINIOP_BIT_DIGESTS_EXPECTED=${expected_digests}"
     TIMEOUT ${timeout} COST ${bit_seconds} LABELS emulated)
+
+  # The F32 logarithms (tests/cpp/log_math_test.cc) at the cap and the targets below it: their
+  # bound, and the fixed samples' digest equal to x86's (4-10 s on the host above).
+  if(TARGET infiniop-log-math-tests)  # (with the cpu device)
+    add_test(NAME emulated.${name}.log_math COMMAND ${run} $<TARGET_FILE:infiniop-log-math-tests>)
+    set_tests_properties(emulated.${name}.log_math PROPERTIES ENVIRONMENT "${environment}"
+                         TIMEOUT 120 COST 8 LABELS emulated)
+  endif()
 
   # The suite's shards, where the processor runs any (test j of the list in shard j mod n).
   math(EXPR timeout "3 * ${shard_seconds} + 60")

@@ -92,6 +92,98 @@ HWY_INLINE V Quotient(D d, V n, V y) {
   return CorrectedQuotient(d, n, y, ReciprocalEstimate(d, y));
 }
 
+// log(f) + k ln2 from the reduced argument of Log and Log1p: f = 1 + a with a exact, f + 1 = b +
+// b_lo exactly (b >= 1.5), f in [0.70, 1.5] and k an integer (|k| < 512: k ln2_hi is exact).
+//   log(f) = 2 atanh(s) = 2 s + s^3 P(s^2),  s = a / (f + 1),  |s| <= 0.2,  s^2 <= 0.04.
+// Error, in u = 2^-24 (ulp(x) > u |x|):
+// - s as the pair s + s_lo: s = a / b by the estimate corrected once by its exact remainder
+//   (within 0.5 ulp + 2^-27 of a / b, so within 2^-22.9 |s| of a / (f + 1): faithful, and a - s
+//   b is exact), s_lo = (a - s b - s b_lo) r rounded twice and off by r's 2^-17: s + s_lo is
+//   a / (f + 1) within 2^-40 |s|.
+// - 2 s is exact and 2 |s| <= |log(f)|. The rest, c = s^3 P + 2 s_lo (1 + s^2) (s_lo's slope is
+//   2 / (1 - s^2), so that it need not enter s^3 P; what that drops is below 2^-31 |s|), is at
+//   most s^2 P / 2 <= 0.0137 of log(f). Its roundings (s^2, s^3, P's Horner 0.76, the fma into c)
+//   are below 4 u of c, the fit 0.0005 u of log(f) (math_constants.h): 2 s + c is log(f) within
+//   0.06 u.
+// - k != 0: k ln2_hi + 2 s is rounded to hi and its rounding err caught exactly (Fast2Sum:
+//   |k ln2_hi| >= 0.69 > 2 |s|; with k = 0, hi = 2 s and err = 0), the low terms c + err + k
+//   ln2_lo added last, two roundings of values below 0.005 + |k| 2^-19.4; with c's 0.06 u |log f|
+//   <= 0.021 u and ln2's split 2^-44 |k| off, below 0.031 u + |k| 2^-43, and |result| >= 0.346:
+//   0.09 u of the result.
+// So the last rounding's 0.5 ulp and 0.09 u |result|: below 0.6 ulp on every target and device
+// (tests/cpp/log_math_test.cc measures 0.517 for Log, 0.533 for Log1p).
+template <class D, class V>
+HWY_INLINE V LogOfReduced(D d, V k, V a, V b, V b_lo) {
+  const V estimate = ReciprocalEstimate(d, b);
+  const V s = CorrectedQuotient(d, a, b, estimate);
+  const V s_lo = hn::Mul(NegFma(d, s, b_lo, NegFma(d, s, b, a)), estimate);
+  const V z = hn::Mul(s, s);
+  V p = hn::Set(d, INFINIOP_LOG_P3);
+  p = Fma(d, p, z, hn::Set(d, INFINIOP_LOG_P2));
+  p = Fma(d, p, z, hn::Set(d, INFINIOP_LOG_P1));
+  p = Fma(d, p, z, hn::Set(d, INFINIOP_LOG_P0));
+  const V two_s_lo = hn::Add(s_lo, s_lo);
+  const V c = Fma(d, hn::Mul(s, z), p, Fma(d, two_s_lo, z, two_s_lo));
+  const V two_s = hn::Add(s, s);
+  const V k_hi = hn::Mul(k, hn::Set(d, INFINIOP_LN2_HI));  // exact
+  const V hi = hn::Add(k_hi, two_s);
+  const V err = hn::Sub(two_s, hn::Sub(hi, k_hi));  // exact (Fast2Sum)
+  return hn::Add(hi, Fma(d, k, hn::Set(d, INFINIOP_LN2_LO), hn::Add(c, err)));
+}
+
+// log(v) within 0.6 ulp (LogOfReduced) for every positive v, subnormals included (scaled by
+// 2^23 first), and log(+inf) = +inf, log(+-0) = -inf, NaN (the quiet NaN 0x7fc00000, whatever
+// the input's bits) for v < 0 and NaN v. The reduction is integer: v's bits minus those of
+// sqrt(1/2) (rounded down) shifted right by 23 are k, and v's bits minus k << 23 are f in
+// [sqrt(1/2), sqrt(2)): f - 1 is exact (Sterbenz), f + 1 is b + b_lo with b_lo = f - (b - 1),
+// both subtractions exact. The same operations in the same order as OpenCL's log_f32
+// (math.cl), so the same bits on every target and device.
+template <class D, class V>
+HWY_INLINE V Log(D d, V v) {
+  const hn::RebindToSigned<D> di;
+  const V zero = hn::Zero(d), one = hn::Set(d, 1.0f);
+  // v > 0 or 1: no integer below overflows, and the special cases are chosen last
+  const auto positive = hn::Gt(v, zero);
+  V x = hn::IfThenElse(positive, v, one);
+  const auto subnormal = hn::Lt(x, hn::Set(d, 0x1p-126f));
+  x = hn::IfThenElse(subnormal, hn::Mul(x, hn::Set(d, 0x1p23f)), x);
+  const auto bits = hn::BitCast(di, x);
+  const auto ki = hn::ShiftRight<23>(hn::Sub(bits, hn::Set(di, INFINIOP_LOG_SQRT_HALF_BITS)));
+  const V f = hn::BitCast(d, hn::Sub(bits, hn::ShiftLeft<23>(ki)));
+  V k = hn::ConvertTo(d, ki);
+  k = hn::IfThenElse(subnormal, hn::Sub(k, hn::Set(d, 23.0f)), k);
+  const V b = hn::Add(f, one);
+  const V result = LogOfReduced(d, k, hn::Sub(f, one), b, hn::Sub(f, hn::Sub(b, one)));
+  const V special = hn::IfThenElse(hn::Eq(v, zero), hn::Set(d, -HUGE_VALF), hn::Set(d, NAN));
+  const V inf = hn::Set(d, HUGE_VALF);
+  return hn::IfThenElse(hn::Eq(v, inf), inf, hn::IfThenElse(positive, result, special));
+}
+
+// log(1 + t) within 0.6 ulp (LogOfReduced) for t in [2^-25, 1], t itself below 2^-25 (the
+// correctly rounded value there: t^2 / 2 is below a quarter ulp of t), so also for +-0, t < 0
+// and NaN (which are returned as they are), and log(2) for t above 1 (+inf included: t is
+// clamped at 1). Every operand stays normal. No rounding of 1 + t enters: below t = 1/2, f = 1 + t,
+// f - 1 = t and f + 1 = 2
+// + t as b + b_lo; from 1/2 on, f = (1 + t) / 2 in [0.75, 1] and k = 1, f - 1 = (t - 1) / 2
+// (exact: Sterbenz) and f + 1 = (3 + t) / 2. b_lo = t - (b - 2 or 3) is exact (Fast2Sum, t < 2
+// <= 3), so is the halving. The same operations as OpenCL's log1p_f32 (math.cl).
+template <class D, class V>
+HWY_INLINE V Log1p(D d, V t) {
+  const V one = hn::Set(d, 1.0f), half = hn::Set(d, 0.5f), tiny = hn::Set(d, 0x1p-25f);
+  // The lanes below 2^-25 (or NaN) return t: computing them on 2^-25 keeps every operand normal
+  // (a subnormal one costs x86 a microcode assist).
+  const V x = hn::Min(hn::Max(t, tiny), one);
+  const auto upper = hn::Ge(x, half);
+  const V offset = hn::IfThenElse(upper, hn::Set(d, 3.0f), hn::Set(d, 2.0f));
+  const V scale = hn::IfThenElse(upper, half, one);
+  const V w = hn::Add(offset, x);
+  const V w_lo = hn::Sub(x, hn::Sub(w, offset));
+  const V a = hn::IfThenElse(upper, hn::Mul(hn::Sub(x, one), half), x);
+  const V k = hn::IfThenElse(upper, one, hn::Zero(d));
+  const V result = LogOfReduced(d, k, a, hn::Mul(w, scale), hn::Mul(w_lo, scale));
+  return hn::IfThenElse(hn::Ge(t, tiny), result, t);
+}
+
 // sigmoid(v) = 1 / (1 + e), e = exp(-v), for v >= -87 (callers clamp there, where they also
 // clamp what multiplies sigmoid) and clamped here at 60: beyond, sigmoid is 1 and its slope e^-60
 // is below any rounding of the terms it joins (|c| e^-60 < 2^-70 for every caller's c), and

@@ -490,6 +490,18 @@ _PROTOTYPES = {
     "infiniopGetMoeGatingTopKGradWorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopMoeGatingTopKGrad": (_status, [_ptr, _ptr, _size] + [_ptr] * 4 + [_ptr]),
     "infiniopDestroyMoeGatingTopKGradDescriptor": (_status, [_ptr]),
+    # ops/moe_expert_counts.h: counts, expert_idx, then int64_t num_experts
+    "infiniopCreateMoeExpertCountsDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 2 + [ctypes.c_int64]),
+    "infiniopGetMoeExpertCountsWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeExpertCounts": (_status, [_ptr, _ptr, _size] + [_ptr] * 2 + [_ptr]),
+    "infiniopDestroyMoeExpertCountsDescriptor": (_status, [_ptr]),
+    # ops/moe_bias_update.h: bias, counts, then double update_rate
+    "infiniopCreateMoeBiasUpdateDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 2 + [ctypes.c_double]),
+    "infiniopGetMoeBiasUpdateWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeBiasUpdate": (_status, [_ptr, _ptr, _size] + [_ptr] * 2 + [_ptr]),
+    "infiniopDestroyMoeBiasUpdateDescriptor": (_status, [_ptr]),
 }
 
 EXPORTED_FUNCTIONS = tuple(_PROTOTYPES)

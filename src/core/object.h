@@ -76,3 +76,15 @@ infiniStatus_t descriptorWorkspaceSize(const char *op, const void *desc, size_t 
 infiniStatus_t destroyDescriptor(const char *op, void *desc);
 
 }  // namespace infiniop
+
+// Defines infiniopGet<Name>WorkspaceSize and infiniopDestroy<Name>Descriptor (the C ABI's names
+// for descriptor type infiniop<Name>Descriptor_t), the same two functions for every operator; `op`
+// names it in messages. At file scope.
+#define INFINIOP_DESCRIPTOR_QUERIES(Name, op)                                                      \
+  extern "C" infiniStatus_t infiniopGet##Name##WorkspaceSize(infiniop##Name##Descriptor_t desc,    \
+                                                             size_t *size) {                       \
+    return ::infiniop::descriptorWorkspaceSize(op, desc, size);                                    \
+  }                                                                                                \
+  extern "C" infiniStatus_t infiniopDestroy##Name##Descriptor(infiniop##Name##Descriptor_t desc) { \
+    return ::infiniop::destroyDescriptor(op, desc);                                                \
+  }

@@ -32,4 +32,15 @@ class HostRunnerBase : public FamilyRunner {
   const typename Family::Plan plan_;
 };
 
+// The host runner of a family whose run(data, stream) only calls the kernel on the plan.
+template <class FamilyRunner, class Family, class Data>
+class HostCallRunner final : public HostRunnerBase<FamilyRunner, Family> {
+ public:
+  using HostRunnerBase<FamilyRunner, Family>::HostRunnerBase;
+  infiniStatus_t run(const Data &data, void *) const override {
+    this->kernel_(this->plan_, data);
+    return INFINI_STATUS_SUCCESS;
+  }
+};
+
 }  // namespace infiniop::family

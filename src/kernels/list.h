@@ -32,7 +32,9 @@
   X(MoeRouter, moe_gating_top_k_softmax)            \
   X(MoeRouter, moe_gating_top_k_softmax_grad)       \
   X(MoeRouter, moe_gating_top_k)                    \
-  X(MoeRouter, moe_gating_top_k_grad)
+  X(MoeRouter, moe_gating_top_k_grad)               \
+  X(MoeCounts, moe_expert_counts)                   \
+  X(MoeCounts, moe_bias_update)
 // clang-format on
 
 namespace infiniop {

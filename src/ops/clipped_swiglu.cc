@@ -213,21 +213,13 @@ extern "C" infiniStatus_t infiniopCreateClippedSwigluDescriptor(
                                                  dim, alpha, limit, bias, interleaved, 0);
 }
 
-extern "C" infiniStatus_t infiniopGetClippedSwigluWorkspaceSize(
-    infiniopClippedSwigluDescriptor_t desc, size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kForward, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(ClippedSwiglu, kForward)
 
 extern "C" infiniStatus_t infiniopClippedSwiglu(infiniopClippedSwigluDescriptor_t desc,
                                                 void *workspace, size_t workspace_size, void *y,
                                                 const void *x, const void *group_index,
                                                 void *stream) {
   return calculate(kForward, desc, workspace, workspace_size, {y}, {x}, group_index, stream);
-}
-
-extern "C" infiniStatus_t infiniopDestroyClippedSwigluDescriptor(
-    infiniopClippedSwigluDescriptor_t desc) {
-  return infiniop::destroyDescriptor(kForward, desc);
 }
 
 extern "C" infiniStatus_t infiniopCreateClippedSwigluBackwardDescriptor(
@@ -256,19 +248,11 @@ extern "C" infiniStatus_t infiniopCreateClippedSwigluBackwardV2Descriptor(
   });
 }
 
-extern "C" infiniStatus_t infiniopGetClippedSwigluBackwardWorkspaceSize(
-    infiniopClippedSwigluBackwardDescriptor_t desc, size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kBackward, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(ClippedSwigluBackward, kBackward)
 
 extern "C" infiniStatus_t infiniopClippedSwigluBackward(
     infiniopClippedSwigluBackwardDescriptor_t desc, void *workspace, size_t workspace_size,
     void *x_grad, const void *y_grad, const void *x, const void *group_index, void *stream) {
   return calculate(kBackward, desc, workspace, workspace_size, {x_grad}, {y_grad, x}, group_index,
                    stream);
-}
-
-extern "C" infiniStatus_t infiniopDestroyClippedSwigluBackwardDescriptor(
-    infiniopClippedSwigluBackwardDescriptor_t desc) {
-  return infiniop::destroyDescriptor(kBackward, desc);
 }

@@ -30,19 +30,12 @@ extern "C" infiniStatus_t infiniopCreateGeluDescriptor(infiniopHandle_t handle,
   });
 }
 
-extern "C" infiniStatus_t infiniopGetGeluWorkspaceSize(infiniopGeluDescriptor_t desc,
-                                                       size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kForward, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(Gelu, kForward)
 
 extern "C" infiniStatus_t infiniopGelu(infiniopGeluDescriptor_t desc, void *workspace,
                                        size_t workspace_size, void *output, const void *input,
                                        void *stream) {
   return ew::calculate(kForward, desc, workspace, workspace_size, {output}, {input}, stream);
-}
-
-extern "C" infiniStatus_t infiniopDestroyGeluDescriptor(infiniopGeluDescriptor_t desc) {
-  return infiniop::destroyDescriptor(kForward, desc);
 }
 
 extern "C" infiniStatus_t infiniopCreateGeluBackwardV2Descriptor(
@@ -59,10 +52,7 @@ extern "C" infiniStatus_t infiniopCreateGeluBackwardV2Descriptor(
   });
 }
 
-extern "C" infiniStatus_t infiniopGetGeluBackwardV2WorkspaceSize(
-    infiniopGeluBackwardV2Descriptor_t desc, size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kBackward, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(GeluBackwardV2, kBackward)
 
 extern "C" infiniStatus_t infiniopGeluBackwardV2(infiniopGeluBackwardV2Descriptor_t desc,
                                                  void *workspace, size_t workspace_size,
@@ -70,9 +60,4 @@ extern "C" infiniStatus_t infiniopGeluBackwardV2(infiniopGeluBackwardV2Descripto
                                                  const void *grad_output, void *stream) {
   return ew::calculate(kBackward, desc, workspace, workspace_size, {grad_input},
                        {input, grad_output}, stream);
-}
-
-extern "C" infiniStatus_t infiniopDestroyGeluBackwardV2Descriptor(
-    infiniopGeluBackwardV2Descriptor_t desc) {
-  return infiniop::destroyDescriptor(kBackward, desc);
 }

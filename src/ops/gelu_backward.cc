@@ -22,10 +22,7 @@ extern "C" infiniStatus_t infiniopCreateGeluBackwardDescriptor(
   });
 }
 
-extern "C" infiniStatus_t infiniopGetGeluBackwardWorkspaceSize(
-    infiniopGeluBackwardDescriptor_t desc, size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kName, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(GeluBackward, kName)
 
 extern "C" infiniStatus_t infiniopGeluBackward(infiniopGeluBackwardDescriptor_t desc,
                                                void *workspace, size_t workspace_size,
@@ -33,9 +30,4 @@ extern "C" infiniStatus_t infiniopGeluBackward(infiniopGeluBackwardDescriptor_t 
                                                const void *grad_output, void *stream) {
   return ew::calculate(kName, desc, workspace, workspace_size, {grad_input}, {input, grad_output},
                        stream);
-}
-
-extern "C" infiniStatus_t infiniopDestroyGeluBackwardDescriptor(
-    infiniopGeluBackwardDescriptor_t desc) {
-  return infiniop::destroyDescriptor(kName, desc);
 }

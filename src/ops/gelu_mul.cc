@@ -49,19 +49,12 @@ extern "C" infiniStatus_t infiniopCreateGeluMulDescriptor(infiniopHandle_t handl
   });
 }
 
-extern "C" infiniStatus_t infiniopGetGeluMulWorkspaceSize(infiniopGeluMulDescriptor_t desc,
-                                                          size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kForward, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(GeluMul, kForward)
 
 extern "C" infiniStatus_t infiniopGeluMul(infiniopGeluMulDescriptor_t desc, void *workspace,
                                           size_t workspace_size, void *out, const void *input,
                                           void *stream) {
   return ew::calculate(kForward, desc, workspace, workspace_size, {out}, {input}, stream);
-}
-
-extern "C" infiniStatus_t infiniopDestroyGeluMulDescriptor(infiniopGeluMulDescriptor_t desc) {
-  return infiniop::destroyDescriptor(kForward, desc);
 }
 
 extern "C" infiniStatus_t infiniopCreateGeluMulBackwardDescriptor(
@@ -80,10 +73,7 @@ extern "C" infiniStatus_t infiniopCreateGeluMulBackwardDescriptor(
   });
 }
 
-extern "C" infiniStatus_t infiniopGetGeluMulBackwardWorkspaceSize(
-    infiniopGeluMulBackwardDescriptor_t desc, size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kBackward, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(GeluMulBackward, kBackward)
 
 extern "C" infiniStatus_t infiniopGeluMulBackward(infiniopGeluMulBackwardDescriptor_t desc,
                                                   void *workspace, size_t workspace_size,
@@ -91,9 +81,4 @@ extern "C" infiniStatus_t infiniopGeluMulBackward(infiniopGeluMulBackwardDescrip
                                                   const void *input, void *stream) {
   return ew::calculate(kBackward, desc, workspace, workspace_size, {input_grad}, {out_grad, input},
                        stream);
-}
-
-extern "C" infiniStatus_t infiniopDestroyGeluMulBackwardDescriptor(
-    infiniopGeluMulBackwardDescriptor_t desc) {
-  return infiniop::destroyDescriptor(kBackward, desc);
 }

@@ -16,6 +16,7 @@
 #include "core/handle.h"
 #include "core/overlap.h"
 #include "core/tensor.h"
+#include "ops/checks.h"
 #include "ops/moe_finalize_routing.h"
 #include "kernels/list.h"
 
@@ -56,24 +57,11 @@ class HostIndex {
   const void *base_ = nullptr;
 };
 
-// The checks every descriptor makes, with messages prefixed by the operator's name.
-class Checker {
+// The checks every MoE descriptor makes: the family-neutral ones (ops/checks.h) and the MoE
+// operators' dtype rules, modes and index limits, with messages prefixed by the operator's name.
+class Checker : public checks::Checker {
  public:
-  explicit Checker(const char *op) : op_(op) {}
-  const char *name() const { return op_.c_str(); }
-
-  infiniStatus_t fail(infiniStatus_t status, const std::string &what) const {
-    return infiniop::fail(status, op_ + ": " + what);
-  }
-  infiniStatus_t required(const char *name, const void *p) const {
-    return p ? INFINI_STATUS_SUCCESS
-             : fail(INFINI_STATUS_NULL_POINTER, std::string(name) + " is NULL");
-  }
-  // The first checks of every create function: the out-pointer and the handle.
-  infiniStatus_t opening(const void *desc_ptr, infiniopHandle_t handle) const {
-    INFINIOP_CHECK(required("desc_ptr", desc_ptr));
-    return infiniop::checkHandle(op_.c_str(), handle);
-  }
+  using checks::Checker::Checker;
   // drop_pad_mode of the operators with two modes: 0 (dropless) or 1 (drop/pad).
   infiniStatus_t dropPadMode(int64_t mode, bool *drop_pad) const {
     if (mode != 0 && mode != 1)
@@ -82,16 +70,10 @@ class Checker {
     *drop_pad = mode == 1;
     return INFINI_STATUS_SUCCESS;
   }
-  infiniStatus_t device(infiniopHandle_t handle, infiniop::KernelId kernel) const {
-    if (!handle->device->supports(kernel))
-      return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,
-                  std::string("not available on device ") + handle->device->name);
-    return INFINI_STATUS_SUCCESS;
-  }
   // A float tensor (if present) of the call's dtype, which the first one sets.
   infiniStatus_t floating(const char *name, const Tensor *t) {
     if (!t) return INFINI_STATUS_SUCCESS;
-    INFINIOP_CHECK(infiniop::checkTensor(op_.c_str(), name, t));
+    INFINIOP_CHECK(infiniop::checkTensor(checks::Checker::name(), name, t));
     if (!infiniop::isFloatStorage(t->dtype))
       return fail(INFINI_STATUS_BAD_TENSOR_DTYPE, std::string(name) + " has dtype " +
                                                       infiniop::dtypeName(t->dtype) +
@@ -106,19 +88,11 @@ class Checker {
     }
     return INFINI_STATUS_SUCCESS;
   }
-  infiniStatus_t index(const char *name, const Tensor *t) const {
-    if (!t) return INFINI_STATUS_SUCCESS;
-    INFINIOP_CHECK(infiniop::checkTensor(op_.c_str(), name, t));
-    if (t->dtype == INFINI_DTYPE_I32 || t->dtype == INFINI_DTYPE_I64) return INFINI_STATUS_SUCCESS;
-    return fail(INFINI_STATUS_BAD_TENSOR_DTYPE, std::string(name) + " has dtype " +
-                                                    infiniop::dtypeName(t->dtype) +
-                                                    "; I32 or I64 is required");
-  }
   // scales or grad_scales (if present): the activations' dtype, or F32 (SEMANTICS.md's one
   // mixture); grad_scales has the dtype of scales. Call after floating() of the activations.
   infiniStatus_t scales(const char *name, const Tensor *t) {
     if (!t) return INFINI_STATUS_SUCCESS;
-    INFINIOP_CHECK(infiniop::checkTensor(op_.c_str(), name, t));
+    INFINIOP_CHECK(infiniop::checkTensor(checks::Checker::name(), name, t));
     const infiniDtype_t wanted = scales_dtype_ != INFINI_DTYPE_INVALID ? scales_dtype_ : dtype_;
     if (t->dtype == wanted ||
         (scales_dtype_ == INFINI_DTYPE_INVALID && t->dtype == INFINI_DTYPE_F32)) {
@@ -137,26 +111,6 @@ class Checker {
                                         infiniop::dtypeName(dtype_) + " or F32 is required")
                            : std::string(scales_source_) + "'s " +
                                  infiniop::dtypeName(scales_dtype_) + " is required"));
-  }
-  infiniStatus_t rank(const char *name, const Tensor *t, size_t ndim, const char *layout) const {
-    if (!t || t->ndim() == ndim) return INFINI_STATUS_SUCCESS;
-    return fail(
-        INFINI_STATUS_BAD_TENSOR_SHAPE,
-        std::string(name) + " shape " + infiniop::shapeString(t->shape) + " must be " + layout);
-  }
-  infiniStatus_t shape(const char *name, const Tensor *t, const std::vector<size_t> &expected,
-                       const char *why) const {
-    if (!t || t->shape == expected) return INFINI_STATUS_SUCCESS;
-    return fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
-                std::string(name) + " shape " + infiniop::shapeString(t->shape) + " should be " +
-                    infiniop::shapeString(expected) + " " + why);
-  }
-  infiniStatus_t output(const char *name, const Tensor *t) const {
-    if (!t || !infiniop::hasSelfOverlap(t->shape, t->strides)) return INFINI_STATUS_SUCCESS;
-    return fail(INFINI_STATUS_BAD_TENSOR_STRIDES,
-                std::string("output ") + name + " (shape " + infiniop::shapeString(t->shape) +
-                    ", strides " + infiniop::stridesString(t->strides) +
-                    ") has overlapping elements");
   }
   // Positions (r * K + k) are int32 workspace entries, whatever the index dtype.
   infiniStatus_t positions(size_t tokens, size_t topk) const {
@@ -182,56 +136,14 @@ class Checker {
   }
 
  private:
-  std::string op_;
   infiniDtype_t dtype_ = INFINI_DTYPE_INVALID, scales_dtype_ = INFINI_DTYPE_INVALID;
   const char *dtype_source_ = "", *scales_source_ = "";
 };
 
-// One tensor of a call for the per-call checks: pointer and overlap.
-struct Operand {
-  const char *name;
-  const void *data;
-  bool present;  // its descriptor was given and the kernel uses it
-  infiniop::ElementSpan span;
-  size_t element_size;
-  size_t numel;
-};
-
-// The call's workspace as the last operand: `needed` bytes (absent when none are).
-inline Operand workspaceOperand(const void *workspace, size_t needed) {
-  return {"the workspace", workspace, needed > 0, {0, static_cast<ptrdiff_t>(needed) - 1}, 1,
-          needed};
-}
-// INSUFFICIENT_WORKSPACE unless the caller's `given` bytes hold the `needed` ones.
-inline infiniStatus_t checkWorkspaceSize(const char *op, size_t given, size_t needed) {
-  if (given >= needed) return INFINI_STATUS_SUCCESS;
-  return infiniop::fail(INFINI_STATUS_INSUFFICIENT_WORKSPACE,
-                        std::string(op) + ": workspace of " + std::to_string(given) + " bytes; " +
-                            std::to_string(needed) + " are needed");
-}
-
-// NULL data pointers, then what the call writes (the first `num_outputs`, and the workspace
-// when one is last) overlapping anything else: MoE outputs never alias an input.
-inline infiniStatus_t checkOperands(const char *op, const std::vector<Operand> &operands,
-                                    size_t num_outputs, bool last_is_workspace = false) {
-  std::vector<infiniop::CallExtent> extents;
-  for (size_t i = 0; i < operands.size(); ++i) {
-    const Operand &o = operands[i];
-    const bool written = i < num_outputs || (last_is_workspace && i + 1 == operands.size());
-    if (!o.present || o.numel == 0) {
-      extents.push_back({o.name, nullptr, nullptr, written});
-      continue;
-    }
-    if (!o.data)
-      return fail(INFINI_STATUS_NULL_POINTER, std::string(op) + ": " + o.name + " pointer is NULL");
-    INFINIOP_CHECK(infiniop::checkAligned(op, o.name, o.data, o.element_size));
-    const auto bytes = static_cast<ptrdiff_t>(o.element_size);
-    const char *data = static_cast<const char *>(o.data);
-    extents.push_back(
-        {o.name, data + o.span.lowest * bytes, data + (o.span.highest + 1) * bytes, written});
-  }
-  return infiniop::checkNoOverlap(op, extents.data(), extents.size());
-}
+using checks::checkOperands;
+using checks::checkWorkspaceSize;
+using checks::Operand;
+using checks::workspaceOperand;
 
 inline Operand indexOperand(const char *name, const void *data, const gather::IndexView &view) {
   return {name, data, view.present, view.span, view.elementSize(), view.rows * view.cols};

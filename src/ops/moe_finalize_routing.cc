@@ -141,10 +141,7 @@ extern "C" infiniStatus_t infiniopCreateMoeFinalizeRoutingV2Descriptor(
   });
 }
 
-extern "C" infiniStatus_t infiniopGetMoeFinalizeRoutingV2WorkspaceSize(
-    infiniopMoeFinalizeRoutingV2Descriptor_t desc, size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kForward, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(MoeFinalizeRoutingV2, kForward)
 
 extern "C" infiniStatus_t infiniopMoeFinalizeRoutingV2(
     infiniopMoeFinalizeRoutingV2Descriptor_t desc, void *workspace, size_t workspace_size,
@@ -158,9 +155,4 @@ extern "C" infiniStatus_t infiniopMoeFinalizeRoutingV2(
                       {out, expanded_x, x1, x2, bias, scales, expanded_row_idx, expert_idx},
                       stream);
   });
-}
-
-extern "C" infiniStatus_t infiniopDestroyMoeFinalizeRoutingV2Descriptor(
-    infiniopMoeFinalizeRoutingV2Descriptor_t desc) {
-  return infiniop::destroyDescriptor(kForward, desc);
 }

@@ -167,10 +167,7 @@ extern "C" infiniStatus_t infiniopCreateMoeFinalizeRoutingV2GradDescriptor(
   });
 }
 
-extern "C" infiniStatus_t infiniopGetMoeFinalizeRoutingV2GradWorkspaceSize(
-    infiniopMoeFinalizeRoutingV2GradDescriptor_t desc, size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kGrad, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(MoeFinalizeRoutingV2Grad, kGrad)
 
 extern "C" infiniStatus_t infiniopMoeFinalizeRoutingV2Grad(
     infiniopMoeFinalizeRoutingV2GradDescriptor_t desc, void *workspace, size_t workspace_size,
@@ -185,9 +182,4 @@ extern "C" infiniStatus_t infiniopMoeFinalizeRoutingV2Grad(
                     expanded_x, scales, bias, expanded_row_idx, expert_idx, workspace},
                    stream);
   });
-}
-
-extern "C" infiniStatus_t infiniopDestroyMoeFinalizeRoutingV2GradDescriptor(
-    infiniopMoeFinalizeRoutingV2GradDescriptor_t desc) {
-  return infiniop::destroyDescriptor(kGrad, desc);
 }

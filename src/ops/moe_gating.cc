@@ -7,35 +7,9 @@
 namespace infiniop::moe_gating {
 namespace {
 using infiniop::moe_checks::Operand;
-
 Operand operand(const char *name, const void *data, const moe::RouterView &v) {
-  return {name, data, v.present, v.span, infiniop::dtypeSize(v.dtype), v.rows * v.cols};
+  return routerOperand(name, data, v);
 }
-
-// A tensor's bytes as the host reads them: on host-memory devices the data itself; elsewhere a
-// copy of its span, read once the work queued before on the stream is done.
-class HostCopy {
- public:
-  infiniStatus_t read(const char *op, infiniopHandle_t handle, void *stream,
-                      const moe::RouterView &v, const void *data) {
-    base_ = static_cast<const char *>(data);
-    if (handle->device->host_memory || !v.present || v.rows * v.cols == 0)
-      return INFINI_STATUS_SUCCESS;
-    const size_t size = infiniop::dtypeSize(v.dtype);
-    const auto elements = static_cast<size_t>(v.span.highest - v.span.lowest + 1);
-    copy_.resize((elements * size + 7) / 8);  // aligned for INT64
-    INFINIOP_CHECK(infiniop::readForCheck(op, handle, stream,
-                                          base_ + v.span.lowest * static_cast<ptrdiff_t>(size),
-                                          elements * size, copy_.data()));
-    base_ = reinterpret_cast<const char *>(copy_.data()) - v.span.lowest * ptrdiff_t(size);
-    return INFINI_STATUS_SUCCESS;
-  }
-  const char *data() const { return base_; }
-
- private:
-  std::vector<int64_t> copy_;
-  const char *base_ = nullptr;
-};
 
 // The grads' data-dependent check: expert_idx in [0, E) on every row finished does not mark.
 infiniStatus_t checkExperts(const char *op, const moe::RouterPlan &p, const char *experts,

@@ -19,6 +19,43 @@ inline constexpr const char *kSoftmaxGrad = "MoeGatingTopKSoftmaxGrad";
 inline constexpr const char *kTopK = "MoeGatingTopK";
 inline constexpr const char *kTopKGrad = "MoeGatingTopKGrad";
 
+// A router view as an operand of the per-call checks (pointer, alignment, overlap).
+inline moe_checks::Operand routerOperand(const char *name, const void *data,
+                                         const moe::RouterView &v) {
+  return {name, data, v.present, v.span, infiniop::dtypeSize(v.dtype), v.rows * v.cols};
+}
+
+// A view's bytes as the host reads them (the data checks): on host-memory devices the data
+// itself; elsewhere a copy of its span, read once the work queued before on the stream is done.
+class HostCopy {
+ public:
+  infiniStatus_t read(const char *op, infiniopHandle_t handle, void *stream,
+                      const moe::RouterView &v, const void *data) {
+    base_ = static_cast<const char *>(data);
+    if (handle->device->host_memory || !v.present || v.rows * v.cols == 0)
+      return INFINI_STATUS_SUCCESS;
+    const size_t size = infiniop::dtypeSize(v.dtype);
+    const auto elements = static_cast<size_t>(v.span.highest - v.span.lowest + 1);
+    copy_.resize((elements * size + 7) / 8);  // aligned for INT64
+    INFINIOP_CHECK(infiniop::readForCheck(op, handle, stream,
+                                          base_ + v.span.lowest * static_cast<ptrdiff_t>(size),
+                                          elements * size, copy_.data()));
+    base_ = reinterpret_cast<const char *>(copy_.data()) - v.span.lowest * ptrdiff_t(size);
+    return INFINI_STATUS_SUCCESS;
+  }
+  const char *data() const { return base_; }
+  // Element (r, c) of an I32 or I64 view, whole as int64.
+  int64_t integer(const moe::RouterView &v, size_t r, size_t c) const {
+    const ptrdiff_t i = v.offset(r, c);
+    return v.dtype == INFINI_DTYPE_I64 ? reinterpret_cast<const int64_t *>(base_)[i]
+                                       : reinterpret_cast<const int32_t *>(base_)[i];
+  }
+
+ private:
+  std::vector<int64_t> copy_;
+  const char *base_ = nullptr;
+};
+
 struct RouterDescriptor : infiniop::OperatorDescriptor {
   explicit RouterDescriptor(const char *op) : OperatorDescriptor(op) {}
   moe::RouterPlan plan;

@@ -151,10 +151,7 @@ extern "C" infiniStatus_t infiniopCreateMoeGatingTopKDescriptor(
   });
 }
 
-extern "C" infiniStatus_t infiniopGetMoeGatingTopKWorkspaceSize(
-    infiniopMoeGatingTopKDescriptor_t desc, size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kTopK, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(MoeGatingTopK, kTopK)
 
 extern "C" infiniStatus_t infiniopMoeGatingTopK(infiniopMoeGatingTopKDescriptor_t desc,
                                                 void *workspace, size_t workspace_size, void *y,
@@ -175,11 +172,6 @@ extern "C" infiniStatus_t infiniopMoeGatingTopK(infiniopMoeGatingTopKDescriptor_
   });
 }
 
-extern "C" infiniStatus_t infiniopDestroyMoeGatingTopKDescriptor(
-    infiniopMoeGatingTopKDescriptor_t desc) {
-  return infiniop::destroyDescriptor(kTopK, desc);
-}
-
 extern "C" infiniStatus_t infiniopCreateMoeGatingTopKGradDescriptor(
     infiniopHandle_t handle, infiniopMoeGatingTopKGradDescriptor_t *desc_ptr,
     infiniopTensorDescriptor_t grad_x_desc, infiniopTensorDescriptor_t grad_y_desc,
@@ -191,10 +183,7 @@ extern "C" infiniStatus_t infiniopCreateMoeGatingTopKGradDescriptor(
   });
 }
 
-extern "C" infiniStatus_t infiniopGetMoeGatingTopKGradWorkspaceSize(
-    infiniopMoeGatingTopKGradDescriptor_t desc, size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kTopKGrad, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(MoeGatingTopKGrad, kTopKGrad)
 
 extern "C" infiniStatus_t infiniopMoeGatingTopKGrad(infiniopMoeGatingTopKGradDescriptor_t desc,
                                                     void *workspace, size_t workspace_size,
@@ -211,9 +200,4 @@ extern "C" infiniStatus_t infiniopMoeGatingTopKGrad(infiniopMoeGatingTopKGradDes
     data.workspace = workspace;
     return runRouter(d, workspace_size, data, stream);
   });
-}
-
-extern "C" infiniStatus_t infiniopDestroyMoeGatingTopKGradDescriptor(
-    infiniopMoeGatingTopKGradDescriptor_t desc) {
-  return infiniop::destroyDescriptor(kTopKGrad, desc);
 }

@@ -110,10 +110,7 @@ extern "C" infiniStatus_t infiniopCreateMoeGatingTopKSoftmaxDescriptor(
   });
 }
 
-extern "C" infiniStatus_t infiniopGetMoeGatingTopKSoftmaxWorkspaceSize(
-    infiniopMoeGatingTopKSoftmaxDescriptor_t desc, size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kSoftmax, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(MoeGatingTopKSoftmax, kSoftmax)
 
 extern "C" infiniStatus_t infiniopMoeGatingTopKSoftmax(
     infiniopMoeGatingTopKSoftmaxDescriptor_t desc, void *workspace, size_t workspace_size, void *y,
@@ -135,11 +132,6 @@ extern "C" infiniStatus_t infiniopMoeGatingTopKSoftmax(
   });
 }
 
-extern "C" infiniStatus_t infiniopDestroyMoeGatingTopKSoftmaxDescriptor(
-    infiniopMoeGatingTopKSoftmaxDescriptor_t desc) {
-  return infiniop::destroyDescriptor(kSoftmax, desc);
-}
-
 extern "C" infiniStatus_t infiniopCreateMoeGatingTopKSoftmaxGradDescriptor(
     infiniopHandle_t handle, infiniopMoeGatingTopKSoftmaxGradDescriptor_t *desc_ptr,
     infiniopTensorDescriptor_t grad_x_desc, infiniopTensorDescriptor_t grad_y_desc,
@@ -151,10 +143,7 @@ extern "C" infiniStatus_t infiniopCreateMoeGatingTopKSoftmaxGradDescriptor(
   });
 }
 
-extern "C" infiniStatus_t infiniopGetMoeGatingTopKSoftmaxGradWorkspaceSize(
-    infiniopMoeGatingTopKSoftmaxGradDescriptor_t desc, size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kSoftmaxGrad, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(MoeGatingTopKSoftmaxGrad, kSoftmaxGrad)
 
 extern "C" infiniStatus_t infiniopMoeGatingTopKSoftmaxGrad(
     infiniopMoeGatingTopKSoftmaxGradDescriptor_t desc, void *workspace, size_t workspace_size,
@@ -172,9 +161,4 @@ extern "C" infiniStatus_t infiniopMoeGatingTopKSoftmaxGrad(
     data.workspace = workspace;
     return runRouter(d, workspace_size, data, stream);
   });
-}
-
-extern "C" infiniStatus_t infiniopDestroyMoeGatingTopKSoftmaxGradDescriptor(
-    infiniopMoeGatingTopKSoftmaxGradDescriptor_t desc) {
-  return infiniop::destroyDescriptor(kSoftmaxGrad, desc);
 }

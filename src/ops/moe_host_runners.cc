@@ -41,15 +41,6 @@ class InitRunner final : public HostRunnerBase<moe::InitRunner, MoeInit> {
   }
 };
 
-class RouterRunner final : public HostRunnerBase<moe::RouterRunner, MoeRouter> {
- public:
-  using HostRunnerBase::HostRunnerBase;
-  infiniStatus_t run(const moe::RouterData &data, void *) const override {
-    kernel_(plan_, data);
-    return INFINI_STATUS_SUCCESS;
-  }
-};
-
 }  // namespace
 
 infiniStatus_t MoeForward::hostRunner(HostKernel *kernel, const Plan &plan,
@@ -76,7 +67,8 @@ infiniStatus_t MoeInit::hostRunner(HostKernel *kernel, const Plan &plan,
 
 infiniStatus_t MoeRouter::hostRunner(HostKernel *kernel, const Plan &plan,
                                      std::unique_ptr<Runner> *runner) {
-  *runner = std::make_unique<RouterRunner>(kernel, plan);
+  *runner =
+      std::make_unique<HostCallRunner<moe::RouterRunner, MoeRouter, moe::RouterData>>(kernel, plan);
   return INFINI_STATUS_SUCCESS;
 }
 

@@ -205,10 +205,7 @@ extern "C" infiniStatus_t infiniopCreateMoeInitRoutingV2Descriptor(
   });
 }
 
-extern "C" infiniStatus_t infiniopGetMoeInitRoutingV2WorkspaceSize(
-    infiniopMoeInitRoutingV2Descriptor_t desc, size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kInit, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(MoeInitRoutingV2, kInit)
 
 extern "C" infiniStatus_t infiniopMoeInitRoutingV2(
     infiniopMoeInitRoutingV2Descriptor_t desc, void *workspace, size_t workspace_size,
@@ -224,9 +221,4 @@ extern "C" infiniStatus_t infiniopMoeInitRoutingV2(
          d->plan.before_capacity.present ? expert_tokens_before_capacity : nullptr, x, workspace},
         expert_idx, stream);
   });
-}
-
-extern "C" infiniStatus_t infiniopDestroyMoeInitRoutingV2Descriptor(
-    infiniopMoeInitRoutingV2Descriptor_t desc) {
-  return infiniop::destroyDescriptor(kInit, desc);
 }

@@ -112,10 +112,7 @@ extern "C" infiniStatus_t infiniopCreateMoeInitRoutingV2GradDescriptor(
   });
 }
 
-extern "C" infiniStatus_t infiniopGetMoeInitRoutingV2GradWorkspaceSize(
-    infiniopMoeInitRoutingV2GradDescriptor_t desc, size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kInitGrad, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(MoeInitRoutingV2Grad, kInitGrad)
 
 extern "C" infiniStatus_t infiniopMoeInitRoutingV2Grad(
     infiniopMoeInitRoutingV2GradDescriptor_t desc, void *workspace, size_t workspace_size,
@@ -129,9 +126,4 @@ extern "C" infiniStatus_t infiniopMoeInitRoutingV2Grad(
         d, {grad_x, grad_expanded_x, nullptr, nullptr, nullptr, nullptr, expanded_row_idx, nullptr},
         stream);
   });
-}
-
-extern "C" infiniStatus_t infiniopDestroyMoeInitRoutingV2GradDescriptor(
-    infiniopMoeInitRoutingV2GradDescriptor_t desc) {
-  return infiniop::destroyDescriptor(kInitGrad, desc);
 }

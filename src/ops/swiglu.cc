@@ -28,19 +28,12 @@ extern "C" infiniStatus_t infiniopCreateSwiGluDescriptor(infiniopHandle_t handle
   });
 }
 
-extern "C" infiniStatus_t infiniopGetSwiGluWorkspaceSize(infiniopSwiGluDescriptor_t desc,
-                                                         size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kForward, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(SwiGlu, kForward)
 
 extern "C" infiniStatus_t infiniopSwiGlu(infiniopSwiGluDescriptor_t desc, void *workspace,
                                          size_t workspace_size, void *y, const void *x,
                                          void *stream) {
   return ew::calculate(kForward, desc, workspace, workspace_size, {y}, {x}, stream);
-}
-
-extern "C" infiniStatus_t infiniopDestroySwiGluDescriptor(infiniopSwiGluDescriptor_t desc) {
-  return infiniop::destroyDescriptor(kForward, desc);
 }
 
 extern "C" infiniStatus_t infiniopCreateSwiGluBackwardDescriptor(
@@ -57,19 +50,11 @@ extern "C" infiniStatus_t infiniopCreateSwiGluBackwardDescriptor(
   });
 }
 
-extern "C" infiniStatus_t infiniopGetSwiGluBackwardWorkspaceSize(
-    infiniopSwiGluBackwardDescriptor_t desc, size_t *size) {
-  return infiniop::descriptorWorkspaceSize(kBackward, desc, size);
-}
+INFINIOP_DESCRIPTOR_QUERIES(SwiGluBackward, kBackward)
 
 extern "C" infiniStatus_t infiniopSwiGluBackward(infiniopSwiGluBackwardDescriptor_t desc,
                                                  void *workspace, size_t workspace_size,
                                                  void *x_grad, const void *y_grad, const void *x,
                                                  void *stream) {
   return ew::calculate(kBackward, desc, workspace, workspace_size, {x_grad}, {y_grad, x}, stream);
-}
-
-extern "C" infiniStatus_t infiniopDestroySwiGluBackwardDescriptor(
-    infiniopSwiGluBackwardDescriptor_t desc) {
-  return infiniop::destroyDescriptor(kBackward, desc);
 }

@@ -145,6 +145,9 @@ INFINIOP_OPERATOR(MoeGatingTopK,
                    "routed_scaling_factor", "eps"));
 INFINIOP_OPERATOR(MoeGatingTopKGrad, (out("grad_x"), in("grad_y"), in("x"), in("expert_idx")),
                   ("norm_type", "renorm", "routed_scaling_factor", "eps"));
+INFINIOP_OPERATOR(MoeExpertCounts, (out("counts"), in("expert_idx")), ("num_experts"));
+// bias is read and written (in place): an output slot.
+INFINIOP_OPERATOR(MoeBiasUpdate, (out("bias"), in("counts")), ("update_rate"));
 #undef INFINIOP_OPERATOR
 
 // The V2 creates of ClippedSwiglu(Backward): the same descriptor and calls, one attribute more.
@@ -161,11 +164,12 @@ struct ClippedSwigluBackwardV2 : ClippedSwigluBackward {
 
 // Every operator type (a create function each), for the checks below and any consumer that
 // walks them all.
-using All = std::tuple<GeluBackward, Gelu, GeluBackwardV2, SwiGlu, SwiGluBackward, GeluMul,
-                       GeluMulBackward, ClippedSwiglu, ClippedSwigluV2, ClippedSwigluBackward,
-                       ClippedSwigluBackwardV2, MoeFinalizeRoutingV2, MoeFinalizeRoutingV2Grad,
-                       MoeInitRoutingV2, MoeInitRoutingV2Grad, MoeGatingTopKSoftmax,
-                       MoeGatingTopKSoftmaxGrad, MoeGatingTopK, MoeGatingTopKGrad>;
+using All =
+    std::tuple<GeluBackward, Gelu, GeluBackwardV2, SwiGlu, SwiGluBackward, GeluMul, GeluMulBackward,
+               ClippedSwiglu, ClippedSwigluV2, ClippedSwigluBackward, ClippedSwigluBackwardV2,
+               MoeFinalizeRoutingV2, MoeFinalizeRoutingV2Grad, MoeInitRoutingV2,
+               MoeInitRoutingV2Grad, MoeGatingTopKSoftmax, MoeGatingTopKSoftmaxGrad, MoeGatingTopK,
+               MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate>;
 
 // ---- attributes ------------------------------------------------------------------------------
 

@@ -152,18 +152,25 @@ void addGenericRows(const OpSpec &op, std::vector<Row> &rows) {
           });
     }
   }
-  bool has_float_input = false;
-  for (const Slot &s : op.slots) has_float_input |= !isIndexDtype(s.dtype) && !s.output;
-  add("AllI32", Call::kCreate, INFINI_STATUS_BAD_TENSOR_DTYPE, "every float tensor I32",
-      [](const OpSpec &, Broken &s) {
-        for (Slot &slot : s.slots)
-          if (!isIndexDtype(slot.dtype)) slot.dtype = I32;
-      });
-  add("AllF64", Call::kCreate, INFINI_STATUS_BAD_TENSOR_DTYPE, "every float tensor F64",
-      [](const OpSpec &, Broken &s) {
-        for (Slot &slot : s.slots)
-          if (!isIndexDtype(slot.dtype)) slot.dtype = INFINI_DTYPE_F64;
-      });
+  bool has_float_input = false, has_float = false;
+  for (const Slot &s : op.slots) {
+    has_float_input |= !isIndexDtype(s.dtype) && !s.output;
+    has_float |= !isIndexDtype(s.dtype);
+  }
+  // Every float tensor of an integer or double dtype (an operator of index tensors alone, such
+  // as MoeExpertCounts, has none to change).
+  if (has_float) {
+    add("AllI32", Call::kCreate, INFINI_STATUS_BAD_TENSOR_DTYPE, "every float tensor I32",
+        [](const OpSpec &, Broken &s) {
+          for (Slot &slot : s.slots)
+            if (!isIndexDtype(slot.dtype)) slot.dtype = I32;
+        });
+    add("AllF64", Call::kCreate, INFINI_STATUS_BAD_TENSOR_DTYPE, "every float tensor F64",
+        [](const OpSpec &, Broken &s) {
+          for (Slot &slot : s.slots)
+            if (!isIndexDtype(slot.dtype)) slot.dtype = INFINI_DTYPE_F64;
+        });
+  }
   // The first output at the address of an input, in another layout (transposed when the shapes
   // are equal; else a shorter view at the same address).
   if (has_float_input) {
@@ -386,6 +393,22 @@ void addOperatorRows(std::vector<Row> &rows) {
       [](const OpSpec &, Broken &s) { s.attrs[2] = 4, s.attrs[3] = 1; });
   add(gt, "RenormOne", C, P, "`renorm` 1 (only 0 is defined)", setAttr(4, 1));
   add(gt, "NormTypeTwo", C, P, "`norm_type` 2", setAttr(5, 2));
+  const char *ec = "MoeExpertCounts";
+  add(ec, "NumExpertsZero", C, P, "`num_experts` 0", setAttr(0, 0));
+  add(ec, "CountsNotE", C, S, "`counts` (4) with `num_experts` 3", setShape("counts", {4}));
+  add(ec, "CountsRankTwo", C, S, "`counts` (3, 1)", setShape("counts", {3, 1}));
+  add(ec, "ExpertAboveE", K, P, "an `expert_idx` value 4 > E = 3 (E itself marks a finished row)",
+      setValues("expert_idx", {2, 0, 4, 1}));
+  add(ec, "ExpertNegative", K, P, "an `expert_idx` value -1",
+      setValues("expert_idx", {2, -1, 3, 1}));
+  const char *bu = "MoeBiasUpdate";
+  add(bu, "UpdateRateInfinite", C, P, "`update_rate` 1e39 (infinite in F32)", setAttr(0, 1e39));
+  add(bu, "NoExperts", C, S, "`bias` and `counts` (0)",
+      both(setShape("bias", {0}), setShape("counts", {0})));
+  add(bu, "CountsNotBiasShape", C, S, "`counts` (4), `bias` (3)", setShape("counts", {4}));
+  add(bu, "CountNegative", K, P, "a `counts` value -1", setValues("counts", {1, -1, 2}));
+  add(bu, "CountsSumOverflows", K, P, "`counts` summing past 2^63 - 1",
+      setValues("counts", {INT64_MAX, 1, 0}));
   add(gt, "ScaleInfinite", C, P, "`routed_scaling_factor` +inf", setAttr(6, INFINITY));
   add(gt, "ScaleBeyondF32", C, P, "`routed_scaling_factor` 1e39 (infinite in F32)",
       setAttr(6, 1e39));

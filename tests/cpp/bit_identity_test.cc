@@ -29,7 +29,11 @@
 // clamp_mode 1's (ClippedSwigluV2, ClippedSwigluBackwardV2: limits 7, 0.5, 1e-30, 1e30, +inf). The
 // MoE operators use T = 37 tokens, H = 1000 (not a multiple of any vector width), K = 3, E = 5,
 // C = 20, mostly finite values (a rare special, so that most sums stay finite and show their
-// order), duplicate indices, dropped tokens and active_num cuts.
+// order), duplicate indices, dropped tokens and active_num cuts. The expert-count operators
+// (MoeExpertCounts, MoeBiasUpdate) are exact, so cpu_reference joins their runs: strided (and
+// negative) views, finished rows (the value E), a count past the cpu device's threading threshold,
+// no rows; biases of +-0, NaN payloads, infinities, FLT_MAX, subnormals and values where +-u
+// rounds, against counts below, at and above a mean that is an integer or not, sums past 2^53.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -247,7 +251,9 @@ std::vector<int64_t> expertIds(size_t n, uint64_t seed) {
 }
 
 // ---------------------------------------------------------------- groups
-enum class Data { kHostile, kMoe };
+// kCounts: the expert-count operators' integer data, and MoeBiasUpdate's bias written by the
+// group's before_run; exact, so cpu_reference joins their runs.
+enum class Data { kHostile, kMoe, kCounts };
 
 class Case;
 // The inputs at element i of output slot `slot`, as text.
@@ -261,6 +267,10 @@ struct Group {
   Data data;
   Describe describe;
   bool relaxed = false;  // created in the relaxed mode (infiniopSetHandleFpmathMode)
+  std::map<std::string, std::vector<ptrdiff_t>> strides;  // by slot name; else contiguous
+  // Writes the in-place operands (MoeBiasUpdate's bias) after the outputs' poison, before each
+  // run.
+  std::function<void(Case &)> before_run;
 };
 
 const char *dtypeName(infiniDtype_t dtype) {
@@ -311,7 +321,10 @@ class Case {
         tensors_.emplace_back();
         continue;
       }
-      tensors_.push_back(std::make_unique<TensorBuffer>(s.shape, s.dtype));
+      const auto strides = g.strides.find(s.name);
+      tensors_.push_back(std::make_unique<TensorBuffer>(
+          s.shape, strides == g.strides.end() ? std::vector<ptrdiff_t>{} : strides->second,
+          s.dtype));
       TensorBuffer &t = *tensors_.back();
       if (s.output) continue;
       if (s.dtype == INFINI_DTYPE_I32 || s.dtype == INFINI_DTYPE_I64 ||
@@ -919,13 +932,160 @@ void addRouter(std::vector<Group> &groups) {
   }
 }
 
+// ---- The expert-count operators: integer counting (MoeExpertCounts) and one exact comparison
+// and one F32 addition per expert (MoeBiasUpdate), the same bits everywhere by construction.
+// MoeExpertCounts: E = kRouterE experts over expert_idx (R, kRouterK) with every third row
+// finished (all E, not counted), expert 0 taking a third of the rest.
+std::vector<int64_t> countedExperts(size_t rows, uint64_t seed) {
+  Rng rng{seed};
+  std::vector<int64_t> v(rows * kRouterK);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = i / kRouterK % 3 == 1 ? static_cast<int64_t>(kRouterE)
+           : rng.below(3) == 0   ? 0
+                                 : static_cast<int64_t>(rng.below(kRouterE));
+  return v;
+}
+Describe countedValues() {
+  return [](Case &c, size_t, size_t e) {
+    TensorBuffer *idx = c.tensor("expert_idx");
+    size_t n = 0;
+    for (size_t i = 0; i < idx->numel(); ++i) n += indexAt(idx, i) == static_cast<int64_t>(e);
+    return "expert " + std::to_string(e) + ": " + std::to_string(n) + " of the " +
+           std::to_string(idx->numel()) +
+           " elements of expert_idx (E = " + std::to_string(kRouterE) + " not counted)";
+  };
+}
+
+// MoeBiasUpdate: E = 3 n + 2 experts; expert e's bias is the special e / 3 (each met below, at
+// and above the mean: counts q - 1, q, q + 1 by e % 3), the last two experts at q; the counts sum
+// to E q, plus `extra` on the last expert (S = E q + extra: a mean that is not an integer); with
+// q = 0 every count is 0 (every expert at the mean).
+const std::vector<uint32_t> &biasBits() {
+  static const std::vector<uint32_t> bits = {
+      0x00000000, 0x80000000,  // +-0
+      0x7fc00000, 0xffc00000,  // NaN, -NaN
+      0x7fc12345, 0x7fa00001,  // a quiet NaN's payload; a signalling NaN
+      0x7f800000, 0xff800000,  // +-inf
+      0x7f7fffff, 0xff7fffff,  // +-FLT_MAX
+      0x7149f2ca, 0xf149f2ca,  // +-1e30
+      0x00000001, 0x80000001,  // +-denorm_min
+      0x00800000, 0x80800000,  // +-FLT_MIN
+      0x3f800000, 0xbf800000,  // +-1 (1 + 2^-24 ties to even)
+      0x3f800001,              // 1 + 2^-23
+      0x501502f9, 0xd01502f9,  // +-1e10 (u below half an ulp)
+      0x3a83126f, 0xba83126f,  // +-0.001 (u itself: 0 or 2u)
+      0x3a03126f,              // 0.0005
+      0x4b800000,              // 2^24
+      0x42c80000, 0xc2c80000,  // +-100
+      0x3e4ccccd,              // 0.2
+  };
+  return bits;
+}
+size_t biasExperts() {
+  return 3 * biasBits().size() + 2;
+}
+std::vector<int64_t> biasCounts(int64_t q, int64_t extra) {
+  std::vector<int64_t> v(biasExperts(), q);
+  for (size_t e = 0; q > 0 && e + 2 < v.size(); ++e) v[e] = q + static_cast<int64_t>(e % 3) - 1;
+  v.back() += extra;
+  return v;
+}
+void writeBias(Case &c) {
+  TensorBuffer *bias = c.tensor("bias");
+  for (size_t e = 0; e < bias->numel(); ++e) {
+    const uint32_t b = e / 3 < biasBits().size() ? biasBits()[e / 3] : 0x40490fdbu + e;  // ~pi
+    std::memcpy(bias->at(e), &b, 4);
+  }
+}
+Describe biasValues(std::vector<int64_t> counts) {
+  return [counts](Case &, size_t, size_t e) {
+    int64_t total = 0;
+    for (int64_t n : counts) total += n;
+    const uint32_t b = e / 3 < biasBits().size() ? biasBits()[e / 3] : 0x40490fdbu + e;
+    return "expert " + std::to_string(e) + ": counts " + std::to_string(counts[e]) + ", S " +
+           std::to_string(total) + ", E " + std::to_string(counts.size()) + ", bias before " +
+           showElement(INFINI_DTYPE_F32, reinterpret_cast<const uint8_t *>(&b));
+  };
+}
+
+void addCounts(std::vector<Group> &groups) {
+  constexpr auto I32 = INFINI_DTYPE_I32, I64 = INFINI_DTYPE_I64;
+  for (infiniDtype_t counts_t : {I32, I64})
+    for (infiniDtype_t idx_t : {I32, I64}) {
+      const char *op = "MoeExpertCounts";
+      const double E = static_cast<double>(kRouterE);
+      // (kT, k) with a negative, padded row stride and a column stride of 2; counts stride 3.
+      auto s = slotsOf(op);
+      give(s, "counts", {kRouterE}, counts_t);
+      give(s, "expert_idx", {kT, kRouterK}, idx_t, countedExperts(kT, 0xC0));
+      groups.push_back(
+          {groupName(op, "Strided", counts_t, idx_t), op, s, {E}, Data::kCounts, countedValues()});
+      groups.back().strides = {{"counts", {3}},
+                               {"expert_idx", {-static_cast<ptrdiff_t>(2 * kRouterK + 3), 2}}};
+      // 4099 x 8 = 32792 elements: the cpu device's threaded histograms (from 2^15 on).
+      s = slotsOf(op);
+      give(s, "counts", {kRouterE}, counts_t);
+      give(s, "expert_idx", {4099, kRouterK}, idx_t, countedExperts(4099, 0xC1));
+      groups.push_back(
+          {groupName(op, "Threaded", counts_t, idx_t), op, s, {E}, Data::kCounts, countedValues()});
+      // No rows: every count written 0.
+      s = slotsOf(op);
+      give(s, "counts", {kRouterE}, counts_t);
+      give(s, "expert_idx", {0, kRouterK}, idx_t);
+      groups.push_back(
+          {groupName(op, "NoRows", counts_t, idx_t), op, s, {E}, Data::kCounts, countedValues()});
+    }
+  struct Variant {
+    const char *name;
+    int64_t q, extra;
+    double rate;
+    bool i64_only;
+  };
+  // (2^63 - 1) / E and its remainder: sums past 2^53, where a double mean would round.
+  const int64_t huge_q = INT64_MAX / static_cast<int64_t>(biasExperts());
+  const int64_t huge_r = INT64_MAX % static_cast<int64_t>(biasExperts());
+  const Variant variants[] = {
+      {"Balanced", 7, 0, 0.001, false},
+      {"Remainder", 7, 1, 0.001, false},
+      {"AllZero", 0, 0, 0.001, false},
+      {"RateZero", 7, 0, 0.0, false},
+      {"RateNegative", 7, 0, -0.25, false},
+      {"RateHalfUlpOfOne", 7, 0, 0x1p-24, false},
+      {"RateMax", 7, 0, static_cast<double>(FLT_MAX), false},
+      {"HugeBalanced", huge_q, 0, 0.001, true},
+      {"HugeRemainder", huge_q, huge_r, 0.001, true},
+  };
+  for (infiniDtype_t counts_t : {I32, I64})
+    for (const Variant &v : variants) {
+      if (v.i64_only && counts_t != I64) continue;
+      const char *op = "MoeBiasUpdate";
+      const size_t E = biasExperts();
+      const std::vector<int64_t> counts = biasCounts(v.q, v.extra);
+      auto s = slotsOf(op);
+      give(s, "bias", {E}, INFINI_DTYPE_F32);
+      give(s, "counts", {E}, counts_t, counts);
+      groups.push_back({groupName(op, v.name, INFINI_DTYPE_F32, counts_t),
+                        op,
+                        s,
+                        {v.rate},
+                        Data::kCounts,
+                        biasValues(counts)});
+      // I32: bias stride 3, counts stride 2; I64: both reversed.
+      if (counts_t == I32)
+        groups.back().strides = {{"bias", {3}}, {"counts", {2}}};
+      else
+        groups.back().strides = {{"bias", {-1}}, {"counts", {-2}}};
+      groups.back().before_run = writeBias;
+    }
+}
+
 // The relaxed mode's F32 groups: a copy of each elementwise F32 group (docs/accuracy.md, "The
 // relaxed mode"), with "_Relaxed" appended to its name. Its bits are the same on every target and
 // device too, though not the strict groups'.
 void addRelaxed(std::vector<Group> &groups) {
   const size_t strict = groups.size();
   for (size_t i = 0; i < strict; ++i)
-    if (groups[i].data != Data::kMoe && groups[i].slots.front().dtype == INFINI_DTYPE_F32) {
+    if (groups[i].data == Data::kHostile && groups[i].slots.front().dtype == INFINI_DTYPE_F32) {
       Group g = groups[i];
       g.name += "_Relaxed";
       g.relaxed = true;
@@ -940,6 +1100,7 @@ const std::vector<Group> &groups() {
     addClippedSwiglu(g);
     addMoe(g);
     addRouter(g);
+    addCounts(g);
     addRelaxed(g);
     return g;
   }();
@@ -950,9 +1111,12 @@ const std::vector<Group> &groups() {
 // results"): the F16/BF16 outputs of every elementwise operator, forward and backward. Every
 // device, cpu_reference included, rounds them from the exact value, so cpu_reference joins their
 // runs.
+// The expert-count groups are exact (integer counts; one comparison and one F32 addition per
+// expert), so cpu_reference joins their runs too.
 bool correctlyRounded(const Group &g) {
+  if (g.data == Data::kCounts) return true;
   const bool half = g.slots.front().dtype != INFINI_DTYPE_F32;
-  return half && g.data != Data::kMoe;
+  return half && g.data == Data::kHostile;
 }
 
 // ---------------------------------------------------------------- runs
@@ -991,6 +1155,7 @@ RunResult runOnce(Case &c, infiniopHandle_t handle, uint8_t poison) {
   for (size_t k = 0; k < n; ++k)
     if (g.slots[k].output && c.tensor(k))
       std::memset(c.tensor(k)->storageBytes(), poison, c.tensor(k)->storage().size());
+  if (g.before_run) g.before_run(c);
   Descs descs(n, nullptr);
   for (size_t k = 0; k < n; ++k)
     if (c.tensor(k)) descs[k] = c.tensor(k)->descriptor();

@@ -22,7 +22,10 @@
 //     (infiniopSetHandleFpmathMode), within its bound (K = 8);
 //   - the routers (MoeGatingTopK*): against a recomputation of cpu_reference's doubles, the
 //     selection allowed to differ only at near ties (compareRouter()), and opencl's outputs bit
-//     for bit as cpu's.
+//     for bit as cpu's;
+//   - the expert-count operators (MoeExpertCounts, MoeBiasUpdate): every output byte as
+//     cpu_reference's (exact integer counts; the bias after one exact comparison and one F32
+//     addition), the in-place bias filled like an input.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -192,6 +195,8 @@ struct Tensor {
   int64_t lo = 0, hi = 1;
   // Float data rounded to multiples of 10 (router logits): equal keys, so ties and near ties.
   bool coarse = false;
+  // An output the operator also reads (MoeBiasUpdate's bias): filled like an input.
+  bool inplace = false;
   // Derived: the element span the view reaches and the origin's offset in it, in elements.
   bool span_ok = false;
   size_t span = 0, origin = 0;
@@ -327,7 +332,7 @@ struct Buffer {
 std::vector<uint8_t> fillBytes(Input &in, const Tensor &t) {
   const size_t es = dtypeBytes(t.dtype);
   std::vector<uint8_t> span(t.span * es, kPoisonByte);
-  if (t.role == kOutput || t.role == kOutIndex) return span;
+  if ((t.role == kOutput || t.role == kOutIndex) && !t.inplace) return span;
   const uint64_t seed = in.u32();
   const uint8_t special_rate = in.u8();
   for (size_t i = 0; i < t.span; ++i) {
@@ -415,6 +420,8 @@ enum Op {
   kRouterSoftmaxGrad,
   kRouterTopK,
   kRouterTopKGrad,
+  kExpertCounts,  // exact: every output byte as cpu_reference's (checkAgainstReference())
+  kBiasUpdate,
   kOpCount
 };
 // The table's operator of each Op (ClippedSwiglu(Backward) with a clamp_mode: their V2, see
@@ -424,7 +431,8 @@ using FuzzOps =
                ops::GeluMulBackward, ops::SwiGlu, ops::SwiGluBackward, ops::ClippedSwiglu,
                ops::ClippedSwigluBackward, ops::MoeFinalizeRoutingV2, ops::MoeFinalizeRoutingV2Grad,
                ops::MoeInitRoutingV2, ops::MoeInitRoutingV2Grad, ops::MoeGatingTopKSoftmax,
-               ops::MoeGatingTopKSoftmaxGrad, ops::MoeGatingTopK, ops::MoeGatingTopKGrad>;
+               ops::MoeGatingTopKSoftmaxGrad, ops::MoeGatingTopK, ops::MoeGatingTopKGrad,
+               ops::MoeExpertCounts, ops::MoeBiasUpdate>;
 static_assert(std::tuple_size_v<FuzzOps> == kOpCount);
 
 // f(Op's type from the table).
@@ -446,10 +454,14 @@ const char *opName(Op op) {
 
 // F32 bounds in u (tests/accuracy_bounds.json); the MoE sums get 16 u per term. The relaxed
 // mode's, for the elementwise operators (the MoE operators ignore the mode). The routers' K
-// (moe_gating) enters their own bound (compareRouter()).
-const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6, 4, 6, 16, 16, 0, 16, 4, 4, 4, 4};
+// (moe_gating) enters their own bound (compareRouter()); the expert-count operators are exact.
+const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6, 4, 6, 16, 16, 0, 16, 4, 4, 4, 4, 0, 0};
+static_assert(sizeof kBoundU / sizeof kBoundU[0] == kOpCount);
 bool isRouter(Op op) {
-  return op >= kRouterSoftmax;
+  return op >= kRouterSoftmax && op <= kRouterTopKGrad;
+}
+bool isExact(Op op) {
+  return op == kExpertCounts || op == kBiasUpdate;
 }
 constexpr double kRelaxedBoundU = 8;
 
@@ -635,6 +647,37 @@ void decodeRouter(Input &in, Case &c, int fd) {
   }
 }
 
+// The expert-count operators (docs/moe_expert_counts.md, docs/moe_bias_update.md): E experts
+// (num_experts usually E, else an edge), MoeExpertCounts' expert_idx (lead..., k) mostly in
+// [0, E] (E a finished row's, not counted), else -1, E + 1 or any value; MoeBiasUpdate's counts
+// mostly in [0, hi) with hi from a few counts to 2^62 (sums past 2^63), else -1, hi or any value
+// (negative half the time), update_rate usually 0.001, 0, 2^-24 or -0.25, else an edge.
+void decodeCounts(Input &in, Case &c) {
+  const size_t E = in.chance(200) ? in.pick(9) + 1 : in.pick(40) + 1;
+  const int64_t En = static_cast<int64_t>(E);
+  if (c.op == kExpertCounts) {
+    std::vector<size_t> shape(in.pick(3));
+    for (auto &d : shape) d = in.pick(5);
+    shape.push_back(in.pick(5));  // k, 0 too
+    c.i[0] = fuzzCount(in, En, En);
+    c.t.push_back(makeT(kOutIndex, {E}, fuzzIndexDtype(in)));
+    Tensor idx = makeT(kIndex, shape, fuzzIndexDtype(in));
+    idx.hi = En + 1;  // E itself in range: a finished row's value
+    c.t.push_back(idx);
+    return;
+  }
+  static const double rates[] = {0.001, 0.0, 0x1p-24, -0.25};
+  c.d[0] = fuzzDouble(in, rates[in.pick(4)]);
+  static const int64_t his[] = {1, 2, 3, 8, 1 << 20, INT32_MAX, int64_t{1} << 62, INT64_MAX};
+  Tensor bias = makeT(kOutput, {E}, in.chance(230) ? INFINI_DTYPE_F32 : fuzzFloatDtype(in));
+  bias.inplace = true;
+  bias.coarse = in.chance(64);  // equal biases
+  c.t.push_back(bias);
+  Tensor counts = makeT(kIndex, {E}, fuzzIndexDtype(in));
+  counts.hi = his[in.pick(8)];
+  c.t.push_back(counts);
+}
+
 Case decode(Input &in) {
   Case c;
   c.op = static_cast<Op>(in.pick(kOpCount));
@@ -808,6 +851,10 @@ Case decode(Input &in) {
     case kRouterTopK:
     case kRouterTopKGrad:
       decodeRouter(in, c, fd);
+      break;
+    case kExpertCounts:
+    case kBiasUpdate:
+      decodeCounts(in, c);
       break;
     default:
       break;
@@ -1614,8 +1661,10 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
 }
 
 // cpu and opencl are designed to give the same bits for the routers (docs/moe_gating_top_k*.md,
-// "Accuracy"): every output byte alike where both succeed.
-void checkIdentical(const char *device, const Case &c, const Run &run, const Run &cpu) {
+// "Accuracy"), and every device cpu_reference's for the expert-count operators: every output
+// byte (the gaps between a strided output's elements too) alike where both succeed.
+void checkIdentical(const char *device, const char *other, const Case &c, const Run &run,
+                    const Run &cpu) {
   if (!run.called || !cpu.called || run.call != INFINI_STATUS_SUCCESS ||
       cpu.call != INFINI_STATUS_SUCCESS)
     return;
@@ -1624,9 +1673,9 @@ void checkIdentical(const char *device, const Case &c, const Run &run, const Run
     const auto &a = run.buffers[k].bytes, &b = cpu.buffers[k].bytes;
     for (size_t i = 0; i < a.size(); ++i)
       if (a[i] != b[i])
-        fail((std::string(device) + " and cpu differ in a router's output bits").c_str(),
-             "tensor " + std::to_string(k) + " byte " + std::to_string(i - kGuard) + "\n" +
-                 describe(c));
+        fail((std::string(device) + " and " + other + " differ in an output's bits").c_str(),
+             "tensor " + std::to_string(k) + " byte " + std::to_string(i - kGuard) + ": " +
+                 std::to_string(a[i]) + " vs " + std::to_string(b[i]) + "\n" + describe(c));
   }
 }
 
@@ -1646,6 +1695,10 @@ void checkAgainstReference(const char *device, const Case &c, const Run &run, co
              std::to_string(ref.workspace) + ")\n" + describe(c));
   if (run.called && ref.called && run.call == INFINI_STATUS_SUCCESS &&
       ref.call == INFINI_STATUS_SUCCESS) {
+    if (isExact(c.op)) {
+      checkIdentical(device, "cpu_reference", c, run, ref);
+      return;
+    }
     if (!isRouter(c.op)) {
       compare(device, c, run, ref, fill, bound_u);
       return;
@@ -1706,7 +1759,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (handles.cl) {
     const Run cl = runOn(handles.cl, true, c, fill, runnable);
     checkAgainstReference("opencl", c, cl, ref, fill, bound_u);
-    if (isRouter(c.op)) checkIdentical("opencl", c, cl, cpu);
+    if (isRouter(c.op)) checkIdentical("opencl", "cpu", c, cl, cpu);
   }
   // The elementwise operators in the relaxed mode: the same statuses, within K = 8.
   if (c.op < kMoeFinalize) {

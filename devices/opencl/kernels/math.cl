@@ -212,6 +212,63 @@ INLINE float quotient(float n, float y) {
   return fma(fma(-q, y, n), r, q);
 }
 
+// log(f) + k ln2 for f = 1 + a (a exact), f + 1 = b + b_lo exactly, as math-inl.h's
+// LogOfReduced (its comment has the error argument: within 0.6 ulp): log(f) = 2 s + s^3 P(s^2)
+// with s = a / (f + 1) as the pair s + s_lo, k ln2_hi + 2 s rounded with its rounding caught
+// (Fast2Sum), the low terms added last.
+INLINE float log_of_reduced(float k, float a, float b, float b_lo) {
+  const float estimate = reciprocal_estimate(b);
+  const float q = a * estimate;
+  const float s = fma(fma(-q, b, a), estimate, q);
+  const float s_lo = fma(-s, b_lo, fma(-s, b, a)) * estimate;
+  const float z = s * s;
+  float p = INFINIOP_LOG_P3;
+  p = fma(p, z, INFINIOP_LOG_P2);
+  p = fma(p, z, INFINIOP_LOG_P1);
+  p = fma(p, z, INFINIOP_LOG_P0);
+  const float two_s_lo = s_lo + s_lo;
+  const float c = fma(s * z, p, fma(two_s_lo, z, two_s_lo));
+  const float two_s = s + s;
+  const float k_hi = k * INFINIOP_LN2_HI;  // exact
+  const float hi = k_hi + two_s;
+  const float err = two_s - (hi - k_hi);  // exact (Fast2Sum)
+  return hi + fma(k, INFINIOP_LN2_LO, c + err);
+}
+
+// log(v) for every positive v within 0.6 ulp, +inf at +inf, -inf at +-0, the quiet NaN
+// 0x7fc00000 for v < 0 and NaN (math-inl.h's Log: the same integer reduction to f in
+// [sqrt(1/2), sqrt(2)), subnormals scaled by 2^23 first).
+INLINE float log_f32(float v) {
+  const bool positive = v > 0.0f;
+  float x = positive ? v : 1.0f;
+  const bool subnormal = x < 0x1p-126f;
+  x = subnormal ? x * 0x1p23f : x;
+  const int ki = (as_int(x) - INFINIOP_LOG_SQRT_HALF_BITS) >> 23;  // arithmetic shift
+  const float f = as_float(as_uint(x) - ((uint)ki << 23));
+  float k = (float)ki;
+  k = subnormal ? k - 23.0f : k;
+  const float b = f + 1.0f;
+  const float result = log_of_reduced(k, f - 1.0f, b, f - (b - 1.0f));
+  const float special = v == 0.0f ? -INFINITY : CANONICAL_NAN;
+  return v == INFINITY ? INFINITY : (positive ? result : special);
+}
+
+// log(1 + t) for t in [2^-25, 1] within 0.6 ulp, t itself below 2^-25 (+-0, t < 0 and NaN
+// included), log(2) above 1 (math-inl.h's Log1p: t clamped at 1; f = 1 + t below 1/2, (1 + t) / 2
+// from 1/2 on, f + 1 kept exactly as a pair).
+INLINE float log1p_f32(float t) {
+  const float x = fmin(fmax(t, 0x1p-25f), 1.0f);  // t itself returned below 2^-25
+  const bool upper = x >= 0.5f;
+  const float offset = upper ? 3.0f : 2.0f;
+  const float scale = upper ? 0.5f : 1.0f;
+  const float w = offset + x;
+  const float w_lo = x - (w - offset);
+  const float a = upper ? (x - 1.0f) * 0.5f : x;
+  const float k = upper ? 1.0f : 0.0f;
+  const float result = log_of_reduced(k, a, w * scale, w_lo * scale);
+  return t >= 0x1p-25f ? result : t;
+}
+
 // The relaxed mode's F32 values (-DRELAXED; math-inl.h's SiluValueShort and kin): n / (1 +
 // exp(-v)) as one quotient, with none of the strict paths' low parts. The same operations as the
 // cpu's, so the same bits. v is clamped to [-87, 60] by the callers.

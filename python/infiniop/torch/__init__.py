@@ -32,6 +32,10 @@ node (prim::PythonOp), under torch.fx.symbolic_trace as one call_function node.
                      renorm=0, norm_type=1, out_flag=False, routed_scaling_factor=1.0,
                      eps=1e-20)           MoeGatingTopK / MoeGatingTopKGrad (y w.r.t. x;
                                           norm_out's gradient in torch; bias none)
+    moe_expert_counts(expert_idx, num_experts, counts_dtype='int64')
+                                          MoeExpertCounts (no gradient)
+    moe_bias_update(bias, counts, update_rate=0.001)
+                                          MoeBiasUpdate, bias in place (no gradient)
 
 plus torch_npu-named aliases (npu_swiglu, npu_gelu, npu_gelu_backward, npu_gelu_mul,
 npu_clipped_swiglu, npu_moe_init_routing_v2, npu_moe_finalize_routing,
@@ -48,6 +52,8 @@ This module imports torch; `import infiniop` alone never does.
 
 import torch as _torch
 import torch.fx as _fx
+
+import infiniop as _infiniop
 
 from ._autograd import (
     ClippedSwigluFunction,
@@ -73,6 +79,8 @@ __all__ = [
     "clipped_swiglu",
     "gelu",
     "gelu_mul",
+    "moe_bias_update",
+    "moe_expert_counts",
     "moe_finalize_routing_v2",
     "moe_gating_top_k",
     "moe_gating_top_k_softmax",
@@ -279,6 +287,35 @@ def moe_gating_top_k(x, k, bias=None, k_group=1, group_count=1, group_select_mod
             index_dtype=_traced_index_dtype(index_dtype), device=_traced_device(device, handle))
     return MoeGatingTopKFunction.apply(x, k, bias, attributes, out_flag, index_dtype, device,
                                        handle)
+
+
+def moe_expert_counts(expert_idx, num_experts, *, counts_dtype="int64", device="cpu",
+                      handle=None):
+    """counts (num_experts,) int64 (or counts_dtype int32): tokens per expert of expert_idx, as
+    infiniop.moe_expert_counts (torch.bincount(expert_idx.flatten(), minlength=num_experts),
+    the value num_experts, a finished row, not counted). Not differentiable."""
+    _check_tensor(expert_idx, "expert_idx")
+    if _ops.COMPILABLE and _compile.compiling():
+        return _torch.ops.infiniop.moe_expert_counts(
+            expert_idx, num_experts, counts_dtype=_traced_index_dtype(counts_dtype),
+            device=_traced_device(device, handle))
+    return _infiniop.moe_expert_counts(expert_idx, num_experts, counts_dtype=counts_dtype,
+                                       device=device, handle=handle)
+
+
+def moe_bias_update(bias, counts, update_rate=0.001, *, device="cpu", handle=None):
+    """bias, updated in place as infiniop.moe_bias_update (DeepSeek-V3's auxiliary-loss-free
+    balancing: bias[e] += update_rate * sign(mean(counts) - counts[e]), the mean compared
+    exactly). Not differentiable: it runs without autograd, as the update of a buffer."""
+    _check_tensor(bias, "bias")
+    _check_tensor(counts, "counts")
+    if _ops.COMPILABLE and _compile.compiling():
+        _torch.ops.infiniop.moe_bias_update(bias, counts, update_rate,
+                                            device=_traced_device(device, handle))
+        return bias
+    with _torch.no_grad():
+        _infiniop.moe_bias_update(bias, counts, update_rate, device=device, handle=handle)
+    return bias
 
 
 from .npu import (  # noqa: E402  (the aliases build on the functions above)

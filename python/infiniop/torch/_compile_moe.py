@@ -132,7 +132,18 @@ def _fake_like_x(grad_y, x, *args, **kwargs):
     return _dense(x, x.shape)
 
 
+def _fake_expert_counts(expert_idx, num_experts, *, counts_dtype="int64", device="cpu"):
+    dtype = index_dtype_of(counts_dtype, None, "torch")
+    return expert_idx.new_empty((max(num_experts, 0),), dtype=dtype)
+
+
+def _fake_bias_update(bias, counts, update_rate=0.001, *, device="cpu"):
+    return None
+
+
 FAKE = {
+    "moe_expert_counts": _fake_expert_counts,
+    "moe_bias_update": _fake_bias_update,
     "moe_init_routing_v2": _fake_init,
     "moe_finalize_routing_v2": _fake_finalize,
     "moe_gating_top_k_softmax": _fake_gating_softmax,

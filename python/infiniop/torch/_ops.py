@@ -23,6 +23,13 @@ torch.compile. Schemas cannot carry an infiniop.Handle, so these take device='cp
     torch.ops.infiniop.moe_finalize_routing_v2(Tensor expanded_x, Tensor expanded_row_idx,
         Tensor? x1=None, Tensor? x2=None, Tensor? bias=None, Tensor? scales=None,
         Tensor? expert_idx=None, *, int drop_pad_mode=0, str device='cpu') -> Tensor
+    torch.ops.infiniop.moe_expert_counts(Tensor expert_idx, int num_experts, *,
+        str counts_dtype='int64', str device='cpu') -> Tensor
+    torch.ops.infiniop.moe_bias_update(Tensor(a!) bias, Tensor counts,
+        float update_rate=0.001, *, str device='cpu') -> ()   (bias updated in place)
+
+moe_expert_counts and moe_bias_update have no gradient: no Autograd kernel (autograd falls
+through to the CPU kernel), and their fake kernels are _compile_moe's.
 
 REGISTERED says whether it worked; REASON why not (an older torch without torch.library, or
 the namespace already defined by someone else in this process).
@@ -70,6 +77,12 @@ _SCHEMAS = {
         "int group_select_mode=0, int renorm=0, int norm_type=1, bool out_flag=False, "
         "float routed_scaling_factor=1.0, float eps=1e-20, *, str? index_dtype=None, "
         "str device='cpu') -> (Tensor, Tensor, Tensor?)"),
+    "moe_expert_counts": (
+        "moe_expert_counts(Tensor expert_idx, int num_experts, *, str counts_dtype='int64', "
+        "str device='cpu') -> Tensor"),
+    "moe_bias_update": (
+        "moe_bias_update(Tensor(a!) bias, Tensor counts, float update_rate=0.001, *, "
+        "str device='cpu') -> ()"),
 }
 
 
@@ -143,6 +156,15 @@ def _gating_cpu(x, k, bias=None, k_group=1, group_count=1, group_select_mode=0, 
 
 # Autograd kernels: the autograd.Functions (their forward calls the library directly).
 
+def _expert_counts_cpu(expert_idx, num_experts, *, counts_dtype="int64", device="cpu"):
+    return infiniop.moe_expert_counts(expert_idx, num_experts, counts_dtype=counts_dtype,
+                                      device=device)
+
+
+def _bias_update_cpu(bias, counts, update_rate=0.001, *, device="cpu"):
+    infiniop.moe_bias_update(bias, counts, update_rate, device=device)
+
+
 def _swiglu_autograd(x, dim=-1, *, device="cpu"):
     return _autograd.SwiGluFunction.apply(x, dim, device, None)
 
@@ -202,6 +224,8 @@ _KERNELS = {
     "moe_finalize_routing_v2": (_moe_finalize_cpu, _moe_finalize_autograd),
     "moe_gating_top_k_softmax": (_gating_softmax_cpu, _gating_softmax_autograd),
     "moe_gating_top_k": (_gating_cpu, _gating_autograd),
+    "moe_expert_counts": (_expert_counts_cpu, None),
+    "moe_bias_update": (_bias_update_cpu, None),
 }
 
 def _traced(kernel):
@@ -293,7 +317,7 @@ def _register():
             library.define(schema)
             cpu, autograd = _KERNELS[name]
             library.impl(name, _traced(cpu), "CPU")
-            if not (COMPILABLE and name in _compile.REGISTERED_AUTOGRAD):
+            if autograd is not None and not (COMPILABLE and name in _compile.REGISTERED_AUTOGRAD):
                 library.impl(name, autograd, "Autograd")
             library.impl(name, _autocast(name), "AutocastCPU")
         if COMPILABLE:
