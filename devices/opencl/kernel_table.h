@@ -11,7 +11,7 @@
 #include "core/kernel.h"
 #include "kernels/list.h"
 
-#define INFINIOP_OPENCL_FACTORY_DECLARE(Family, name)                                      \
+#define INFINIOP_OPENCL_FACTORY_DECLARE(Family, name)                                            \
   infiniStatus_t make##Family##Runner(const char *op, infiniopHandle_t handle, const Plan &plan, \
                                       std::unique_ptr<Runner> *runner);
 #define INFINIOP_OPENCL_FACTORY_ENTRY(Family, name) &make##Family##Runner,
