@@ -2,7 +2,7 @@
 // Every kernel a device is asked to run, with its family: one list, written once. Adding an
 // operator adds a line here; each device then defines the kernel under the id's name (a host
 // function, a functor source a driver compiles, ...) and its kernel table (core/kernel.h) picks
-// it up from this list. A family is a struct in family:: (ops/kernel_families.h includes them)
+// it up from this list. A family is a struct in family:: (kernels/families.h includes them)
 // that says what its plan and host kernels are and how a host runs them.
 #pragma once
 
