@@ -60,8 +60,9 @@ import torch
 
 from ._autograd import _check_tensor
 from ._compile import compiling
+from .moe_router import Router, RouterOutput
 
-__all__ = ["FINALIZE_MODE", "Dispatched", "combine", "dispatch"]
+__all__ = ["FINALIZE_MODE", "Dispatched", "Router", "RouterOutput", "combine", "dispatch"]
 
 # The dispatch's drop_pad_mode (MoeInitRoutingV2) -> the combine's (MoeFinalizeRoutingV2).
 FINALIZE_MODE = {0: 2, 1: 3}
