@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The router operators (MoeGatingTopKSoftmax, MoeGatingTopK, their grads, MoeGatingWeights) on
-// the cpu device:
-// OpenMP over rows, each row on its own. The exponentials and sigmoids over E are vectorized
+// the cpu device: OpenMP over rows, each row on its own.
+// The exponentials and sigmoids over E are vectorized
 // with the library's ExpOfMinus and Sigmoid (math-inl.h), the row sums go through 16 fixed slots
 // (docs/moe_gating_top_k_softmax.md), every other operation is a plain IEEE F32 operation in the
 // documented order: the same bits on every Highway target, thread count and on opencl. Rows move

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // MoeGatingTopK (DeepSeek-V3's grouped router), its grad and MoeGatingWeights (its y for given
-// indices): the C ABI, the descriptors and
-// their checks (the arithmetic is the device's: docs/moe_gating_top_k.md).
+// indices): the C ABI, the descriptors and their checks (the arithmetic is the device's:
+// docs/moe_gating_top_k.md, docs/moe_gating_weights.md).
 #include "infiniop/ops/moe_gating_top_k.h"
 
 #include <cmath>

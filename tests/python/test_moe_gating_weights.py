@@ -226,3 +226,14 @@ def test_torch_compile_and_opcheck(dtype_name):
                           (x.clone().requires_grad_(), idx), {"routed_scaling_factor": 2.0})
     torch.library.opcheck(torch.ops.infiniop.moe_gating_weights.default,
                           (x.clone().requires_grad_(), idx.long(), 1, 0, 1.0, 0.5), {})
+
+
+def test_second_derivative_refused():
+    """The backward (MoeGatingTopKGrad) has no derivative of its own: create_graph=True gives a
+    gradient whose backward raises, never a wrong second derivative."""
+    x = torch.randn(5, 8, requires_grad=True)
+    idx = torch.tensor([[0, 1], [2, 2], [7, 3], [4, 5], [6, 0]])
+    y = iop.moe_gating_weights(x, idx, norm_type=0)
+    (g,) = torch.autograd.grad((y * torch.randn(5, 2)).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="no second derivative"):
+        g.sum().backward()

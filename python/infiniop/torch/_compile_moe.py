@@ -3,10 +3,11 @@
 on), as _compile does for the activations.
 
 moe_init_routing_v2, moe_finalize_routing_v2, moe_gating_top_k_softmax, moe_gating_top_k and
-moe_gating_weights get a fake kernel and a registered autograd formula; their library gradients become operators
-of their own (torch.ops.infiniop.moe_init_routing_v2_grad, moe_finalize_routing_v2_grad,
-moe_gating_top_k_softmax_grad, moe_gating_top_k_grad; CPU kernel: the functional API), each
-with a fake kernel and refusing a second derivative. The formulas are _autograd's
+moe_gating_weights get a fake kernel and a registered autograd formula; their library gradients
+become operators of their own (torch.ops.infiniop.moe_init_routing_v2_grad,
+moe_finalize_routing_v2_grad, moe_gating_top_k_softmax_grad, moe_gating_top_k_grad, which is
+moe_gating_weights' too; CPU kernel: the functional API), each with a fake kernel and refusing a
+second derivative. The formulas are _autograd's
 (finalize_grads, gating_softmax_grad_x, gating_grad_x) with the grad operators in place of the
 functional calls, so a compiled graph computes eager mode's bits.
 
