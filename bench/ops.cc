@@ -179,6 +179,12 @@ const std::vector<OpInfo> &allOps() {
        {Extent::kGateTopk, Extent::kGateLogits, Extent::kGateExperts},
        bindOp<ops::MoeGatingTopKGrad>({1, 0, kRoutedScaling, kGateEps}),
        {16384, 8, 256}},
+      // MoeGatingTopK's weights at given expert indices (replay, hash routing).
+      {"moe_gating_weights",
+       {Extent::kGateTopk},                          // y;
+       {Extent::kGateLogits, Extent::kGateExperts},  // x, expert_idx
+       bindOp<ops::MoeGatingWeights>({1, 0, kRoutedScaling, kGateEps}),
+       {16384, 8, 256}},
       // Tokens per expert of a routing: 16384 tokens x top-8 of 256 experts by default.
       {"moe_expert_counts",
        {Extent::kGateCounts},   // counts;

@@ -23,6 +23,7 @@
 #include "infiniop/ops/moe_gating_top_k_grad.h"
 #include "infiniop/ops/moe_gating_top_k_softmax.h"
 #include "infiniop/ops/moe_gating_top_k_softmax_grad.h"
+#include "infiniop/ops/moe_gating_weights.h"
 #include "infiniop/ops/moe_init_routing_v2.h"
 #include "infiniop/ops/moe_init_routing_v2_grad.h"
 #include "infiniop/ops/swiglu.h"

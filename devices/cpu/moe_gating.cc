@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The router operators (MoeGatingTopKSoftmax, MoeGatingTopK and their grads) on the cpu device:
-// OpenMP over rows, each row on its own. The exponentials and sigmoids over E are vectorized
+// The router operators (MoeGatingTopKSoftmax, MoeGatingTopK, their grads, MoeGatingWeights) on
+// the cpu device: OpenMP over rows, each row on its own.
+// The exponentials and sigmoids over E are vectorized
 // with the library's ExpOfMinus and Sigmoid (math-inl.h), the row sums go through 16 fixed slots
 // (docs/moe_gating_top_k_softmax.md), every other operation is a plain IEEE F32 operation in the
 // documented order: the same bits on every Highway target, thread count and on opencl. Rows move
@@ -367,6 +368,15 @@ void Normalize(const moe::RouterPlan &p, const float *x, float *probs) {
     Softmax(x, probs, p.experts);
 }
 
+// MoeGatingTopK's y for the selection s.top: y_i = p_{s_i} / (S + eps) * c, S = the p_{s_i} summed
+// in order from +0 (MoeGatingWeights' too).
+void WeightsOf(const moe::RouterPlan &p, const Scratch &s) {
+  float sum = 0.0f;
+  for (size_t i = 0; i < p.k; ++i) sum += s.probs[s.top[i]];
+  const float denominator = sum + p.eps;
+  for (size_t i = 0; i < p.k; ++i) s.y[i] = s.probs[s.top[i]] / denominator * p.scale;
+}
+
 void TopKForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, const Scratch &s) {
   const size_t E = p.experts, k = p.k;
   LoadRowVec(p.x, d.x, r, s.x);
@@ -388,11 +398,18 @@ void TopKForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, c
   } else {
     Select(v, k, nullptr, 0, E, s.top, s);
   }
-  float sum = 0.0f;
-  for (size_t i = 0; i < k; ++i) sum += s.probs[s.top[i]];
-  const float denominator = sum + p.eps;
-  for (size_t i = 0; i < k; ++i) s.y[i] = s.probs[s.top[i]] / denominator * p.scale;
+  WeightsOf(p, s);
   StoreIndexRow(p.expert_idx, d.expert_idx, r, k, [&](size_t i) { return s.top[i]; });
+  StoreRowVec(p.y, d.y, r, s.y);
+}
+
+// MoeGatingWeights: MoeGatingTopK's p and y for the given expert_idx (no selection).
+void WeightsForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r,
+                    const Scratch &s) {
+  LoadRowVec(p.x, d.x, r, s.x);
+  LoadIndexRow(p.expert_idx, d.expert_idx_in, r, p.k, s.top);
+  Normalize(p, s.x, s.probs);
+  WeightsOf(p, s);
   StoreRowVec(p.y, d.y, r, s.y);
 }
 
@@ -482,6 +499,9 @@ void MoeGatingRows(const moe::RouterPlan &p, const moe::RouterData &d, const Scr
       case moe::RouterKind::top_k_grad:
         TopKGrad(p, d, r, s);
         break;
+      case moe::RouterKind::weights:
+        WeightsForward(p, d, r, s);
+        break;
     }
 }
 
@@ -493,7 +513,7 @@ namespace infiniop::cpu {
 HWY_EXPORT(MoeGatingRows);
 
 namespace {
-// The four kernels (kernels/list.h) share the row loop, which branches on plan.kind per row.
+// The five kernels (kernels/list.h) share the row loop, which branches on plan.kind per row.
 void runRows(const moe::RouterPlan &plan, const moe::RouterData &data) {
   const auto rows = &HWY_DYNAMIC_DISPATCH(MoeGatingRows);
   gating::ScratchPool pool(plan, static_cast<size_t>(std::max(1, callThreads())));
@@ -513,6 +533,9 @@ void moe_gating_top_k(const moe::RouterPlan &plan, const moe::RouterData &data) 
   runRows(plan, data);
 }
 void moe_gating_top_k_grad(const moe::RouterPlan &plan, const moe::RouterData &data) {
+  runRows(plan, data);
+}
+void moe_gating_weights(const moe::RouterPlan &plan, const moe::RouterData &data) {
   runRows(plan, data);
 }
 }  // namespace infiniop::cpu

@@ -204,6 +204,20 @@ void topKForward(Writer &w, const RouterPlan &p, const moe::RouterData &d) {
   }
 }
 
+// MoeGatingWeights: MoeGatingTopK's y for the given expert_idx.
+void weightsForward(Writer &w, const RouterPlan &p, const moe::RouterData &d) {
+  for (size_t r = 0; r < p.rows; ++r) {
+    const std::vector<double> probs = normalized(p, rowOf(p.x, d.x, r));
+    std::vector<size_t> s(p.k);
+    double sum = 0;
+    for (size_t i = 0; i < p.k; ++i) {
+      s[i] = static_cast<size_t>(loadIndex(p.expert_idx, d.expert_idx_in, r, i));
+      sum += probs[s[i]];
+    }
+    for (size_t i = 0; i < p.k; ++i) w.value(p.y, d.y, r, i, probs[s[i]] / (sum + p.eps) * p.scale);
+  }
+}
+
 // The grads: grad_x = J^T g for the given index list, J the Jacobian of y in x.
 void softmaxGrad(Writer &w, const RouterPlan &p, const moe::RouterData &d) {
   for (size_t r = 0; r < p.rows; ++r) {
@@ -262,7 +276,7 @@ void topKGrad(Writer &w, const RouterPlan &p, const moe::RouterData &d) {
   }
 }
 
-// The four kernels (kernels/list.h): each computes in doubles, then stores once.
+// The kernels (kernels/list.h): each computes in doubles, then stores once.
 template <void (*compute)(Writer &, const moe::RouterPlan &, const moe::RouterData &)>
 void run(const moe::RouterPlan &p, const moe::RouterData &data) {
   Writer w;
@@ -283,6 +297,9 @@ void moe_gating_top_k(const moe::RouterPlan &p, const moe::RouterData &data) {
 }
 void moe_gating_top_k_grad(const moe::RouterPlan &p, const moe::RouterData &data) {
   run<topKGrad>(p, data);
+}
+void moe_gating_weights(const moe::RouterPlan &p, const moe::RouterData &data) {
+  run<weightsForward>(p, data);
 }
 
 }  // namespace infiniop::cpu_reference

@@ -38,6 +38,8 @@ const char *kernelName(RouterKind kind) {
       return "moe_gating_top_k_softmax_grad";
     case RouterKind::top_k:
       return "moe_gating_top_k";
+    case RouterKind::weights:
+      return "moe_gating_weights";
     case RouterKind::top_k_grad:
       break;
   }
@@ -51,6 +53,8 @@ size_t scratchPerRow(const RouterPlan &p) {
       return p.renorm ? 0 : p.experts;
     case RouterKind::top_k:
       return p.experts + p.group_count;
+    case RouterKind::weights:
+      return p.experts;
     default:
       return 0;
   }
@@ -117,7 +121,9 @@ class Router final : public moe::RouterRunner {
     // x's buffer (never read: OpenCL 1.2 drivers differ on NULL buffer arguments).
     Arg x, y, expert_idx, row_idx, probs, finished, bias, grad_x, grad_y, scratch;
     INFINIOP_CHECK(resolve(p.x, data.x, nullptr, &x));
-    const bool grad = p.kind == RouterKind::top_k_softmax_grad || p.kind == RouterKind::top_k_grad;
+    // The grads and MoeGatingWeights read expert_idx.
+    const bool grad = p.kind == RouterKind::top_k_softmax_grad ||
+                      p.kind == RouterKind::top_k_grad || p.kind == RouterKind::weights;
     INFINIOP_CHECK(resolve(p.y, data.y, x.mem, &y));
     INFINIOP_CHECK(
         resolve(p.expert_idx, grad ? data.expert_idx_in : data.expert_idx, x.mem, &expert_idx));
@@ -158,6 +164,11 @@ class Router final : public moe::RouterRunner {
                                sigmoid, p.scale, p.eps, present(p.probs), present(p.bias)));
         break;
       }
+      case RouterKind::weights:
+        INFINIOP_CHECK(setArgs(op_, kernel, 0, geometry_, y.mem, y.index, expert_idx.mem,
+                               expert_idx.index, x.mem, x.index, scratch.mem, scratch.index, E, k,
+                               sigmoid, p.scale, p.eps));
+        break;
       case RouterKind::top_k_softmax_grad:
         INFINIOP_CHECK(setArgs(op_, kernel, 0, geometry_, grad_x.mem, grad_x.index, grad_y.mem,
                                grad_y.index, x.mem, x.index, expert_idx.mem, expert_idx.index,

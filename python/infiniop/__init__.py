@@ -23,6 +23,7 @@ package's version, library_version() the loaded library's (major, minor, patch).
     grad_logits = infiniop.moe_gating_top_k_softmax_grad(grad_y, logits, expert_idx, renorm=1)
     y, expert_idx, _ = infiniop.moe_gating_top_k(logits, 8, bias, k_group=4, group_count=8, ...)
     grad_logits = infiniop.moe_gating_top_k_grad(grad_y, logits, expert_idx, ...)
+    y = infiniop.moe_gating_weights(logits, tid2eid[token_ids], norm_type=1, ...)
 """
 
 from ._library import (
@@ -75,6 +76,7 @@ from .moe_gating import (
     moe_gating_top_k_softmax,
     moe_gating_top_k_softmax_grad,
 )
+from .moe_gating_weights import MoeGatingWeights, moe_gating_weights
 from .moe_init_routing import (
     MoeInitRoutingV2,
     MoeInitRoutingV2Grad,
@@ -107,6 +109,7 @@ __all__ = [
     "MoeGatingTopKGrad",
     "MoeGatingTopKSoftmax",
     "MoeGatingTopKSoftmaxGrad",
+    "MoeGatingWeights",
     "MoeInitRoutingV2",
     "MoeInitRoutingV2Grad",
     "Status",
@@ -138,6 +141,7 @@ __all__ = [
     "moe_gating_top_k_grad",
     "moe_gating_top_k_softmax",
     "moe_gating_top_k_softmax_grad",
+    "moe_gating_weights",
     "moe_init_routing_v2",
     "moe_init_routing_v2_grad",
     "parse_device",

@@ -490,6 +490,13 @@ _PROTOTYPES = {
     "infiniopGetMoeGatingTopKGradWorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopMoeGatingTopKGrad": (_status, [_ptr, _ptr, _size] + [_ptr] * 4 + [_ptr]),
     "infiniopDestroyMoeGatingTopKGradDescriptor": (_status, [_ptr]),
+    # ops/moe_gating_weights.h: y, x, expert_idx, then int64_t norm_type, renorm, double
+    # routed_scaling_factor, eps
+    "infiniopCreateMoeGatingWeightsDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 3 + [ctypes.c_int64] * 2 + [ctypes.c_double] * 2),
+    "infiniopGetMoeGatingWeightsWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeGatingWeights": (_status, [_ptr, _ptr, _size] + [_ptr] * 3 + [_ptr]),
+    "infiniopDestroyMoeGatingWeightsDescriptor": (_status, [_ptr]),
     # ops/moe_expert_counts.h: counts, expert_idx, then int64_t num_experts
     "infiniopCreateMoeExpertCountsDescriptor": (
         _status, [_ptr, _pptr] + [_ptr] * 2 + [ctypes.c_int64]),

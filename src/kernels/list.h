@@ -33,6 +33,7 @@
   X(MoeRouter, moe_gating_top_k_softmax_grad)       \
   X(MoeRouter, moe_gating_top_k)                    \
   X(MoeRouter, moe_gating_top_k_grad)               \
+  X(MoeRouter, moe_gating_weights)                  \
   X(MoeCounts, moe_expert_counts)                   \
   X(MoeCounts, moe_bias_update)
 // clang-format on

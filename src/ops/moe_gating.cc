@@ -176,6 +176,8 @@ infiniStatus_t runRouter(const RouterDescriptor *desc, size_t workspace_size,
   const char *op = desc->name();
   const bool grad =
       p.kind == moe::RouterKind::top_k_softmax_grad || p.kind == moe::RouterKind::top_k_grad;
+  // MoeGatingWeights reads expert_idx as the grads do.
+  const bool weights = p.kind == moe::RouterKind::weights;
   const size_t needed = desc->workspace_size;
   INFINIOP_CHECK(moe_checks::checkWorkspaceSize(op, workspace_size, needed));
   std::vector<Operand> operands;
@@ -184,6 +186,10 @@ infiniStatus_t runRouter(const RouterDescriptor *desc, size_t workspace_size,
     operands = {operand("grad_x", data.grad_x, p.grad_x), operand("grad_y", data.grad_y, p.grad_y),
                 operand("x", data.x, p.x), operand("expert_idx", data.expert_idx_in, p.expert_idx),
                 operand("finished", data.finished, p.finished)};
+    outputs = 1;
+  } else if (weights) {
+    operands = {operand("y", data.y, p.y), operand("x", data.x, p.x),
+                operand("expert_idx", data.expert_idx_in, p.expert_idx)};
     outputs = 1;
   } else {
     const char *probs = p.kind == moe::RouterKind::top_k ? "norm_out" : "softmax_out";
@@ -198,7 +204,7 @@ infiniStatus_t runRouter(const RouterDescriptor *desc, size_t workspace_size,
   }
   operands.push_back(moe_checks::workspaceOperand(data.workspace, needed));
   INFINIOP_CHECK(moe_checks::checkOperands(op, operands, outputs, /*last_is_workspace=*/true));
-  if (grad) {
+  if (grad || weights) {
     HostCopy experts, finished;
     INFINIOP_CHECK(experts.read(op, desc->handle, stream, p.expert_idx, data.expert_idx_in));
     INFINIOP_CHECK(finished.read(op, desc->handle, stream, p.finished, data.finished));

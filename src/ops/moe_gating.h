@@ -49,6 +49,7 @@ enum class RouterKind : int {
   top_k_softmax_grad,  // MoeGatingTopKSoftmaxGrad
   top_k,               // MoeGatingTopK
   top_k_grad,          // MoeGatingTopKGrad
+  weights,             // MoeGatingWeights: MoeGatingTopK's y for a given expert_idx
 };
 
 // R rows of E experts, k selected per row. Views absent where the operator has no such tensor
@@ -74,7 +75,8 @@ struct RouterPlan : Plan {
   // bias (1 row, E) of x's dtype or F32 (top_k, nullable).
   RouterView x, finished, bias;
   // Grads: grad_x (R, E) output; grad_y (R, k) input; expert_idx (above) an input, its values
-  // checked on the host to be in [0, E) (finished rows: any value).
+  // checked on the host to be in [0, E) (finished rows: any value). MoeGatingWeights: y (above)
+  // its output, x and expert_idx (an input, checked as the grads') its inputs.
   RouterView grad_x, grad_y;
 };
 
@@ -83,7 +85,7 @@ struct RouterData {
   void *y, *expert_idx, *row_idx, *probs;  // forwards
   void *grad_x;                            // grads
   const void *x, *finished, *bias, *grad_y;
-  const void *expert_idx_in;  // grads: expert_idx
+  const void *expert_idx_in;  // grads and MoeGatingWeights: expert_idx
   void *workspace;
 };
 

@@ -18,6 +18,7 @@ inline constexpr const char *kSoftmax = "MoeGatingTopKSoftmax";
 inline constexpr const char *kSoftmaxGrad = "MoeGatingTopKSoftmaxGrad";
 inline constexpr const char *kTopK = "MoeGatingTopK";
 inline constexpr const char *kTopKGrad = "MoeGatingTopKGrad";
+inline constexpr const char *kWeights = "MoeGatingWeights";
 
 // A router view as an operand of the per-call checks (pointer, alignment, overlap).
 inline moe_checks::Operand routerOperand(const char *name, const void *data,

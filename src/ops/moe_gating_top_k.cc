@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// MoeGatingTopK (DeepSeek-V3's grouped router) and its grad: the C ABI, the descriptors and
-// their checks (the arithmetic is the device's: docs/moe_gating_top_k.md).
+// MoeGatingTopK (DeepSeek-V3's grouped router), its grad and MoeGatingWeights (its y for given
+// indices): the C ABI, the descriptors and their checks (the arithmetic is the device's:
+// docs/moe_gating_top_k.md, docs/moe_gating_weights.md).
 #include "infiniop/ops/moe_gating_top_k.h"
 
 #include <cmath>
 
 #include "infiniop/ops/moe_gating_top_k_grad.h"
+#include "infiniop/ops/moe_gating_weights.h"
 #include "ops/moe_gating_checks.h"
 
 namespace {
@@ -195,6 +197,80 @@ extern "C" infiniStatus_t infiniopMoeGatingTopKGrad(infiniopMoeGatingTopKGradDes
     moe::RouterData data{};
     data.grad_x = grad_x;
     data.grad_y = grad_y;
+    data.x = x;
+    data.expert_idx_in = expert_idx;
+    data.workspace = workspace;
+    return runRouter(d, workspace_size, data, stream);
+  });
+}
+
+// MoeGatingWeights: MoeGatingTopK's y for a given expert_idx (its grad's attributes and checks).
+namespace {
+
+infiniStatus_t createWeights(infiniopHandle_t handle,
+                             infiniopMoeGatingWeightsDescriptor_t *desc_ptr, const Tensor *y,
+                             const Tensor *x, const Tensor *expert_idx, int64_t norm_type,
+                             int64_t renorm, double scale, double eps) {
+  Checker check(kWeights);
+  INFINIOP_CHECK(check.opening(desc_ptr, handle));
+  INFINIOP_CHECK(check.required("y descriptor", y));
+  INFINIOP_CHECK(check.required("x descriptor", x));
+  INFINIOP_CHECK(check.required("expert_idx descriptor", expert_idx));
+  INFINIOP_CHECK(check.device(handle, infiniop::KernelId::moe_gating_weights));
+  auto desc = std::make_unique<RouterDescriptor>(kWeights);
+  moe::RouterPlan &p = desc->plan;
+  p.kind = moe::RouterKind::weights;
+  p.kernel = infiniop::KernelId::moe_gating_weights;
+  INFINIOP_CHECK(checkNorm(check, &p, norm_type, renorm, scale, eps));
+  INFINIOP_CHECK(check.floating("x", x));
+  INFINIOP_CHECK(check.floating("y", y));
+  INFINIOP_CHECK(check.index("expert_idx", expert_idx));
+  std::vector<size_t> leading;
+  INFINIOP_CHECK(checkX(check, "x", x, &leading));
+  const size_t E = x->shape.back();
+  INFINIOP_CHECK(check.rank("y", y, x->ndim(), "(x's leading shape, k)"));
+  const size_t K = y->shape.back();
+  if (K < 1 || K > E)
+    return check.fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
+                      "y shape " + infiniop::shapeString(y->shape) + ": k " + std::to_string(K) +
+                          " (its last dim) is outside [1, E = " + std::to_string(E) + "]");
+  INFINIOP_CHECK(checkRows(check, "y", y, leading, K, "(x's leading shape, k)"));
+  INFINIOP_CHECK(checkRows(check, "expert_idx", expert_idx, leading, K, "(y's shape)"));
+  INFINIOP_CHECK(check.output("y", y));
+  p.dtype = check.dtype();
+  p.rows = x->numel() / E;
+  p.experts = E;
+  p.k = K;
+  INFINIOP_CHECK(routerView(check, "y", y, true, &p.y));
+  INFINIOP_CHECK(routerView(check, "x", x, true, &p.x));
+  INFINIOP_CHECK(routerView(check, "expert_idx", expert_idx, true, &p.expert_idx));
+  return publish(kWeights, handle, desc_ptr, std::move(desc));
+}
+
+}  // namespace
+
+extern "C" infiniStatus_t infiniopCreateMoeGatingWeightsDescriptor(
+    infiniopHandle_t handle, infiniopMoeGatingWeightsDescriptor_t *desc_ptr,
+    infiniopTensorDescriptor_t y_desc, infiniopTensorDescriptor_t x_desc,
+    infiniopTensorDescriptor_t expert_idx_desc, int64_t norm_type, int64_t renorm,
+    double routed_scaling_factor, double eps) {
+  return infiniop::guarded(kWeights, [&] {
+    return createWeights(handle, desc_ptr, y_desc, x_desc, expert_idx_desc, norm_type, renorm,
+                         routed_scaling_factor, eps);
+  });
+}
+
+INFINIOP_DESCRIPTOR_QUERIES(MoeGatingWeights, kWeights)
+
+extern "C" infiniStatus_t infiniopMoeGatingWeights(infiniopMoeGatingWeightsDescriptor_t desc,
+                                                   void *workspace, size_t workspace_size, void *y,
+                                                   const void *x, const void *expert_idx,
+                                                   void *stream) {
+  RouterDescriptor *d = nullptr;
+  INFINIOP_CHECK(infiniop::unwrapDescriptor(kWeights, desc, &d));
+  return infiniop::guarded(kWeights, [&] {
+    moe::RouterData data{};
+    data.y = y;
     data.x = x;
     data.expert_idx_in = expert_idx;
     data.workspace = workspace;

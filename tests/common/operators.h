@@ -145,6 +145,8 @@ INFINIOP_OPERATOR(MoeGatingTopK,
                    "routed_scaling_factor", "eps"));
 INFINIOP_OPERATOR(MoeGatingTopKGrad, (out("grad_x"), in("grad_y"), in("x"), in("expert_idx")),
                   ("norm_type", "renorm", "routed_scaling_factor", "eps"));
+INFINIOP_OPERATOR(MoeGatingWeights, (out("y"), in("x"), in("expert_idx")),
+                  ("norm_type", "renorm", "routed_scaling_factor", "eps"));
 INFINIOP_OPERATOR(MoeExpertCounts, (out("counts"), in("expert_idx")), ("num_experts"));
 // bias is read and written (in place): an output slot.
 INFINIOP_OPERATOR(MoeBiasUpdate, (out("bias"), in("counts")), ("update_rate"));
@@ -169,7 +171,7 @@ using All =
                ClippedSwiglu, ClippedSwigluV2, ClippedSwigluBackward, ClippedSwigluBackwardV2,
                MoeFinalizeRoutingV2, MoeFinalizeRoutingV2Grad, MoeInitRoutingV2,
                MoeInitRoutingV2Grad, MoeGatingTopKSoftmax, MoeGatingTopKSoftmaxGrad, MoeGatingTopK,
-               MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate>;
+               MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate, MoeGatingWeights>;
 
 // ---- attributes ------------------------------------------------------------------------------
 

@@ -104,6 +104,12 @@ bool isIndexDtype(infiniDtype_t d) {
   return d == I32 || d == I64;
 }
 
+// A slot whose last dim alone may grow and stay valid: MoeGatingWeights' x (any E >= k; its
+// operator rows break k against E instead).
+bool lastDimFree(const std::string &op, const std::string &slot) {
+  return op == "MoeGatingWeights" && slot == "x";
+}
+
 // Rows every operator has, derived from its slots.
 void addGenericRows(const OpSpec &op, std::vector<Row> &rows) {
   const std::string o = op.name;
@@ -136,9 +142,10 @@ void addGenericRows(const OpSpec &op, std::vector<Row> &rows) {
       add("DtypeMismatch_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_DTYPE,
           "`" + n + "` F16, the others F32",
           [i](const OpSpec &, Broken &s) { s.slots[i].dtype = INFINI_DTYPE_F16; });
-      add("LastDimPlusOne_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_SHAPE,
-          "`" + n + "`'s last dim one longer",
-          [i](const OpSpec &, Broken &s) { s.slots[i].shape.back() += 1; });
+      if (!lastDimFree(o, n))
+        add("LastDimPlusOne_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_SHAPE,
+            "`" + n + "`'s last dim one longer",
+            [i](const OpSpec &, Broken &s) { s.slots[i].shape.back() += 1; });
     }
     if (slot.output) {
       add("SelfOverlapping_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_STRIDES,
@@ -423,6 +430,21 @@ void addOperatorRows(std::vector<Row> &rows) {
   add(gtg, "KAboveE", C, S, "`grad_y`'s last dim 5 (k > E = 4)", setShape("grad_y", {2, 5}));
   add(gtg, "ExpertIdxOutOfRange", K, P, "`expert_idx` value E", setValues("expert_idx", {4, 0}));
   add(gtg, "ExpertIdxNegative", K, P, "`expert_idx` value -1", setValues("expert_idx", {-1, 0}));
+  const char *gw = "MoeGatingWeights";
+  add(gw, "NormTypeThree", C, P, "`norm_type` 3", setAttr(0, 3));
+  add(gw, "RenormOne", C, P, "`renorm` 1", setAttr(1, 1));
+  add(gw, "ScaleBeyondF32", C, P, "`routed_scaling_factor` 1e39 (infinite in F32)",
+      setAttr(2, 1e39));
+  add(gw, "EpsNegative", C, P, "`eps` -1", setAttr(3, -1));
+  add(gw, "EpsNaN", C, P, "`eps` NaN", setAttr(3, std::nan("")));
+  add(gw, "KAboveE", C, S, "`y` and `expert_idx` of last dim 5 (k > E = 4)",
+      both(setShape("y", {2, 5}), setShape("expert_idx", {2, 5})));
+  add(gw, "ExpertIdxRowsDiffer", C, S, "`expert_idx` (3, 2), `y` (2, 2)",
+      setShape("expert_idx", {3, 2}));
+  add(gw, "ExpertIdxOutOfRange", K, P, "`expert_idx` value E (row 1, column 0)",
+      setValues("expert_idx", {1, 3, 4, 2}));
+  add(gw, "ExpertIdxNegative", K, P, "`expert_idx` value -1",
+      setValues("expert_idx", {-1, 0, 2, 2}));
 }
 
 // Tensor descriptor rows: the shape and stride checks every operator relies on.

@@ -929,6 +929,19 @@ void addRouter(std::vector<Group> &groups) {
                         Data::kMoe,
                         routerRow(E)});
     }
+    for (int norm : {0, 1}) {  // random indices (duplicates among them)
+      const char *op = "MoeGatingWeights";
+      auto s = slotsOf(op);
+      give(s, "y", {R, K}, t);
+      give(s, "x", {R, E}, t);
+      give(s, "expert_idx", {R, K}, idx_t, routerExperts(R, E, 0xB0 + norm));
+      groups.push_back({name(op, norm ? "Sigmoid" : "Softmax"),
+                        op,
+                        s,
+                        {static_cast<double>(norm), 0, 2.5, 1e-20},
+                        Data::kMoe,
+                        routerRow(K)});
+    }
   }
 }
 

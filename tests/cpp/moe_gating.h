@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the router operators' suites share (moe_gating_test.cc, moe_gating_api_test.cc): the
-// four operators' calls over TensorBuffers staged through device memory, index helpers, and the
+// five operators' calls over TensorBuffers staged through device memory, index helpers, and the
 // poison / untouched checks.
 #pragma once
 
@@ -15,6 +15,7 @@
 #include "infiniop/ops/moe_gating_top_k_grad.h"
 #include "infiniop/ops/moe_gating_top_k_softmax.h"
 #include "infiniop/ops/moe_gating_top_k_softmax_grad.h"
+#include "infiniop/ops/moe_gating_weights.h"
 #include "moe_init_routing.h"
 #include "tensor_buffer.h"
 
@@ -23,13 +24,14 @@ namespace infiniop_test::moe_gating {
 constexpr infiniDtype_t kF32 = INFINI_DTYPE_F32, kF16 = INFINI_DTYPE_F16, kBF16 = INFINI_DTYPE_BF16,
                         kI32 = INFINI_DTYPE_I32, kI64 = INFINI_DTYPE_I64, kBool = INFINI_DTYPE_BOOL;
 
-enum class Op { kSoftmax, kSoftmaxGrad, kTopK, kTopKGrad };
+enum class Op { kSoftmax, kSoftmaxGrad, kTopK, kTopKGrad, kWeights };
 
 // One call: the tensors in the C function's order (NULL: a NULL descriptor) and the attributes.
 //   kSoftmax:     y, expert_idx, row_idx, softmax_out, x, finished; k, renorm
 //   kSoftmaxGrad: grad_x, grad_y, x, expert_idx, finished;          renorm
 //   kTopK:        y, expert_idx, norm_out, x, bias;                  k ... eps
 //   kTopKGrad:    grad_x, grad_y, x, expert_idx;                     norm_type, renorm, scale, eps
+//   kWeights:     y, x, expert_idx;                                  norm_type, renorm, scale, eps
 struct Call {
   Op op = Op::kSoftmax;
   std::vector<TensorBuffer *> t;
@@ -70,6 +72,11 @@ inline Outcome run(infiniopHandle_t h, const Call &c) {
       o.create = infiniopCreateMoeGatingTopKGradDescriptor(
           h, reinterpret_cast<infiniopMoeGatingTopKGradDescriptor_t *>(&desc), d[0], d[1], d[2],
           d[3], c.norm_type, c.renorm, c.scale, c.eps);
+      break;
+    case Op::kWeights:
+      o.create = infiniopCreateMoeGatingWeightsDescriptor(
+          h, reinterpret_cast<infiniopMoeGatingWeightsDescriptor_t *>(&desc), d[0], d[1], d[2],
+          c.norm_type, c.renorm, c.scale, c.eps);
       break;
   }
   o.error = infiniopGetLastError();
@@ -118,6 +125,14 @@ inline Outcome run(infiniopHandle_t h, const Call &c) {
       o.calc = infiniopMoeGatingTopKGrad(op, dev.scratch(ws), ws, p[0], p[1], p[2], p[3], nullptr);
       o.error = infiniopGetLastError();
       infiniopDestroyMoeGatingTopKGradDescriptor(op);
+      break;
+    }
+    case Op::kWeights: {
+      auto op = static_cast<infiniopMoeGatingWeightsDescriptor_t>(desc);
+      EXPECT_EQ(infiniopGetMoeGatingWeightsWorkspaceSize(op, &ws), INFINI_STATUS_SUCCESS);
+      o.calc = infiniopMoeGatingWeights(op, dev.scratch(ws), ws, p[0], p[1], p[2], nullptr);
+      o.error = infiniopGetLastError();
+      infiniopDestroyMoeGatingWeightsDescriptor(op);
       break;
     }
   }

@@ -146,6 +146,9 @@ const std::vector<OpSpec> &specs() {
       // grad_x, grad_y, x, expert_idx; attrs: norm_type, renorm, scale, eps.
       make<ops::MoeGatingTopKGrad>(
           {{{2, 4}, F32}, {{2, 1}, F32}, {{2, 4}, F32}, {{2, 1}, I32, {1, 0}}}, {1, 0, 1.0, 1e-20}),
+      // y, x, expert_idx (a duplicate in row 1); attrs: norm_type, renorm, scale, eps.
+      make<ops::MoeGatingWeights>({{{2, 2}, F32}, {{2, 4}, F32}, {{2, 2}, I32, {1, 3, 2, 2}}},
+                                  {1, 0, 1.0, 1e-20}),
       // counts, expert_idx (row 1 finished: E); attrs: num_experts.
       make<ops::MoeExpertCounts>({{{3}, I32}, {{2, 2}, I32, {2, 0, 3, 1}}}, {3}),
       // bias, counts; attrs: update_rate.

@@ -422,6 +422,7 @@ enum Op {
   kRouterTopKGrad,
   kExpertCounts,  // exact: every output byte as cpu_reference's (checkAgainstReference())
   kBiasUpdate,
+  kRouterWeights,  // MoeGatingWeights: a router (compareRouter()), last so the seeds keep their op
   kOpCount
 };
 // The table's operator of each Op (ClippedSwiglu(Backward) with a clamp_mode: their V2, see
@@ -432,7 +433,7 @@ using FuzzOps =
                ops::ClippedSwigluBackward, ops::MoeFinalizeRoutingV2, ops::MoeFinalizeRoutingV2Grad,
                ops::MoeInitRoutingV2, ops::MoeInitRoutingV2Grad, ops::MoeGatingTopKSoftmax,
                ops::MoeGatingTopKSoftmaxGrad, ops::MoeGatingTopK, ops::MoeGatingTopKGrad,
-               ops::MoeExpertCounts, ops::MoeBiasUpdate>;
+               ops::MoeExpertCounts, ops::MoeBiasUpdate, ops::MoeGatingWeights>;
 static_assert(std::tuple_size_v<FuzzOps> == kOpCount);
 
 // f(Op's type from the table).
@@ -455,10 +456,10 @@ const char *opName(Op op) {
 // F32 bounds in u (tests/accuracy_bounds.json); the MoE sums get 16 u per term. The relaxed
 // mode's, for the elementwise operators (the MoE operators ignore the mode). The routers' K
 // (moe_gating) enters their own bound (compareRouter()); the expert-count operators are exact.
-const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6, 4, 6, 16, 16, 0, 16, 4, 4, 4, 4, 0, 0};
+const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6, 4, 6, 16, 16, 0, 16, 4, 4, 4, 4, 0, 0, 4};
 static_assert(sizeof kBoundU / sizeof kBoundU[0] == kOpCount);
 bool isRouter(Op op) {
-  return op >= kRouterSoftmax && op <= kRouterTopKGrad;
+  return (op >= kRouterSoftmax && op <= kRouterTopKGrad) || op == kRouterWeights;
 }
 bool isExact(Op op) {
   return op == kExpertCounts || op == kBiasUpdate;
@@ -554,7 +555,8 @@ double fuzzDouble(Input &in, double usual) {
   return fuzzFloat(in);
 }
 
-// The four routers (docs/moe_gating_top_k_softmax.md, docs/moe_gating_top_k.md): x (lead..., E),
+// The routers (docs/moe_gating_top_k_softmax.md, docs/moe_gating_top_k.md,
+// docs/moe_gating_weights.md): x (lead..., E),
 // the k-wide tensors (lead..., k); attributes usually consistent, else edges.
 void decodeRouter(Input &in, Case &c, int fd) {
   std::vector<size_t> lead(in.pick(3) + 1);
@@ -624,6 +626,18 @@ void decodeRouter(Input &in, Case &c, int fd) {
         c.d[0] = fuzzDouble(in, in.chance(128) ? 1.0 : 2.5);
         c.d[1] = fuzzDouble(in, in.chance(192) ? 1e-20 : 0.0);
       }
+      break;
+    }
+    case kRouterWeights: {  // y, x, expert_idx (given: mostly in range)
+      c.t.push_back(makeT(kOutput, with(kw), fd));
+      c.t.push_back(x);
+      Tensor idx = makeT(kIndex, with(kw), idx_dt);
+      idx.hi = En;
+      c.t.push_back(idx);
+      c.i[0] = fuzzInt(in, static_cast<int64_t>(in.pick(2)));  // norm_type
+      c.i[1] = fuzzInt(in, 0);                                 // renorm
+      c.d[0] = fuzzDouble(in, in.chance(128) ? 1.0 : 2.5);
+      c.d[1] = fuzzDouble(in, in.chance(192) ? 1e-20 : 0.0);
       break;
     }
     default: {  // kRouterTopK
@@ -850,6 +864,7 @@ Case decode(Input &in) {
     case kRouterSoftmaxGrad:
     case kRouterTopK:
     case kRouterTopKGrad:
+    case kRouterWeights:
       decodeRouter(in, c, fd);
       break;
     case kExpertCounts:
@@ -1436,16 +1451,42 @@ std::string checkSelection(const std::vector<double> &key, const std::vector<dou
   return "";
 }
 
+// MoeGatingTopK's y for the selection `got` (MoeGatingWeights' for its given expert_idx), c's
+// routed_scaling_factor c.d[0] and eps c.d[1]: each y_i's truth, condition and floor.
+struct TopKWeights {
+  std::vector<double> want, cond;
+  double floor = 0;
+  bool meaningful = true;
+  TopKWeights(const Case &c, const Probs &pr, const std::vector<int64_t> &got) {
+    const size_t k = got.size();
+    const double scale = static_cast<float>(c.d[0]), eps = static_cast<float>(c.d[1]);
+    double sum = 0, sum_cond = 0;  // D carries the selected p's errors
+    for (int64_t s : got) sum += pr.p[s], sum_cond = std::fmax(sum_cond, pr.cond[s]);
+    const double D = sum + eps;
+    for (size_t i = 0; i < k; ++i) {
+      want.push_back(pr.p[got[i]] / D * scale);
+      cond.push_back(pr.cond[got[i]] + sum_cond + static_cast<double>(k) + 3);
+    }
+    // p's absolute floor (2^-125 each) through the normalization: (k + 1) |c| floor / D;
+    // past |c| (D below the floors) y is meaningless and any value goes.
+    // Plus w / D's own rounding where it falls below F32's normal range (an eps near 1e23:
+    // w / D underflows), times c: 2^-149 |c|.
+    floor = std::fabs(scale) * (static_cast<double>(k + 1) * 0x1p-124 / D + 0x1p-149);
+    meaningful = floor < std::fabs(scale);
+  }
+};
+
 void compareRouter(const char *device, const Case &c, const Run &run, const Tolerance &tol) {
   const RouterRun v{c, run};
   const Op op = c.op;
-  const size_t xs = op == kRouterSoftmax ? 4 : op == kRouterTopK ? 3 : 2;
+  const bool weights = op == kRouterWeights;  // MoeGatingTopK's y at the given expert_idx
+  const size_t xs = op == kRouterSoftmax ? 4 : op == kRouterTopK ? 3 : weights ? 1 : 2;
   const bool forward = op == kRouterSoftmax || op == kRouterTopK;
   const int fd = c.t[xs].dtype;
   const auto bad = [&](const std::string &what, const std::string &detail) {
     fail((std::string(device) + ": " + what).c_str(), detail + "\n" + describe(c));
   };
-  const Tensor &xt = c.t[xs], &kt = c.t[forward ? 0 : 1];
+  const Tensor &xt = c.t[xs], &kt = c.t[forward || weights ? 0 : 1];
   if (xt.shape.size() < 2 || xt.shape.back() == 0 || kt.shape.empty())
     bad("a router accepted x of rank < 2 or E = 0", "");
   const size_t E = xt.shape.back(), R = numelOf(xt) / E, k = kt.shape.back();
@@ -1469,6 +1510,26 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
     std::string xdesc = "row " + std::to_string(r) + " x:";
     for (size_t j = 0; j < E && j < 40; ++j) xdesc += " " + num(x[j]);
     const bool finished = fin != SIZE_MAX && c.t[fin].present && *v.at(fin, r) != 0;
+    if (weights) {
+      const Probs pr = c.i[0] == 1 ? sigmoidOf(x) : softmaxOf(x, chainOf(E));
+      std::vector<int64_t> got(k);
+      for (size_t i = 0; i < k; ++i) {
+        got[i] = v.index(2, r * k + i);
+        if (got[i] < 0 || got[i] >= static_cast<int64_t>(E))
+          bad("MoeGatingWeights accepted an expert_idx outside [0, E)", std::to_string(got[i]));
+      }
+      TopKWeights w(c, pr, got);
+      if (!w.meaningful) continue;
+      for (size_t i = 0; i < k; ++i) {
+        const double y = v.get(0, r * k + i);
+        if (!within(y, w.want[i], tol.of(fd, w.want[i], std::fabs(w.want[i]), w.cond[i], w.floor),
+                    fd))
+          bad("y outside the bound", "slot " + std::to_string(i) + " (expert " +
+                                         std::to_string(got[i]) + "): " + num(y) + " vs " +
+                                         num(w.want[i]) + "\n" + xdesc);
+      }
+      continue;
+    }
     if (forward) {
       const bool renorm = op == kRouterSoftmax && c.i[1] == 1;
       const bool sigmoid = op == kRouterTopK && c.i[5] == 1;
@@ -1520,7 +1581,7 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
       }
       // y at this device's choice.
       std::vector<double> want(k), cond(k);
-      double floor = 0x1p-125, meaningless = INFINITY;
+      double floor = 0x1p-125;
       if (renorm) {
         std::vector<double> picked;
         for (int64_t s : got) picked.push_back(x[s]);
@@ -1530,21 +1591,11 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
       } else if (op == kRouterSoftmax) {
         for (size_t i = 0; i < k; ++i) want[i] = pr.p[got[i]], cond[i] = pr.cond[got[i]];
       } else {
-        const double scale = static_cast<float>(c.d[0]), eps = static_cast<float>(c.d[1]);
-        double sum = 0, sum_cond = 0;  // D carries the selected p's errors
-        for (int64_t s : got) sum += pr.p[s], sum_cond = std::fmax(sum_cond, pr.cond[s]);
-        const double D = sum + eps;
-        for (size_t i = 0; i < k; ++i) {
-          want[i] = pr.p[got[i]] / D * scale;
-          cond[i] = pr.cond[got[i]] + sum_cond + static_cast<double>(k) + 3;
-        }
-        // p's absolute floor (2^-125 each) through the normalization: (k + 1) |c| floor / D;
-        // past |c| (D below the floors) y is meaningless and any value goes.
-        // Plus w / D's own rounding where it falls below F32's normal range (an eps near 1e23:
-        // w / D underflows), times c: 2^-149 |c|.
-        floor = std::fabs(scale) * (static_cast<double>(k + 1) * 0x1p-124 / D + 0x1p-149);
-        meaningless = std::fabs(scale);
-        if (!(floor < meaningless)) continue;
+        const TopKWeights w(c, pr, got);
+        want = w.want;
+        cond = w.cond;
+        floor = w.floor;
+        if (!w.meaningful) continue;
       }
       for (size_t i = 0; i < k; ++i) {
         const double y = v.get(0, r * k + i);

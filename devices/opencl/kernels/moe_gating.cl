@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The router operators (src/ops/moe_gating.h; docs/moe_gating_top_k_softmax.md and
-// docs/moe_gating_top_k.md have the arithmetic), built after `common` (storage.cl, math.cl, rounded.cl). One work-item per row
-// (global id 0): every sum of a row is then one fixed chain, the same operations in the same order
-// as devices/cpu's, so every output has the cpu device's bits. Any E and k: the selection keeps
-// the k best in private arrays for k <= SMALL_K, and above makes k passes over the row, pass i
-// taking the best key ranked after pass i - 1's (the order is total), so it needs no per-row
-// marks. The forwards keep p (and MoeGatingTopK its group scores) in the workspace, a row of
-// floats per row; the grads recompute p and need none.
+// docs/moe_gating_top_k.md have the arithmetic), built after `common` (storage.cl, math.cl,
+// rounded.cl). One work-item per row (global id 0): every sum of a row is then one fixed chain, the
+// same operations in the same order as devices/cpu's, so every output has the cpu device's bits.
+// Any E and k: the selection keeps the k best in private arrays for k <= SMALL_K, and above makes k
+// passes over the row, pass i taking the best key ranked after pass i - 1's (the order is total),
+// so it needs no per-row marks. The forwards keep p (and MoeGatingTopK its group scores) in the
+// workspace, a row of floats per row; the grads recompute p and need none.
 #pragma OPENCL FP_CONTRACT OFF
 
 // The index dtypes (INT32 or INT64, each its own) and bias's (x's storage, or F32 with
@@ -297,6 +297,28 @@ __kernel void moe_gating_top_k_softmax(const __global long *geometry, __global s
   }
 }
 
+// MoeGatingTopK's p into p[0, E): sigmoid(x) per element, or softmax(x) (MoeGatingWeights' too).
+INLINE void top_k_probs_into(const __global storage_t *x, row_t xr, ulong E, uint sigmoid,
+                             __global float *p) {
+  if (sigmoid) {
+    for (ulong j = 0; j < E; ++j) p[j] = sigmoid_value(X_AT(j));
+  } else {
+    softmax_into(x, xr, E, p);
+  }
+}
+
+// MoeGatingTopK's y for the selection in expert_idx's row: y_i = (p_{s_i} / D) c, D = S + eps, S
+// the p_{s_i} summed in order from +0 (MoeGatingWeights' too).
+INLINE void top_k_weights(const __global float *p, const __global expert_index_t *expert_idx,
+                          row_t ir, __global storage_t *y, row_t yr, ulong k, float S, float eps,
+                          float c) {
+  const float D = S + eps;
+  for (ulong i = 0; i < k; ++i) {
+    const ulong s = (ulong)expert_idx[element(ir, i)];
+    store_value(y, element(yr, i), divide(p[s], D) * c);
+  }
+}
+
 // MoeGatingTopK. scratch row r (at scratch_index + r * (E + groups)): p, then the group scores.
 // Attributes: gsize = E / groups experts per group; k_group groups kept; mode 0 (max v) or 1 (sum
 // of the two largest v); sigmoid: p = sigmoid(x), else softmax(x); c = routed_scaling_factor.
@@ -315,11 +337,7 @@ __kernel void moe_gating_top_k(const __global long *geometry, __global storage_t
   const row_t br = has_bias ? row_of(geometry, VIEW_BIAS, bias_index, 0) : xr;
   __global float *p = scratch + scratch_index + r * (E + groups);
   __global float *score = p + E;
-  if (sigmoid) {
-    for (ulong j = 0; j < E; ++j) p[j] = sigmoid_value(X_AT(j));
-  } else {
-    softmax_into(x, xr, E, p);
-  }
+  top_k_probs_into(x, xr, E, sigmoid, p);
   if (has_probs) {
     const row_t pr = row_of(geometry, VIEW_PROBS, probs_index, r);
     for (ulong j = 0; j < E; ++j) store_f32(probs, element(pr, j), p[j]);
@@ -366,12 +384,25 @@ __kernel void moe_gating_top_k(const __global long *geometry, __global storage_t
 #undef EMIT_EXPERT
 #undef KEPT
 #undef V_AT
-  // y_i = (w_i / D) c, D = S + eps.
-  const float D = S + eps;
-  for (ulong i = 0; i < k; ++i) {
-    const ulong s = (ulong)expert_idx[element(ir, i)];
-    store_value(y, element(yr, i), divide(p[s], D) * c);
-  }
+  top_k_weights(p, expert_idx, ir, y, yr, k, S, eps, c);
+}
+
+// MoeGatingWeights: MoeGatingTopK's p (into scratch row r, at scratch_index + r * E) and y for the
+// given expert_idx (checked on the host to be in [0, E)).
+__kernel void moe_gating_weights(const __global long *geometry, __global storage_t *y,
+                                 ulong y_index, const __global expert_index_t *expert_idx,
+                                 ulong expert_idx_index, const __global storage_t *x, ulong x_index,
+                                 __global float *scratch, ulong scratch_index, ulong E, ulong k,
+                                 uint sigmoid, float c, float eps) {
+  const ulong r = get_global_id(0);
+  const row_t xr = row_of(geometry, VIEW_X, x_index, r);
+  const row_t yr = row_of(geometry, VIEW_Y, y_index, r);
+  const row_t ir = row_of(geometry, VIEW_EXPERT_IDX, expert_idx_index, r);
+  __global float *p = scratch + scratch_index + r * E;
+  top_k_probs_into(x, xr, E, sigmoid, p);
+  float S = 0.0f;
+  for (ulong i = 0; i < k; ++i) S += p[(ulong)expert_idx[element(ir, i)]];
+  top_k_weights(p, expert_idx, ir, y, yr, k, S, eps, c);
 }
 
 // g_i, the grads' grad_y[r, i].

@@ -32,6 +32,9 @@ node (prim::PythonOp), under torch.fx.symbolic_trace as one call_function node.
                      renorm=0, norm_type=1, out_flag=False, routed_scaling_factor=1.0,
                      eps=1e-20)           MoeGatingTopK / MoeGatingTopKGrad (y w.r.t. x;
                                           norm_out's gradient in torch; bias none)
+    moe_gating_weights(x, expert_idx, norm_type=1, renorm=0, routed_scaling_factor=1.0,
+                       eps=1e-20)         MoeGatingWeights / MoeGatingTopKGrad (y w.r.t. x at
+                                          a given expert_idx: replayed or hash routing)
     moe_expert_counts(expert_idx, num_experts, counts_dtype='int64')
                                           MoeExpertCounts (no gradient)
     moe_bias_update(bias, counts, update_rate=0.001)
@@ -62,6 +65,7 @@ from ._autograd import (
     MoeFinalizeRoutingV2Function,
     MoeGatingTopKFunction,
     MoeGatingTopKSoftmaxFunction,
+    MoeGatingWeightsFunction,
     MoeInitRoutingV2Function,
     SwiGluFunction,
     _check_tensor,
@@ -74,6 +78,7 @@ __all__ = [
     "MoeFinalizeRoutingV2Function",
     "MoeGatingTopKFunction",
     "MoeGatingTopKSoftmaxFunction",
+    "MoeGatingWeightsFunction",
     "MoeInitRoutingV2Function",
     "SwiGluFunction",
     "clipped_swiglu",
@@ -84,6 +89,7 @@ __all__ = [
     "moe_finalize_routing_v2",
     "moe_gating_top_k",
     "moe_gating_top_k_softmax",
+    "moe_gating_weights",
     "moe_init_routing_v2",
     "npu_clipped_swiglu",
     "npu_gelu",
@@ -287,6 +293,24 @@ def moe_gating_top_k(x, k, bias=None, k_group=1, group_count=1, group_select_mod
             index_dtype=_traced_index_dtype(index_dtype), device=_traced_device(device, handle))
     return MoeGatingTopKFunction.apply(x, k, bias, attributes, out_flag, index_dtype, device,
                                        handle)
+
+
+def moe_gating_weights(x, expert_idx, norm_type=1, renorm=0, routed_scaling_factor=1.0,
+                       eps=1e-20, *, device="cpu", handle=None):
+    """y (..., k), as infiniop.moe_gating_weights (MoeGatingTopK's weights for a given
+    expert_idx: a replayed routing, or hash routing's tid2eid[token_ids]), with autograd: y's
+    gradient with respect to x by MoeGatingTopKGrad at the same expert_idx; expert_idx gets
+    none."""
+    attributes = {"norm_type": norm_type, "renorm": renorm,
+                  "routed_scaling_factor": routed_scaling_factor, "eps": eps}
+    if not isinstance(x, _torch.Tensor) or not isinstance(expert_idx, _torch.Tensor):
+        return _not_tensors(moe_gating_weights, (x, expert_idx),
+                            {**attributes, "device": device, "handle": handle},
+                            ((x, "x", False), (expert_idx, "expert_idx", False)))
+    if _ops.COMPILABLE and _compile.compiling():
+        return _torch.ops.infiniop.moe_gating_weights(x, expert_idx, **attributes,
+                                                      device=_traced_device(device, handle))
+    return MoeGatingWeightsFunction.apply(x, expert_idx, attributes, device, handle)
 
 
 def moe_expert_counts(expert_idx, num_experts, *, counts_dtype="int64", device="cpu",

@@ -297,6 +297,10 @@ def _gating(inputs, typed, device, handle, record):
                                      _record=record)
 
 
+def _gating_weights(inputs, attributes, device, handle, record):
+    return infiniop.moe_gating_weights(*inputs, **attributes, device=device, handle=handle)
+
+
 class MoeInitRoutingV2Function(torch.autograd.Function):
     """(expanded_x, expanded_row_idx, expert_tokens_count_or_cumsum, expert_tokens_before_capacity)
     of MoeInitRoutingV2, differentiable with respect to x through expanded_x (backward:
@@ -501,6 +505,33 @@ class MoeGatingTopKFunction(torch.autograd.Function):
                                   routed_scaling_factor=a["routed_scaling_factor"], eps=a["eps"],
                                   **ctx.lib))
         return (grad_x,) + (None,) * 7
+
+
+class MoeGatingWeightsFunction(torch.autograd.Function):
+    """y of MoeGatingWeights (MoeGatingTopK's weights for the given expert_idx: a replayed or
+    hash routing), differentiable with respect to x (backward: MoeGatingTopKGrad at the same
+    expert_idx); expert_idx gets no gradient.
+    apply(x, expert_idx, attributes (dict: norm_type, renorm, routed_scaling_factor, eps),
+    device, handle)."""
+
+    @staticmethod
+    def forward(ctx, x, expert_idx, attributes, device, handle):
+        ctx.lib = _lib(device, handle)
+        ctx.attributes = attributes
+        ctx.set_materialize_grads(False)
+        y = traced_calls(_gating_weights, (x, expert_idx), attributes, device, handle, None)
+        ctx.save_for_backward(x, expert_idx)
+        return y
+
+    @staticmethod
+    @first_order_only("moe_gating_weights")
+    def backward(ctx, grad_y):
+        grad_x = None
+        if ctx.needs_input_grad[0] and grad_y is not None:
+            x, expert_idx = ctx.saved_tensors
+            grad_x = infiniop.moe_gating_top_k_grad(grad_y, x, expert_idx, **ctx.attributes,
+                                                    **ctx.lib)
+        return grad_x, None, None, None, None
 
 
 def gating_grad_x(grad_y, grad_norm, x, expert_idx, norm, norm_type, gating_grad):

@@ -2,11 +2,12 @@
 """The MoE routing operators and the routers as operators torch.compile can trace (PyTorch 2.4
 on), as _compile does for the activations.
 
-moe_init_routing_v2, moe_finalize_routing_v2, moe_gating_top_k_softmax and moe_gating_top_k
-get a fake kernel and a registered autograd formula; their library gradients become operators
-of their own (torch.ops.infiniop.moe_init_routing_v2_grad, moe_finalize_routing_v2_grad,
-moe_gating_top_k_softmax_grad, moe_gating_top_k_grad; CPU kernel: the functional API), each
-with a fake kernel and refusing a second derivative. The formulas are _autograd's
+moe_init_routing_v2, moe_finalize_routing_v2, moe_gating_top_k_softmax, moe_gating_top_k and
+moe_gating_weights get a fake kernel and a registered autograd formula; their library gradients
+become operators of their own (torch.ops.infiniop.moe_init_routing_v2_grad,
+moe_finalize_routing_v2_grad, moe_gating_top_k_softmax_grad, moe_gating_top_k_grad, which is
+moe_gating_weights' too; CPU kernel: the functional API), each with a fake kernel and refusing a
+second derivative. The formulas are _autograd's
 (finalize_grads, gating_softmax_grad_x, gating_grad_x) with the grad operators in place of the
 functional calls, so a compiled graph computes eager mode's bits.
 
@@ -132,6 +133,10 @@ def _fake_like_x(grad_y, x, *args, **kwargs):
     return _dense(x, x.shape)
 
 
+def _fake_gating_weights(x, expert_idx, *args, **kwargs):
+    return _dense(x, expert_idx.shape)
+
+
 def _fake_expert_counts(expert_idx, num_experts, *, counts_dtype="int64", device="cpu"):
     dtype = index_dtype_of(counts_dtype, None, "torch")
     return expert_idx.new_empty((max(num_experts, 0),), dtype=dtype)
@@ -148,6 +153,7 @@ FAKE = {
     "moe_finalize_routing_v2": _fake_finalize,
     "moe_gating_top_k_softmax": _fake_gating_softmax,
     "moe_gating_top_k": _fake_gating,
+    "moe_gating_weights": _fake_gating_weights,
     "moe_init_routing_v2_grad": _fake_init_grad,
     "moe_finalize_routing_v2_grad": _fake_finalize_grad,
     "moe_gating_top_k_softmax_grad": _fake_like_x,
@@ -234,6 +240,23 @@ def _backward_gating(ctx, grad_y, _grad_idx, grad_norm):
     return (grad_x,) + (None,) * 10
 
 
+def _setup_gating_weights(ctx, inputs, keyword_only_inputs, output):
+    x, expert_idx = inputs[:2]
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(x, expert_idx)
+    ctx.attributes = dict(zip(_GATING_GRAD_ATTRIBUTES, inputs[2:]))
+    ctx.device = keyword_only_inputs["device"]
+
+
+def _backward_gating_weights(ctx, grad_y):
+    grad_x = None
+    if ctx.needs_input_grad[0] and grad_y is not None:
+        x, expert_idx = ctx.saved_tensors
+        grad_x = torch.ops.infiniop.moe_gating_top_k_grad(grad_y, x, expert_idx,
+                                                          **ctx.attributes, device=ctx.device)
+    return (grad_x,) + (None,) * 5
+
+
 # forward operator -> (its grad operator, setup_context, backward)
 AUTOGRAD = {
     "moe_init_routing_v2": ("moe_init_routing_v2_grad", _setup_init, _backward_init),
@@ -242,4 +265,9 @@ AUTOGRAD = {
     "moe_gating_top_k_softmax": ("moe_gating_top_k_softmax_grad", _setup_gating_softmax,
                                  _backward_gating_softmax),
     "moe_gating_top_k": ("moe_gating_top_k_grad", _setup_gating, _backward_gating),
+    "moe_gating_weights": ("moe_gating_top_k_grad", _setup_gating_weights,
+                           _backward_gating_weights),
 }
+# forward operator -> the grad operators of AUTOGRAD that another forward's entry defines (and
+# refuses a second derivative of): MoeGatingWeights' gradient is MoeGatingTopKGrad.
+SHARED_BACKWARDS = {"moe_gating_weights": ("moe_gating_top_k_grad",)}

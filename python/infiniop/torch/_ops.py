@@ -23,6 +23,9 @@ torch.compile. Schemas cannot carry an infiniop.Handle, so these take device='cp
     torch.ops.infiniop.moe_finalize_routing_v2(Tensor expanded_x, Tensor expanded_row_idx,
         Tensor? x1=None, Tensor? x2=None, Tensor? bias=None, Tensor? scales=None,
         Tensor? expert_idx=None, *, int drop_pad_mode=0, str device='cpu') -> Tensor
+    torch.ops.infiniop.moe_gating_weights(Tensor x, Tensor expert_idx, int norm_type=1,
+        int renorm=0, float routed_scaling_factor=1.0, float eps=1e-20, *, str device='cpu')
+        -> Tensor   (MoeGatingTopK's weights at the given expert_idx; backward MoeGatingTopKGrad)
     torch.ops.infiniop.moe_expert_counts(Tensor expert_idx, int num_experts, *,
         str counts_dtype='int64', str device='cpu') -> Tensor
     torch.ops.infiniop.moe_bias_update(Tensor(a!) bias, Tensor counts,
@@ -77,6 +80,9 @@ _SCHEMAS = {
         "int group_select_mode=0, int renorm=0, int norm_type=1, bool out_flag=False, "
         "float routed_scaling_factor=1.0, float eps=1e-20, *, str? index_dtype=None, "
         "str device='cpu') -> (Tensor, Tensor, Tensor?)"),
+    "moe_gating_weights": (
+        "moe_gating_weights(Tensor x, Tensor expert_idx, int norm_type=1, int renorm=0, "
+        "float routed_scaling_factor=1.0, float eps=1e-20, *, str device='cpu') -> Tensor"),
     "moe_expert_counts": (
         "moe_expert_counts(Tensor expert_idx, int num_experts, *, str counts_dtype='int64', "
         "str device='cpu') -> Tensor"),
@@ -215,6 +221,20 @@ def _gating_autograd(x, k, bias=None, k_group=1, group_count=1, group_select_mod
         out_flag, index_dtype, device, None)
 
 
+def _gating_weights_cpu(x, expert_idx, norm_type=1, renorm=0, routed_scaling_factor=1.0,
+                        eps=1e-20, *, device="cpu"):
+    return infiniop.moe_gating_weights(x, expert_idx, norm_type, renorm, routed_scaling_factor,
+                                       eps, device=device)
+
+
+def _gating_weights_autograd(x, expert_idx, norm_type=1, renorm=0, routed_scaling_factor=1.0,
+                             eps=1e-20, *, device="cpu"):
+    return _autograd.MoeGatingWeightsFunction.apply(
+        x, expert_idx, {"norm_type": norm_type, "renorm": renorm,
+                        "routed_scaling_factor": routed_scaling_factor, "eps": eps},
+        device, None)
+
+
 _KERNELS = {
     "swiglu": (_swiglu_cpu, _swiglu_autograd),
     "gelu": (_gelu_cpu, _gelu_autograd),
@@ -224,6 +244,7 @@ _KERNELS = {
     "moe_finalize_routing_v2": (_moe_finalize_cpu, _moe_finalize_autograd),
     "moe_gating_top_k_softmax": (_gating_softmax_cpu, _gating_softmax_autograd),
     "moe_gating_top_k": (_gating_cpu, _gating_autograd),
+    "moe_gating_weights": (_gating_weights_cpu, _gating_weights_autograd),
     "moe_expert_counts": (_expert_counts_cpu, None),
     "moe_bias_update": (_bias_update_cpu, None),
 }
