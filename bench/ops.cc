@@ -185,6 +185,20 @@ const std::vector<OpInfo> &allOps() {
        {Extent::kGateLogits, Extent::kGateExperts},  // x, expert_idx
        bindOp<ops::MoeGatingWeights>({1, 0, kRoutedScaling, kGateEps}),
        {16384, 8, 256}},
+      // DeepSeek-V4's router: sqrtsoftplus (norm_type 2), ungrouped top-6 of 256 (or of 384: the
+      // shape 16384x6x384), bias, routed_scaling_factor 1.5.
+      {"moe_gating_top_k_v4",
+       {Extent::kGateTopk, Extent::kGateIndex},   // y, expert_idx;
+       {Extent::kGateLogits, Extent::kGateBias},  // x, bias
+       bindOpByShape<ops::MoeGatingTopK>([](const Shape &s) {
+         return std::vector<double>{topk(s), 1, 1, 0, 0, 2, 1.5, kGateEps};
+       }),
+       {16384, 6, 256}},
+      {"moe_gating_top_k_grad_v4",
+       {Extent::kGateLogits},  // grad_x; grad_y, x, expert_idx
+       {Extent::kGateTopk, Extent::kGateLogits, Extent::kGateExperts},
+       bindOp<ops::MoeGatingTopKGrad>({2, 0, 1.5, kGateEps}),
+       {16384, 6, 256}},
       // Tokens per expert of a routing: 16384 tokens x top-8 of 256 experts by default.
       {"moe_expert_counts",
        {Extent::kGateCounts},   // counts;

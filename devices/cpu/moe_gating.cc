@@ -59,6 +59,20 @@ HWY_INLINE V SigmoidSlopeFloor(D d, V x, V p) {
   return hn::IfThenElse(hn::IsNaN(x), x, hn::IfThenZeroElse(beyond, hn::Mul(hn::Mul(e, p), p)));
 }
 
+// sqrt(softplus(x))'s slope sigmoid(x) / (2 p), p = SqrtSoftplus(x): for x >= -87 the library's
+// sigmoid (SigmoidFloor) over p + p (exact), one IEEE division of two positive normal numbers (p
+// >= e^-43.5), nothing cancelling; below -87, where softplus(x) = e^x within 2^-125 relatively, the
+// slope is p / 2 (exact), down to x = -172, and 0 below (the true slope is below e^-86 / 2 <
+// 2^-125, and p / 2 would be subnormal). 0 at +inf (1 / inf) and -inf, NaN stays NaN. The same
+// operations as opencl's sqrt_softplus_slope.
+template <class D, class V>
+HWY_INLINE V SqrtSoftplusSlope(D d, V x, V p) {
+  const auto tail = hn::Lt(x, hn::Set(d, -87.0f));
+  const auto beyond = hn::Lt(x, hn::Set(d, -172.0f));
+  const V ratio = hn::Div(SigmoidFloor(d, x), hn::Add(p, p));
+  return hn::IfThenElse(tail, hn::IfThenZeroElse(beyond, hn::Mul(p, hn::Set(d, 0.5f))), ratio);
+}
+
 // out[j] = f(d, in[j]) over n elements: whole vectors, then one lane at a time (the same
 // operations per lane, so the same bits).
 template <class F>
@@ -223,21 +237,25 @@ void Select(const float *key, size_t k, const size_t *groups, size_t n_groups, s
   pass.Result(top);
 }
 
-// A group's score (MoeGatingTopK, group_count > 1): the largest key (best 1) or the sum of the two
-// largest (best 2), in selection order. Only the scores' order is used, which their values
-// decide up to the sign of a zero and a NaN's payload, and the values of the best two are
-// those of the two largest of the multiset: per lane the two largest over the vectors, then the
-// lanes' largest and the largest of the rest. A NaN among the keys: NaN (it ranks first). A group
-// that is not whole vectors takes Select.
+// A group's score (MoeGatingTopK, group_count > 1): the largest key (best 1) or the sum of the
+// `best` largest (best >= 2: from the first, one F32 addition each, in selection order; best > 2,
+// mode 2, through Select into s.top, which the row's selection fills only later). Only the scores'
+// order is used, which their values decide up to the sign of a zero and a NaN's payload, and the
+// values of the best two are those of the two largest of the multiset: per lane the two largest
+// over the vectors, then the lanes' largest and the largest of the rest. A NaN among the keys: NaN
+// (it ranks first). A group that is not whole vectors takes Select.
 float GroupScore(const float *key, size_t size, size_t best, const Scratch &s) {
   const hn::ScalableTag<float> d;
   const hn::RebindToUnsigned<decltype(d)> du;
   using V = hn::Vec<decltype(d)>;
   const size_t N = hn::Lanes(d);
-  if (size % N != 0 || size < 2) {
+  if (size % N != 0 || size < 2 || best > 2) {
     size_t two[2];
-    Select(key, best, nullptr, 0, size, two, s);
-    return best == 2 ? key[two[0]] + key[two[1]] : key[two[0]];
+    size_t *top = best > 2 ? s.top : two;
+    Select(key, best, nullptr, 0, size, top, s);
+    float sum = key[top[0]];
+    for (size_t i = 1; i < best; ++i) sum += key[top[i]];
+    return sum;
   }
   V first = hn::Set(d, -INFINITY), second = first, nan = hn::Zero(d);
   for (size_t j = 0; j < size; j += N) {
@@ -360,10 +378,12 @@ void SoftmaxForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r
   StoreRowVec(p.y, d.y, r, s.y);
 }
 
-// MoeGatingTopK's p: softmax, or sigmoid per element.
+// MoeGatingTopK's p: softmax, or sigmoid or sqrt(softplus) per element.
 void Normalize(const moe::RouterPlan &p, const float *x, float *probs) {
   if (p.sigmoid)
     MapRow(x, probs, p.experts, [](auto d, auto v) HWY_ATTR { return SigmoidFloor(d, v); });
+  else if (p.sqrt_softplus)
+    MapRow(x, probs, p.experts, [](auto d, auto v) HWY_ATTR { return SqrtSoftplus(d, v); });
   else
     Softmax(x, probs, p.experts);
 }
@@ -389,7 +409,7 @@ void TopKForward(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, c
     v = s.buffer;
   }
   if (p.group_count > 1) {
-    const size_t size = E / p.group_count, best = p.group_select_mode == 1 ? 2 : 1;
+    const size_t size = E / p.group_count, best = p.groupBest();
     for (size_t g = 0; g < p.group_count; ++g)
       s.scores[g] = GroupScore(v + g * size, size, best, s);
     Select(s.scores, p.k_group, nullptr, 0, p.group_count, s.groups, s);
@@ -471,10 +491,14 @@ void TopKGrad(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, cons
     grad_p[top[i]] += grad_w;
     q += grad_w * probs[top[i]];
   }
-  if (p.sigmoid) {
+  if (p.elementwise()) {
     // x is spent: its row takes the slopes.
-    MapRow2(s.x, probs, s.x, E,
-            [](auto d, auto x, auto pr) HWY_ATTR { return SigmoidSlopeFloor(d, x, pr); });
+    if (p.sigmoid)
+      MapRow2(s.x, probs, s.x, E,
+              [](auto d, auto x, auto pr) HWY_ATTR { return SigmoidSlopeFloor(d, x, pr); });
+    else
+      MapRow2(s.x, probs, s.x, E,
+              [](auto d, auto x, auto pr) HWY_ATTR { return SqrtSoftplusSlope(d, x, pr); });
     for (size_t j = 0; j < E; ++j) grad_p[j] = grad_p[j] * s.x[j];
   } else {
     for (size_t j = 0; j < E; ++j) grad_p[j] = probs[j] * (grad_p[j] - q);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "exact/softplus.h"
 #include "ops/moe_gating.h"
 
 namespace infiniop::cpu_reference {
@@ -115,11 +116,13 @@ std::vector<double> softmax(const std::vector<double> &x) {
   return p;
 }
 
-// MoeGatingTopK's p: softmax, or sigmoid (0 at -inf, 1 at +inf).
+// MoeGatingTopK's p: softmax, or sigmoid (0 at -inf, 1 at +inf), or sqrt(softplus) (0 at -inf,
+// +inf at +inf).
 std::vector<double> normalized(const RouterPlan &p, const std::vector<double> &x) {
-  if (!p.sigmoid) return softmax(x);
+  if (!p.elementwise()) return softmax(x);
   std::vector<double> s(x.size());
-  for (size_t j = 0; j < x.size(); ++j) s[j] = 1.0 / (1.0 + std::exp(-x[j]));
+  for (size_t j = 0; j < x.size(); ++j)
+    s[j] = p.sigmoid ? 1.0 / (1.0 + std::exp(-x[j])) : exact::sqrtSoftplus(x[j]);
   return s;
 }
 
@@ -184,8 +187,10 @@ void topKForward(Writer &w, const RouterPlan &p, const moe::RouterData &d) {
       for (size_t g = 0; g < p.group_count; ++g) {
         std::vector<size_t> members;
         for (size_t j = g * size; j < (g + 1) * size; ++j) members.push_back(j);
-        const std::vector<size_t> best = topK(v, members, p.group_select_mode == 1 ? 2 : 1);
-        score[g] = p.group_select_mode == 1 ? v[best[0]] + v[best[1]] : v[best[0]];
+        // the sum of the groupBest() largest, in selection order
+        const std::vector<size_t> best = topK(v, members, p.groupBest());
+        score[g] = 0;
+        for (size_t j : best) score[g] += v[j];
       }
       std::vector<size_t> kept = topK(score, allOf(p.group_count), p.k_group);
       std::vector<bool> selectable(p.group_count, false);
@@ -270,7 +275,9 @@ void topKGrad(Writer &w, const RouterPlan &p, const moe::RouterData &d) {
     }
     for (size_t j = 0; j < p.experts; ++j) {
       const double pj = probs[j];
-      const double grad = p.sigmoid ? grad_p[j] * sigmoidSlope(x[j]) : pj * (grad_p[j] - q);
+      const double grad = p.sigmoid         ? grad_p[j] * sigmoidSlope(x[j])
+                          : p.sqrt_softplus ? grad_p[j] * exact::sqrtSoftplusSlope(x[j])
+                                            : pj * (grad_p[j] - q);
       w.value(p.grad_x, d.grad_x, r, j, grad);
     }
   }

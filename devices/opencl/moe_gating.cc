@@ -143,7 +143,7 @@ class Router final : public moe::RouterRunner {
     }
 
     const cl_ulong R = p.rows, E = p.experts, k = p.k;
-    const cl_uint renorm = p.renorm, sigmoid = p.sigmoid;
+    const cl_uint renorm = p.renorm, score = p.sigmoid ? 1u : p.sqrt_softplus ? 2u : 0u;
     cl_kernel kernel = kernel_.get();
     // A cl_kernel's arguments are shared state: set them and enqueue as one step.
     std::lock_guard<std::mutex> lock(mutex_);
@@ -156,18 +156,17 @@ class Router final : public moe::RouterRunner {
                                present(p.finished)));
         break;
       case RouterKind::top_k: {
-        const cl_ulong groups = p.group_count, k_group = p.k_group;
-        const cl_uint mode = static_cast<cl_uint>(p.group_select_mode);
+        const cl_ulong groups = p.group_count, k_group = p.k_group, best_of = p.groupBest();
         INFINIOP_CHECK(setArgs(op_, kernel, 0, geometry_, y.mem, y.index, expert_idx.mem,
                                expert_idx.index, probs.mem, probs.index, x.mem, x.index, bias.mem,
-                               bias.index, scratch.mem, scratch.index, E, k, groups, k_group, mode,
-                               sigmoid, p.scale, p.eps, present(p.probs), present(p.bias)));
+                               bias.index, scratch.mem, scratch.index, E, k, groups, k_group,
+                               best_of, score, p.scale, p.eps, present(p.probs), present(p.bias)));
         break;
       }
       case RouterKind::weights:
         INFINIOP_CHECK(setArgs(op_, kernel, 0, geometry_, y.mem, y.index, expert_idx.mem,
                                expert_idx.index, x.mem, x.index, scratch.mem, scratch.index, E, k,
-                               sigmoid, p.scale, p.eps));
+                               score, p.scale, p.eps));
         break;
       case RouterKind::top_k_softmax_grad:
         INFINIOP_CHECK(setArgs(op_, kernel, 0, geometry_, grad_x.mem, grad_x.index, grad_y.mem,
@@ -177,7 +176,7 @@ class Router final : public moe::RouterRunner {
       case RouterKind::top_k_grad:
         INFINIOP_CHECK(setArgs(op_, kernel, 0, geometry_, grad_x.mem, grad_x.index, grad_y.mem,
                                grad_y.index, x.mem, x.index, expert_idx.mem, expert_idx.index, E, k,
-                               sigmoid, p.scale, p.eps));
+                               score, p.scale, p.eps));
         break;
     }
     return launch(op_, queue, kernel, p.rows, group_);

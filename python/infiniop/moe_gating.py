@@ -31,19 +31,23 @@ MoeGatingTopKSoftmaxGrad, grad_x (..., E) from grad_y (..., k) for the given exp
     nothing written); duplicate indices count per slot.
 
 MoeGatingTopK (DeepSeek-V3's grouped router, torch_npu npu_moe_gating_top_k):
-    p = softmax(x) (norm_type 0) or sigmoid(x) (norm_type 1); v = p + bias (bias (E), x's dtype
-    or F32, optional: selection only). group_count > 1: E / group_count consecutive experts per
-    group, scored by their max v (group_select_mode 0) or the sum of their two largest v (1);
+    p = softmax(x) (norm_type 0), sigmoid(x) (norm_type 1) or sqrt(softplus(x)) (norm_type 2,
+    DeepSeek-V4, a library extension); v = p + bias (bias (E), x's dtype or F32, optional:
+    selection only). group_count > 1: E / group_count consecutive experts per group, scored by
+    their max v (group_select_mode 0), the sum of their two largest v (1) or of their
+    k // k_group largest (2, Megatron-LM / TransformerEngine);
     only the top k_group groups' experts are selectable. expert_idx = top k of v among them;
     w_i = p[expert_idx_i]; y_i = (w_i / (sum w + eps)) * routed_scaling_factor.
     norm_out (..., E) F32 = p (the vendor's out_flag).
-    renorm must be 0; norm_type in {0, 1}; E % group_count == 0; 1 <= k_group <= group_count;
-    group_select_mode 1 needs groups of >= 2; 1 <= k <= k_group * E / group_count;
+    renorm must be 0; norm_type in {0, 1, 2}; E % group_count == 0;
+    1 <= k_group <= group_count; group_select_mode 1 needs groups of >= 2, mode 2 k >= k_group;
+    1 <= k <= k_group * E / group_count;
     routed_scaling_factor and eps finite (rounded to F32), eps >= 0; else BAD_PARAM.
 MoeGatingTopKGrad: the gradient of y w.r.t. x through the selected weights (the bias and the
     selection are not differentiated): D = sum w + eps, c = routed_scaling_factor,
     t = sum_i g_i w_i, grad_w_i = (c / D) (g_i - t / D); grad_p_j = sum over slots i with
-    s_i = j of grad_w_i; sigmoid: grad_x_j = grad_p_j p_j (1 - p_j); softmax:
+    s_i = j of grad_w_i; sigmoid: grad_x_j = grad_p_j p_j (1 - p_j); sqrtsoftplus:
+    grad_x_j = grad_p_j sigmoid(x_j) / (2 p_j); softmax:
     grad_x_j = p_j (grad_p_j - q), q = sum_i grad_w_i p_{s_i}. expert_idx in [0, E) else
     BAD_PARAM.
 

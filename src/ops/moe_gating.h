@@ -61,11 +61,14 @@ struct RouterPlan : Plan {
   // MoeGatingTopKSoftmax(Grad): renorm 1 selects on x and normalizes over the k. MoeGatingTopK:
   // always false (renorm must be 0).
   bool renorm = false;
-  // MoeGatingTopK(Grad): norm_type 1 (p = sigmoid(x)); else p = softmax(x).
-  bool sigmoid = false;
+  // MoeGatingTopK(Grad): norm_type 1 (p = sigmoid(x)); norm_type 2, a library extension
+  // (DeepSeek-V4: p = sqrt(softplus(x)), normalized as sigmoid); else p = softmax(x).
+  bool sigmoid = false, sqrt_softplus = false;
   // MoeGatingTopK: group_count groups of experts / group_count; group_count 1 = no groups.
   size_t group_count = 1, k_group = 1;
-  int group_select_mode = 0;       // 0: a group's max v; 1: the sum of its two largest v
+  // 0: a group's max v; 1: the sum of its two largest v; 2 (Megatron / TransformerEngine): the sum
+  // of its k / k_group largest v. groupBest() is how many each mode sums.
+  int group_select_mode = 0;
   float scale = 1.0f, eps = 0.0f;  // routed_scaling_factor and eps rounded to F32 (top_k, grad)
 
   // Forward outputs: y (R, k) x's dtype; expert_idx (R, k) I32/I64; row_idx (R, k) I32/I64
@@ -78,6 +81,13 @@ struct RouterPlan : Plan {
   // checked on the host to be in [0, E) (finished rows: any value). MoeGatingWeights: y (above)
   // its output, x and expert_idx (an input, checked as the grads') its inputs.
   RouterView grad_x, grad_y;
+
+  // The number of a group's largest v (in selection order) whose sum is its score.
+  size_t groupBest() const {
+    return group_select_mode == 0 ? 1 : group_select_mode == 1 ? 2 : k / k_group;
+  }
+  // p_j is a function of x_j alone (sigmoid, sqrtsoftplus): normalized over the selected k.
+  bool elementwise() const { return sigmoid || sqrt_softplus; }
 };
 
 // One call's device addresses; NULL where the plan's view is absent.

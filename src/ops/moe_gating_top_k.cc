@@ -18,9 +18,10 @@ namespace moe = infiniop::moe;
 // norm_type, renorm, routed_scaling_factor and eps, which the forward and the grad share.
 infiniStatus_t checkNorm(const Checker &check, moe::RouterPlan *p, int64_t norm_type,
                          int64_t renorm, double scale, double eps) {
-  if (norm_type != 0 && norm_type != 1)
-    return check.fail(INFINI_STATUS_BAD_PARAM, "norm_type " + std::to_string(norm_type) +
-                                                   " is not 0 (softmax) or 1 (sigmoid)");
+  if (norm_type < 0 || norm_type > 2)
+    return check.fail(INFINI_STATUS_BAD_PARAM,
+                      "norm_type " + std::to_string(norm_type) +
+                          " is not 0 (softmax), 1 (sigmoid) or 2 (sqrtsoftplus)");
   if (renorm != 0)
     return check.fail(INFINI_STATUS_BAD_PARAM,
                       "renorm " + std::to_string(renorm) +
@@ -34,6 +35,7 @@ infiniStatus_t checkNorm(const Checker &check, moe::RouterPlan *p, int64_t norm_
     return check.fail(INFINI_STATUS_BAD_PARAM,
                       "eps " + std::to_string(eps) + " is not a finite F32 value >= 0");
   p->sigmoid = norm_type == 1;
+  p->sqrt_softplus = norm_type == 2;
   p->scale = c;
   p->eps = e;
   return INFINI_STATUS_SUCCESS;
@@ -51,10 +53,11 @@ infiniStatus_t checkGroups(const Checker &check, moe::RouterPlan *p, size_t E, i
                       "k_group " + std::to_string(k_group) +
                           " is outside [1, group_count = " + std::to_string(group_count) + "]");
   const size_t size = E / static_cast<size_t>(group_count);
-  if (mode != 0 && mode != 1)
+  if (mode < 0 || mode > 2)
     return check.fail(INFINI_STATUS_BAD_PARAM,
                       "group_select_mode " + std::to_string(mode) +
-                          " is not 0 (a group's max) or 1 (the sum of its two largest)");
+                          " is not 0 (a group's max), 1 (the sum of its two largest) or 2 (the "
+                          "sum of its k / k_group largest)");
   if (mode == 1 && size < 2)
     return check.fail(INFINI_STATUS_BAD_PARAM,
                       "group_select_mode 1 sums a group's two largest scores, but groups of E / "
@@ -65,6 +68,12 @@ infiniStatus_t checkGroups(const Checker &check, moe::RouterPlan *p, size_t E, i
     return check.fail(INFINI_STATUS_BAD_PARAM, "k " + std::to_string(k) +
                                                    " is outside [1, k_group * E / group_count = " +
                                                    std::to_string(selectable) + "]");
+  if (mode == 2 && (k / k_group < 1 || static_cast<size_t>(k / k_group) > size))
+    return check.fail(INFINI_STATUS_BAD_PARAM,
+                      "group_select_mode 2 sums a group's k / k_group = " + std::to_string(k) +
+                          " / " + std::to_string(k_group) + " = " + std::to_string(k / k_group) +
+                          " largest scores, which is outside [1, E / group_count = " +
+                          std::to_string(size) + "]");
   p->group_count = static_cast<size_t>(group_count);
   p->k_group = static_cast<size_t>(k_group);
   p->group_select_mode = static_cast<int>(mode);

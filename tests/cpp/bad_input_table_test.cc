@@ -395,11 +395,17 @@ void addOperatorRows(std::vector<Row> &rows) {
   add(gt, "KGroupAboveGroups", C, P, "`k_group` 2, `group_count` 1", setAttr(1, 2));
   add(gt, "GroupCountZero", C, P, "`group_count` 0", setAttr(2, 0));
   add(gt, "GroupCountNotDividing", C, P, "`group_count` 3 (E = 4)", setAttr(2, 3));
-  add(gt, "ModeTwo", C, P, "`group_select_mode` 2", setAttr(3, 2));
+  add(gt, "ModeThree", C, P, "`group_select_mode` 3", setAttr(3, 3));
+  add(gt, "ModeTwoFewerThanKGroup", C, P,
+      "`group_select_mode` 2 with `k` 1 < `k_group` 2 (sums k / k_group = 0 scores)",
+      [](const OpSpec &, Broken &s) {
+        s.attrs[0] = 1, s.attrs[1] = 2, s.attrs[2] = 2, s.attrs[3] = 2;
+      });
   add(gt, "ModeOneSingletons", C, P, "`group_select_mode` 1 with groups of 1 expert",
       [](const OpSpec &, Broken &s) { s.attrs[2] = 4, s.attrs[3] = 1; });
   add(gt, "RenormOne", C, P, "`renorm` 1 (only 0 is defined)", setAttr(4, 1));
-  add(gt, "NormTypeTwo", C, P, "`norm_type` 2", setAttr(5, 2));
+  add(gt, "NormTypeThree", C, P, "`norm_type` 3 (0 softmax, 1 sigmoid, 2 sqrtsoftplus)",
+      setAttr(5, 3));
   const char *ec = "MoeExpertCounts";
   add(ec, "NumExpertsZero", C, P, "`num_experts` 0", setAttr(0, 0));
   add(ec, "CountsNotE", C, S, "`counts` (4) with `num_experts` 3", setShape("counts", {4}));
@@ -423,7 +429,7 @@ void addOperatorRows(std::vector<Row> &rows) {
   add(gt, "EpsNaN", C, P, "`eps` NaN", setAttr(7, std::nan("")));
   add(gt, "BiasRankTwo", C, S, "`bias` of shape (1, 4)", setShape("bias", {1, 4}));
   const char *gtg = "MoeGatingTopKGrad";
-  add(gtg, "NormTypeTwo", C, P, "`norm_type` 2", setAttr(0, 2));
+  add(gtg, "NormTypeThree", C, P, "`norm_type` 3", setAttr(0, 3));
   add(gtg, "RenormOne", C, P, "`renorm` 1", setAttr(1, 1));
   add(gtg, "ScaleNaN", C, P, "`routed_scaling_factor` NaN", setAttr(2, std::nan("")));
   add(gtg, "EpsNegative", C, P, "`eps` -1", setAttr(3, -1));

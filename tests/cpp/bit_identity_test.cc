@@ -915,14 +915,34 @@ void addRouter(std::vector<Group> &groups) {
                         Data::kMoe,
                         routerRow(K)});
     }
-    for (int norm : {0, 1}) {
+    // DeepSeek-V4 (sqrtsoftplus, norm_type 2): ungrouped top-6 of 256, F32 bias, scale 1.5; and
+    // Megatron's group score (group_select_mode 2) summing each group's k / k_group = 3 largest
+    // (the MoE data: normal, +-100, tiny, +-1024, up to +-16384 and specials: both of the root's
+    // tails).
+    for (int grouped : {0, 1}) {
+      const char *op = "MoeGatingTopK";
+      const size_t k = grouped ? 12 : 6;
+      auto s = slotsOf(op);
+      give(s, "y", {R, k}, t);
+      give(s, "expert_idx", {R, k}, idx_t);
+      give(s, "norm_out", {R, 256}, INFINI_DTYPE_F32);
+      give(s, "x", {R, 256}, t);
+      give(s, "bias", {256}, INFINI_DTYPE_F32);
+      const Attrs attrs =
+          grouped ? Attrs{12, 4, 8, 2, 0, 2, 2.5, 1e-20} : Attrs{6, 1, 1, 0, 0, 2, 1.5, 1e-20};
+      groups.push_back({name(op, grouped ? "SqrtSoftplusGroupSum3" : "DeepSeekV4"), op, s, attrs,
+                        Data::kMoe, routerRow(k)});
+    }
+    for (int norm : {0, 1, 2}) {
       const char *op = "MoeGatingTopKGrad";
       auto s = slotsOf(op);
       give(s, "grad_x", {R, E}, t);
       give(s, "grad_y", {R, K}, t);
       give(s, "x", {R, E}, t);
       give(s, "expert_idx", {R, K}, idx_t, routerExperts(R, E, 0xA0 + norm));
-      groups.push_back({name(op, norm ? "Sigmoid" : "Softmax"),
+      groups.push_back({name(op, norm == 2 ? "SqrtSoftplus"
+                                 : norm    ? "Sigmoid"
+                                           : "Softmax"),
                         op,
                         s,
                         {static_cast<double>(norm), 0, 2.5, 1e-20},

@@ -7,8 +7,10 @@
 //  - against cpu_reference (double, the oracle), outputs poisoned before each call: E = 1, 7, 33,
 //    257, 2048 with k = 1, a few, E; F32/F16/BF16, INT32/INT64 indices, renorm 0/1, finished
 //    rows, row_idx and softmax_out / norm_out, strided and 3-D x, R = 0; DeepSeek-V3 (E 256, 8
-//    groups, k_group 4, k 8, sigmoid, bias F32 and x's dtype, scale 2.5, both modes); the grads
-//    with distinct and duplicate indices.
+//    groups, k_group 4, k 8, sigmoid, bias F32 and x's dtype, scale 2.5, both modes); DeepSeek-V4
+//    (sqrtsoftplus, norm_type 2: E 256 and 384, top-6, scale 1.5, bias F32, logits over +-100);
+//    group_select_mode 2 (Megatron's sum of the k / k_group largest) with every norm_type; the
+//    grads with distinct and duplicate indices, sqrtsoftplus's over +-100 and its far-left tail.
 // Bad arguments (status, nothing written) are moe_gating_api_test.cc's.
 //
 // Error model (u = 2^-24), per row of E experts, a_j = m - x_j (m the row's max):
@@ -30,6 +32,7 @@
 
 #include "accuracy_bounds.h"
 #include "device_param.h"
+#include "exact/softplus.h"
 #include "moe_gating.h"
 
 namespace infiniop_test::moe_gating {
@@ -197,8 +200,9 @@ void checkForward(infiniopHandle_t h, const Forward &c, uint64_t seed) {
     std::vector<double> key(E), pr(E), cond(E);
     for (size_t j = 0; j < E; ++j) {
       pr[j] = c.renorm == 0 ? ref.probs.get(r * E + j) : xr[j];
-      const bool sigmoid = c.op == Op::kTopK && c.norm_type == 1;
-      cond[j] = sigmoid ? 2.0 : sm.a[j] + sm.A + chainOf(E);
+      // sigmoid, sqrtsoftplus: p_j's own bound (math-inl.h: SqrtSoftplus within 1.6 ulp)
+      const bool elementwise = c.op == Op::kTopK && c.norm_type != 0;
+      cond[j] = elementwise ? 2.0 : sm.a[j] + sm.A + chainOf(E);
       key[j] = pr[j] + (c.bias ? bias.get(j) : 0.0);
       if (probs)
         EXPECT_TRUE(near(kF32, dev.probs.get(r * E + j), pr[j], cond[j], pr[j])) << "probs " << j;
@@ -323,6 +327,56 @@ TEST_P(MoeGatingCases, DeepSeekMatchesReference) {
     c.lead = {11};
     checkForward(handle(), c, seed++);
   }
+}
+
+// DeepSeek-V4's router (norm_type 2, sqrtsoftplus; ungrouped top-6 of 256 or 384, c = 1.5, bias
+// F32) over logits of both signs out to +-100 (the exp's clamp at 87 and the root's tail below
+// -87), and narrower ones where near ties are common.
+TEST_P(MoeGatingCases, DeepSeekV4MatchesReference) {
+  uint64_t seed = 250;
+  for (infiniDtype_t dt : kFloatDtypes)
+    for (size_t E : {256, 384})
+      for (float range : {100.0f, 3.0f}) {
+        Forward c;
+        c.op = Op::kTopK;
+        c.dt = dt;
+        c.bias = true;
+        c.E = E;
+        c.lead = {9};
+        c.k = 6;
+        c.norm_type = 2;
+        c.scale = 1.5;
+        c.range = range;
+        c.idx = seed % 2 ? kI64 : kI32;
+        c.layout = static_cast<Layout>(seed % 3);
+        checkForward(handle(), c, seed++);
+      }
+}
+
+// group_select_mode 2 (a group's score is the sum of its k / k_group largest v): 3, 2 and 1 of
+// them, with every norm_type, with and without a bias.
+TEST_P(MoeGatingCases, GroupSumOfTopMatchesReference) {
+  uint64_t seed = 270;
+  for (infiniDtype_t dt : kFloatDtypes)
+    for (int64_t norm_type : {0, 1, 2})
+      for (size_t k : {12, 8, 4}) {
+        Forward c;
+        c.op = Op::kTopK;
+        c.dt = dt;
+        c.bias = seed % 2 == 0;
+        c.E = 256;
+        c.lead = {7};
+        c.k = k;
+        c.group_count = 8;
+        c.k_group = 4;
+        c.mode = 2;
+        c.norm_type = norm_type;
+        c.scale = 2.5;
+        c.range = norm_type == 2 ? 20.0f : 4.0f;
+        c.idx = seed % 2 ? kI64 : kI32;
+        c.layout = static_cast<Layout>(seed % 3);
+        checkForward(handle(), c, seed++);
+      }
 }
 
 // ---------------------------------------------------------------- values worked by hand
@@ -497,6 +551,89 @@ TEST_P(MoeGatingCases, DeepSeekByHand) {
   EXPECT_TRUE(near(kF32, y.get(0), 0.5 / (0.5 + s3), 8, 1));
 }
 
+// MoeGatingTopK's outputs for one call over x (F32, one row), the bits of y and the indices.
+struct TopKResult {
+  std::vector<float> y, probs;
+  std::vector<int64_t> idx;
+};
+TopKResult topK(infiniopHandle_t h, const std::vector<float> &xv, Call call) {
+  const size_t E = xv.size(), k = static_cast<size_t>(call.k);
+  TensorBuffer x({1, E}, kF32), y({1, k}, kF32), idx({1, k}, kI32), probs({1, E}, kF32);
+  for (size_t j = 0; j < E; ++j) x.set(j, xv[j]);
+  call.op = Op::kTopK;
+  call.t = {&y, &idx, &probs, &x, nullptr};
+  for (size_t s = 0; s < 3; ++s) poison(call.t[s]);
+  const Outcome o = run(h, call);
+  EXPECT_EQ(o.calc, INFINI_STATUS_SUCCESS) << o.error;
+  TopKResult r;
+  for (size_t i = 0; i < k; ++i) r.y.push_back(y.get(i)), r.idx.push_back(indexAt(idx, i));
+  for (size_t j = 0; j < E; ++j) r.probs.push_back(probs.get(j));
+  return r;
+}
+
+TEST_P(MoeGatingCases, GroupSumOfTopByHand) {
+  // sqrtsoftplus, 2 groups of 4, k_group 1, k 3, c = 1.5, eps 0: x = [1, 1, 1, -5 | 3, -9, -9, -9].
+  // Mode 2 sums each group's 3 largest p: 3 p(1) = 3.44 against p(3) + 2 p(-9) = 1.77, so group 0
+  // and experts 0, 1, 2 (a three-way tie, lower index first), y = p / 3 p * 1.5 = 0.5 each. Mode 0
+  // (the max) keeps group 1: experts 4, then 5 and 6 (ties).
+  const std::vector<float> x = {1, 1, 1, -5, 3, -9, -9, -9};
+  Call call;
+  call.k = 3;
+  call.k_group = 1;
+  call.group_count = 2;
+  call.norm_type = 2;
+  call.scale = 1.5;
+  call.eps = 0.0;
+  call.mode = 2;
+  const TopKResult two = topK(handle(), x, call);
+  EXPECT_EQ(two.idx, (std::vector<int64_t>{0, 1, 2}));
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(near(kF32, two.y[i], 0.5, 6, 0.5)) << i;
+  for (size_t j = 0; j < 8; ++j) {
+    const double p = infiniop::exact::sqrtSoftplus(x[j]);
+    EXPECT_TRUE(near(kF32, two.probs[j], p, 2, p)) << "p " << j;
+  }
+  call.mode = 0;
+  EXPECT_EQ(topK(handle(), x, call).idx, (std::vector<int64_t>{4, 5, 6}));
+  // Mode 2 is mode 1 where k / k_group = 2 and mode 0 where it is 1, bit for bit, every norm_type.
+  const std::vector<float> w = {0.5f, -2, 7, 1, 1, -3, 2, 0.25f, 4, -1, 3, 3, -6, 5, 0, 2};
+  for (int64_t norm_type : {0, 1, 2})
+    for (int64_t k : {4, 2}) {
+      Call c;
+      c.k = k;
+      c.k_group = 2;
+      c.group_count = 4;
+      c.norm_type = norm_type;
+      c.mode = 2;
+      const TopKResult sum = topK(handle(), w, c);
+      c.mode = k == 4 ? 1 : 0;
+      const TopKResult same = topK(handle(), w, c);
+      EXPECT_EQ(sum.idx, same.idx) << "norm " << norm_type << ", k " << k;
+      EXPECT_EQ(sum.y, same.y) << "norm " << norm_type << ", k " << k;
+    }
+}
+
+TEST_P(MoeGatingCases, SqrtSoftplusByHand) {
+  // p = sqrt(softplus(x)) at x = 0 (sqrt(ln 2)), +-30 (sqrt(30), e^-15), -100 (the tail e^-50),
+  // -200 (0: below -174); one tie at 2, 2.
+  const std::vector<float> x = {0, 30, -30, -100, -200, 2, 2, -1};
+  Call call;
+  call.k = 4;
+  call.norm_type = 2;
+  call.eps = 0.0;
+  const TopKResult r = topK(handle(), x, call);
+  EXPECT_EQ(r.idx, (std::vector<int64_t>{1, 5, 6, 0}));
+  for (size_t j = 0; j < 8; ++j) {  // -200: 0 (cpu, opencl) or e^-100 (cpu_reference), the floor
+    const double p = infiniop::exact::sqrtSoftplus(x[j]);
+    EXPECT_TRUE(near(kF32, r.probs[j], p, 2, p)) << "p " << j;
+  }
+  double S = 0;
+  for (int64_t j : r.idx) S += infiniop::exact::sqrtSoftplus(x[j]);
+  for (size_t i = 0; i < 4; ++i) {
+    const double want = infiniop::exact::sqrtSoftplus(x[r.idx[i]]) / S;
+    EXPECT_TRUE(near(kF32, r.y[i], want, 12, want)) << "y " << i;
+  }
+}
+
 // ---------------------------------------------------------------- the grads
 struct Grad {
   Op op = Op::kSoftmaxGrad;
@@ -506,6 +643,7 @@ struct Grad {
   double scale = 1.0, eps = 1e-20;
   bool duplicates = false, finished = false;
   Layout layout = Layout::kContiguous;
+  float range = 3.0f;  // x's
 };
 
 // grad_x[j] in double for one row, and the magnitudes of its terms.
@@ -527,13 +665,14 @@ void gradOracle(const Grad &c, const std::vector<double> &x, const std::vector<d
     }
     return;
   }
-  const std::vector<double> p = c.op == Op::kTopKGrad && c.norm_type == 1
-                                    ? [&] {
-                                        std::vector<double> v;
-                                        for (double xj : x) v.push_back(1 / (1 + std::exp(-xj)));
-                                        return v;
-                                      }()
-                                    : softmaxOf(x).p;
+  const bool elementwise = c.op == Op::kTopKGrad && c.norm_type != 0;
+  const std::vector<double> p = elementwise ? [&] {
+    std::vector<double> v;
+    for (double xj : x)
+      v.push_back(c.norm_type == 1 ? 1 / (1 + std::exp(-xj)) : infiniop::exact::sqrtSoftplus(xj));
+    return v;
+  }()
+                                            : softmaxOf(x).p;
   std::vector<double> gp(E, 0.0), gp_mag(E, 0.0);  // the gradient at p, and its magnitudes
   if (c.op == Op::kSoftmaxGrad) {
     for (size_t i = 0; i < k; ++i) gp[s[i]] += g[i], gp_mag[s[i]] += std::fabs(g[i]);
@@ -547,10 +686,16 @@ void gradOracle(const Grad &c, const std::vector<double> &x, const std::vector<d
       gp_mag[s[i]] += std::fabs(c.scale) / D * (std::fabs(g[i]) + t_mag / D);
     }
   }
-  if (c.op == Op::kTopKGrad && c.norm_type == 1) {
+  if (elementwise) {
     for (size_t j = 0; j < E; ++j) {
-      // p (1 - p) as e / (1 + e)^2, e = exp(-|x|): 1 - p cancels in double too
-      const double e = std::exp(-std::fabs(x[j])), slope = e / ((1 + e) * (1 + e));
+      // p (1 - p) as e / (1 + e)^2, e = exp(-|x|): 1 - p cancels in double too; sqrtsoftplus:
+      // sigmoid(x) / (2 p), written apart from the library's (src/exact/softplus.h)
+      const double e = std::exp(-std::fabs(x[j]));
+      const double slope =
+          c.norm_type == 1
+              ? e / ((1 + e) * (1 + e))
+              : 0.5 / (1 + std::exp(-x[j])) /
+                    std::sqrt(std::log1p(std::exp(-std::fabs(x[j]))) + std::max(x[j], 0.0));
       (*grad)[j] = gp[j] * slope;
       (*terms)[j] = gp_mag[j] * slope;
     }
@@ -576,7 +721,7 @@ void checkGrad(infiniopHandle_t h, const Grad &c, uint64_t seed) {
   const size_t R = c.R, E = c.E, k = c.k;
   TensorBuffer grad_x = tensor(c.layout, {R, E}, c.dt), x = tensor(c.layout, {R, E}, c.dt),
                grad_y = tensor(c.layout, {R, k}, c.dt), idx({R, k}, c.idx), finished({R}, kBool);
-  x.fill([&](size_t i) { return signedValue(seed, i, 3.0f); });
+  x.fill([&](size_t i) { return signedValue(seed, i, c.range); });
   grad_y.fill([&](size_t i) { return signedValue(seed + 1, i, 2.0f); });
   std::vector<std::vector<size_t>> sel(R);
   for (size_t r = 0; r < R; ++r) {
@@ -665,6 +810,62 @@ TEST_P(MoeGatingCases, GradsMatchOracle) {
           checkGrad(handle(), c, seed++);
         }
       }
+}
+
+// MoeGatingTopKGrad with sqrtsoftplus (norm_type 2): every dtype, E up to 384 (DeepSeek-V4), x
+// over +-3 and +-100 (the slope's tail p / 2 below -87, 1 / (2 sqrt(x)) at large x).
+TEST_P(MoeGatingCases, SqrtSoftplusGradMatchesOracle) {
+  uint64_t seed = 400;
+  for (infiniDtype_t dt : kFloatDtypes)
+    for (size_t E : {1, 7, 384})
+      for (size_t k : {size_t{1}, std::min<size_t>(E, 6)})
+        for (float range : {3.0f, 100.0f}) {
+          Grad c;
+          c.op = Op::kTopKGrad;
+          c.dt = dt;
+          c.E = E;
+          c.k = k;
+          c.norm_type = 2;
+          c.scale = 1.5;
+          c.range = range;
+          c.idx = seed % 2 ? kI32 : kI64;
+          c.duplicates = k > 1 && seed % 3 == 0;
+          c.layout = static_cast<Layout>(seed % 3);
+          checkGrad(handle(), c, seed++);
+        }
+}
+
+// sqrtsoftplus's grad at x -> -inf, where p ~ e^(x / 2) and the slope p / 2: E = 2, x = [-120,
+// 0], expert_idx = [0, 1], grad_y = [1, 0], c = 1, eps = 0. y0 = p0 / (p0 + p1), so grad_x0 =
+// p1 / S^2 p0 / 2 (5.3e-27, not 0) and grad_x1 = -p0 / S^2 slope(0); x = -300 gives 0 (its
+// truth is below 1e-65).
+TEST_P(MoeGatingCases, SqrtSoftplusGradFarLeft) {
+  for (float left : {-120.0f, -300.0f}) {
+    TensorBuffer grad_x({1, 2}, kF32), grad_y({1, 2}, kF32), x({1, 2}, kF32), idx({1, 2}, kI32);
+    x.set(0, left);
+    x.set(1, 0.0f);
+    grad_y.set(0, 1.0f);
+    grad_y.set(1, 0.0f);
+    setIndex(idx, 0, 0);
+    setIndex(idx, 1, 1);
+    Call call;
+    call.op = Op::kTopKGrad;
+    call.norm_type = 2;
+    call.eps = 0.0;
+    call.t = {&grad_x, &grad_y, &x, &idx};
+    poison(&grad_x);
+    ASSERT_EQ(run(handle(), call).calc, INFINI_STATUS_SUCCESS);
+    const double p0 = std::exp(0.5 * left), p1 = std::sqrt(std::log(2.0)),
+                 S2 = (p0 + p1) * (p0 + p1);
+    const double want0 = p1 / S2 * p0 / 2, want1 = -p0 / S2 * (0.5 / 2 / p1);
+    if (left < -172) {
+      EXPECT_EQ(grad_x.get(0), 0.0f);
+    } else {
+      EXPECT_NE(grad_x.get(0), 0.0f);
+      EXPECT_TRUE(near(kF32, grad_x.get(0), want0, 16, want0)) << left;
+    }
+    EXPECT_TRUE(near(kF32, grad_x.get(1), want1, 16, std::fabs(want1))) << left;
+  }
 }
 
 // MoeGatingTopKGrad's call with sigmoid scores, c = 1, eps = 0; grad_x poisoned.

@@ -583,7 +583,8 @@ void decodeRouter(Input &in, Case &c, int fd) {
     k = fuzzCount(in, static_cast<int64_t>(in.pick(kept ? kept : 1) + 1), En);
     c.i[1] = k_group;
     c.i[2] = fuzzCount(in, static_cast<int64_t>(groups), En);
-    c.i[3] = fuzzInt(in, size >= 2 ? static_cast<int64_t>(in.pick(2)) : 0);  // group_select_mode
+    // group_select_mode: 0, 1 or 2 (groups of 1: 0 or 2)
+    c.i[3] = fuzzInt(in, static_cast<int64_t>(size >= 2 ? in.pick(3) : 2 * in.pick(2)));
   }
   // The k-wide tensors follow k where it is a width (0 .. E + 1), else a consistent k.
   const size_t kw = k >= 0 && k <= En + 1 ? static_cast<size_t>(k) : in.pick(E) + 1;
@@ -621,7 +622,7 @@ void decodeRouter(Input &in, Case &c, int fd) {
         finished.present = in.chance(128);
         c.t.push_back(finished);
       } else {
-        c.i[0] = fuzzInt(in, static_cast<int64_t>(in.pick(2)));  // norm_type
+        c.i[0] = fuzzInt(in, static_cast<int64_t>(in.pick(3)));  // norm_type
         c.i[1] = fuzzInt(in, 0);                                 // renorm
         c.d[0] = fuzzDouble(in, in.chance(128) ? 1.0 : 2.5);
         c.d[1] = fuzzDouble(in, in.chance(192) ? 1e-20 : 0.0);
@@ -643,7 +644,7 @@ void decodeRouter(Input &in, Case &c, int fd) {
     default: {  // kRouterTopK
       c.i[0] = k;
       c.i[4] = fuzzInt(in, 0);                                 // renorm
-      c.i[5] = fuzzInt(in, static_cast<int64_t>(in.pick(2)));  // norm_type
+      c.i[5] = fuzzInt(in, static_cast<int64_t>(in.pick(3)));  // norm_type
       c.d[0] = fuzzDouble(in, in.chance(128) ? 1.0 : 2.5);
       c.d[1] = fuzzDouble(in, in.chance(192) ? 1e-20 : 0.0);
       c.t.push_back(makeT(kOutput, with(kw), fd));
@@ -1268,8 +1269,15 @@ std::vector<size_t> topKOf(const std::vector<double> &key, std::vector<size_t> c
   return chosen;
 }
 struct Grouping {
-  size_t count = 1, keep = 1, mode = 0;
+  size_t count = 1, keep = 1, best = 1;  // best: how many of a group's largest its score sums
 };
+// A group's score: the sum of its g.best largest v in selection order (as cpu_reference).
+double groupScore(const std::vector<double> &v, const std::vector<size_t> &members,
+                  const Grouping &g) {
+  double sum = 0;
+  for (size_t j : topKOf(v, members, g.best)) sum += v[j];
+  return sum;
+}
 // MoeGatingTopK's selection: the kept groups, then the top k of their experts.
 std::vector<size_t> selectOf(const std::vector<double> &v, const Grouping &g, size_t k) {
   const size_t E = v.size(), size = E / g.count;
@@ -1282,8 +1290,7 @@ std::vector<size_t> selectOf(const std::vector<double> &v, const Grouping &g, si
     groups[q] = q;
     std::vector<size_t> members;
     for (size_t j = q * size; j < (q + 1) * size; ++j) members.push_back(j);
-    const std::vector<size_t> best = topKOf(v, members, g.mode == 1 ? 2 : 1);
-    score[q] = g.mode == 1 ? v[best[0]] + v[best[1]] : v[best[0]];
+    score[q] = groupScore(v, members, g);
   }
   std::vector<bool> kept(g.count, false);
   for (size_t q : topKOf(score, groups, g.keep)) kept[q] = true;
@@ -1318,6 +1325,18 @@ Probs sigmoidOf(const std::vector<double> &x) {
   Probs s;
   for (double v : x) s.p.push_back(1.0 / (1.0 + std::exp(-v)));
   s.cond.assign(x.size(), 2.0);  // tests/cpp/moe_gating_test.cc's
+  s.max_cond = 2;
+  return s;
+}
+// norm_type 2's p = sqrt(softplus(x)) (src/exact/softplus.h's formula, written again here).
+Probs sqrtSoftplusOf(const std::vector<double> &x) {
+  Probs s;
+  for (double v : x) {
+    const double softplus =
+        std::isnan(v) ? v : std::fmax(v, 0.0) + std::log1p(std::exp(-std::fabs(v)));
+    s.p.push_back(v < -700 ? std::exp(0.5 * v) : std::sqrt(softplus));
+  }
+  s.cond.assign(x.size(), 2.0);
   s.max_cond = 2;
   return s;
 }
@@ -1381,8 +1400,7 @@ std::string checkGroups(const std::vector<double> &key, const std::vector<double
       if (std::isfinite(v[j])) v[j] += sign * delta[j];
       members.push_back(j);
     }
-    const std::vector<size_t> best = topKOf(v, members, g.mode == 1 ? 2 : 1);
-    const double s = g.mode == 1 ? v[best[0]] + v[best[1]] : v[best[0]];
+    const double s = groupScore(v, members, g);
     return std::isnan(s) ? INFINITY : s;  // NaN ranks first
   };
   std::vector<double> lo(g.count), hi(g.count);
@@ -1533,7 +1551,11 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
     if (forward) {
       const bool renorm = op == kRouterSoftmax && c.i[1] == 1;
       const bool sigmoid = op == kRouterTopK && c.i[5] == 1;
-      const Probs pr = renorm ? Probs{} : sigmoid ? sigmoidOf(x) : softmaxOf(x, chainOf(E));
+      const bool sqrt_softplus = op == kRouterTopK && c.i[5] == 2;
+      const Probs pr = renorm          ? Probs{}
+                       : sigmoid       ? sigmoidOf(x)
+                       : sqrt_softplus ? sqrtSoftplusOf(x)
+                                       : softmaxOf(x, chainOf(E));
       const size_t probs_slot = op == kRouterSoftmax ? 3 : 2;
       if (!renorm && c.t[probs_slot].present)
         for (size_t j = 0; j < E; ++j) {
@@ -1567,7 +1589,8 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
       if (op == kRouterTopK) {
         g.keep = static_cast<size_t>(c.i[1]);
         g.count = static_cast<size_t>(c.i[2]);
-        g.mode = static_cast<size_t>(c.i[3]);
+        const size_t mode = static_cast<size_t>(c.i[3]);
+        g.best = mode == 0 ? 1 : mode == 1 ? 2 : k / g.keep;
       }
       std::vector<int64_t> got(k);
       for (size_t i = 0; i < k; ++i) got[i] = v.index(1, r * k + i);
@@ -1626,6 +1649,8 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
       const Probs sm = softmaxOf(x, chainOf(E));
       const bool renorm = op == kRouterSoftmaxGrad && c.i[0] == 1;
       const bool sigmoid = op == kRouterTopKGrad && c.i[0] == 1;
+      const bool sqrt_softplus = op == kRouterTopKGrad && c.i[0] == 2;
+      const bool elementwise = sigmoid || sqrt_softplus;
       // p_j's condition and, through the sum over the selected, theirs (docs: twice the largest).
       cond = 2 * sm.max_cond + 2.0 * static_cast<double>(k);
       if (renorm) {
@@ -1642,7 +1667,7 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
         floor = 0x1p-124 * gsum;
         for (double p : sp.p) floored = floored || p < 0x1p-120;
       } else {
-        const Probs pr = sigmoid ? sigmoidOf(x) : sm;
+        const Probs pr = sigmoid ? sigmoidOf(x) : sqrt_softplus ? sqrtSoftplusOf(x) : sm;
         const std::vector<double> &p = pr.p;
         for (double pj : p) floored = floored || pj < 0x1p-120;
         std::vector<double> gp(E, 0.0), gp_mag(E, 0.0);
@@ -1680,12 +1705,17 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
             q_mag += std::fabs(scale) / D * (std::fabs(g[i]) + t_mag / D) * p[s[i]];
           }
           for (size_t j = 0; j < E; ++j) {
-            // cpu_reference's slope: e / (1 + e)^2, e = exp(-|x|), for 1 - p cancels in double
-            const double e = std::exp(-std::fabs(x[j])), slope = e / ((1 + e) * (1 + e));
-            grad[j] = sigmoid ? gp[j] * slope : p[j] * (gp[j] - q);
-            terms[j] = sigmoid ? gp_mag[j] * slope : p[j] * (gp_mag[j] + q_mag);
+            // cpu_reference's slope: e / (1 + e)^2, e = exp(-|x|), for 1 - p cancels in double;
+            // sqrtsoftplus: sigmoid(x) / (2 p), e^(x / 2) / 2 far left, 0 at +-inf
+            const double e = std::exp(-std::fabs(x[j]));
+            const double slope = sigmoid            ? e / ((1 + e) * (1 + e))
+                                 : std::isinf(x[j]) ? 0.0
+                                 : x[j] < -700      ? 0.5 * std::exp(0.5 * x[j])
+                                                    : 1.0 / (1.0 + std::exp(-x[j])) / (2.0 * p[j]);
+            grad[j] = elementwise ? gp[j] * slope : p[j] * (gp[j] - q);
+            terms[j] = elementwise ? gp_mag[j] * slope : p[j] * (gp_mag[j] + q_mag);
           }
-          cond = (sigmoid ? 2.0 : 2 * sm.max_cond) + 3.0 * static_cast<double>(k) + 3;
+          cond = (elementwise ? 2.0 : 2 * sm.max_cond) + 3.0 * static_cast<double>(k) + 3;
           // p's floor through 1 / D and 1 / D^2 (gw's derivatives in w), times the grads' sizes.
           floor = 0x1p-120 * static_cast<double>(k) * (std::fabs(scale) + 1) * (gsum + 1) *
                       (1 / D + 1 / (D * D)) +

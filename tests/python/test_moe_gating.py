@@ -127,28 +127,33 @@ def select(keys, k, selectable=None):
     return out
 
 
-def group_scores(v, group_count, mode):
-    """(R, group_count): each group's max (mode 0) or sum of its two largest (mode 1), by the
-    selection order (NaN highest)."""
+def group_best(mode, k, k_group):
+    """How many of a group's largest v its score sums: 1 (mode 0, the max), 2 (mode 1),
+    k // k_group (mode 2, Megatron-LM's group_limited_topk)."""
+    return {0: 1, 1: 2, 2: k // k_group}[mode]
+
+
+def group_scores(v, group_count, best):
+    """(R, group_count): each group's sum of its `best` largest, by the selection order (NaN
+    highest)."""
     rows, experts = v.shape
     size = experts // group_count
     scores = np.empty((rows, group_count))
     for gi in range(group_count):
         block = v[:, gi * size:(gi + 1) * size]
-        top = select(block, 2 if mode == 1 else 1)
-        picked = np.take_along_axis(block, top, 1)
-        scores[:, gi] = picked.sum(1) if mode == 1 else picked[:, 0]
+        top = select(block, best)
+        scores[:, gi] = np.take_along_axis(block, top, 1).sum(1)
     return scores
 
 
-def grouped_selectable(v, group_count, k_group, mode, tol=None):
+def grouped_selectable(v, group_count, k_group, best, tol=None):
     """(R, E) bool: the experts of the top k_group groups; with tol, of every group whose score
     is within tol of the k_group-th (what a near tie may let the library keep)."""
     rows, experts = v.shape
     size = experts // group_count
     if group_count == 1:
         return np.ones((rows, experts), bool)
-    scores = group_scores(v, group_count, mode)
+    scores = group_scores(v, group_count, best)
     kept = select(scores, k_group)
     keep = np.zeros((rows, group_count), bool)
     np.put_along_axis(keep, kept, True, 1)
@@ -203,8 +208,25 @@ def softmax_y64(x, idx, renorm):
     return torch.softmax(x.gather(-1, idx), -1)
 
 
+def sqrt_softplus64(x):
+    """sqrt(softplus(x)) in float64 from its definition, each branch free of overflow and
+    cancellation and differentiable (softplus'(0) = 1/2; torch's softplus returns x itself above
+    its threshold 20)."""
+    positive = x > 0
+    softplus = torch.where(positive, x + torch.log1p(torch.exp(-x.abs())),
+                           torch.log1p(torch.exp(-x.abs())))
+    return softplus.sqrt()
+
+
+def scores64(x, norm_type):
+    """p of MoeGatingTopK in float64: softmax, sigmoid or sqrt(softplus)."""
+    if norm_type == 0:
+        return torch.softmax(x, -1)
+    return torch.sigmoid(x) if norm_type == 1 else sqrt_softplus64(x)
+
+
 def gating_y64(x, idx, norm_type, c, eps):
-    p = torch.softmax(x, -1) if norm_type == 0 else torch.sigmoid(x)
+    p = scores64(x, norm_type)
     w = p.gather(-1, idx)
     return w / (w.sum(-1, keepdim=True) + eps) * c
 
@@ -415,6 +437,11 @@ def test_softmax_grad(device, dtype_name, experts, k, renorm, indices):
 # (E, k, group_count, k_group, group_select_mode, norm_type, bias dtype (None: no bias), c)
 GATING_CASES = [
     (256, 8, 8, 4, 1, 1, "float32", 2.5),    # DeepSeek-V3
+    (256, 6, 1, 1, 0, 2, "float32", 1.5),    # DeepSeek-V4 (sqrtsoftplus)
+    (384, 6, 1, 1, 0, 2, "float32", 1.5),
+    (256, 12, 8, 4, 2, 2, "float32", 2.5),   # Megatron's group score: the top 3's sum
+    (256, 8, 8, 4, 2, 1, "same", 2.5),       # the top 2's: mode 1
+    (64, 9, 4, 3, 2, 0, None, 1.0),
     (256, 8, 8, 4, 0, 1, "same", 2.5),
     (7, 3, 1, 1, 0, 0, None, 1.0),
     (33, 33, 1, 1, 0, 1, "same", 1.0),       # k = E
@@ -429,7 +456,7 @@ def gating_keys(x64, bias64, norm_type):
     if norm_type == 0:
         p, a, rel = softmax_key_bound(x64, "moe_gating_top_k")
     else:
-        p = sigmoid64(x64)
+        p = scores64(x64, norm_type)
         rel = torch.full_like(p, U * bound_u("moe_gating_top_k"))
     v = p if bias64 is None else p + bias64
     return p, v, rel
@@ -442,7 +469,9 @@ def test_gating_forward(device, dtype_name, case):
     experts, k, group_count, k_group, mode, norm_type, bias_kind, c = case
     rows = 24 if experts <= 256 else 6
     rng = rng_for("gating", dtype_name, case)
-    x = to_dtype(router_logits(rng, rows, experts, (-3, 3)), dtype_name)
+    # |x| up to 2^8 for DeepSeek-V4's rows: both of the root's tails (-87, -174)
+    span = (-3, 8) if norm_type == 2 and group_count == 1 else (-3, 3)
+    x = to_dtype(router_logits(rng, rows, experts, span), dtype_name)
     bias = None
     if bias_kind is not None:
         bias = torch.from_numpy(rng.uniform(-0.1, 0.1, experts))
@@ -458,9 +487,10 @@ def test_gating_forward(device, dtype_name, case):
     b64 = None if bias is None else bias.double()
     p, v, rel = gating_keys(x64, b64, norm_type)
     key_bound = rel * p + U * v.abs() + EXP_FLOOR
-    tol = 2 * key_bound.max(-1).values.numpy() * (2 if mode == 1 else 1)
-    selectable = grouped_selectable(v.numpy(), group_count, k_group, mode)
-    loose = grouped_selectable(v.numpy(), group_count, k_group, mode, tol)
+    best = group_best(mode, k, k_group)
+    tol = 2 * key_bound.max(-1).values.numpy() * best
+    selectable = grouped_selectable(v.numpy(), group_count, k_group, best)
+    loose = grouped_selectable(v.numpy(), group_count, k_group, best, tol)
     check_selection(idx, v.numpy(), k, tol, what, selectable, loose)
     if bias is None and group_count == 1:
         check_tie_rule(x, idx, what)
@@ -500,6 +530,8 @@ def gating_grad_magnitude(p, g, idx, norm_type, c, eps):
     mgp = torch.zeros_like(p).scatter_add(-1, idx, mw)
     if norm_type == 1:
         return mgp * p * (1 + p), (abs(c) / d).squeeze(-1)
+    if norm_type == 2:  # the slope sigmoid(x) / (2 p) <= 1 / (2 p), taken twice as a cover
+        return mgp / p, (abs(c) / d).squeeze(-1)
     q = (mw * w).sum(-1, keepdim=True)
     return p * (mgp + q), (abs(c) / d).squeeze(-1)
 
@@ -508,12 +540,14 @@ def gating_grad_magnitude(p, g, idx, norm_type, c, eps):
 @pytest.mark.parametrize("dtype_name", list(TORCH_DTYPES))
 @pytest.mark.parametrize("experts,k,norm_type,c", [(256, 8, 1, 2.5), (256, 8, 0, 2.5),
                                                    (7, 7, 1, 1.0), (2048, 8, 1, 2.5),
-                                                   (33, 1, 0, -0.5)], ids=lambda v: str(v))
+                                                   (33, 1, 0, -0.5), (384, 6, 2, 1.5),
+                                                   (7, 7, 2, 1.0)], ids=lambda v: str(v))
 @pytest.mark.parametrize("indices", ["forward", "duplicates"])
 def test_gating_grad(device, dtype_name, experts, k, norm_type, c, indices):
     rows = 16 if experts <= 256 else 4
     rng = rng_for("gating-grad", dtype_name, experts, k, norm_type, c, indices)
-    x = to_dtype(router_logits(rng, rows, experts, (-3, 3)), dtype_name)
+    span = (-3, 8) if norm_type == 2 else (-3, 3)  # scale 2^U(span): |x| up to 256
+    x = to_dtype(router_logits(rng, rows, experts, span), dtype_name)
     g = to_dtype(torch.from_numpy(rng.uniform(-2, 2, (rows, k))), dtype_name)
     eps = 1e-20
     if indices == "forward":
@@ -540,6 +574,44 @@ def test_gating_grad(device, dtype_name, experts, k, norm_type, c, indices):
             * g64.abs().sum(-1, keepdim=True)
     assert_matches(grad, truth.numpy(), bound.numpy(), dtype_name,
                    f"{device} {dtype_name} E={experts} k={k} norm {norm_type} {indices}: grad_x")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sqrtsoftplus_grad_finite_differences(device):
+    """MoeGatingTopKGrad with norm_type 2 against central differences of the float64 definition
+    y = p[s] / (sum p[s] + eps) * c, p = sqrt(softplus(x)) (written apart from the oracle above:
+    torch's own softplus, which is exact to float64 at these x), at logits from -120 (the root's
+    far-left tail, p ~ e^(x / 2)) to 60."""
+    xs = torch.tensor([[-120.0, -90.0, -30.0, -1.5, 0.0, 0.75, 4.0, 60.0],
+                       [2.0, 2.0, -0.5, -88.0, 10.0, -10.0, 1.0, 0.125]], dtype=torch.float32)
+    idx = torch.tensor([[0, 4, 7, 1], [0, 4, 3, 1]], dtype=torch.int32)
+    g = torch.tensor([[1.0, -0.5, 0.25, 2.0], [-1.0, 0.5, 3.0, 0.75]], dtype=torch.float32)
+    c, eps = 1.5, 1e-20
+    grad = infiniop.moe_gating_top_k_grad(g, xs, idx, 2, 0, c, eps, **on(device))
+
+    def y(x):
+        p = torch.nn.functional.softplus(x, threshold=1e9).sqrt()
+        w = p.gather(-1, idx.long())
+        return (w / (w.sum(-1, keepdim=True) + eps) * c * g.double()).sum()
+
+    x64 = xs.double()
+    want = torch.zeros_like(x64)
+    for r in range(2):
+        for j in range(8):
+            h = 1e-6 * max(1.0, abs(float(x64[r, j])))
+            up, down = x64.clone(), x64.clone()
+            up[r, j] += h
+            down[r, j] -= h
+            want[r, j] = (y(up) - y(down)) / (2 * h)
+    # central differences are good to ~1e-9 relatively here; F32 grads to a few ulps of their
+    # terms (bounded by |g| c / D times the slope, at most 4 in these rows)
+    err = (grad.double() - want).abs()
+    assert (err <= 1e-5 * want.abs() + 1e-7).all(), (grad, want)
+    # The tail's grad (6.3e-28 at x = -120) is below what differences of y resolve: there, the
+    # definition's derivative by float64 autograd, relatively.
+    x_tail = x64.clone().requires_grad_()
+    (exact,) = torch.autograd.grad(y(x_tail), x_tail)
+    assert grad[0, 0] != 0 and abs(float(grad[0, 0]) / float(exact[0, 0]) - 1) < 1e-5
 
 
 # ----------------------------------------------------------------------------------------------
@@ -607,10 +679,11 @@ def test_gating_errors(device):
     x = torch.randn(4, 16)
     call = infiniop.moe_gating_top_k
     bad_attributes = [
-        {"norm_type": 2}, {"renorm": 1}, {"group_count": 3}, {"group_count": 0},
+        {"norm_type": 3}, {"norm_type": -1}, {"renorm": 1}, {"group_count": 3}, {"group_count": 0},
         {"group_count": 4, "k_group": 0}, {"group_count": 4, "k_group": 5},
         {"group_count": 16, "k_group": 2, "group_select_mode": 1},  # groups of 1
-        {"group_select_mode": 2}, {"group_count": 4, "k_group": 1, "k": 5},
+        {"group_select_mode": 3}, {"group_count": 4, "k_group": 1, "k": 5},
+        {"group_count": 4, "k_group": 3, "group_select_mode": 2},  # k / k_group = 2 / 3 = 0
         {"k": 0}, {"k": 17}, {"routed_scaling_factor": math.inf},
         {"routed_scaling_factor": math.nan}, {"eps": -1.0}, {"eps": math.nan},
         {"routed_scaling_factor": 1e300},  # not finite in F32
@@ -704,7 +777,7 @@ def test_torch_softmax_autograd(device, renorm):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("norm_type", [0, 1])
+@pytest.mark.parametrize("norm_type", [0, 1, 2])
 def test_torch_gating_autograd(device, norm_type):
     rng = rng_for("gating-autograd-topk", norm_type)
     x = router_logits(rng, 12, 64, (-2, 2)).float().requires_grad_()
@@ -723,7 +796,7 @@ def test_torch_gating_autograd(device, norm_type):
                                         **on(device))
     torch.autograd.backward([y, norm], [g, gn])
     x64 = x.detach().double().requires_grad_()
-    p64 = torch.softmax(x64, -1) if norm_type == 0 else torch.sigmoid(x64)
+    p64 = scores64(x64, norm_type)
     w = p64.gather(-1, idx.long())
     y64 = w / (w.sum(-1, keepdim=True) + 1e-20) * 2.5
     torch.autograd.backward([y64, p64], [g.double(), gn.double()])

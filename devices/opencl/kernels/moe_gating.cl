@@ -109,6 +109,20 @@ INLINE float sigmoid_slope_value(float v, float p) {
   return isnan(v) ? v : (beyond ? 0.0f : (e * p) * p);
 }
 
+// sqrt(softplus(v))'s slope sigmoid(v) / (2 p) for v >= -87, p / 2 on [-172, -87), 0 below
+// (cpu's SqrtSoftplusSlope); p is sqrt_softplus_f32(v).
+INLINE float sqrt_softplus_slope(float v, float p) {
+  return v < -87.0f ? (v < -172.0f ? 0.0f : p * 0.5f) : divide(sigmoid_value(v), p + p);
+}
+
+// MoeGatingTopK's elementwise p (score 1: sigmoid, 2: sqrt(softplus)) and its slope.
+INLINE float elementwise_p(uint score, float v) {
+  return score == 1 ? sigmoid_value(v) : sqrt_softplus_f32(v);
+}
+INLINE float elementwise_slope(uint score, float v, float p) {
+  return score == 1 ? sigmoid_slope_value(v, p) : sqrt_softplus_slope(v, p);
+}
+
 // The row sum of the docs: 16 slots (element j into slot j % 16, each from +0 in increasing j),
 // then slot i += slot i + 8, + 4, + 2, + 1.
 #define SUM_SLOTS 16
@@ -297,11 +311,12 @@ __kernel void moe_gating_top_k_softmax(const __global long *geometry, __global s
   }
 }
 
-// MoeGatingTopK's p into p[0, E): sigmoid(x) per element, or softmax(x) (MoeGatingWeights' too).
-INLINE void top_k_probs_into(const __global storage_t *x, row_t xr, ulong E, uint sigmoid,
+// MoeGatingTopK's p into p[0, E): score 1 sigmoid(x), 2 sqrt(softplus(x)) per element, 0
+// softmax(x) (MoeGatingWeights' too).
+INLINE void top_k_probs_into(const __global storage_t *x, row_t xr, ulong E, uint score,
                              __global float *p) {
-  if (sigmoid) {
-    for (ulong j = 0; j < E; ++j) p[j] = sigmoid_value(X_AT(j));
+  if (score != 0) {
+    for (ulong j = 0; j < E; ++j) p[j] = elementwise_p(score, X_AT(j));
   } else {
     softmax_into(x, xr, E, p);
   }
@@ -320,15 +335,16 @@ INLINE void top_k_weights(const __global float *p, const __global expert_index_t
 }
 
 // MoeGatingTopK. scratch row r (at scratch_index + r * (E + groups)): p, then the group scores.
-// Attributes: gsize = E / groups experts per group; k_group groups kept; mode 0 (max v) or 1 (sum
-// of the two largest v); sigmoid: p = sigmoid(x), else softmax(x); c = routed_scaling_factor.
+// Attributes: gsize = E / groups experts per group; k_group groups kept; best_of: a group's score
+// is the sum of its best_of largest v (the host's RouterPlan::groupBest: 1, 2 or k / k_group);
+// score 1: p = sigmoid(x), 2: p = sqrt(softplus(x)), 0: softmax(x); c = routed_scaling_factor.
 __kernel void moe_gating_top_k(const __global long *geometry, __global storage_t *y, ulong y_index,
                                __global expert_index_t *expert_idx, ulong expert_idx_index,
                                __global float *probs, ulong probs_index,
                                const __global storage_t *x, ulong x_index,
                                const __global bias_t *bias, ulong bias_index,
                                __global float *scratch, ulong scratch_index, ulong E, ulong k,
-                               ulong groups, ulong k_group, uint mode, uint sigmoid, float c,
+                               ulong groups, ulong k_group, ulong best_of, uint score, float c,
                                float eps, uint has_probs, uint has_bias) {
   const ulong r = get_global_id(0);
   const row_t xr = row_of(geometry, VIEW_X, x_index, r);
@@ -336,8 +352,8 @@ __kernel void moe_gating_top_k(const __global long *geometry, __global storage_t
   const row_t ir = row_of(geometry, VIEW_EXPERT_IDX, expert_idx_index, r);
   const row_t br = has_bias ? row_of(geometry, VIEW_BIAS, bias_index, 0) : xr;
   __global float *p = scratch + scratch_index + r * (E + groups);
-  __global float *score = p + E;
-  top_k_probs_into(x, xr, E, sigmoid, p);
+  __global float *group_score = p + E;
+  top_k_probs_into(x, xr, E, score, p);
   if (has_probs) {
     const row_t pr = row_of(geometry, VIEW_PROBS, probs_index, r);
     for (ulong j = 0; j < E; ++j) store_f32(probs, element(pr, j), p[j]);
@@ -350,9 +366,8 @@ __kernel void moe_gating_top_k(const __global long *geometry, __global storage_t
   ulong last = 0;
   float last_key = 0.0f;
   if (groups > 1) {
-    // A group's score: its largest v (mode 0), or v_a + v_b of its two largest in selection
-    // order (mode 1, one F32 add).
-    const ulong best_of = mode == 1 ? 2 : 1;
+    // A group's score: its largest v (best_of 1), or the sum of its best_of largest in selection
+    // order from the first (one F32 add each).
     for (ulong g = 0; g < groups; ++g) {
       float sum = 0.0f;
 #define GROUP_V(j) V_AT(g *gsize + (j))
@@ -360,9 +375,9 @@ __kernel void moe_gating_top_k(const __global long *geometry, __global storage_t
       FOR_EACH_TOP(gsize, GROUP_V, ALWAYS, best_of, EMIT_SCORE);
 #undef EMIT_SCORE
 #undef GROUP_V
-      score[g] = sum;
+      group_score[g] = sum;
     }
-#define SCORE_AT(g) score[g]
+#define SCORE_AT(g) group_score[g]
 #define EMIT_LAST(i, j, key) \
   {                          \
     last = (j);              \
@@ -373,7 +388,8 @@ __kernel void moe_gating_top_k(const __global long *geometry, __global storage_t
 #undef SCORE_AT
   }
   // Expert j is selectable when its group was kept.
-#define KEPT(j) (groups == 1 || !ranks_before(last_key, last, score[(j) / gsize], (j) / gsize))
+#define KEPT(j) \
+  (groups == 1 || !ranks_before(last_key, last, group_score[(j) / gsize], (j) / gsize))
   float S = 0.0f;
 #define EMIT_EXPERT(i, j, key)                          \
   {                                                     \
@@ -393,13 +409,13 @@ __kernel void moe_gating_weights(const __global long *geometry, __global storage
                                  ulong y_index, const __global expert_index_t *expert_idx,
                                  ulong expert_idx_index, const __global storage_t *x, ulong x_index,
                                  __global float *scratch, ulong scratch_index, ulong E, ulong k,
-                                 uint sigmoid, float c, float eps) {
+                                 uint score, float c, float eps) {
   const ulong r = get_global_id(0);
   const row_t xr = row_of(geometry, VIEW_X, x_index, r);
   const row_t yr = row_of(geometry, VIEW_Y, y_index, r);
   const row_t ir = row_of(geometry, VIEW_EXPERT_IDX, expert_idx_index, r);
   __global float *p = scratch + scratch_index + r * E;
-  top_k_probs_into(x, xr, E, sigmoid, p);
+  top_k_probs_into(x, xr, E, score, p);
   float S = 0.0f;
   for (ulong i = 0; i < k; ++i) S += p[(ulong)expert_idx[element(ir, i)]];
   top_k_weights(p, expert_idx, ir, y, yr, k, S, eps, c);
@@ -482,13 +498,14 @@ __kernel void moe_gating_top_k_softmax_grad(const __global long *geometry,
 
 // MoeGatingTopKGrad: p recomputed from x; w_i = p_{s_i}; D = sum_i w_i + eps; t = sum_i g_i w_i;
 // grad_w_i = (c / D) (g_i - t / D); grad_p_j = the grad_w_i of the slots selecting j; sigmoid:
-// grad_x_j = grad_p_j ((e_j p_j) p_j), e_j = exp(-x_j); softmax: grad_x_j = p_j (grad_p_j - q), q =
+// grad_x_j = grad_p_j ((e_j p_j) p_j), e_j = exp(-x_j); sqrtsoftplus: grad_p_j times
+// sqrt_softplus_slope; softmax: grad_x_j = p_j (grad_p_j - q), q =
 // sum_i grad_w_i p_{s_i}.
 __kernel void moe_gating_top_k_grad(const __global long *geometry, __global storage_t *grad_x,
                                     ulong grad_x_index, const __global storage_t *grad_y,
                                     ulong grad_y_index, const __global storage_t *x, ulong x_index,
                                     const __global expert_index_t *expert_idx,
-                                    ulong expert_idx_index, ulong E, ulong k, uint sigmoid, float c,
+                                    ulong expert_idx_index, ulong E, ulong k, uint score, float c,
                                     float eps) {
   const ulong r = get_global_id(0);
   const row_t xr = row_of(geometry, VIEW_X, x_index, r);
@@ -497,11 +514,11 @@ __kernel void moe_gating_top_k_grad(const __global long *geometry, __global stor
   const row_t ir = row_of(geometry, VIEW_EXPERT_IDX, expert_idx_index, r);
   STAGE_SELECTION
   float m = 0.0f, S = 1.0f;
-  if (!sigmoid) {
+  if (score == 0) {
     m = row_max(x, xr, E);
     S = softmax_denominator(x, xr, E, m);
   }
-#define P_AT(j) (sigmoid ? sigmoid_value(X_AT(j)) : SOFTMAX_AT(j))
+#define P_AT(j) (score != 0 ? elementwise_p(score, X_AT(j)) : SOFTMAX_AT(j))
   float sum = 0.0f, t = 0.0f;
   for (ulong i = 0; i < k; ++i) {
     const float w = P_AT(S_AT(i));
@@ -511,14 +528,15 @@ __kernel void moe_gating_top_k_grad(const __global long *geometry, __global stor
   const float D = sum + eps, c_over_D = divide(c, D), t_over_D = divide(t, D);
 #define GRAD_W_AT(i) (c_over_D * (G_AT(i) - t_over_D))
   float q = 0.0f;
-  if (!sigmoid)
+  if (score == 0)
     for (ulong i = 0; i < k; ++i) q += GRAD_W_AT(i) * P_AT(S_AT(i));
   for (ulong j = 0; j < E; ++j) {
     float grad_p = 0.0f;
     for (ulong i = 0; i < k; ++i)
       if (S_AT(i) == j) grad_p += GRAD_W_AT(i);
     const float pj = P_AT(j);
-    const float value = sigmoid ? grad_p * sigmoid_slope_value(X_AT(j), pj) : pj * (grad_p - q);
+    const float value =
+        score != 0 ? grad_p * elementwise_slope(score, X_AT(j), pj) : pj * (grad_p - q);
     store_value(grad_x, element(gxr, j), value);
   }
 #undef GRAD_W_AT

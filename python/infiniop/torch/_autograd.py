@@ -536,7 +536,8 @@ class MoeGatingWeightsFunction(torch.autograd.Function):
 
 def gating_grad_x(grad_y, grad_norm, x, expert_idx, norm, norm_type, gating_grad):
     """x's gradient from y's (by `gating_grad`: MoeGatingTopKGrad, the functional API or its
-    operator) and norm_out's (torch: softmax's for norm_type 0, g p (1 - p) for sigmoid), either
+    operator) and norm_out's (torch: softmax's for norm_type 0, g p (1 - p) for sigmoid,
+    g sigmoid(x) / (2 p) for sqrtsoftplus, g p / 2 below x = -87 as the library's slope), either
     None; zeros when both are."""
     grad_x = None
     if grad_y is not None:
@@ -544,7 +545,12 @@ def gating_grad_x(grad_y, grad_norm, x, expert_idx, norm, norm_type, gating_grad
     if grad_norm is not None:
         if norm_type == 0:
             extra = _softmax_grad(grad_norm, norm)
-        else:
+        elif norm_type == 1:
             extra = grad_norm.float() * norm * (1 - norm)
+        else:
+            xf = x.float()
+            slope = torch.where(xf < -87, torch.where(xf < -172, 0.0, norm * 0.5),
+                                torch.sigmoid(xf) / (norm + norm))
+            extra = grad_norm.float() * slope
         grad_x = _add_grad(grad_x, extra, x)
     return torch.zeros_like(x) if grad_x is None else grad_x
