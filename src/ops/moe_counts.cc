@@ -64,8 +64,23 @@ infiniStatus_t createCounts(infiniopHandle_t handle, infiniopMoeExpertCountsDesc
     return check.fail(INFINI_STATUS_BAD_TENSOR_SHAPE, "expert_idx shape " +
                                                           infiniop::shapeString(expert_idx->shape) +
                                                           " must be (..., k), rank >= 1");
-  INFINIOP_CHECK(check.rank("counts", counts, 1, "(E)"));
-  INFINIOP_CHECK(check.shape("counts", counts, {E}, "(E), E = num_experts"));
+  if (counts->ndim() != 1 && counts->ndim() != 2)
+    return check.fail(
+        INFINI_STATUS_BAD_TENSOR_SHAPE,
+        "counts shape " + infiniop::shapeString(counts->shape) + " must be (E) or (B, E)");
+  INFINIOP_CHECK(check.shape(
+      "counts", counts,
+      counts->ndim() == 1 ? std::vector<size_t>{E} : std::vector<size_t>{counts->shape[0], E},
+      "(E) or (B, E), E = num_experts"));
+  // (B, E): row r of expert_idx counts in counts[r % B] (Megatron's (seq, batch) order).
+  const size_t B = counts->ndim() == 2 ? counts->shape[0] : 1;
+  size_t rows = 1;
+  for (size_t d = 0; d + 1 < expert_idx->ndim(); ++d) rows *= expert_idx->shape[d];
+  if (B == 0 || rows % B != 0)
+    return check.fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
+                      "counts shape " + infiniop::shapeString(counts->shape) +
+                          ": B = " + std::to_string(B) + " must be >= 1 and divide expert_idx's " +
+                          std::to_string(rows) + " rows");
   INFINIOP_CHECK(infiniop::moe_gating::indexFits(check, "counts", counts, expert_idx->numel()));
   INFINIOP_CHECK(check.output("counts", counts));
 
@@ -74,6 +89,7 @@ infiniStatus_t createCounts(infiniopHandle_t handle, infiniopMoeExpertCountsDesc
   p.kind = moe::CountsKind::expert_counts;
   p.kernel = infiniop::KernelId::moe_expert_counts;
   p.experts = E;
+  p.sequences = B;
   INFINIOP_CHECK(routerView(check, "counts", counts, true, &p.counts));
   INFINIOP_CHECK(routerView(check, "expert_idx", expert_idx, true, &p.expert_idx));
   return publish(kCounts, handle, desc_ptr, std::move(desc));
