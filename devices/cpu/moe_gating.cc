@@ -487,7 +487,7 @@ float AuxScores(const moe::AuxLossPlan &p, const moe::AuxLossData &d, size_t r, 
 
 // v = SlotSum(p_e n_e) (q is scratch).
 float AuxRowValue(const float *probs, const float *n, float *q, size_t E) {
-  MapRow2(probs, n, q, E, [](auto d, auto a, auto b) HWY_ATTR { return hn::Mul(a, b); });
+  MapRow2(probs, n, q, E, [](auto, auto a, auto b) HWY_ATTR { return hn::Mul(a, b); });
   return SlotSum(q, E);
 }
 
