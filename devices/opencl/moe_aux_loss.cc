@@ -30,14 +30,6 @@ size_t blocksOf(const AuxLossPlan &p) {
   return (p.rows + moe::kAuxLossBlock - 1) / moe::kAuxLossBlock;
 }
 
-// Whether the device divides F32 correctly rounded when asked to (as moe_gating.cc).
-bool correctlyRoundedDivide(infiniopHandle_t handle) {
-  cl_device_fp_config config = 0;
-  return clGetDeviceInfo(stateOf<State>(handle).device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof config,
-                         &config, nullptr) == CL_SUCCESS &&
-         (config & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
-}
-
 class AuxLoss final : public moe::AuxLossRunner {
  public:
   AuxLoss(const char *op, infiniopHandle_t handle, const AuxLossPlan &plan)
@@ -55,8 +47,7 @@ class AuxLoss final : public moe::AuxLossRunner {
     const AuxLossPlan &p = plan_;
     std::string options = std::string("-cl-std=CL1.2 ") + storageOption(p.dtype);
     if (p.counts.dtype == INFINI_DTYPE_I64) options += " -DCOUNT_T=long";
-    if (correctlyRoundedDivide(handle_))
-      options += " -cl-fp32-correctly-rounded-divide-sqrt -DDIVIDE_OPERATOR";
+    options += correctlyRoundedDivideOptions(handle_);
     cl_program program = nullptr;
     INFINIOP_CHECK(getProgram(op_, handle_,
                               {sources::common, sources::moe_gating, sources::moe_aux_loss},

@@ -22,21 +22,9 @@ namespace moe = infiniop::moe;
 constexpr const char *kLoss = "MoeAuxLoss";
 constexpr const char *kGrad = "MoeAuxLossGrad";
 
-struct AuxLossDescriptor : infiniop::OperatorDescriptor {
-  explicit AuxLossDescriptor(const char *op) : OperatorDescriptor(op) {}
-  moe::AuxLossPlan plan;
-  std::unique_ptr<moe::AuxLossRunner> runner;
-};
-
-template <class Public>
-infiniStatus_t publish(const char *op, infiniopHandle_t handle, Public *desc_ptr,
-                       std::unique_ptr<AuxLossDescriptor> desc) {
-  desc->handle = handle;
-  INFINIOP_CHECK(handle->device->runner(op, handle, desc->plan, &desc->runner));
-  desc->workspace_size = desc->runner->workspaceSize();
-  infiniop::publishDescriptor(desc_ptr, desc.release());
-  return infiniop::succeed();
-}
+using AuxLossDescriptor =
+    infiniop::moe_gating::RunnerDescriptor<moe::AuxLossPlan, moe::AuxLossRunner>;
+using infiniop::moe_gating::publishRunner;
 
 checks::Operand operand(const char *name, const void *data, const moe::RouterView &v) {
   return infiniop::moe_gating::routerOperand(name, data, v);
@@ -123,6 +111,13 @@ infiniStatus_t checkCounts(const char *op, const moe::RouterView &v,
   return INFINI_STATUS_SUCCESS;
 }
 
+// The counts read to the host (after the work queued on the stream) and checked.
+infiniStatus_t readCounts(const AuxLossDescriptor *desc, void *stream, const void *counts) {
+  infiniop::moe_gating::HostCopy values;
+  INFINIOP_CHECK(values.read(desc->name(), desc->handle, stream, desc->plan.counts, counts));
+  return checkCounts(desc->name(), desc->plan.counts, values);
+}
+
 // ---- MoeAuxLoss --------------------------------------------------------------------------------
 
 infiniStatus_t createLoss(infiniopHandle_t handle, infiniopMoeAuxLossDescriptor_t *desc_ptr,
@@ -143,7 +138,7 @@ infiniStatus_t createLoss(infiniopHandle_t handle, infiniopMoeAuxLossDescriptor_
   p.grad = false;
   p.kernel = infiniop::KernelId::moe_aux_loss;
   INFINIOP_CHECK(routerView(check, "loss", loss, false, &p.loss));
-  return publish(kLoss, handle, desc_ptr, std::move(desc));
+  return publishRunner(kLoss, handle, desc_ptr, std::move(desc));
 }
 
 infiniStatus_t runLoss(const AuxLossDescriptor *desc, size_t workspace_size, void *workspace,
@@ -156,9 +151,7 @@ infiniStatus_t runLoss(const AuxLossDescriptor *desc, size_t workspace_size, voi
                                         operand("tokens_per_expert", counts, p.counts),
                                         checks::workspaceOperand(workspace, desc->workspace_size)},
                                        1, /*last_is_workspace=*/true));
-  infiniop::moe_gating::HostCopy values;
-  INFINIOP_CHECK(values.read(op, desc->handle, stream, p.counts, counts));
-  INFINIOP_CHECK(checkCounts(op, p.counts, values));
+  INFINIOP_CHECK(readCounts(desc, stream, counts));
   moe::AuxLossData data{};
   data.x = x;
   data.counts = counts;
@@ -193,7 +186,7 @@ infiniStatus_t createGrad(infiniopHandle_t handle, infiniopMoeAuxLossGradDescrip
   p.kernel = infiniop::KernelId::moe_aux_loss_grad;
   INFINIOP_CHECK(routerView(check, "grad_x", grad_x, true, &p.grad_x));
   INFINIOP_CHECK(routerView(check, "grad_loss", grad_loss, false, &p.grad_loss));
-  return publish(kGrad, handle, desc_ptr, std::move(desc));
+  return publishRunner(kGrad, handle, desc_ptr, std::move(desc));
 }
 
 infiniStatus_t runGrad(const AuxLossDescriptor *desc, size_t workspace_size, void *workspace,
@@ -208,9 +201,7 @@ infiniStatus_t runGrad(const AuxLossDescriptor *desc, size_t workspace_size, voi
        operand("x", x, p.x), operand("tokens_per_expert", counts, p.counts),
        checks::workspaceOperand(workspace, desc->workspace_size)},
       1, /*last_is_workspace=*/true));
-  infiniop::moe_gating::HostCopy values;
-  INFINIOP_CHECK(values.read(op, desc->handle, stream, p.counts, counts));
-  INFINIOP_CHECK(checkCounts(op, p.counts, values));
+  INFINIOP_CHECK(readCounts(desc, stream, counts));
   moe::AuxLossData data{};
   data.x = x;
   data.counts = counts;

@@ -24,21 +24,8 @@ namespace moe = infiniop::moe;
 constexpr const char *kCounts = "MoeExpertCounts";
 constexpr const char *kBias = "MoeBiasUpdate";
 
-struct CountsDescriptor : infiniop::OperatorDescriptor {
-  explicit CountsDescriptor(const char *op) : OperatorDescriptor(op) {}
-  moe::CountsPlan plan;
-  std::unique_ptr<moe::CountsRunner> runner;
-};
-
-template <class Public>
-infiniStatus_t publish(const char *op, infiniopHandle_t handle, Public *desc_ptr,
-                       std::unique_ptr<CountsDescriptor> desc) {
-  desc->handle = handle;
-  INFINIOP_CHECK(handle->device->runner(op, handle, desc->plan, &desc->runner));
-  desc->workspace_size = desc->runner->workspaceSize();
-  infiniop::publishDescriptor(desc_ptr, desc.release());
-  return infiniop::succeed();
-}
+using CountsDescriptor = infiniop::moe_gating::RunnerDescriptor<moe::CountsPlan, moe::CountsRunner>;
+using infiniop::moe_gating::publishRunner;
 
 checks::Operand operand(const char *name, const void *data, const moe::RouterView &v) {
   return infiniop::moe_gating::routerOperand(name, data, v);
@@ -92,7 +79,7 @@ infiniStatus_t createCounts(infiniopHandle_t handle, infiniopMoeExpertCountsDesc
   p.sequences = B;
   INFINIOP_CHECK(routerView(check, "counts", counts, true, &p.counts));
   INFINIOP_CHECK(routerView(check, "expert_idx", expert_idx, true, &p.expert_idx));
-  return publish(kCounts, handle, desc_ptr, std::move(desc));
+  return publishRunner(kCounts, handle, desc_ptr, std::move(desc));
 }
 
 // Every value in [0, E] (E: a finished row, not counted).
@@ -166,7 +153,7 @@ infiniStatus_t createBias(infiniopHandle_t handle, infiniopMoeBiasUpdateDescript
   p.update_rate = u;
   INFINIOP_CHECK(routerView(check, "bias", bias, true, &p.bias));
   INFINIOP_CHECK(routerView(check, "counts", counts, true, &p.counts));
-  return publish(kBias, handle, desc_ptr, std::move(desc));
+  return publishRunner(kBias, handle, desc_ptr, std::move(desc));
 }
 
 // Every count >= 0 and their sum below 2^63: the sum S.
