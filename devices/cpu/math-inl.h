@@ -184,6 +184,41 @@ HWY_INLINE V Log1p(D d, V t) {
   return hn::IfThenElse(hn::Ge(t, tiny), result, t);
 }
 
+// softplus(x) = max(x, 0) + log1p(exp(-|x|)) (issue 45's sqrtsoftplus): neither overflow at +large
+// x (x itself, plus a log1p below ln 2) nor cancellation at -large x (log1p(t) of t = e^x, which is
+// t itself below 2^-25). t = ExpOfMinus(|x|) for |x| <= 87 (within 1 ulp), 0 beyond (the routers'
+// exp: e^-87 < 2^-125.5), then Log1p (0.6 ulp; its condition in t is t / ((1 + t) log1p(t)) <= 1)
+// and one addition of two non-negative values: within 2.2 ulp (tests/cpp/log_math_test.cc measures
+// it), x for x > 87 (the rest is below half an ulp), 0 below -87 (where softplus < 2^-125.5),
+// +inf at +inf, NaN at NaN (x itself). Max(x, 0) only meets non-NaN x, so its sign of zero is the
+// only target choice, and that never shows: x = +-0 adds log(2). The same operations in the same
+// order as OpenCL's softplus_f32 (math.cl).
+template <class D, class V>
+HWY_INLINE V Softplus(D d, V x) {
+  const V a = hn::Abs(x);
+  const auto beyond = hn::Gt(a, hn::Set(d, 87.0f));
+  const V t = hn::IfThenZeroElse(beyond, ExpOfMinus(d, hn::IfThenZeroElse(beyond, a)));
+  const V result = hn::Add(hn::Max(x, hn::Zero(d)), Log1p(d, t));
+  return hn::IfThenElse(hn::IsNaN(x), x, result);
+}
+
+// sqrt(softplus(x)) (DeepSeek-V4's router score): one IEEE square root (correctly rounded on every
+// Highway target) of Softplus for x >= -87, within 1.6 ulp (half of softplus's relative error,
+// plus the root's rounding). Below, where Softplus is 0, the root is e^(x / 2) (relative error
+// e^x / 4 < 2^-127 beside it): ExpOfMinus(-x / 2) (x / 2 exact) within 1 ulp down to x = -174
+// (ExpOfMinus's range), 0 below (e^-87 < 2^-125.5, the floor of the routers' sigmoid). +inf at
+// +inf, NaN at NaN (x itself). The same operations as OpenCL's sqrt_softplus_f32, whose root is
+// IEEE's too (sqrt_rn).
+template <class D, class V>
+HWY_INLINE V SqrtSoftplus(D d, V x) {
+  const auto tail = hn::Lt(x, hn::Set(d, -87.0f));
+  const auto beyond = hn::Lt(x, hn::Set(d, -174.0f));
+  const V half = hn::Mul(x, hn::Set(d, -0.5f));  // in (43.5, 87] on the tail
+  const V e = ExpOfMinus(d, hn::IfThenElse(tail, hn::Min(half, hn::Set(d, 87.0f)), hn::Zero(d)));
+  const V root = hn::IfThenElse(hn::IsNaN(x), x, hn::Sqrt(Softplus(d, x)));
+  return hn::IfThenElse(tail, hn::IfThenZeroElse(beyond, e), root);
+}
+
 // sigmoid(v) = 1 / (1 + e), e = exp(-v), for v >= -87 (callers clamp there, where they also
 // clamp what multiplies sigmoid) and clamped here at 60: beyond, sigmoid is 1 and its slope e^-60
 // is below any rounding of the terms it joins (|c| e^-60 < 2^-70 for every caller's c), and

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The F32 logarithms of devices/cpu/math-inl.h (Log, Log1p) and devices/opencl/kernels/math.cl
-// (log_f32, log1p_f32) under test: the inputs both tests evaluate, the cpu functions at a forced
-// Highway target (log_math_targets.cc), and the ulp measure against the double oracle.
+// The F32 logarithms of devices/cpu/math-inl.h (Log, Log1p, and Softplus and SqrtSoftplus built on
+// Log1p) and devices/opencl/kernels/math.cl (log_f32, log1p_f32, softplus_f32, sqrt_softplus_f32)
+// under test: the inputs both tests evaluate, the cpu functions at a forced Highway target
+// (log_math_targets.cc), and the ulp measure against the double oracle.
 #pragma once
 
 #include <algorithm>
@@ -10,14 +11,27 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "exact/softplus.h"
+
 namespace infiniop_test::log_math {
 
-enum class Function { kLog, kLog1p };
+enum class Function { kLog, kLog1p, kSoftplus, kSqrtSoftplus };
 inline const char *functionName(Function f) {
-  return f == Function::kLog ? "Log" : "Log1p";
+  switch (f) {
+    case Function::kLog:
+      return "Log";
+    case Function::kLog1p:
+      return "Log1p";
+    case Function::kSoftplus:
+      return "Softplus";
+    case Function::kSqrtSoftplus:
+      break;
+  }
+  return "SqrtSoftplus";
 }
 
 // The Highway targets the cpu functions run at: every target this build compiled that the
@@ -137,11 +151,93 @@ inline std::vector<Inputs> log1pInputs() {
   return sets;
 }
 
-// The exact value in double: glibc's log and log1p are within 1 ulp of double, 2^-28 of an F32
-// ulp, far below the bounds measured.
+// `values` with every other one negated (the signed sets of softplus).
+inline std::vector<float> bothSigns(std::vector<float> values) {
+  for (size_t i = 1; i < values.size(); i += 2) values[i] = -values[i];
+  return values;
+}
+// Every F32 within `ulps` of each of `centers`.
+inline std::vector<float> around(std::initializer_list<float> centers, uint32_t ulps) {
+  std::vector<float> values;
+  for (float c : centers) {
+    float v = c;
+    for (uint32_t i = 0; i < ulps; ++i) v = std::nextafter(v, -INFINITY);
+    for (uint32_t i = 0; i <= 2 * ulps; ++i, v = std::nextafter(v, INFINITY)) values.push_back(v);
+  }
+  return values;
+}
+
+// Softplus's and SqrtSoftplus's domain is every F32, sampled (not every F32: the two Log tests
+// already cost most of this program's time): a sparse grid of both signs over |x| in [2^-4, 2^8),
+// random values of both signs over every magnitude up to 2^8 and beyond, and every F32 near the
+// switches (|x| = 87, where the exp stops; x = -174, where the root's tail stops; |x| = ln 2, where
+// Log1p's reduction switches at t = 1/2; x = -25 ln 2, where it returns t itself; 0).
+inline std::vector<Inputs> softplusInputs() {
+  const uint32_t step = 509 * denseStep();
+  std::vector<Inputs> sets;
+  sets.push_back({"every 509th F32 of |x| in [1/16, 256), both signs",
+                  bothSigns(bitRange(bitsOfPower(-4), bitsOfPower(8), step)), true});
+  sets.push_back({"random |x| in [2^-30, 256), both signs",
+                  bothSigns(randomBits(bitsOfPower(-30), bitsOfPower(8), 1 << 17, 5)), false});
+  sets.push_back({"random |x| up to FLT_MAX, both signs",
+                  bothSigns(randomBits(1, 0x7F800000, 1 << 15, 6)), false});
+  sets.push_back({"every F32 near the switches",
+                  around({87.0f, -87.0f, -172.0f, 0.69314718f, -0.69314718f, -17.328680f, -174.0f,
+                          -86.5f, -172.0f, 1.0f, -1.0f},
+                         2048),
+                  false});
+  sets.push_back({"near 0", around({0.0f}, 4096), false});
+  sets.push_back({"edges",
+                  {0.0f,
+                   -0.0f,
+                   1.0f,
+                   -1.0f,
+                   20.0f,
+                   -20.0f,
+                   87.0f,
+                   -87.0f,
+                   88.0f,
+                   -88.0f,
+                   89.0f,
+                   -89.0f,
+                   100.0f,
+                   -100.0f,
+                   104.0f,
+                   -104.0f,
+                   173.9f,
+                   -173.9f,
+                   174.0f,
+                   -174.0f,
+                   1e6f,
+                   -1e6f,
+                   fromBits(0x7F7FFFFF),
+                   fromBits(0xFF7FFFFF),
+                   fromBits(1),
+                   fromBits(0x80000001)},
+                  false});
+  return sets;
+}
+
+// The exact value in double: glibc's log, log1p, exp and sqrt are within 1 ulp of double, 2^-28
+// of an F32 ulp, far below the bounds measured (softplus and its root from src/exact/softplus.h).
 inline double exact(Function f, float v) {
-  return f == Function::kLog ? std::log(static_cast<double>(v))
-                             : std::log1p(static_cast<double>(v));
+  const double x = v;
+  switch (f) {
+    case Function::kLog:
+      return std::log(x);
+    case Function::kLog1p:
+      return std::log1p(x);
+    case Function::kSoftplus:
+      return infiniop::exact::softplus(x);
+    case Function::kSqrtSoftplus:
+      break;
+  }
+  return infiniop::exact::sqrtSoftplus(x);
+}
+// Where the F32 function returns 0 by its definition although the value is not: Softplus below
+// -87 (below 2^-125.5), SqrtSoftplus below -174 (below 2^-125.5). The tests check the 0 there.
+inline bool flushedToZero(Function f, float v) {
+  return (f == Function::kSoftplus && v < -87.0f) || (f == Function::kSqrtSoftplus && v < -174.0f);
 }
 // |got - truth| in ulps of F32 at truth (ulps of the binade truth lies in; 2^-149 below 2^-126).
 inline double ulpError(float got, double truth) {

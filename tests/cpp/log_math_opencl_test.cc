@@ -20,7 +20,11 @@ namespace {
 constexpr const char *kKernel = R"CL(
 __kernel void log_math(__global const float *in, __global float *out, const uint function) {
   const size_t i = get_global_id(0);
-  out[i] = function == 0 ? log_f32(in[i]) : log1p_f32(in[i]);
+  const float v = in[i];
+  out[i] = function == 0   ? log_f32(v)
+           : function == 1 ? log1p_f32(v)
+           : function == 2 ? softplus_f32(v)
+                           : sqrt_softplus_f32(v);
 }
 )CL";
 
@@ -73,7 +77,7 @@ class LogMathOpencl : public ::testing::Test {
     EXPECT_EQ(code, CL_SUCCESS);
     cl_mem output = clCreateBuffer(context_, CL_MEM_WRITE_ONLY, bytes, nullptr, &code);
     EXPECT_EQ(code, CL_SUCCESS);
-    const cl_uint function = f == Function::kLog ? 0 : 1;
+    const cl_uint function = static_cast<cl_uint>(f);
     EXPECT_EQ(clSetKernelArg(kernel_, 0, sizeof input, &input), CL_SUCCESS);
     EXPECT_EQ(clSetKernelArg(kernel_, 1, sizeof output, &output), CL_SUCCESS);
     EXPECT_EQ(clSetKernelArg(kernel_, 2, sizeof function, &function), CL_SUCCESS);
@@ -90,6 +94,7 @@ class LogMathOpencl : public ::testing::Test {
   }
 
   // Every set's results on the device equal the cpu device's, bit for bit.
+ public:
   void compare(Function f, std::vector<Inputs> sets) {
     const std::vector<int64_t> all = targets();
     ASSERT_FALSE(all.empty());
@@ -109,6 +114,7 @@ class LogMathOpencl : public ::testing::Test {
     }
   }
 
+ protected:
   cl_device_id device_ = nullptr;
   cl_context context_ = nullptr;
   cl_command_queue queue_ = nullptr;
@@ -126,16 +132,26 @@ Inputs specials() {
   return {"special values", values, false};
 }
 
-TEST_F(LogMathOpencl, LogSameBitsAsCpu) {
-  std::vector<Inputs> sets = logInputs();
+// f's sets and the special values.
+void compareWithSpecials(LogMathOpencl *test, Function f, std::vector<Inputs> sets) {
   sets.push_back(specials());
-  compare(Function::kLog, sets);
+  test->compare(f, sets);
+}
+
+TEST_F(LogMathOpencl, LogSameBitsAsCpu) {
+  compareWithSpecials(this, Function::kLog, logInputs());
 }
 
 TEST_F(LogMathOpencl, Log1pSameBitsAsCpu) {
-  std::vector<Inputs> sets = log1pInputs();
-  sets.push_back(specials());
-  compare(Function::kLog1p, sets);
+  compareWithSpecials(this, Function::kLog1p, log1pInputs());
+}
+
+TEST_F(LogMathOpencl, SoftplusSameBitsAsCpu) {
+  compareWithSpecials(this, Function::kSoftplus, softplusInputs());
+}
+
+TEST_F(LogMathOpencl, SqrtSoftplusSameBitsAsCpu) {
+  compareWithSpecials(this, Function::kSqrtSoftplus, softplusInputs());
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// devices/cpu/math-inl.h's Log and Log1p over arrays, compiled for every Highway target of the
-// build (foreach_target, as the cpu device's kernels), for tests/cpp/log_math_test.cc and
-// log_math_opencl_test.cc.
+// devices/cpu/math-inl.h's Log, Log1p, Softplus and SqrtSoftplus over arrays, compiled for every
+// Highway target of the build (foreach_target, as the cpu device's kernels), for
+// tests/cpp/log_math_test.cc and log_math_opencl_test.cc.
 #include <algorithm>
 
 #include "log_math.h"
@@ -22,8 +22,12 @@ template <Function kFunction, class D>
 HWY_INLINE hn::Vec<D> Apply(D d, hn::Vec<D> v) {
   if constexpr (kFunction == Function::kLog) {
     return cpu::Log(d, v);
-  } else {
+  } else if constexpr (kFunction == Function::kLog1p) {
     return cpu::Log1p(d, v);
+  } else if constexpr (kFunction == Function::kSoftplus) {
+    return cpu::Softplus(d, v);
+  } else {
+    return cpu::SqrtSoftplus(d, v);
   }
 }
 
@@ -48,6 +52,12 @@ void LogAll(const float *in, float *out, size_t n) {
 void Log1pAll(const float *in, float *out, size_t n) {
   ApplyAll<Function::kLog1p>(in, out, n);
 }
+void SoftplusAll(const float *in, float *out, size_t n) {
+  ApplyAll<Function::kSoftplus>(in, out, n);
+}
+void SqrtSoftplusAll(const float *in, float *out, size_t n) {
+  ApplyAll<Function::kSqrtSoftplus>(in, out, n);
+}
 const char *TargetRun() {
   return hwy::TargetName(HWY_TARGET);
 }
@@ -62,6 +72,8 @@ namespace infiniop_test::log_math {
 
 HWY_EXPORT(LogAll);
 HWY_EXPORT(Log1pAll);
+HWY_EXPORT(SoftplusAll);
+HWY_EXPORT(SqrtSoftplusAll);
 HWY_EXPORT(TargetRun);
 
 std::vector<int64_t> targets() {
@@ -82,10 +94,19 @@ const char *targetName(int64_t target) {
 
 const char *evaluate(Function f, int64_t target, const float *in, float *out, size_t n) {
   hwy::SetSupportedTargetsForTest(target);
-  if (f == Function::kLog) {
-    HWY_DYNAMIC_DISPATCH(LogAll)(in, out, n);
-  } else {
-    HWY_DYNAMIC_DISPATCH(Log1pAll)(in, out, n);
+  switch (f) {
+    case Function::kLog:
+      HWY_DYNAMIC_DISPATCH(LogAll)(in, out, n);
+      break;
+    case Function::kLog1p:
+      HWY_DYNAMIC_DISPATCH(Log1pAll)(in, out, n);
+      break;
+    case Function::kSoftplus:
+      HWY_DYNAMIC_DISPATCH(SoftplusAll)(in, out, n);
+      break;
+    case Function::kSqrtSoftplus:
+      HWY_DYNAMIC_DISPATCH(SqrtSoftplusAll)(in, out, n);
+      break;
   }
   const char *ran = HWY_DYNAMIC_DISPATCH(TargetRun)();
   hwy::SetSupportedTargetsForTest(0);

@@ -269,6 +269,45 @@ INLINE float log1p_f32(float t) {
   return t >= 0x1p-25f ? result : t;
 }
 
+// softplus(x) = max(x, 0) + log1p(exp(-|x|)) within 2.2 ulp, x beyond 87, 0 below -87, NaN at
+// NaN (math-inl.h's Softplus: the same operations in the same order).
+INLINE float softplus_f32(float x) {
+  const float a = fabs(x);
+  const bool beyond = a > 87.0f;
+  const float t = beyond ? 0.0f : exp_of_minus_sum(a, -0.0f);
+  const float result = fmax(x, 0.0f) + log1p_f32(t);
+  return isnan(x) ? x : result;
+}
+
+// sqrt(v) rounded to nearest even, as every Highway target's: the operator where the program is
+// built with -cl-fp32-correctly-rounded-divide-sqrt (-DDIVIDE_OPERATOR, the routers' option where
+// the device has it), else in double (a root rounded to 53 bits, then to 24, is the one rounded
+// to 24), else the driver's (docs/devices.md: bits may then differ from the cpu device's).
+#if defined(DIVIDE_OPERATOR) || !defined(cl_khr_fp64)
+INLINE float sqrt_rn(float v) {
+  return sqrt(v);
+}
+#else
+// double for this function only: disabled again after it, so that the rest of every program
+// keeps its meaning (with cl_khr_fp64 enabled an unsuffixed literal is a double); rounded.cl and
+// moe_gating.cl enable it for themselves.
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+INLINE float sqrt_rn(float v) {
+  return (float)sqrt((double)v);
+}
+#pragma OPENCL EXTENSION cl_khr_fp64 : disable
+#endif
+
+// sqrt(softplus(x)) (math-inl.h's SqrtSoftplus): the root of softplus_f32 from x = -87 on, e^(x /
+// 2) on [-174, -87), 0 below, NaN at NaN.
+INLINE float sqrt_softplus_f32(float x) {
+  const bool tail = x < -87.0f;
+  const float minus_half = x * -0.5f;
+  const float e = exp_of_minus_sum(tail ? fmin(minus_half, 87.0f) : 0.0f, -0.0f);
+  const float root = isnan(x) ? x : sqrt_rn(softplus_f32(x));
+  return tail ? (x < -174.0f ? 0.0f : e) : root;
+}
+
 // The relaxed mode's F32 values (-DRELAXED; math-inl.h's SiluValueShort and kin): n / (1 +
 // exp(-v)) as one quotient, with none of the strict paths' low parts. The same operations as the
 // cpu's, so the same bits. v is clamped to [-87, 60] by the callers.
