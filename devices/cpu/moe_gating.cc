@@ -470,7 +470,8 @@ void TopKGrad(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, cons
 // ---- MoeAuxLoss / MoeAuxLossGrad (docs/moe_aux_loss.md): the rows' scores as the routers' ----
 
 // The aux-loss scores p of row r into p (x and s are scratch rows): softmax: the routers' Softmax;
-// sigmoid: s = SigmoidFloor(x), D = SlotSum(s) + 1e-20f, p = s / D. Returns D (1 for softmax).
+// sigmoid: s = SigmoidFloor(x) (sqrtsoftplus: s = SqrtSoftplus(x)), D = SlotSum(s) + 1e-20f,
+// p = s / D. Returns D (1 for softmax).
 float AuxScores(const moe::AuxLossPlan &p, const moe::AuxLossData &d, size_t r, float *x, float *s,
                 float *probs) {
   const size_t E = p.experts;
@@ -479,7 +480,10 @@ float AuxScores(const moe::AuxLossPlan &p, const moe::AuxLossData &d, size_t r, 
     Softmax(x, probs, E);
     return 1.0f;
   }
-  MapRow(x, s, E, [](auto d, auto v) HWY_ATTR { return SigmoidFloor(d, v); });
+  if (p.score == moe::AuxScore::sigmoid)
+    MapRow(x, s, E, [](auto d, auto v) HWY_ATTR { return SigmoidFloor(d, v); });
+  else
+    MapRow(x, s, E, [](auto d, auto v) HWY_ATTR { return SqrtSoftplus(d, v); });
   const float D = SlotSum(s, E) + moe::kAuxLossEps;
   MapRow(s, probs, E, [D](auto d, auto v) HWY_ATTR { return hn::Div(v, hn::Set(d, D)); });
   return D;
@@ -511,7 +515,8 @@ void MoeAuxLossBlocks(const moe::AuxLossPlan &p, const moe::AuxLossData &d, cons
 }
 
 // MoeAuxLossGrad, rows [first, last): w = SlotSum(p_e n_e); softmax: g_j = (p_j (n_j - w)) c;
-// sigmoid: g_j = ((slope_j (n_j - w)) / D) c, slope_j = sigmoid's p (1 - p) without cancellation.
+// sigmoid, sqrtsoftplus: g_j = ((slope_j (n_j - w)) / D) c, slope_j = sigmoid's s (1 - s) without
+// cancellation, or sqrtsoftplus's sigmoid(x) / (r + r) (r / 2 below -87, 0 where r = 0).
 // c = grad_loss K (F32).
 void MoeAuxLossGradRows(const moe::AuxLossPlan &p, const moe::AuxLossData &d, const float *n,
                         float c, float *scratch, size_t first, size_t last) {
@@ -524,8 +529,19 @@ void MoeAuxLossGradRows(const moe::AuxLossPlan &p, const moe::AuxLossData &d, co
     const float w = AuxRowValue(probs, nb, q, E);
     if (sigmoid) {
       // x is spent: its row takes the slopes.
-      MapRow2(x, s, x, E,
-              [](auto d, auto v, auto pr) HWY_ATTR { return SigmoidSlopeFloor(d, v, pr); });
+      if (p.score == moe::AuxScore::sigmoid)
+        MapRow2(x, s, x, E,
+                [](auto d, auto v, auto pr) HWY_ATTR { return SigmoidSlopeFloor(d, v, pr); });
+      else
+        MapRow2(x, s, x, E, [](auto d, auto v, auto r) HWY_ATTR {
+          // sigmoid(x) / (r + r); below -87, where the sigmoid's floor is 0, r / 2 (= e^(x/2) / 2,
+          // the slope there to a factor 1 - e^x); 0 where r is 0.
+          const auto slope = hn::Div(SigmoidFloor(d, v), hn::Add(r, r));
+          const auto tail = hn::Lt(v, hn::Set(d, -87.0f));
+          const auto value = hn::IfThenElse(tail, hn::Mul(r, hn::Set(d, 0.5f)),
+                                            hn::IfThenElseZero(hn::Gt(r, hn::Zero(d)), slope));
+          return hn::IfThenElse(hn::IsNaN(v), v, value);
+        });
       MapRow2(nb, x, q, E, [w, D, c](auto d, auto nv, auto slope) HWY_ATTR {
         const auto t = hn::Mul(hn::Sub(nv, hn::Set(d, w)), slope);
         return hn::Mul(hn::Div(t, hn::Set(d, D)), hn::Set(d, c));

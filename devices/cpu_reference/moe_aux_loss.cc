@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "exact/softplus.h"
 #include "ops/moe_aux_loss.h"
 
 namespace infiniop::cpu_reference {
@@ -56,8 +57,14 @@ void scores(const AuxLossPlan &pl, const void *xdata, size_t r, Row *row) {
   double S = 0;
   for (size_t e = 0; e < E; ++e) {
     const double v = row->x[e];
-    const double s = 1 / (1 + std::exp(-v));
-    row->slope[e] = s / (1 + std::exp(v));  // s (1 - s)
+    double s = 0;
+    if (pl.score == moe::AuxScore::sigmoid) {
+      s = 1 / (1 + std::exp(-v));
+      row->slope[e] = s / (1 + std::exp(v));  // s (1 - s)
+    } else {
+      s = exact::sqrtSoftplus(v);
+      row->slope[e] = std::isnan(v) ? v : exact::sqrtSoftplusSlope(v);
+    }
     S += row->p[e] = s;
   }
   row->D = S + 1e-20;

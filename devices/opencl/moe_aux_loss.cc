@@ -85,13 +85,13 @@ class AuxLoss final : public moe::AuxLossRunner {
     INFINIOP_CHECK(resolve(p.counts, data.counts, out.mem, &counts));
     INFINIOP_CHECK(resolve(p.grad_loss, data.grad_loss, out.mem, &grad_loss));
     const cl_ulong T = p.rows, E = p.experts, B = p.sequences;
-    const cl_uint sigmoid = p.score == moe::AuxScore::softmax ? 0u : 1u;
+    const auto score = static_cast<cl_uint>(p.score);
     std::lock_guard<std::mutex> lock(mutex_);
     if (p.grad) {
       if (p.rows == 0) return INFINI_STATUS_SUCCESS;
       INFINIOP_CHECK(setArgs(op_, kernel_.get(), 0, geometry_, out.mem, out.index, grad_loss.mem,
-                             grad_loss.index, x.mem, x.index, counts.mem, counts.index, E, B,
-                             sigmoid, p.scale));
+                             grad_loss.index, x.mem, x.index, counts.mem, counts.index, E, B, score,
+                             p.scale));
       return launch(op_, queue, kernel_.get(), p.rows, group_);
     }
     const cl_ulong blocks = blocksOf(p);
@@ -102,7 +102,7 @@ class AuxLoss final : public moe::AuxLossRunner {
       INFINIOP_CHECK(resolveSpan(op_, handle_, aligned, {0, static_cast<ptrdiff_t>(blocks) - 1},
                                  sizeof(float), &sums.mem, &sums.index));
       INFINIOP_CHECK(setArgs(op_, kernel_.get(), 0, geometry_, x.mem, x.index, counts.mem,
-                             counts.index, sums.mem, sums.index, T, E, B, sigmoid));
+                             counts.index, sums.mem, sums.index, T, E, B, score));
       INFINIOP_CHECK(launch(op_, queue, kernel_.get(), blocks, group_));
     }
     INFINIOP_CHECK(

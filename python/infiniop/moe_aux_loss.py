@@ -5,7 +5,8 @@ its logits, as Megatron-LM defines it (docs/moe_aux_loss.md).
 loss = K * sum_t sum_e p[t, e] * n[b(t), e],  K = coeff * E / (topk * B * L**2), where p are the
 aux-loss scores of the logits x (T rows of E): score_function "softmax" (0): softmax(x);
 "sigmoid" (1): sigmoid(x) / (sum_e sigmoid(x) + 1e-20), Megatron's
-compute_routing_scores_for_aux_loss; n = tokens_per_expert.
+compute_routing_scores_for_aux_loss; "sqrtsoftplus" (2, DeepSeek-V4): sqrt(softplus(x))
+normalized the same way (a library extension); n = tokens_per_expert.
   - tokens_per_expert (E,): the Switch / GShard loss (switch_load_balancing_loss_func): B = 1,
     L = total_tokens (default T; a global count across ranks may be given).
   - tokens_per_expert (B, E): the sequence-level loss of DeepSeek-V2/V3
@@ -29,11 +30,12 @@ from .core import array_view, output
 
 __all__ = ["MoeAuxLoss", "MoeAuxLossGrad", "moe_aux_loss", "moe_aux_loss_grad"]
 
-SCORE_FUNCTIONS = {"softmax": 0, "sigmoid": 1}
+SCORE_FUNCTIONS = {"softmax": 0, "sigmoid": 1, "sqrtsoftplus": 2}
 
 
 def score_function_code(score_function):
-    """score_function as the C API's int64: a name (softmax, sigmoid) or its number."""
+    """score_function as the C API's int64: a name (softmax, sigmoid, sqrtsoftplus) or its
+    number."""
     if isinstance(score_function, str):
         key = score_function.strip().lower()
         if key not in SCORE_FUNCTIONS:

@@ -35,9 +35,10 @@ checks::Operand operand(const char *name, const void *data, const moe::RouterVie
 // sequences, scale and the x and counts views.
 infiniStatus_t common(Checker &check, const Tensor *x, const Tensor *counts, int64_t score_function,
                       int64_t topk, int64_t total_tokens, double coeff, moe::AuxLossPlan *p) {
-  if (score_function != 0 && score_function != 1)
-    return check.fail(INFINI_STATUS_BAD_PARAM, "score_function " + std::to_string(score_function) +
-                                                   " is not 0 (softmax) or 1 (sigmoid)");
+  if (score_function < 0 || score_function > 2)
+    return check.fail(INFINI_STATUS_BAD_PARAM,
+                      "score_function " + std::to_string(score_function) +
+                          " is not 0 (softmax), 1 (sigmoid) or 2 (sqrtsoftplus)");
   if (topk < 1)
     return check.fail(INFINI_STATUS_BAD_PARAM, "topk " + std::to_string(topk) + " is not >= 1");
   if (!std::isfinite(coeff))

@@ -1099,7 +1099,7 @@ void addCounts(std::vector<Group> &groups) {
 // ---- The aux losses (MoeAuxLoss, MoeAuxLossGrad): T = 600 rows (three blocks of 256, the last
 // partial) of E = kRouterE logits, finite kMoe values (large, tiny, subnormal), k = 8; the Switch
 // loss with tokens_per_expert (E) and a global N = 1000, the sequence-level loss with (4, E);
-// softmax and sigmoid scores; grad_loss 1.5.
+// softmax, sigmoid and sqrtsoftplus scores; grad_loss 1.5.
 std::vector<int64_t> auxCounts(size_t n, uint64_t seed) {
   Rng rng{seed};
   std::vector<int64_t> v(n);
@@ -1110,10 +1110,10 @@ void addAuxLoss(std::vector<Group> &groups) {
   constexpr size_t T = 600, E = kRouterE;
   for (infiniDtype_t t : {INFINI_DTYPE_F32, BF16}) {
     const auto count_t = t == BF16 ? INFINI_DTYPE_I64 : INFINI_DTYPE_I32;
-    for (int score : {0, 1})
+    for (int score : {0, 1, 2})
       for (size_t B : {size_t{0}, size_t{4}}) {
-        const std::string variant =
-            std::string(B ? "Sequence" : "Switch") + (score ? "Sigmoid" : "Softmax");
+        static const char *const kScores[] = {"Softmax", "Sigmoid", "Sqrtsoftplus"};
+        const std::string variant = std::string(B ? "Sequence" : "Switch") + kScores[score];
         const std::vector<size_t> counts_shape =
             B ? std::vector<size_t>{B, E} : std::vector<size_t>{E};
         const Attrs attrs = {static_cast<double>(score), 8, B ? 600.0 : 1000.0, 0.01};

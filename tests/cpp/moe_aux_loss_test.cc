@@ -4,11 +4,13 @@
 // probabilities summed over tokens, times tokens_per_expert; sequence_load_balancing_loss_func:
 // probs viewed (L, B, E), cost_coeff = counts / (L k / E), mean over the sequence, sum over
 // experts, mean over the batch), the grad against the derivative of the same formulas, within the
-// documented bounds; softmax and normalized sigmoid, F32/F16/BF16 logits, signed wide-range logits,
-// B = 1 (T and a global N) and B > 1, strided x, the same bits at 1 and 2 threads, T = 0,
-// out-of-range counts and bad descriptors. Every output is poisoned before each call.
+// documented bounds; softmax, normalized sigmoid and sqrtsoftplus, F32/F16/BF16 logits, signed
+// wide-range logits, B = 1 (T and a global N) and B > 1, strided x, the same bits at 1 and 2
+// threads, T = 0, out-of-range counts and bad descriptors. Every output is poisoned before each
+// call.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -55,7 +57,23 @@ uint32_t bitsOf(float f) {
 
 // ---- the float64 oracle, from Megatron-LM's definitions ----------------------------------------
 
-// compute_routing_scores_for_aux_loss: softmax(x), or sigmoid(x) / (sum sigmoid(x) + 1e-20).
+// sqrt(softplus(x)) (score 2, DeepSeek-V4), in double with nothing cancelling.
+double sqrtSoftplus(double x) {
+  return std::sqrt(std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))));
+}
+// The score s(x) of the normalized scores and its slope ds/dx.
+double unnormalized(double x, int score) {
+  return score == 1 ? 1 / (1 + std::exp(-x)) : sqrtSoftplus(x);
+}
+double slopeOf(double x, int score) {
+  const double sigmoid = 1 / (1 + std::exp(-x));
+  if (score == 1) return sigmoid / (1 + std::exp(x));  // s (1 - s)
+  const double r = sqrtSoftplus(x);
+  return r > 0 ? sigmoid / (2 * r) : 0.0;
+}
+
+// compute_routing_scores_for_aux_loss: softmax(x), or sigmoid(x) / (sum sigmoid(x) + 1e-20)
+// (sqrtsoftplus: the same normalization).
 std::vector<double> scoresOf(const std::vector<double> &x, int score) {
   std::vector<double> p(x.size());
   if (score == 0) {
@@ -65,7 +83,7 @@ std::vector<double> scoresOf(const std::vector<double> &x, int score) {
     for (double &v : p) v /= S;
   } else {
     double S = 0;
-    for (size_t e = 0; e < x.size(); ++e) S += p[e] = 1 / (1 + std::exp(-x[e]));
+    for (size_t e = 0; e < x.size(); ++e) S += p[e] = unnormalized(x[e], score);
     for (double &v : p) v /= S + 1e-20;
   }
   return p;
@@ -128,10 +146,9 @@ void megatronGrad(const Case &c, const std::vector<std::vector<double>> &x,
     double w = 0, S = 0;
     for (size_t e = 0; e < c.E; ++e) w += p[e] * nb[e];
     std::vector<double> s(c.E);
-    for (size_t e = 0; e < c.E; ++e) S += s[e] = 1 / (1 + std::exp(-x[t][e]));
+    for (size_t e = 0; e < c.E; ++e) S += s[e] = unnormalized(x[t][e], c.score);
     for (size_t e = 0; e < c.E; ++e) {
-      const double a =
-          c.score == 0 ? p[e] : s[e] / (1 + std::exp(x[t][e])) / (S + 1e-20);  // s (1 - s) / D
+      const double a = c.score == 0 ? p[e] : slopeOf(x[t][e], c.score) / (S + 1e-20);
       (*grad)[t * c.E + e] = g * K * a * (nb[e] - w);
       (*scale)[t * c.E + e] = std::fabs(g * K) * a * (nb[e] + w);
       // The floor: exponentials and sigmoids (and slopes) below 2^-125.5 are 0 (the routers').
@@ -262,7 +279,7 @@ class MoeAuxLossTest : public DeviceTest {
 };
 
 TEST_P(MoeAuxLossTest, SwitchEveryDtypeAndScore) {
-  for (int score : {0, 1})
+  for (int score : {0, 1, 2})
     for (infiniDtype_t dtype : {F32, F16, BF16}) {
       const Case c{300, 64, 0, 6, 300, 1e-2, score};
       check(c, dtype, I64, 8.0f, 11 + score);
@@ -270,7 +287,7 @@ TEST_P(MoeAuxLossTest, SwitchEveryDtypeAndScore) {
 }
 
 TEST_P(MoeAuxLossTest, SwitchWideRangeAndGlobalTokens) {
-  for (int score : {0, 1}) {
+  for (int score : {0, 1, 2}) {
     check(Case{257, 48, 0, 8, 257, 1e-3, score}, F32, I32, 80.0f, 21);   // signed, wide
     check(Case{130, 40, 0, 2, 4096, 1e-2, score}, F32, I64, 20.0f, 22);  // N across ranks
     check(Case{33, 7, 0, 3, 33, 0.5, score}, F32, I32, 200.0f, 23, /*strided=*/true);
@@ -278,7 +295,7 @@ TEST_P(MoeAuxLossTest, SwitchWideRangeAndGlobalTokens) {
 }
 
 TEST_P(MoeAuxLossTest, SequenceLevel) {
-  for (int score : {0, 1}) {
+  for (int score : {0, 1, 2}) {
     check(Case{512, 64, 4, 6, 512, 1e-3, score}, F32, I64, 10.0f, 31);
     check(Case{96, 32, 3, 4, 96, 1e-2, score}, BF16, I32, 30.0f, 32);
     check(Case{40, 16, 1, 2, 40, 1e-2, score}, F16, I32, 5.0f, 33);  // (1, E): one sequence
@@ -308,7 +325,7 @@ TEST_P(MoeAuxLossTest, SameBitsAtOneAndTwoThreads) {
   const std::string saved = old ? old : "";
   std::vector<uint32_t> loss_bits;
   std::vector<std::vector<uint8_t>> grads;
-  for (int score : {0, 1})
+  for (int score : {0, 1, 2})
     for (const char *threads : {"1", "2"}) {
       setenv("INFINIOP_NUM_THREADS", threads, 1);
       Case cs = c;
@@ -328,6 +345,8 @@ TEST_P(MoeAuxLossTest, SameBitsAtOneAndTwoThreads) {
   EXPECT_EQ(loss_bits[2], loss_bits[3]);
   EXPECT_EQ(grads[0], grads[1]);
   EXPECT_EQ(grads[2], grads[3]);
+  EXPECT_EQ(loss_bits[4], loss_bits[5]);
+  EXPECT_EQ(grads[4], grads[5]);
 }
 
 TEST_P(MoeAuxLossTest, BadCountsWriteNothing) {
@@ -378,11 +397,12 @@ TEST_P(MoeAuxLossTest, BadDescriptors) {
     return forward(l, xx, cc, Case{12, 4, 0, topk, total, coeff, static_cast<int>(score)});
   };
   EXPECT_EQ(st(loss, x, counts, 0, 2, 12, 0.1), INFINI_STATUS_SUCCESS) << error_;
-  EXPECT_EQ(st(loss, x, counts, 3, 2, 12, 0.1), INFINI_STATUS_BAD_PARAM);    // score_function
-  EXPECT_EQ(st(loss, x, counts, -1, 2, 12, 0.1), INFINI_STATUS_BAD_PARAM);   // score_function
-  EXPECT_EQ(st(loss, x, counts, 0, 0, 12, 0.1), INFINI_STATUS_BAD_PARAM);    // topk
-  EXPECT_EQ(st(loss, x, counts, 0, 2, 0, 0.1), INFINI_STATUS_BAD_PARAM);     // total_tokens
-  EXPECT_EQ(st(loss, x, counts, 0, 2, 12, NAN), INFINI_STATUS_BAD_PARAM);    // coeff
+  EXPECT_EQ(st(loss, x, counts, 2, 2, 12, 0.1), INFINI_STATUS_SUCCESS) << error_;  // sqrtsoftplus
+  EXPECT_EQ(st(loss, x, counts, 3, 2, 12, 0.1), INFINI_STATUS_BAD_PARAM);          // score_function
+  EXPECT_EQ(st(loss, x, counts, -1, 2, 12, 0.1), INFINI_STATUS_BAD_PARAM);         // score_function
+  EXPECT_EQ(st(loss, x, counts, 0, 0, 12, 0.1), INFINI_STATUS_BAD_PARAM);          // topk
+  EXPECT_EQ(st(loss, x, counts, 0, 2, 0, 0.1), INFINI_STATUS_BAD_PARAM);           // total_tokens
+  EXPECT_EQ(st(loss, x, counts, 0, 2, 12, NAN), INFINI_STATUS_BAD_PARAM);          // coeff
   EXPECT_EQ(st(loss, x, counts, 0, 2, 12, 1e300), INFINI_STATUS_BAD_PARAM);  // K not finite in F32
   EXPECT_EQ(st(loss, x, seq, 0, 2, 12, 0.1), INFINI_STATUS_SUCCESS) << error_;
   EXPECT_EQ(st(loss, x, seq, 0, 2, 24, 0.1), INFINI_STATUS_BAD_PARAM);          // total != T

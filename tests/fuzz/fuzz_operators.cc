@@ -683,7 +683,7 @@ void decodeCounts(Input &in, Case &c) {
 
 // The aux losses (docs/moe_aux_loss.md): x (T, E) of any float dtype, logits now and then in
 // multiples of 10; tokens_per_expert (E) or (B, E) with B dividing T, counts mostly in [0, hi)
-// with hi up to 2^24 + 1 (2^24 the largest valid), else -1 or any value; score_function 0 or 1
+// with hi up to 2^24 + 1 (2^24 the largest valid), else -1 or any value; score_function 0, 1, 2
 // (else an edge), topk, total_tokens (T, a global N, else an edge) and coeff (1e-2, else an
 // edge); the grad's grad_loss F32 ().
 void decodeAuxLoss(Input &in, Case &c, int fd) {

@@ -25,7 +25,10 @@ def aux_scores(logits, score_function):
     """compute_routing_scores_for_aux_loss: softmax, or sigmoid normalized with 1e-20."""
     if score_function == "softmax":
         return torch.softmax(logits, dim=-1)
-    scores = torch.sigmoid(logits)
+    if score_function == "sigmoid":
+        scores = torch.sigmoid(logits)
+    else:  # sqrtsoftplus (DeepSeek-V4), normalized as the sigmoid
+        scores = torch.sqrt(torch.logaddexp(logits, torch.zeros_like(logits)))
     return scores / (scores.sum(dim=-1, keepdim=True) + 1e-20)
 
 
@@ -87,10 +90,14 @@ def check_grad(got, want, x, counts, topk, score_function, K_g, dtype):
     w = (p * n).sum(dim=-1, keepdim=True)
     if score_function == "softmax":
         a, d = p, torch.ones_like(w)
-    else:
+    elif score_function == "sigmoid":
         s = torch.sigmoid(x64)
         d = s.sum(dim=-1, keepdim=True) + 1e-20
         a = s * torch.sigmoid(-x64) / d
+    else:
+        r = torch.sqrt(torch.logaddexp(x64, torch.zeros_like(x64)))
+        d = r.sum(dim=-1, keepdim=True) + 1e-20
+        a = torch.where(r > 0, torch.sigmoid(x64) / (2 * r), torch.zeros_like(r)) / d
     scale = abs(K_g) * (n + w)
     # The spacing of grad_x's dtype at the exact value (subnormal spacing below its normals).
     ulp, tiny = {torch.float32: (2.0 ** -23, 2.0 ** -149), torch.float16: (2.0 ** -10, 2.0 ** -24),
@@ -112,7 +119,7 @@ CASES = [  # (x shape, counts shape or None for (E), topk, total_tokens, coeff)
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("score_function", ["softmax", "sigmoid"])
+@pytest.mark.parametrize("score_function", ["softmax", "sigmoid", "sqrtsoftplus"])
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_loss_and_grad_match_megatron(device, dtype, score_function, case):
     shape, B, topk, total, coeff = CASES[case]
@@ -139,7 +146,7 @@ def test_loss_and_grad_match_megatron(device, dtype, score_function, case):
     check_grad(grad_x, grad, x, counts, topk, score_function, 0.75 * K, dtype)
 
 
-@pytest.mark.parametrize("score_function", ["softmax", "sigmoid"])
+@pytest.mark.parametrize("score_function", ["softmax", "sigmoid", "sqrtsoftplus"])
 def test_same_bits_on_every_device(score_function):
     x = logits_of((1000, 96), torch.float32, 20.0, 5)
     counts = counts_of((8, 96), 200, 6, torch.int32)

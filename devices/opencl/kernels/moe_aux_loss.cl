@@ -22,9 +22,10 @@ typedef COUNT_T count_t;
 // n_{b,j} as F32 (exact: the host checked every count to be in [0, 2^24]).
 #define N_AT(j) ((float)counts[element(nr, (j))])
 
-// The row's scores: softmax (m, S: p_j = SOFTMAX_AT(j)) or the normalized sigmoid
-// (D = slot sum of s_j + 1e-20, p_j = s_j / D).
-#define AUX_S_AT(j) sigmoid_value(X_AT(j))
+// The row's scores: softmax (m, S: p_j = SOFTMAX_AT(j)) or the normalized sigmoid or sqrtsoftplus
+// (D = slot sum of s_j + 1e-20, p_j = s_j / D). `score`: 1 sigmoid, 2 sqrtsoftplus; `sigmoid`:
+// either (not softmax).
+#define AUX_S_AT(j) (score == 1 ? sigmoid_value(X_AT(j)) : sqrt_softplus_f32(X_AT(j)))
 #define AUX_P_AT(j) (sigmoid ? divide(AUX_S_AT(j), D) : SOFTMAX_AT(j))
 
 // Sets m and S (softmax) or D (sigmoid) of row xr.
@@ -53,7 +54,8 @@ typedef COUNT_T count_t;
 __kernel void moe_aux_loss_blocks(const __global long *geometry, const __global storage_t *x,
                                   ulong x_index, const __global count_t *counts, ulong counts_index,
                                   __global float *sums, ulong sums_index, ulong T, ulong E, ulong B,
-                                  uint sigmoid) {
+                                  uint score) {
+  const bool sigmoid = score != 0;
   const ulong block = get_global_id(0);
   const ulong end = min(T, (block + 1) * AUX_BLOCK);
   float sum = 0.0f;
@@ -82,7 +84,8 @@ __kernel void moe_aux_loss_grad(const __global long *geometry, __global storage_
                                 ulong grad_x_index, const __global float *grad_loss,
                                 ulong grad_loss_index, const __global storage_t *x, ulong x_index,
                                 const __global count_t *counts, ulong counts_index, ulong E,
-                                ulong B, uint sigmoid, float K) {
+                                ulong B, uint score, float K) {
+  const bool sigmoid = score != 0;
   const ulong r = get_global_id(0);
   const row_t xr = row_of(geometry, AUX_VIEW_X, x_index, r);
   const row_t nr = row_of(geometry, AUX_VIEW_COUNTS, counts_index, r % B);
@@ -96,7 +99,15 @@ __kernel void moe_aux_loss_grad(const __global long *geometry, __global storage_
     float value;
     if (sigmoid) {
       const float xj = X_AT(j);
-      value = divide(dn * sigmoid_slope_value(xj, sigmoid_value(xj)), D) * c;
+      float slope;
+      if (score == 1) {
+        slope = sigmoid_slope_value(xj, sigmoid_value(xj));
+      } else {  // sigmoid(x) / (r + r); r / 2 below -87; 0 where r = 0 (cpu's)
+        const float root = sqrt_softplus_f32(xj);
+        const float v = root > 0.0f ? divide(sigmoid_value(xj), root + root) : 0.0f;
+        slope = isnan(xj) ? xj : (xj < -87.0f ? root * 0.5f : v);
+      }
+      value = divide(dn * slope, D) * c;
     } else {
       value = (dn * SOFTMAX_AT(j)) * c;
     }
