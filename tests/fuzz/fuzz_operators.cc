@@ -689,7 +689,7 @@ void decodeCounts(Input &in, Case &c) {
 void decodeAuxLoss(Input &in, Case &c, int fd) {
   const size_t E = in.pick(40) + 1, B = in.chance(128) ? 0 : in.pick(4) + 1;
   const size_t T = B ? B * in.pick(6) : in.pick(20);
-  c.i[0] = fuzzInt(in, static_cast<int64_t>(in.pick(2)));                      // score_function
+  c.i[0] = fuzzInt(in, static_cast<int64_t>(in.pick(3)));                      // score_function
   c.i[1] = fuzzInt(in, static_cast<int64_t>(in.pick(8) + 1));                  // topk
   c.i[2] = fuzzInt(in, static_cast<int64_t>(B || in.chance(128) ? T : 4096));  // total_tokens
   c.d[0] = fuzzDouble(in, 1e-2);                                               // coeff
