@@ -52,7 +52,8 @@ enum class Extent {
   kGateIndex,     // (R, K) INT32: expert_idx, an output (compared through y: see case.cc)
   kGateRowIndex,  // (R, K) INT32: row_idx, an output (exact)
   kGateExperts,   // (R, K) INT32 in [0, E), duplicates allowed: the grads' expert_idx input
-  kGateCounts,    // (E) INT32: MoeExpertCounts' counts, an output (exact)
+  kGateCounts,    // (E) INT32: MoeExpertCounts' counts, an output (exact); MoeAuxLoss's input
+  kGateLoss,      // () F32 whatever the case's dtype: MoeAuxLoss's loss, MoeAuxLossGrad's grad_loss
 };
 constexpr size_t kMoeExperts = 64;
 inline size_t moeTopk(const std::vector<size_t> &shape) {

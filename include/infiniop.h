@@ -15,6 +15,7 @@
 #include "infiniop/ops/gelu_backward_v2.h"
 #include "infiniop/ops/gelu_mul.h"
 #include "infiniop/ops/gelu_mul_backward.h"
+#include "infiniop/ops/moe_aux_loss.h"
 #include "infiniop/ops/moe_bias_update.h"
 #include "infiniop/ops/moe_expert_counts.h"
 #include "infiniop/ops/moe_finalize_routing_v2.h"

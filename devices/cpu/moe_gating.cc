@@ -12,6 +12,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "cpu/moe_gating_select.h"
 #include "cpu/parallel.h"
 #include "hwy/highway.h"
+#include "ops/moe_aux_loss.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
@@ -506,7 +508,93 @@ void TopKGrad(const moe::RouterPlan &p, const moe::RouterData &d, size_t r, cons
   StoreRowVec(p.grad_x, d.grad_x, r, grad_p);
 }
 
+// ---- MoeAuxLoss / MoeAuxLossGrad (docs/moe_aux_loss.md): the rows' scores as the routers' ----
+
+// The aux-loss scores p of row r into p (x and s are scratch rows): softmax: the routers' Softmax;
+// sigmoid: s = SigmoidFloor(x) (sqrtsoftplus: s = SqrtSoftplus(x)), D = SlotSum(s) + 1e-20f,
+// p = s / D. Returns D (1 for softmax).
+float AuxScores(const moe::AuxLossPlan &p, const moe::AuxLossData &d, size_t r, float *x, float *s,
+                float *probs) {
+  const size_t E = p.experts;
+  LoadRowVec(p.x, d.x, r, x);
+  if (p.score == moe::AuxScore::softmax) {
+    Softmax(x, probs, E);
+    return 1.0f;
+  }
+  if (p.score == moe::AuxScore::sigmoid)
+    MapRow(x, s, E, [](auto d, auto v) HWY_ATTR { return SigmoidFloor(d, v); });
+  else
+    MapRow(x, s, E, [](auto d, auto v) HWY_ATTR { return SqrtSoftplus(d, v); });
+  const float D = SlotSum(s, E) + moe::kAuxLossEps;
+  MapRow(s, probs, E, [D](auto d, auto v) HWY_ATTR { return hn::Div(v, hn::Set(d, D)); });
+  return D;
+}
+
+// v = SlotSum(p_e n_e) (q is scratch).
+float AuxRowValue(const float *probs, const float *n, float *q, size_t E) {
+  MapRow2(probs, n, q, E, [](auto, auto a, auto b) HWY_ATTR { return hn::Mul(a, b); });
+  return SlotSum(q, E);
+}
+
 }  // namespace
+
+// MoeAuxLoss: the block sums of rows' v_t, block b into sums[b] for b in [first, last): within a
+// block the v_t in row order from +0. n: the counts as F32, B rows of E. scratch: 4 E floats.
+void MoeAuxLossBlocks(const moe::AuxLossPlan &p, const moe::AuxLossData &d, const float *n,
+                      float *scratch, float *sums, size_t first, size_t last) {
+  const size_t E = p.experts, B = p.sequences;
+  float *x = scratch, *s = scratch + E, *probs = scratch + 2 * E, *q = scratch + 3 * E;
+  for (size_t b = first; b < last; ++b) {
+    const size_t end = std::min(p.rows, (b + 1) * moe::kAuxLossBlock);
+    float sum = 0.0f;
+    for (size_t r = b * moe::kAuxLossBlock; r < end; ++r) {
+      AuxScores(p, d, r, x, s, probs);
+      sum += AuxRowValue(probs, n + (r % B) * E, q, E);
+    }
+    sums[b] = sum;
+  }
+}
+
+// MoeAuxLossGrad, rows [first, last): w = SlotSum(p_e n_e); softmax: g_j = (p_j (n_j - w)) c;
+// sigmoid, sqrtsoftplus: g_j = ((slope_j (n_j - w)) / D) c, slope_j = sigmoid's s (1 - s) without
+// cancellation, or sqrtsoftplus's sigmoid(x) / (r + r) (r / 2 below -87, 0 where r = 0).
+// c = grad_loss K (F32).
+void MoeAuxLossGradRows(const moe::AuxLossPlan &p, const moe::AuxLossData &d, const float *n,
+                        float c, float *scratch, size_t first, size_t last) {
+  const size_t E = p.experts, B = p.sequences;
+  float *x = scratch, *s = scratch + E, *probs = scratch + 2 * E, *q = scratch + 3 * E;
+  const bool sigmoid = p.score != moe::AuxScore::softmax;
+  for (size_t r = first; r < last; ++r) {
+    const float D = AuxScores(p, d, r, x, s, probs);
+    const float *nb = n + (r % B) * E;
+    const float w = AuxRowValue(probs, nb, q, E);
+    if (sigmoid) {
+      // x is spent: its row takes the slopes.
+      if (p.score == moe::AuxScore::sigmoid)
+        MapRow2(x, s, x, E,
+                [](auto d, auto v, auto pr) HWY_ATTR { return SigmoidSlopeFloor(d, v, pr); });
+      else
+        MapRow2(x, s, x, E, [](auto d, auto v, auto r) HWY_ATTR {
+          // sigmoid(x) / (r + r); below -87, where the sigmoid's floor is 0, r / 2 (= e^(x/2) / 2,
+          // the slope there to a factor 1 - e^x); 0 where r is 0.
+          const auto slope = hn::Div(SigmoidFloor(d, v), hn::Add(r, r));
+          const auto tail = hn::Lt(v, hn::Set(d, -87.0f));
+          const auto value = hn::IfThenElse(tail, hn::Mul(r, hn::Set(d, 0.5f)),
+                                            hn::IfThenElseZero(hn::Gt(r, hn::Zero(d)), slope));
+          return hn::IfThenElse(hn::IsNaN(v), v, value);
+        });
+      MapRow2(nb, x, q, E, [w, D, c](auto d, auto nv, auto slope) HWY_ATTR {
+        const auto t = hn::Mul(hn::Sub(nv, hn::Set(d, w)), slope);
+        return hn::Mul(hn::Div(t, hn::Set(d, D)), hn::Set(d, c));
+      });
+    } else {
+      MapRow2(nb, probs, q, E, [w, c](auto d, auto nv, auto pv) HWY_ATTR {
+        return hn::Mul(hn::Mul(hn::Sub(nv, hn::Set(d, w)), pv), hn::Set(d, c));
+      });
+    }
+    StoreRowVec(p.grad_x, d.grad_x, r, q);
+  }
+}
 
 void MoeGatingRows(const moe::RouterPlan &p, const moe::RouterData &d, const Scratch &s,
                    size_t first, size_t last) {
@@ -546,6 +634,65 @@ void runRows(const moe::RouterPlan &plan, const moe::RouterData &data) {
                  [&](size_t first, size_t last) { rows(plan, data, pool.Take(), first, last); });
 }
 }  // namespace
+
+HWY_EXPORT(MoeAuxLossBlocks);
+HWY_EXPORT(MoeAuxLossGradRows);
+
+namespace {
+// The counts as F32 (exact: the host checked them to be in [0, 2^24]), B rows of E.
+std::vector<float> auxCounts(const moe::AuxLossPlan &p, const void *counts) {
+  std::vector<float> n(p.sequences * p.experts);
+  for (size_t b = 0; b < p.sequences; ++b)
+    for (size_t e = 0; e < p.experts; ++e) {
+      const ptrdiff_t at = p.counts.offset(b, e);
+      n[b * p.experts + e] = p.counts.dtype == INFINI_DTYPE_I64
+                                 ? static_cast<float>(static_cast<const int64_t *>(counts)[at])
+                                 : static_cast<float>(static_cast<const int32_t *>(counts)[at]);
+    }
+  return n;
+}
+
+// Scratch rows (4 E floats) for every range a call may run, allocated before any is written.
+class AuxScratch {
+ public:
+  AuxScratch(size_t experts, size_t blocks)
+      : per_(4 * experts), floats_(blocks * 4 * experts), blocks_(blocks) {}
+  float *Take() { return floats_.data() + (next_.fetch_add(1) % blocks_) * per_; }
+
+ private:
+  size_t per_;
+  std::vector<float> floats_;
+  size_t blocks_;
+  std::atomic<size_t> next_{0};
+};
+}  // namespace
+
+void moe_aux_loss(const moe::AuxLossPlan &plan, const moe::AuxLossData &data) {
+  const auto blocks_of = &HWY_DYNAMIC_DISPATCH(MoeAuxLossBlocks);
+  const std::vector<float> n = auxCounts(plan, data.counts);
+  const size_t blocks = (plan.rows + moe::kAuxLossBlock - 1) / moe::kAuxLossBlock;
+  std::vector<float> sums(blocks);
+  AuxScratch scratch(plan.experts, static_cast<size_t>(std::max(1, callThreads())));
+  // A block costs about 6 element-operations per expert per row.
+  parallelRanges(blocks, 6 * plan.experts * moe::kAuxLossBlock, [&](size_t first, size_t last) {
+    blocks_of(plan, data, n.data(), scratch.Take(), sums.data(), first, last);
+  });
+  float total = 0.0f;
+  for (size_t b = 0; b < blocks; ++b) total += sums[b];
+  const float loss = total * plan.scale;
+  static_cast<float *>(data.loss)[plan.loss.offset(0, 0)] = std::isnan(loss) ? NAN : loss;
+}
+
+void moe_aux_loss_grad(const moe::AuxLossPlan &plan, const moe::AuxLossData &data) {
+  const auto rows = &HWY_DYNAMIC_DISPATCH(MoeAuxLossGradRows);
+  const std::vector<float> n = auxCounts(plan, data.counts);
+  const float g = static_cast<const float *>(data.grad_loss)[plan.grad_loss.offset(0, 0)];
+  const float c = g * plan.scale;
+  AuxScratch scratch(plan.experts, static_cast<size_t>(std::max(1, callThreads())));
+  parallelRanges(plan.rows, 8 * plan.experts, [&](size_t first, size_t last) {
+    rows(plan, data, n.data(), c, scratch.Take(), first, last);
+  });
+}
 
 void moe_gating_top_k_softmax(const moe::RouterPlan &plan, const moe::RouterData &data) {
   runRows(plan, data);

@@ -21,20 +21,23 @@ int64_t loadInteger(const moe::RouterView &v, const void *data, size_t r, size_t
 }  // namespace
 
 void moe_expert_counts(const moe::CountsPlan &p, const moe::CountsData &d) {
-  std::vector<int64_t> counts(p.experts, 0);
+  std::vector<int64_t> counts(p.sequences * p.experts, 0);
   const auto E = static_cast<int64_t>(p.experts);
   for (size_t r = 0; r < p.expert_idx.rows; ++r)
     for (size_t c = 0; c < p.expert_idx.cols; ++c) {
       const int64_t e = loadInteger(p.expert_idx, d.expert_idx, r, c);
-      if (e != E) ++counts[static_cast<size_t>(e)];  // E: a finished row
+      // E: a finished row; row r is sequence r % B's.
+      if (e != E) ++counts[(r % p.sequences) * p.experts + static_cast<size_t>(e)];
     }
-  for (size_t e = 0; e < p.experts; ++e) {
-    const ptrdiff_t at = p.counts.offset(0, e);
-    if (p.counts.dtype == INFINI_DTYPE_I64)
-      static_cast<int64_t *>(d.counts)[at] = counts[e];
-    else
-      static_cast<int32_t *>(d.counts)[at] = static_cast<int32_t>(counts[e]);
-  }
+  for (size_t b = 0; b < p.sequences; ++b)
+    for (size_t e = 0; e < p.experts; ++e) {
+      const ptrdiff_t at = p.counts.offset(b, e);
+      const int64_t count = counts[b * p.experts + e];
+      if (p.counts.dtype == INFINI_DTYPE_I64)
+        static_cast<int64_t *>(d.counts)[at] = count;
+      else
+        static_cast<int32_t *>(d.counts)[at] = static_cast<int32_t>(count);
+    }
 }
 
 void moe_bias_update(const moe::CountsPlan &p, const moe::CountsData &d) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// MoeExpertCounts and MoeBiasUpdate on OpenCL (kernels/moe_counts.cl): one work-item per expert.
+// MoeExpertCounts and MoeBiasUpdate on OpenCL (kernels/moe_counts.cl): one work-item per expert
+// (per sequence and expert with counts (B, E)).
 // expert_idx's view (leading dims and strides) is uploaded once at descriptor creation; a call
 // passes each tensor's buffer and element index, and the bias update the exact mean as the
 // quotient and remainder of the host's checked sum by E.
@@ -74,12 +75,15 @@ class Counts final : public moe::CountsRunner {
       if (p.expert_idx.rows * p.expert_idx.cols > 0)
         INFINIOP_CHECK(resolveSpan(op_, handle_, data.expert_idx, p.expert_idx.span,
                                    dtypeSize(p.expert_idx.dtype), &other, &other_index));
-      const cl_ulong rows = p.expert_idx.rows, cols = p.expert_idx.cols;
+      const cl_ulong rows = p.expert_idx.rows, cols = p.expert_idx.cols, E = p.experts,
+                     B = p.sequences;
+      // counts (B, E): its rows' stride (counts (E): one row, never stepped).
+      const cl_long counts_row_stride = p.counts.ndim > 0 ? p.counts.strides[p.counts.ndim - 1] : 0;
       // A cl_kernel's arguments are shared state: set them and enqueue as one step.
       std::lock_guard<std::mutex> lock(mutex_);
       INFINIOP_CHECK(setArgs(op_, kernel, 0, geometry_, other, other_index, counts, counts_index,
-                             counts_stride, rows, cols));
-      return launch(op_, queue, kernel, p.experts, group_);
+                             counts_stride, counts_row_stride, rows, cols, E, B));
+      return launch(op_, queue, kernel, p.experts * p.sequences, group_);
     }
     INFINIOP_CHECK(
         resolveSpan(op_, handle_, data.bias, p.bias.span, sizeof(float), &other, &other_index));

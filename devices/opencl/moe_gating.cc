@@ -60,15 +60,6 @@ size_t scratchPerRow(const RouterPlan &p) {
   }
 }
 
-// Whether the device divides F32 correctly rounded when asked to
-// (-cl-fp32-correctly-rounded-divide-sqrt), as the cpu device's division is.
-bool correctlyRoundedDivide(infiniopHandle_t handle) {
-  cl_device_fp_config config = 0;
-  return clGetDeviceInfo(stateOf<State>(handle).device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof config,
-                         &config, nullptr) == CL_SUCCESS &&
-         (config & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
-}
-
 class Router final : public moe::RouterRunner {
  public:
   Router(const char *op, infiniopHandle_t handle, const RouterPlan &plan)
@@ -89,8 +80,7 @@ class Router final : public moe::RouterRunner {
     if (p.row_idx.present && p.row_idx.dtype == INFINI_DTYPE_I64) options += " -DROW_INDEX_T=long";
     if (p.bias.present && p.bias.dtype == INFINI_DTYPE_F32 && p.dtype != INFINI_DTYPE_F32)
       options += " -DBIAS_F32";
-    if (correctlyRoundedDivide(handle_))
-      options += " -cl-fp32-correctly-rounded-divide-sqrt -DDIVIDE_OPERATOR";
+    options += correctlyRoundedDivideOptions(handle_);
     cl_program program = nullptr;
     INFINIOP_CHECK(
         getProgram(op_, handle_, {sources::common, sources::moe_gating}, options, &program));

@@ -273,4 +273,12 @@ infiniStatus_t readForCheck(const char *where, infiniopHandle_t handle, cl_comma
   return INFINI_STATUS_SUCCESS;
 }
 
+std::string correctlyRoundedDivideOptions(infiniopHandle_t handle) {
+  cl_device_fp_config config = 0;
+  const bool correct = clGetDeviceInfo(stateOf<State>(handle).device, CL_DEVICE_SINGLE_FP_CONFIG,
+                                       sizeof config, &config, nullptr) == CL_SUCCESS &&
+                       (config & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+  return correct ? " -cl-fp32-correctly-rounded-divide-sqrt -DDIVIDE_OPERATOR" : "";
+}
+
 }  // namespace infiniop::opencl

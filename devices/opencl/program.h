@@ -23,6 +23,11 @@ infiniStatus_t getProgram(const char *where, infiniopHandle_t handle,
                           cl_program *program);
 
 // A kernel of a cached program, owned by the caller (clReleaseKernel).
+// The build options of an F32 division rounded to nearest even (the cpu device's), for the
+// kernels' `divide` (kernels/moe_gating.cl): " -cl-fp32-correctly-rounded-divide-sqrt
+// -DDIVIDE_OPERATOR" where the device divides so when asked to, else "" (divide in double).
+std::string correctlyRoundedDivideOptions(infiniopHandle_t handle);
+
 infiniStatus_t createKernel(const char *where, cl_program program, const char *name,
                             cl_kernel *kernel);
 

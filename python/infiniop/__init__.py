@@ -59,6 +59,7 @@ from .enums import Device, DType, GeluApproximate, Status
 from .gelu import Gelu, GeluBackwardV2, gelu, gelu_backward_v2
 from .gelu_backward import GeluBackward, gelu_backward
 from .gelu_mul import GeluMul, GeluMulBackward, gelu_mul, gelu_mul_backward
+from .moe_aux_loss import MoeAuxLoss, MoeAuxLossGrad, moe_aux_loss, moe_aux_loss_grad
 from .moe_counts import MoeBiasUpdate, MoeExpertCounts, moe_bias_update, moe_expert_counts
 from .moe_finalize_routing import (
     MoeFinalizeRoutingV2,
@@ -101,6 +102,8 @@ __all__ = [
     "Handle",
     "InfiniopError",
     "LibraryNotFoundError",
+    "MoeAuxLoss",
+    "MoeAuxLossGrad",
     "MoeBiasUpdate",
     "MoeExpertCounts",
     "MoeFinalizeRoutingV2",
@@ -133,6 +136,8 @@ __all__ = [
     "library_candidates",
     "library_version",
     "load_library",
+    "moe_aux_loss",
+    "moe_aux_loss_grad",
     "moe_bias_update",
     "moe_expert_counts",
     "moe_finalize_routing_v2",

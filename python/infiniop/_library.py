@@ -509,6 +509,19 @@ _PROTOTYPES = {
     "infiniopGetMoeBiasUpdateWorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopMoeBiasUpdate": (_status, [_ptr, _ptr, _size] + [_ptr] * 2 + [_ptr]),
     "infiniopDestroyMoeBiasUpdateDescriptor": (_status, [_ptr]),
+    # ops/moe_aux_loss.h: loss, x, tokens_per_expert, then int64_t score_function, topk,
+    # total_tokens, double coeff
+    "infiniopCreateMoeAuxLossDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 3 + [ctypes.c_int64] * 3 + [ctypes.c_double]),
+    "infiniopGetMoeAuxLossWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeAuxLoss": (_status, [_ptr, _ptr, _size] + [_ptr] * 3 + [_ptr]),
+    "infiniopDestroyMoeAuxLossDescriptor": (_status, [_ptr]),
+    # ops/moe_aux_loss.h: grad_x, grad_loss, x, tokens_per_expert, then as MoeAuxLoss
+    "infiniopCreateMoeAuxLossGradDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_double]),
+    "infiniopGetMoeAuxLossGradWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeAuxLossGrad": (_status, [_ptr, _ptr, _size] + [_ptr] * 4 + [_ptr]),
+    "infiniopDestroyMoeAuxLossGradDescriptor": (_status, [_ptr]),
 }
 
 EXPORTED_FUNCTIONS = tuple(_PROTOTYPES)

@@ -63,14 +63,17 @@ class MoeBiasUpdate(AttributeOperator):
         return {"update_rate": update_rate}, [update_rate]
 
 
-def moe_expert_counts(expert_idx, num_experts, *, counts_dtype="int64", device="cpu", out=None,
-                      handle=None, _stage=None):
+def moe_expert_counts(expert_idx, num_experts, *, counts_dtype="int64", sequences=None,
+                      device="cpu", out=None, handle=None, _stage=None):
     """counts (num_experts,): tokens per expert of expert_idx (see the module docstring), as
     torch.bincount(expert_idx.flatten(), minlength=num_experts) with E (finished rows) left out.
 
     expert_idx (..., k): int32 or int64, a NumPy array or a torch CPU tensor, any strides.
     counts_dtype: int64 (the default, as torch.bincount) or int32 (a torch or NumPy dtype, a
-    DType or a name). out: where to write ((E,), any stride), allocated when None. device:
+    DType or a name). sequences: B for counts (B, E) per sequence, row r of expert_idx (its
+    leading dims flattened, Megatron's (seq, batch) order) counted in sequence r % B (the
+    sequence-level aux loss, moe_aux_loss); None: counts (E,). out: where to write ((E,) or
+    (B, E), any strides; its shape decides), allocated when None. device:
     'cpu', 'cpu_reference', 'opencl' or a Device; ignored when a Handle is given. Raises
     InfiniopError (BAD_PARAM for num_experts < 1 or a value outside [0, E], nothing written).
     """
@@ -78,8 +81,10 @@ def moe_expert_counts(expert_idx, num_experts, *, counts_dtype="int64", device="
     view = array_view(expert_idx, "expert_idx")
     dtype = index_dtype_of(counts_dtype, None, view.kind)
     names = output_names(out, "expert_idx", "counts")
-    out, out_view = output(out, expert_idx, view, (max(attributes["num_experts"], 0),), dtype,
-                           "out")
+    shape = (max(attributes["num_experts"], 0),)
+    if sequences is not None:
+        shape = (check_int64("sequences", sequences),) + shape
+    out, out_view = output(out, expert_idx, view, shape, dtype, "out")
     run(MoeExpertCounts, [out_view, view], attributes, device, handle, _stage, names=names)
     return out
 

@@ -35,7 +35,9 @@
   X(MoeRouter, moe_gating_top_k_grad)               \
   X(MoeRouter, moe_gating_weights)                  \
   X(MoeCounts, moe_expert_counts)                   \
-  X(MoeCounts, moe_bias_update)
+  X(MoeCounts, moe_bias_update)                     \
+  X(MoeAuxLoss, moe_aux_loss)                       \
+  X(MoeAuxLoss, moe_aux_loss_grad)
 // clang-format on
 
 namespace infiniop {

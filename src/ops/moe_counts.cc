@@ -24,21 +24,8 @@ namespace moe = infiniop::moe;
 constexpr const char *kCounts = "MoeExpertCounts";
 constexpr const char *kBias = "MoeBiasUpdate";
 
-struct CountsDescriptor : infiniop::OperatorDescriptor {
-  explicit CountsDescriptor(const char *op) : OperatorDescriptor(op) {}
-  moe::CountsPlan plan;
-  std::unique_ptr<moe::CountsRunner> runner;
-};
-
-template <class Public>
-infiniStatus_t publish(const char *op, infiniopHandle_t handle, Public *desc_ptr,
-                       std::unique_ptr<CountsDescriptor> desc) {
-  desc->handle = handle;
-  INFINIOP_CHECK(handle->device->runner(op, handle, desc->plan, &desc->runner));
-  desc->workspace_size = desc->runner->workspaceSize();
-  infiniop::publishDescriptor(desc_ptr, desc.release());
-  return infiniop::succeed();
-}
+using CountsDescriptor = infiniop::moe_gating::RunnerDescriptor<moe::CountsPlan, moe::CountsRunner>;
+using infiniop::moe_gating::publishRunner;
 
 checks::Operand operand(const char *name, const void *data, const moe::RouterView &v) {
   return infiniop::moe_gating::routerOperand(name, data, v);
@@ -64,8 +51,23 @@ infiniStatus_t createCounts(infiniopHandle_t handle, infiniopMoeExpertCountsDesc
     return check.fail(INFINI_STATUS_BAD_TENSOR_SHAPE, "expert_idx shape " +
                                                           infiniop::shapeString(expert_idx->shape) +
                                                           " must be (..., k), rank >= 1");
-  INFINIOP_CHECK(check.rank("counts", counts, 1, "(E)"));
-  INFINIOP_CHECK(check.shape("counts", counts, {E}, "(E), E = num_experts"));
+  if (counts->ndim() != 1 && counts->ndim() != 2)
+    return check.fail(
+        INFINI_STATUS_BAD_TENSOR_SHAPE,
+        "counts shape " + infiniop::shapeString(counts->shape) + " must be (E) or (B, E)");
+  INFINIOP_CHECK(check.shape(
+      "counts", counts,
+      counts->ndim() == 1 ? std::vector<size_t>{E} : std::vector<size_t>{counts->shape[0], E},
+      "(E) or (B, E), E = num_experts"));
+  // (B, E): row r of expert_idx counts in counts[r % B] (Megatron's (seq, batch) order).
+  const size_t B = counts->ndim() == 2 ? counts->shape[0] : 1;
+  size_t rows = 1;
+  for (size_t d = 0; d + 1 < expert_idx->ndim(); ++d) rows *= expert_idx->shape[d];
+  if (B == 0 || rows % B != 0)
+    return check.fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
+                      "counts shape " + infiniop::shapeString(counts->shape) +
+                          ": B = " + std::to_string(B) + " must be >= 1 and divide expert_idx's " +
+                          std::to_string(rows) + " rows");
   INFINIOP_CHECK(infiniop::moe_gating::indexFits(check, "counts", counts, expert_idx->numel()));
   INFINIOP_CHECK(check.output("counts", counts));
 
@@ -74,9 +76,10 @@ infiniStatus_t createCounts(infiniopHandle_t handle, infiniopMoeExpertCountsDesc
   p.kind = moe::CountsKind::expert_counts;
   p.kernel = infiniop::KernelId::moe_expert_counts;
   p.experts = E;
+  p.sequences = B;
   INFINIOP_CHECK(routerView(check, "counts", counts, true, &p.counts));
   INFINIOP_CHECK(routerView(check, "expert_idx", expert_idx, true, &p.expert_idx));
-  return publish(kCounts, handle, desc_ptr, std::move(desc));
+  return publishRunner(kCounts, handle, desc_ptr, std::move(desc));
 }
 
 // Every value in [0, E] (E: a finished row, not counted).
@@ -150,7 +153,7 @@ infiniStatus_t createBias(infiniopHandle_t handle, infiniopMoeBiasUpdateDescript
   p.update_rate = u;
   INFINIOP_CHECK(routerView(check, "bias", bias, true, &p.bias));
   INFINIOP_CHECK(routerView(check, "counts", counts, true, &p.counts));
-  return publish(kBias, handle, desc_ptr, std::move(desc));
+  return publishRunner(kBias, handle, desc_ptr, std::move(desc));
 }
 
 // Every count >= 0 and their sum below 2^63: the sum S.

@@ -27,8 +27,9 @@ enum class CountsKind : int {
 struct CountsPlan : Plan {
   CountsKind kind = CountsKind::expert_counts;
   size_t experts = 0;        // E >= 1
+  size_t sequences = 1;      // MoeExpertCounts: B; counts (B, E), row r counted in counts[r % B]
   RouterView expert_idx;     // MoeExpertCounts: I32/I64 (rows, k)
-  RouterView counts;         // output of MoeExpertCounts, input of MoeBiasUpdate: I32/I64 (1, E)
+  RouterView counts;         // output of MoeExpertCounts (B, E), input of MoeBiasUpdate (1, E)
   RouterView bias;           // MoeBiasUpdate: F32 (1, E), read and written
   float update_rate = 0.0f;  // MoeBiasUpdate: u, rounded to F32 at creation, finite
 };

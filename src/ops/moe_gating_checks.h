@@ -5,6 +5,7 @@
 // device's runner).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,24 @@ inline constexpr const char *kWeights = "MoeGatingWeights";
 inline moe_checks::Operand routerOperand(const char *name, const void *data,
                                          const moe::RouterView &v) {
   return {name, data, v.present, v.span, infiniop::dtypeSize(v.dtype), v.rows * v.cols};
+}
+
+// The descriptor of a family whose plan and runner are all it holds (the expert counts, the aux
+// losses), and its publication once the device has made the runner.
+template <class PlanT, class RunnerT>
+struct RunnerDescriptor : infiniop::OperatorDescriptor {
+  explicit RunnerDescriptor(const char *op) : OperatorDescriptor(op) {}
+  PlanT plan;
+  std::unique_ptr<RunnerT> runner;
+};
+template <class Descriptor, class Public>
+infiniStatus_t publishRunner(const char *op, infiniopHandle_t handle, Public *desc_ptr,
+                             std::unique_ptr<Descriptor> desc) {
+  desc->handle = handle;
+  INFINIOP_CHECK(handle->device->runner(op, handle, desc->plan, &desc->runner));
+  desc->workspace_size = desc->runner->workspaceSize();
+  infiniop::publishDescriptor(desc_ptr, desc.release());
+  return infiniop::succeed();
 }
 
 // A view's bytes as the host reads them (the data checks): on host-memory devices the data

@@ -150,6 +150,11 @@ INFINIOP_OPERATOR(MoeGatingWeights, (out("y"), in("x"), in("expert_idx")),
 INFINIOP_OPERATOR(MoeExpertCounts, (out("counts"), in("expert_idx")), ("num_experts"));
 // bias is read and written (in place): an output slot.
 INFINIOP_OPERATOR(MoeBiasUpdate, (out("bias"), in("counts")), ("update_rate"));
+INFINIOP_OPERATOR(MoeAuxLoss, (out("loss"), in("x"), in("tokens_per_expert")),
+                  ("score_function", "topk", "total_tokens", "coeff"));
+INFINIOP_OPERATOR(MoeAuxLossGrad,
+                  (out("grad_x"), in("grad_loss"), in("x"), in("tokens_per_expert")),
+                  ("score_function", "topk", "total_tokens", "coeff"));
 #undef INFINIOP_OPERATOR
 
 // The V2 creates of ClippedSwiglu(Backward): the same descriptor and calls, one attribute more.
@@ -171,7 +176,7 @@ using All =
                ClippedSwiglu, ClippedSwigluV2, ClippedSwigluBackward, ClippedSwigluBackwardV2,
                MoeFinalizeRoutingV2, MoeFinalizeRoutingV2Grad, MoeInitRoutingV2,
                MoeInitRoutingV2Grad, MoeGatingTopKSoftmax, MoeGatingTopKSoftmaxGrad, MoeGatingTopK,
-               MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate, MoeGatingWeights>;
+               MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate, MoeGatingWeights, MoeAuxLoss, MoeAuxLossGrad>;
 
 // ---- attributes ------------------------------------------------------------------------------
 

@@ -139,15 +139,23 @@ void addGenericRows(const OpSpec &op, std::vector<Row> &rows) {
           "`" + n + "` of dtype F32 (an index tensor)",
           [i](const OpSpec &, Broken &s) { s.slots[i].dtype = F32; });
     } else {
-      add("DtypeMismatch_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_DTYPE,
-          "`" + n + "` F16, the others F32",
-          [i](const OpSpec &, Broken &s) { s.slots[i].dtype = INFINI_DTYPE_F16; });
-      if (!lastDimFree(o, n))
+      // A float tensor whose only float companions are F32 scalars (MoeAuxLoss's x beside its
+      // loss) may be F16: there is no dtype to mismatch.
+      bool scalar_companions = false, other_companions = false;
+      for (size_t j = 0; j < op.slots.size(); ++j)
+        if (j != i && !isIndexDtype(op.slots[j].dtype))
+          (op.slots[j].shape.empty() ? scalar_companions : other_companions) = true;
+      scalar_companions = scalar_companions && !other_companions;
+      if (!scalar_companions || slot.shape.empty())
+        add("DtypeMismatch_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_DTYPE,
+            "`" + n + "` F16, the others F32",
+            [i](const OpSpec &, Broken &s) { s.slots[i].dtype = INFINI_DTYPE_F16; });
+      if (!slot.shape.empty() && !lastDimFree(o, n))  // a scalar has no last dim
         add("LastDimPlusOne_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_SHAPE,
             "`" + n + "`'s last dim one longer",
             [i](const OpSpec &, Broken &s) { s.slots[i].shape.back() += 1; });
     }
-    if (slot.output) {
+    if (slot.output && !slot.shape.empty()) {
       add("SelfOverlapping_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_STRIDES,
           "`" + n + "` overlapping itself (stride 0 on its first dim)",
           [i](const OpSpec &, Broken &s) {
@@ -422,6 +430,29 @@ void addOperatorRows(std::vector<Row> &rows) {
   add(bu, "CountNegative", K, P, "a `counts` value -1", setValues("counts", {1, -1, 2}));
   add(bu, "CountsSumOverflows", K, P, "`counts` summing past 2^63 - 1",
       setValues("counts", {INT64_MAX, 1, 0}));
+  for (const char *al : {"MoeAuxLoss", "MoeAuxLossGrad"}) {
+    add(al, "ScoreFunctionThree", C, P, "`score_function` 3", setAttr(0, 3));
+    add(al, "TopkZero", C, P, "`topk` 0", setAttr(1, 0));
+    add(al, "TotalTokensZero", C, P, "`total_tokens` 0 (tokens_per_expert (E))", setAttr(2, 0));
+    add(al, "CoeffNaN", C, P, "`coeff` NaN", setAttr(3, std::nan("")));
+    add(al, "ScaleBeyondF32", C, P, "`coeff` 1e300: K infinite in F32", setAttr(3, 1e300));
+    add(al, "CountsNotE", C, S, "`tokens_per_expert` (3), E = 4",
+        setShape("tokens_per_expert", {3}));
+    add(al, "CountsRankThree", C, S, "`tokens_per_expert` (1, 1, 4)",
+        setShape("tokens_per_expert", {1, 1, 4}));
+    add(al, "SequencesNotDividingRows", C, S, "`tokens_per_expert` (3, 4): B = 3, T = 2",
+        setShape("tokens_per_expert", {3, 4}));
+    add(al, "SequenceTotalNotRows", C, P, "`tokens_per_expert` (2, 4) with `total_tokens` 4, T = 2",
+        both(both(setShape("tokens_per_expert", {2, 4}),
+                  setValues("tokens_per_expert", {1, 0, 2, 1, 0, 1, 1, 2})),
+             setAttr(2, 4)));
+    add(al, "CountNegative", K, P, "a `tokens_per_expert` value -1",
+        setValues("tokens_per_expert", {1, -1, 2, 1}));
+    add(al, "CountAbove2To24", K, P, "a `tokens_per_expert` value 2^24 + 1",
+        setValues("tokens_per_expert", {1, 16777217, 2, 1}));
+  }
+  add("MoeAuxLoss", "LossNotScalar", C, S, "`loss` (1)", setShape("loss", {1}));
+  add("MoeAuxLossGrad", "GradLossNotScalar", C, S, "`grad_loss` (1)", setShape("grad_loss", {1}));
   add(gt, "ScaleInfinite", C, P, "`routed_scaling_factor` +inf", setAttr(6, INFINITY));
   add(gt, "ScaleBeyondF32", C, P, "`routed_scaling_factor` 1e39 (infinite in F32)",
       setAttr(6, 1e39));

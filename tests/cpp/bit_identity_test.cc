@@ -253,7 +253,9 @@ std::vector<int64_t> expertIds(size_t n, uint64_t seed) {
 // ---------------------------------------------------------------- groups
 // kCounts: the expert-count operators' integer data, and MoeBiasUpdate's bias written by the
 // group's before_run; exact, so cpu_reference joins their runs.
-enum class Data { kHostile, kMoe, kCounts };
+// kMoeFinite: kMoe's values with the rare specials that are not finite in BF16 replaced by 0.5
+// (MoeAuxLoss: one NaN would make the whole loss NaN and hide the sums' order).
+enum class Data { kHostile, kMoe, kCounts, kMoeFinite };
 
 class Case;
 // The inputs at element i of output slot `slot`, as text.
@@ -335,6 +337,11 @@ class Case {
       const uint64_t seed = seedOf(s.name);
       if (g.data == Data::kMoe)
         t.fill([&](size_t i) { return moeValue(seed, i); });
+      else if (g.data == Data::kMoeFinite)
+        t.fill([&](size_t i) {
+          const float v = moeValue(seed, i);
+          return std::isfinite(v) && std::fabs(v) < 1e30f ? v : 0.5f;  // finite in BF16 too
+        });
       else
         t.fill([&](size_t i) { return hostileValue(seed, i); });
     }
@@ -1061,6 +1068,16 @@ void addCounts(std::vector<Group> &groups) {
       give(s, "expert_idx", {4099, kRouterK}, idx_t, countedExperts(4099, 0xC1));
       groups.push_back(
           {groupName(op, "Threaded", counts_t, idx_t), op, s, {E}, Data::kCounts, countedValues()});
+      // counts (4, E) per sequence, row r in counts[r % 4]: 4100 x 8 elements (threaded).
+      s = slotsOf(op);
+      give(s, "counts", {4, kRouterE}, counts_t);
+      give(s, "expert_idx", {4100, kRouterK}, idx_t, countedExperts(4100, 0xC2));
+      groups.push_back({groupName(op, "Sequences", counts_t, idx_t),
+                        op,
+                        s,
+                        {E},
+                        Data::kCounts,
+                        countedValues()});
       // No rows: every count written 0.
       s = slotsOf(op);
       give(s, "counts", {kRouterE}, counts_t);
@@ -1112,6 +1129,47 @@ void addCounts(std::vector<Group> &groups) {
     }
 }
 
+// ---- The aux losses (MoeAuxLoss, MoeAuxLossGrad): T = 600 rows (three blocks of 256, the last
+// partial) of E = kRouterE logits, finite kMoe values (large, tiny, subnormal), k = 8; the Switch
+// loss with tokens_per_expert (E) and a global N = 1000, the sequence-level loss with (4, E);
+// softmax, sigmoid and sqrtsoftplus scores; grad_loss 1.5.
+std::vector<int64_t> auxCounts(size_t n, uint64_t seed) {
+  Rng rng{seed};
+  std::vector<int64_t> v(n);
+  for (auto &x : v) x = static_cast<int64_t>(rng.below(40));
+  return v;
+}
+void addAuxLoss(std::vector<Group> &groups) {
+  constexpr size_t T = 600, E = kRouterE;
+  for (infiniDtype_t t : {INFINI_DTYPE_F32, BF16}) {
+    const auto count_t = t == BF16 ? INFINI_DTYPE_I64 : INFINI_DTYPE_I32;
+    for (int score : {0, 1, 2})
+      for (size_t B : {size_t{0}, size_t{4}}) {
+        static const char *const kScores[] = {"Softmax", "Sigmoid", "Sqrtsoftplus"};
+        const std::string variant = std::string(B ? "Sequence" : "Switch") + kScores[score];
+        const std::vector<size_t> counts_shape =
+            B ? std::vector<size_t>{B, E} : std::vector<size_t>{E};
+        const Attrs attrs = {static_cast<double>(score), 8, B ? 600.0 : 1000.0, 0.01};
+        const char *op = "MoeAuxLoss";
+        auto s = slotsOf(op);
+        give(s, "loss", {}, INFINI_DTYPE_F32);
+        give(s, "x", {T, E}, t);
+        give(s, "tokens_per_expert", counts_shape, count_t, auxCounts((B ? B : 1) * E, 0xA0 + B));
+        groups.push_back({groupName(op, variant.c_str(), t, count_t), op, s, attrs,
+                          Data::kMoeFinite, routerRow(1)});
+        op = "MoeAuxLossGrad";
+        s = slotsOf(op);
+        give(s, "grad_x", {T, E}, t);
+        give(s, "grad_loss", {}, INFINI_DTYPE_F32);
+        give(s, "x", {T, E}, t);
+        give(s, "tokens_per_expert", counts_shape, count_t, auxCounts((B ? B : 1) * E, 0xA0 + B));
+        groups.push_back({groupName(op, variant.c_str(), t, count_t), op, s, attrs,
+                          Data::kMoeFinite, routerRow(E)});
+        groups.back().before_run = [](Case &c) { c.tensor("grad_loss")->set(0, 1.5f); };
+      }
+  }
+}
+
 // The relaxed mode's F32 groups: a copy of each elementwise F32 group (docs/accuracy.md, "The
 // relaxed mode"), with "_Relaxed" appended to its name. Its bits are the same on every target and
 // device too, though not the strict groups'.
@@ -1134,6 +1192,7 @@ const std::vector<Group> &groups() {
     addMoe(g);
     addRouter(g);
     addCounts(g);
+    addAuxLoss(g);
     addRelaxed(g);
     return g;
   }();

@@ -347,6 +347,36 @@ TEST_P(MoeCounts, BiasUpdateBadInputsWriteNothing) {
   infiniopDestroyTensorDescriptor(cd);
 }
 
+// counts (B, E): per sequence, row r of expert_idx in counts[r % B] (Megatron's (seq, batch)
+// order), from (T, k) and (L, B, k) expert_idx, against a count made here; B not dividing the rows
+// is BAD_TENSOR_SHAPE.
+TEST_P(MoeCounts, PerSequenceCounts) {
+  for (infiniDtype_t out : {I32, I64})
+    for (const std::vector<size_t> &shape :
+         {std::vector<size_t>{96, 6}, std::vector<size_t>{24, 4, 6},
+          std::vector<size_t>{3000, 8}}) {
+      const size_t B = shape.size() == 3 ? shape[1] : (shape[0] == 96 ? 3 : 4);
+      const int64_t E = 40;
+      TensorBuffer expert_idx(shape, I64), counts({B, static_cast<size_t>(E)}, out);
+      fillExperts(expert_idx, E, 7 + B);
+      const size_t k = shape.back(), rows = expert_idx.numel() / k;
+      std::vector<int64_t> expected(B * E, 0);
+      for (size_t i = 0; i < expert_idx.numel(); ++i) {
+        const int64_t e = getInt(expert_idx, i);
+        if (e != E) ++expected[(i / k) % B * E + static_cast<size_t>(e)];
+      }
+      ASSERT_EQ(rows % B, 0u);
+      ASSERT_EQ(count(counts, expert_idx, E), INFINI_STATUS_SUCCESS) << error_;
+      for (size_t i = 0; i < expected.size(); ++i)
+        ASSERT_EQ(getInt(counts, i), expected[i]) << "sequence " << i / E << " expert " << i % E;
+    }
+  TensorBuffer expert_idx({10, 2}, I32), counts({4, 5}, I32);
+  fillExperts(expert_idx, 5, 3);
+  EXPECT_EQ(count(counts, expert_idx, 5), INFINI_STATUS_BAD_TENSOR_SHAPE);
+  TensorBuffer counts3({2, 2, 5}, I32);
+  EXPECT_EQ(count(counts3, expert_idx, 5), INFINI_STATUS_BAD_TENSOR_SHAPE);
+}
+
 // Counts, then the update, for a few steps: the loop a trainer runs.
 TEST_P(MoeCounts, CountsFeedTheUpdate) {
   TensorBuffer bias({64}, F32), counts({64}, I32), expert_idx({512, 6}, I32);

@@ -153,6 +153,12 @@ const std::vector<OpSpec> &specs() {
       make<ops::MoeExpertCounts>({{{3}, I32}, {{2, 2}, I32, {2, 0, 3, 1}}}, {3}),
       // bias, counts; attrs: update_rate.
       make<ops::MoeBiasUpdate>({{{3}, F32}, {{3}, I64, {1, 0, 2}}}, {0.001}),
+      // The aux losses: E = 4 experts, T = 2 rows, k = 2; attrs: score_function, topk,
+      // total_tokens, coeff. loss, x, tokens_per_expert.
+      make<ops::MoeAuxLoss>({{{}, F32}, {{2, 4}, F32}, {{4}, I32, {1, 0, 2, 1}}}, {0, 2, 2, 0.01}),
+      // grad_x, grad_loss, x, tokens_per_expert
+      make<ops::MoeAuxLossGrad>({{{2, 4}, F32}, {{}, F32}, {{2, 4}, F32}, {{4}, I32, {1, 0, 2, 1}}},
+                                {0, 2, 2, 0.01}),
   };
   static const std::vector<OpSpec> all = withClampAfter(base);
   return all;

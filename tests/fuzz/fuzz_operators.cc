@@ -423,6 +423,8 @@ enum Op {
   kExpertCounts,  // exact: every output byte as cpu_reference's (checkAgainstReference())
   kBiasUpdate,
   kRouterWeights,  // MoeGatingWeights: a router (compareRouter()), last so the seeds keep their op
+  kAuxLoss,  // MoeAuxLoss, MoeAuxLossGrad: compare() with the terms of auxTerms()
+  kAuxLossGrad,
   kOpCount
 };
 // The table's operator of each Op (ClippedSwiglu(Backward) with a clamp_mode: their V2, see
@@ -433,7 +435,7 @@ using FuzzOps =
                ops::ClippedSwigluBackward, ops::MoeFinalizeRoutingV2, ops::MoeFinalizeRoutingV2Grad,
                ops::MoeInitRoutingV2, ops::MoeInitRoutingV2Grad, ops::MoeGatingTopKSoftmax,
                ops::MoeGatingTopKSoftmaxGrad, ops::MoeGatingTopK, ops::MoeGatingTopKGrad,
-               ops::MoeExpertCounts, ops::MoeBiasUpdate, ops::MoeGatingWeights>;
+               ops::MoeExpertCounts, ops::MoeBiasUpdate, ops::MoeGatingWeights, ops::MoeAuxLoss, ops::MoeAuxLossGrad>;
 static_assert(std::tuple_size_v<FuzzOps> == kOpCount);
 
 // f(Op's type from the table).
@@ -456,7 +458,8 @@ const char *opName(Op op) {
 // F32 bounds in u (tests/accuracy_bounds.json); the MoE sums get 16 u per term. The relaxed
 // mode's, for the elementwise operators (the MoE operators ignore the mode). The routers' K
 // (moe_gating) enters their own bound (compareRouter()); the expert-count operators are exact.
-const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6, 4, 6, 16, 16, 0, 16, 4, 4, 4, 4, 0, 0, 4};
+// The aux losses: (E / 16 + T / 256 + 300) 2^-23 at the fuzzer's sizes (docs/moe_aux_loss.md).
+const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6, 4, 6, 16, 16, 0, 16, 4, 4, 4, 4, 0, 0, 4, 800, 800};
 static_assert(sizeof kBoundU / sizeof kBoundU[0] == kOpCount);
 bool isRouter(Op op) {
   return (op >= kRouterSoftmax && op <= kRouterTopKGrad) || op == kRouterWeights;
@@ -693,6 +696,34 @@ void decodeCounts(Input &in, Case &c) {
   c.t.push_back(counts);
 }
 
+// The aux losses (docs/moe_aux_loss.md): x (T, E) of any float dtype, logits now and then in
+// multiples of 10; tokens_per_expert (E) or (B, E) with B dividing T, counts mostly in [0, hi)
+// with hi up to 2^24 + 1 (2^24 the largest valid), else -1 or any value; score_function 0, 1, 2
+// (else an edge), topk, total_tokens (T, a global N, else an edge) and coeff (1e-2, else an
+// edge); the grad's grad_loss F32 ().
+void decodeAuxLoss(Input &in, Case &c, int fd) {
+  const size_t E = in.pick(40) + 1, B = in.chance(128) ? 0 : in.pick(4) + 1;
+  const size_t T = B ? B * in.pick(6) : in.pick(20);
+  c.i[0] = fuzzInt(in, static_cast<int64_t>(in.pick(3)));                      // score_function
+  c.i[1] = fuzzInt(in, static_cast<int64_t>(in.pick(8) + 1));                  // topk
+  c.i[2] = fuzzInt(in, static_cast<int64_t>(B || in.chance(128) ? T : 4096));  // total_tokens
+  c.d[0] = fuzzDouble(in, 1e-2);                                               // coeff
+  if (c.op == kAuxLoss) {
+    c.t.push_back(makeT(kOutput, {}, INFINI_DTYPE_F32));
+  } else {
+    c.t.push_back(makeT(kOutput, {T, E}, fd));
+    c.t.push_back(makeT(kInput, {}, INFINI_DTYPE_F32));
+  }
+  Tensor x = makeT(kInput, {T, E}, fd);
+  x.coarse = in.chance(32);
+  c.t.push_back(x);
+  static const int64_t his[] = {1, 3, 40, 1000, int64_t{1} << 24, (int64_t{1} << 24) + 1};
+  Tensor counts =
+      makeT(kIndex, B ? std::vector<size_t>{B, E} : std::vector<size_t>{E}, fuzzIndexDtype(in));
+  counts.hi = his[in.pick(6)];
+  c.t.push_back(counts);
+}
+
 Case decode(Input &in) {
   Case c;
   c.op = static_cast<Op>(in.pick(kOpCount));
@@ -871,6 +902,10 @@ Case decode(Input &in) {
     case kExpertCounts:
     case kBiasUpdate:
       decodeCounts(in, c);
+      break;
+    case kAuxLoss:
+    case kAuxLossGrad:
+      decodeAuxLoss(in, c, fd);
       break;
     default:
       break;
@@ -1129,9 +1164,51 @@ double inputScale(const Case &c, const std::vector<std::vector<uint8_t>> &fill) 
   return m;
 }
 
+// The aux losses' bound (docs/moe_aux_loss.md, "Accuracy"): the loss's terms are >= 0, so the
+// bound is relative to it (terms 0); the grad's |K g| a (n + w) <= 2 |K g| max n (a <= 1), and
+// its floor where c = g K is subnormal: (n + w) 2^-149 <= 2 max n 2^-149; the loss's where K_f is
+// subnormal: (sum_t w_t) 2^-149 <= T max n 2^-149.
+struct AuxBound {
+  double terms = 0, floor = 0;
+  bool skip = false;
+};
+AuxBound auxBound(const Case &c, const std::vector<std::vector<uint8_t>> &fill) {
+  AuxBound b;
+  const size_t xi = c.op == kAuxLoss ? 1 : 2;
+  const Tensor &x = c.t[xi], &counts = c.t[xi + 1];
+  const double E = static_cast<double>(x.shape.back());
+  double T = 1;
+  for (size_t d = 0; d + 1 < x.shape.size(); ++d) T *= static_cast<double>(x.shape[d]);
+  const double B = counts.shape.size() == 2 ? static_cast<double>(counts.shape[0]) : 1;
+  const double L = counts.shape.size() == 2 ? T / B : static_cast<double>(c.i[2]);
+  const double K = c.d[0] * E / static_cast<double>(c.i[1]) / B / L / L;
+  double n = 0;
+  const size_t es = dtypeBytes(counts.dtype);
+  for (size_t i = 0; i * es < fill[xi + 1].size(); ++i)
+    n = std::fmax(n, std::fabs(valueAt(&fill[xi + 1][i * es], counts.dtype)));
+  if (c.op == kAuxLoss) {
+    b.floor = 2 * T * n * 0x1p-149;
+    return b;
+  }
+  const double g = fill[1].size() >= 4 ? valueAt(fill[1].data(), INFINI_DTYPE_F32) : 0;
+  // grad_loss K not finite in F32: grad_x is whatever inf and 0 make of it (NaN or +-inf, in an
+  // order of the device's), not bounded (docs/moe_aux_loss.md): NaN tells compare() to skip.
+  if (!std::isfinite(static_cast<float>(static_cast<float>(K) * static_cast<float>(g)))) {
+    b.skip = true;
+    return b;
+  }
+  b.terms = 2 * std::fabs(K * g) * n;
+  b.floor = 2 * n * 0x1p-149;
+  return b;
+}
+
 void compare(const char *device, const Case &c, const Run &cpu, const Run &ref,
              const std::vector<std::vector<uint8_t>> &fill, double bound_u) {
   const double scale = inputScale(c, fill);
+  const bool aux = c.op == kAuxLoss || c.op == kAuxLossGrad;
+  const AuxBound aux_bound = aux ? auxBound(c, fill) : AuxBound{};
+  if (aux_bound.skip) return;
+  const double aux_terms = aux_bound.terms;
   double attr = 1;
   if (c.op == kClippedSwiglu || c.op == kClippedSwigluBackward)
     for (float f : c.f)
@@ -1163,12 +1240,19 @@ void compare(const char *device, const Case &c, const Run &cpu, const Run &ref,
       if (isFloatDtype(t.dtype) && t.role == kOutput && !(std::isfinite(x) && std::isfinite(y)) &&
           !std::isnan(x) && !std::isnan(y) && magnitude > 1e36)
         continue;
+      // The aux grad's bound past the output dtype's range: an infinity there stands for a value
+      // the bound allows (the cancellation of n - w times a huge |K g|).
+      const double dtype_max = t.dtype == INFINI_DTYPE_F16 ? 65504.0 : 3.4028234663852886e38;
+      if (aux && !std::isnan(x) && !std::isnan(y) && !(std::isfinite(x) && std::isfinite(y)) &&
+          bound_u * 0x1p-23 * aux_terms > dtype_max)
+        continue;
       if (isFloatDtype(t.dtype) && t.role == kOutput && std::isfinite(x) && std::isfinite(y)) {
         // The documented K u terms (1 + c), with terms and c taken at the inputs' (and the
         // attributes') largest magnitude, for the cancellation the bound allows.
-        const double terms = magnitude * (c.op >= kMoeFinalize ? 8 : 1);
+        const double terms = aux ? aux_terms : magnitude * (c.op >= kMoeFinalize ? 8 : 1);
         double tol = bound_u * 0x1p-24 * 2 * (1 + cond) * (std::fabs(y) + terms) + 0x1p-140;
         if (t.dtype != INFINI_DTYPE_F32) tol += ulpOf(t.dtype, std::fabs(y));
+        tol += aux_bound.floor;
         ok = std::fabs(x - y) <= tol;
       }
       if (!ok) {
@@ -1840,7 +1924,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (handles.cl) {
     const Run cl = runOn(handles.cl, true, c, fill, runnable);
     checkAgainstReference("opencl", c, cl, ref, fill, bound_u);
-    if (isRouter(c.op)) checkIdentical("opencl", "cpu", c, cl, cpu);
+    if (isRouter(c.op) || c.op == kAuxLoss || c.op == kAuxLossGrad)
+      checkIdentical("opencl", "cpu", c, cl, cpu);
   }
   // The elementwise operators in the relaxed mode: the same statuses, within K = 8.
   if (c.op < kMoeFinalize) {

@@ -32,20 +32,22 @@ INLINE long row_offset(__global const long *geometry, ulong r) {
   return offset;
 }
 
-// counts[e] = the number of elements of expert_idx equal to e (E, a finished row's mark, is
-// nobody's).
+// counts[b, e] = the number of elements of expert_idx's rows r with r % B == b equal to e (E, a
+// finished row's mark, is nobody's); one work-item per (b, e), id b E + e.
 __kernel void moe_expert_counts(__global const long *geometry, __global const index_t *expert_idx,
                                 ulong expert_idx_index, __global count_t *counts,
-                                ulong counts_index, long counts_stride, ulong rows, ulong cols) {
-  const ulong e = get_global_id(0);
+                                ulong counts_index, long counts_stride, long counts_row_stride,
+                                ulong rows, ulong cols, ulong E, ulong B) {
+  const ulong id = get_global_id(0);
+  const ulong e = id % E, b = id / E;
   const long col_stride = geometry[0];
   __global const index_t *base = expert_idx + expert_idx_index;
   long n = 0;
-  for (ulong r = 0; r < rows; ++r) {
+  for (ulong r = b; r < rows; r += B) {
     __global const index_t *row = base + row_offset(geometry, r);
     for (ulong c = 0; c < cols; ++c) n += (long)row[(long)c * col_stride] == (long)e ? 1 : 0;
   }
-  counts[counts_index + (long)e * counts_stride] = (count_t)n;
+  counts[counts_index + (long)b * counts_row_stride + (long)e * counts_stride] = (count_t)n;
 }
 
 // bias[e] += u sign(S / E - counts[e]); the mean leaves bias[e] untouched.

@@ -10,8 +10,11 @@
  * INT64, any strides: every element is an expert in [0, E), or E (a finished row of
  * MoeGatingTopKSoftmax: not counted); any other value is BAD_PARAM at the call, nothing written.
  * counts (E) INT32 or INT64: counts[e] = the number of elements equal to e (INT32 only where
- * expert_idx has at most 2^31 - 1 elements). num_experts E >= 1. Exact and deterministic
- * (integer counting). docs/moe_expert_counts.md. */
+ * expert_idx has at most 2^31 - 1 elements). Or counts (B, E), per sequence (the sequence-level
+ * aux loss, MoeAuxLoss): expert_idx's R rows (its leading dims flattened; (L, B, k) in Megatron's
+ * (seq, batch) order, or (T, k)) with B dividing R, counts[b, e] = the elements equal to e in the
+ * rows r with r % B == b. num_experts E >= 1. Exact and deterministic (integer counting).
+ * docs/moe_expert_counts.md. */
 typedef struct InfiniopMoeExpertCountsDescriptor *infiniopMoeExpertCountsDescriptor_t;
 
 __INFINI_C infiniStatus_t infiniopCreateMoeExpertCountsDescriptor(

@@ -35,10 +35,13 @@ node (prim::PythonOp), under torch.fx.symbolic_trace as one call_function node.
     moe_gating_weights(x, expert_idx, norm_type=1, renorm=0, routed_scaling_factor=1.0,
                        eps=1e-20)         MoeGatingWeights / MoeGatingTopKGrad (y w.r.t. x at
                                           a given expert_idx: replayed or hash routing)
-    moe_expert_counts(expert_idx, num_experts, counts_dtype='int64')
+    moe_expert_counts(expert_idx, num_experts, counts_dtype='int64', sequences=None)
                                           MoeExpertCounts (no gradient)
     moe_bias_update(bias, counts, update_rate=0.001)
                                           MoeBiasUpdate, bias in place (no gradient)
+    moe_aux_loss(x, tokens_per_expert, topk, score_function='softmax', total_tokens=None,
+                 coeff=1.0)              MoeAuxLoss / MoeAuxLossGrad (the loss, a () tensor,
+                                          w.r.t. x: loss = task_loss + aux just works)
 
 plus torch_npu-named aliases (npu_swiglu, npu_gelu, npu_gelu_backward, npu_gelu_mul,
 npu_clipped_swiglu, npu_moe_init_routing_v2, npu_moe_finalize_routing,
@@ -57,7 +60,9 @@ import torch as _torch
 import torch.fx as _fx
 
 import infiniop as _infiniop
+from infiniop.moe_aux_loss import score_function_code as _score_function_code
 
+from ._aux_loss import MoeAuxLossFunction as _MoeAuxLossFunction
 from ._autograd import (
     ClippedSwigluFunction,
     GeluFunction,
@@ -84,6 +89,7 @@ __all__ = [
     "clipped_swiglu",
     "gelu",
     "gelu_mul",
+    "moe_aux_loss",
     "moe_bias_update",
     "moe_expert_counts",
     "moe_finalize_routing_v2",
@@ -313,18 +319,38 @@ def moe_gating_weights(x, expert_idx, norm_type=1, renorm=0, routed_scaling_fact
     return MoeGatingWeightsFunction.apply(x, expert_idx, attributes, device, handle)
 
 
-def moe_expert_counts(expert_idx, num_experts, *, counts_dtype="int64", device="cpu",
-                      handle=None):
+def moe_expert_counts(expert_idx, num_experts, *, counts_dtype="int64", sequences=None,
+                      device="cpu", handle=None):
     """counts (num_experts,) int64 (or counts_dtype int32): tokens per expert of expert_idx, as
     infiniop.moe_expert_counts (torch.bincount(expert_idx.flatten(), minlength=num_experts),
-    the value num_experts, a finished row, not counted). Not differentiable."""
+    the value num_experts, a finished row, not counted); (sequences, num_experts) per sequence
+    where sequences is given (row r in sequence r % sequences). Not differentiable."""
     _check_tensor(expert_idx, "expert_idx")
     if _ops.COMPILABLE and _compile.compiling():
         return _torch.ops.infiniop.moe_expert_counts(
             expert_idx, num_experts, counts_dtype=_traced_index_dtype(counts_dtype),
-            device=_traced_device(device, handle))
+            device=_traced_device(device, handle), sequences=sequences or 0)
     return _infiniop.moe_expert_counts(expert_idx, num_experts, counts_dtype=counts_dtype,
-                                       device=device, handle=handle)
+                                       sequences=sequences, device=device, handle=handle)
+
+
+def moe_aux_loss(x, tokens_per_expert, topk, *, score_function="softmax", total_tokens=None,
+                 coeff=1.0, device="cpu", handle=None):
+    """The load-balancing aux loss (a float32 tensor of shape ()) of router logits x, as
+    infiniop.moe_aux_loss (Megatron-LM's switch_load_balancing_loss_func with
+    tokens_per_expert (E,), sequence_load_balancing_loss_func with (B, E)); differentiable in x
+    (MoeAuxLossGrad), so `loss = task_loss + aux` adds its gradient to the router's."""
+    _check_tensor(x, "x")
+    _check_tensor(tokens_per_expert, "tokens_per_expert")
+    score = _score_function_code(score_function)
+    if (handle is None and _ops.REGISTERED and _ops.COMPILABLE
+            and isinstance(device, (str, _torch.device))):
+        return _torch.ops.infiniop.moe_aux_loss(
+            x, tokens_per_expert, topk, score_function=score,
+            total_tokens=-1 if total_tokens is None else total_tokens, coeff=coeff,
+            device=_traced_device(device, handle))
+    return _MoeAuxLossFunction.apply(x, tokens_per_expert, topk, score, total_tokens, coeff,
+                                     device, handle)
 
 
 def moe_bias_update(bias, counts, update_rate=0.001, *, device="cpu", handle=None):

@@ -43,6 +43,10 @@ GRAD_SCHEMAS = {
         "moe_gating_top_k_grad(Tensor grad_y, Tensor x, Tensor expert_idx, int norm_type=1, "
         "int renorm=0, float routed_scaling_factor=1.0, float eps=1e-20, *, str device='cpu') "
         "-> Tensor"),
+    "moe_aux_loss_grad": (
+        "moe_aux_loss_grad(Tensor grad_loss, Tensor x, Tensor tokens_per_expert, int topk, *, "
+        "int score_function=0, int total_tokens=-1, float coeff=1.0, str device='cpu') "
+        "-> Tensor"),
 }
 
 
@@ -55,12 +59,20 @@ def _finalize_grad_kernel(grad_y, expanded_row_idx, expanded_x=None, scales=None
         expert_capacity=expert_capacity, device=device)
 
 
+def _aux_loss_grad_kernel(grad_loss, x, tokens_per_expert, topk, *, score_function=0,
+                          total_tokens=-1, coeff=1.0, device="cpu"):
+    return infiniop.moe_aux_loss_grad(
+        grad_loss, x, tokens_per_expert, topk, score_function=score_function,
+        total_tokens=None if total_tokens == -1 else total_tokens, coeff=coeff, device=device)
+
+
 # CPU kernels of the grad operators: the functional API (whose keywords the schemas keep).
 GRAD_KERNELS = {
     "moe_init_routing_v2_grad": infiniop.moe_init_routing_v2_grad,
     "moe_finalize_routing_v2_grad": _finalize_grad_kernel,
     "moe_gating_top_k_softmax_grad": infiniop.moe_gating_top_k_softmax_grad,
     "moe_gating_top_k_grad": infiniop.moe_gating_top_k_grad,
+    "moe_aux_loss_grad": _aux_loss_grad_kernel,
 }
 
 
@@ -137,16 +149,29 @@ def _fake_gating_weights(x, expert_idx, *args, **kwargs):
     return _dense(x, expert_idx.shape)
 
 
-def _fake_expert_counts(expert_idx, num_experts, *, counts_dtype="int64", device="cpu"):
+def _fake_expert_counts(expert_idx, num_experts, *, counts_dtype="int64", device="cpu",
+                        sequences=0):
     dtype = index_dtype_of(counts_dtype, None, "torch")
-    return expert_idx.new_empty((max(num_experts, 0),), dtype=dtype)
+    shape = (max(num_experts, 0),)
+    return expert_idx.new_empty((sequences,) + shape if sequences else shape, dtype=dtype)
 
 
 def _fake_bias_update(bias, counts, update_rate=0.001, *, device="cpu"):
     return None
 
 
+def _fake_aux_loss(x, tokens_per_expert, topk, *, score_function=0, total_tokens=-1,
+                   coeff=1.0, device="cpu"):
+    return x.new_empty((), dtype=torch.float32)
+
+
+def _fake_aux_loss_grad(grad_loss, x, *args, **kwargs):
+    return _dense(x, x.shape)
+
+
 FAKE = {
+    "moe_aux_loss": _fake_aux_loss,
+    "moe_aux_loss_grad": _fake_aux_loss_grad,
     "moe_expert_counts": _fake_expert_counts,
     "moe_bias_update": _fake_bias_update,
     "moe_init_routing_v2": _fake_init,
@@ -257,6 +282,25 @@ def _backward_gating_weights(ctx, grad_y):
     return (grad_x,) + (None,) * 5
 
 
+def _setup_aux_loss(ctx, inputs, keyword_only_inputs, output):
+    x, tokens_per_expert, topk = inputs
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(x, tokens_per_expert)
+    ctx.topk = topk
+    ctx.attributes = {name: keyword_only_inputs[name]
+                      for name in ("score_function", "total_tokens", "coeff", "device")}
+
+
+def _backward_aux_loss(ctx, grad_loss):
+    grad_x = None
+    if ctx.needs_input_grad[0] and grad_loss is not None:
+        x, counts = ctx.saved_tensors
+        grad_x = torch.ops.infiniop.moe_aux_loss_grad(
+            grad_loss.to(torch.float32).reshape(()).contiguous(), x, counts, ctx.topk,
+            **ctx.attributes)
+    return grad_x, None, None
+
+
 # forward operator -> (its grad operator, setup_context, backward)
 AUTOGRAD = {
     "moe_init_routing_v2": ("moe_init_routing_v2_grad", _setup_init, _backward_init),
@@ -267,6 +311,7 @@ AUTOGRAD = {
     "moe_gating_top_k": ("moe_gating_top_k_grad", _setup_gating, _backward_gating),
     "moe_gating_weights": ("moe_gating_top_k_grad", _setup_gating_weights,
                            _backward_gating_weights),
+    "moe_aux_loss": ("moe_aux_loss_grad", _setup_aux_loss, _backward_aux_loss),
 }
 # forward operator -> the grad operators of AUTOGRAD that another forward's entry defines (and
 # refuses a second derivative of): MoeGatingWeights' gradient is MoeGatingTopKGrad.

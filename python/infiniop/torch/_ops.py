@@ -27,9 +27,14 @@ torch.compile. Schemas cannot carry an infiniop.Handle, so these take device='cp
         int renorm=0, float routed_scaling_factor=1.0, float eps=1e-20, *, str device='cpu')
         -> Tensor   (MoeGatingTopK's weights at the given expert_idx; backward MoeGatingTopKGrad)
     torch.ops.infiniop.moe_expert_counts(Tensor expert_idx, int num_experts, *,
-        str counts_dtype='int64', str device='cpu') -> Tensor
+        str counts_dtype='int64', str device='cpu', int sequences=0) -> Tensor
+        (sequences B > 0: counts (B, E) per sequence)
     torch.ops.infiniop.moe_bias_update(Tensor(a!) bias, Tensor counts,
         float update_rate=0.001, *, str device='cpu') -> ()   (bias updated in place)
+
+    torch.ops.infiniop.moe_aux_loss(Tensor x, Tensor tokens_per_expert, int topk, *,
+        int score_function=0, int total_tokens=-1, float coeff=1.0, str device='cpu') -> Tensor
+        (total_tokens -1: x's rows)
 
 moe_expert_counts and moe_bias_update have no gradient: no Autograd kernel (autograd falls
 through to the CPU kernel), and their fake kernels are _compile_moe's.
@@ -44,7 +49,7 @@ import torch
 
 import infiniop
 
-from . import _autograd, _compile
+from . import _autograd, _aux_loss, _compile
 
 # PyTorch 2.4 on: the activations are operators torch.compile traces (_compile); before, their
 # Autograd kernels are the autograd.Functions.
@@ -85,10 +90,13 @@ _SCHEMAS = {
         "float routed_scaling_factor=1.0, float eps=1e-20, *, str device='cpu') -> Tensor"),
     "moe_expert_counts": (
         "moe_expert_counts(Tensor expert_idx, int num_experts, *, str counts_dtype='int64', "
-        "str device='cpu') -> Tensor"),
+        "str device='cpu', int sequences=0) -> Tensor"),
     "moe_bias_update": (
         "moe_bias_update(Tensor(a!) bias, Tensor counts, float update_rate=0.001, *, "
         "str device='cpu') -> ()"),
+    "moe_aux_loss": (
+        "moe_aux_loss(Tensor x, Tensor tokens_per_expert, int topk, *, int score_function=0, "
+        "int total_tokens=-1, float coeff=1.0, str device='cpu') -> Tensor"),
 }
 
 
@@ -162,13 +170,32 @@ def _gating_cpu(x, k, bias=None, k_group=1, group_count=1, group_select_mode=0, 
 
 # Autograd kernels: the autograd.Functions (their forward calls the library directly).
 
-def _expert_counts_cpu(expert_idx, num_experts, *, counts_dtype="int64", device="cpu"):
+def _expert_counts_cpu(expert_idx, num_experts, *, counts_dtype="int64", device="cpu",
+                       sequences=0):
     return infiniop.moe_expert_counts(expert_idx, num_experts, counts_dtype=counts_dtype,
-                                      device=device)
+                                      sequences=sequences or None, device=device)
 
 
 def _bias_update_cpu(bias, counts, update_rate=0.001, *, device="cpu"):
     infiniop.moe_bias_update(bias, counts, update_rate, device=device)
+
+
+def _aux_loss_total(total_tokens):
+    """The schemas' total_tokens: -1 for the functional API's None (x's rows)."""
+    return None if total_tokens == -1 else total_tokens
+
+
+def _aux_loss_cpu(x, tokens_per_expert, topk, *, score_function=0, total_tokens=-1, coeff=1.0,
+                  device="cpu"):
+    return infiniop.moe_aux_loss(x, tokens_per_expert, topk, score_function=score_function,
+                                 total_tokens=_aux_loss_total(total_tokens), coeff=coeff,
+                                 device=device)
+
+
+def _aux_loss_autograd(x, tokens_per_expert, topk, *, score_function=0, total_tokens=-1,
+                       coeff=1.0, device="cpu"):
+    return _aux_loss.MoeAuxLossFunction.apply(x, tokens_per_expert, topk, score_function,
+                                              _aux_loss_total(total_tokens), coeff, device, None)
 
 
 def _swiglu_autograd(x, dim=-1, *, device="cpu"):
@@ -247,6 +274,7 @@ _KERNELS = {
     "moe_gating_weights": (_gating_weights_cpu, _gating_weights_autograd),
     "moe_expert_counts": (_expert_counts_cpu, None),
     "moe_bias_update": (_bias_update_cpu, None),
+    "moe_aux_loss": (_aux_loss_cpu, _aux_loss_autograd),
 }
 
 def _traced(kernel):
