@@ -118,6 +118,8 @@ std::vector<size_t> Case::shapeOf(Extent e, std::vector<size_t> base) {
     case Extent::kGateBias:
     case Extent::kGateCounts:
       return {H};
+    case Extent::kLoss:
+      return {};
     case Extent::kTokens:
       return {R, H};
     case Extent::kExpanded:
@@ -138,7 +140,7 @@ Case::Tensor Case::allocate(Extent e, std::vector<size_t> shape) const {
   Tensor t;
   t.count = product(shape);
   t.shape = std::move(shape);
-  t.element_size = isIndex(e) ? sizeof(int32_t) : dtypeSize(dtype_);
+  t.element_size = dtypeSize(dtypeOf(e));
   const size_t bytes = (t.count * t.element_size + 63) / 64 * 64;
   t.data = {static_cast<char *>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))), std::free};
   return t;
@@ -196,7 +198,7 @@ std::unique_ptr<Case> Case::create(const OpInfo &op, infiniDevice_t device, infi
     const size_t size = t.element_size;
 #pragma omp parallel for schedule(static)
     for (long long i = 0; i < static_cast<long long>(t.count); ++i)
-      encode(dtype, t.data.get() + i * size, inputValue(k, i, input_bound));
+      encode(c->dtypeOf(op.inputs[k]), t.data.get() + i * size, inputValue(k, i, input_bound));
   }
   for (Tensor &t : c->outs_) {
     const size_t size = t.element_size;
@@ -272,7 +274,8 @@ size_t Case::bytesOf(const OpInfo &op, infiniDtype_t dtype, const std::vector<si
   size_t n = 0;
   for (const std::vector<Extent> *extents : {&op.outputs, &op.inputs})
     for (Extent e : *extents)
-      n += product(shapeOf(e, shape)) * (isIndex(e) ? sizeof(int32_t) : dtypeSize(dtype));
+      n += product(shapeOf(e, shape)) *
+           (isIndex(e) ? sizeof(int32_t) : dtypeSize(isLoss(e) ? INFINI_DTYPE_F32 : dtype));
   return n;
 }
 
@@ -363,20 +366,22 @@ CheckResult Case::check(size_t budget) {
       r.checked += want[t].count;
       continue;
     }
+    const infiniDtype_t dt = dtypeOf(op_.outputs[t]);
+    const size_t bytes = dtypeSize(dt);
     double largest = 0;
     for (size_t e = 0; e < want[t].count; ++e) {
-      const double w = decode(dtype_, want[t].data.get() + e * size);
+      const double w = decode(dt, want[t].data.get() + e * bytes);
       if (std::isfinite(w)) largest = std::max(largest, std::fabs(w));
     }
-    const double floor = 1e-6 * largest, unit = ulpAt(dtype_, largest);
+    const double floor = 1e-6 * largest, unit = ulpAt(dt, largest);
     for (size_t e = 0; e < want[t].count; ++e) {
-      const double w = decode(dtype_, want[t].data.get() + e * size);
-      const double g = decode(dtype_, got[t].data.get() + e * size);
+      const double w = decode(dt, want[t].data.get() + e * bytes);
+      const double g = decode(dt, got[t].data.get() + e * bytes);
       if (w == g || (std::isnan(w) && std::isnan(g))) continue;
       const double err = std::isfinite(g - w) ? std::fabs(g - w) : INFINITY;  // NaN, inf: inf
       r.max_ulp = std::max(r.max_ulp, err / unit);
-      const double ulp = ulpAt(dtype_, w);
-      if (err <= (dtype_ == INFINI_DTYPE_F32 ? std::max(64 * ulp, floor) : ulp + floor)) continue;
+      const double ulp = ulpAt(dt, w);
+      if (err <= (dt == INFINI_DTYPE_F32 ? std::max(64 * ulp, floor) : ulp + floor)) continue;
       if (r.bad++ == 0) {
         const size_t row_len = want[t].count / m;  // elements per sampled row of this output
         const size_t at = (e / row_len) * k * row_len + e % row_len;

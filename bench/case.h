@@ -68,7 +68,9 @@ class Case {
   static void *pointer(Tensor &t) { return t.device ? t.device : t.data.get(); }
   static std::vector<size_t> shapeOf(Extent e, std::vector<size_t> base);
   Tensor allocate(Extent e, std::vector<size_t> shape) const;
-  infiniDtype_t dtypeOf(Extent e) const { return isIndex(e) ? INFINI_DTYPE_I32 : dtype_; }
+  infiniDtype_t dtypeOf(Extent e) const {
+    return isIndex(e) ? INFINI_DTYPE_I32 : isLoss(e) ? INFINI_DTYPE_F32 : dtype_;
+  }
   // Creates the operator on `handle` for the case's tensors with shape `base`.
   infiniStatus_t bindOn(infiniopHandle_t handle, const std::vector<size_t> &base, Bound *bound);
 

@@ -86,7 +86,7 @@ constexpr double kNone = INFINIOP_GELU_APPROXIMATE_NONE, kTanh = INFINIOP_GELU_A
 bool OpInfo::gathers() const {
   for (const std::vector<Extent> *extents : {&inputs, &outputs})
     for (Extent e : *extents)
-      if (isIndex(e)) return true;
+      if (isIndex(e) || isLoss(e)) return true;
   return false;
 }
 
@@ -185,6 +185,18 @@ const std::vector<OpInfo> &allOps() {
        {Extent::kGateExperts},  // expert_idx
        bindOpByShape<ops::MoeExpertCounts>(
            [](const Shape &s) { return std::vector<double>{static_cast<double>(s.back())}; }),
+       {16384, 8, 256}},
+      // The router z-loss: 16384 tokens x 256 experts by default (a 3-D shape's middle dim is
+      // ignored).
+      {"moe_z_loss",
+       {Extent::kLoss},        // loss;
+       {Extent::kGateLogits},  // x
+       bindOp<ops::MoeZLoss>({1e-3}),
+       {16384, 8, 256}},
+      {"moe_z_loss_grad",
+       {Extent::kGateLogits},                 // grad_x;
+       {Extent::kLoss, Extent::kGateLogits},  // grad_loss, x
+       bindOp<ops::MoeZLossGrad>({1e-3}),
        {16384, 8, 256}},
   };
   return ops;

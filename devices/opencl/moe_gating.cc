@@ -20,6 +20,14 @@
 #include "opencl/sources.h"
 
 namespace infiniop::opencl {
+
+bool correctlyRoundedDivide(infiniopHandle_t handle) {
+  cl_device_fp_config config = 0;
+  return clGetDeviceInfo(stateOf<State>(handle).device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof config,
+                         &config, nullptr) == CL_SUCCESS &&
+         (config & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+}
+
 namespace {
 
 using moe::RouterKind;
@@ -54,15 +62,6 @@ size_t scratchPerRow(const RouterPlan &p) {
     default:
       return 0;
   }
-}
-
-// Whether the device divides F32 correctly rounded when asked to
-// (-cl-fp32-correctly-rounded-divide-sqrt), as the cpu device's division is.
-bool correctlyRoundedDivide(infiniopHandle_t handle) {
-  cl_device_fp_config config = 0;
-  return clGetDeviceInfo(stateOf<State>(handle).device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof config,
-                         &config, nullptr) == CL_SUCCESS &&
-         (config & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
 }
 
 class Router final : public moe::RouterRunner {

@@ -59,6 +59,7 @@ from .gelu import Gelu, GeluBackwardV2, gelu, gelu_backward_v2
 from .gelu_backward import GeluBackward, gelu_backward
 from .gelu_mul import GeluMul, GeluMulBackward, gelu_mul, gelu_mul_backward
 from .moe_counts import MoeBiasUpdate, MoeExpertCounts, moe_bias_update, moe_expert_counts
+from .moe_z_loss import MoeZLoss, MoeZLossGrad, moe_z_loss, moe_z_loss_grad
 from .moe_finalize_routing import (
     MoeFinalizeRoutingV2,
     MoeFinalizeRoutingV2Grad,
@@ -109,6 +110,8 @@ __all__ = [
     "MoeGatingTopKSoftmaxGrad",
     "MoeInitRoutingV2",
     "MoeInitRoutingV2Grad",
+    "MoeZLoss",
+    "MoeZLossGrad",
     "Status",
     "SwiGlu",
     "SwiGluBackward",
@@ -138,6 +141,8 @@ __all__ = [
     "moe_gating_top_k_grad",
     "moe_gating_top_k_softmax",
     "moe_gating_top_k_softmax_grad",
+    "moe_z_loss",
+    "moe_z_loss_grad",
     "moe_init_routing_v2",
     "moe_init_routing_v2_grad",
     "parse_device",

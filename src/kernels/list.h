@@ -34,7 +34,9 @@
   X(MoeRouter, moe_gating_top_k)                    \
   X(MoeRouter, moe_gating_top_k_grad)               \
   X(MoeCounts, moe_expert_counts)                   \
-  X(MoeCounts, moe_bias_update)
+  X(MoeCounts, moe_bias_update)                     \
+  X(MoeZLoss, moe_z_loss)                           \
+  X(MoeZLoss, moe_z_loss_grad)
 // clang-format on
 
 namespace infiniop {

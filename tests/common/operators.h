@@ -148,6 +148,8 @@ INFINIOP_OPERATOR(MoeGatingTopKGrad, (out("grad_x"), in("grad_y"), in("x"), in("
 INFINIOP_OPERATOR(MoeExpertCounts, (out("counts"), in("expert_idx")), ("num_experts"));
 // bias is read and written (in place): an output slot.
 INFINIOP_OPERATOR(MoeBiasUpdate, (out("bias"), in("counts")), ("update_rate"));
+INFINIOP_OPERATOR(MoeZLoss, (out("loss"), in("x")), ("coeff"));
+INFINIOP_OPERATOR(MoeZLossGrad, (out("grad_x"), in("grad_loss"), in("x")), ("coeff"));
 #undef INFINIOP_OPERATOR
 
 // The V2 creates of ClippedSwiglu(Backward): the same descriptor and calls, one attribute more.
@@ -169,7 +171,7 @@ using All =
                ClippedSwiglu, ClippedSwigluV2, ClippedSwigluBackward, ClippedSwigluBackwardV2,
                MoeFinalizeRoutingV2, MoeFinalizeRoutingV2Grad, MoeInitRoutingV2,
                MoeInitRoutingV2Grad, MoeGatingTopKSoftmax, MoeGatingTopKSoftmaxGrad, MoeGatingTopK,
-               MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate>;
+               MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate, MoeZLoss, MoeZLossGrad>;
 
 // ---- attributes ------------------------------------------------------------------------------
 

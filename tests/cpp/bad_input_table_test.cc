@@ -133,14 +133,26 @@ void addGenericRows(const OpSpec &op, std::vector<Row> &rows) {
           "`" + n + "` of dtype F32 (an index tensor)",
           [i](const OpSpec &, Broken &s) { s.slots[i].dtype = F32; });
     } else {
-      add("DtypeMismatch_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_DTYPE,
-          "`" + n + "` F16, the others F32",
-          [i](const OpSpec &, Broken &s) { s.slots[i].dtype = INFINI_DTYPE_F16; });
-      add("LastDimPlusOne_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_SHAPE,
-          "`" + n + "`'s last dim one longer",
-          [i](const OpSpec &, Broken &s) { s.slots[i].shape.back() += 1; });
+      // A 0-D float tensor (a loss) is F32 whatever the others' dtype: it has no dtype to
+      // mismatch with a tensor that has dims, nor a last dim; and a tensor with dims that is
+      // the only one beside a 0-D one (MoeZLoss's x and loss) has neither to mismatch.
+      bool peer = false, scalar = false;
+      for (const Slot &other : op.slots) {
+        peer |= &other != &slot && !isIndexDtype(other.dtype) && !other.shape.empty() &&
+                !other.absent;
+        scalar |= !isIndexDtype(other.dtype) && other.shape.empty();
+      }
+      peer |= !scalar;  // the rule only concerns an operator with a 0-D float tensor
+      if (peer || slot.shape.empty())
+        add("DtypeMismatch_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_DTYPE,
+            "`" + n + "` F16, the others F32",
+            [i](const OpSpec &, Broken &s) { s.slots[i].dtype = INFINI_DTYPE_F16; });
+      if (peer && !slot.shape.empty())
+        add("LastDimPlusOne_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_SHAPE,
+            "`" + n + "`'s last dim one longer",
+            [i](const OpSpec &, Broken &s) { s.slots[i].shape.back() += 1; });
     }
-    if (slot.output) {
+    if (slot.output && !slot.shape.empty()) {
       add("SelfOverlapping_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_STRIDES,
           "`" + n + "` overlapping itself (stride 0 on its first dim)",
           [i](const OpSpec &, Broken &s) {
@@ -409,6 +421,22 @@ void addOperatorRows(std::vector<Row> &rows) {
   add(bu, "CountNegative", K, P, "a `counts` value -1", setValues("counts", {1, -1, 2}));
   add(bu, "CountsSumOverflows", K, P, "`counts` summing past 2^63 - 1",
       setValues("counts", {INT64_MAX, 1, 0}));
+  const char *zl = "MoeZLoss";
+  add(zl, "XRankOne", C, S, "`x` of rank 1", setShape("x", {3}));
+  add(zl, "NoExperts", C, S, "`x`'s last dim 0 (E = 0)", setShape("x", {2, 0}));
+  add(zl, "LossRankOne", C, S, "`loss` of shape (1) (0-D is required)", setShape("loss", {1}));
+  add(zl, "CoeffInfinite", C, P, "`coeff` +inf", setAttr(0, INFINITY));
+  add(zl, "CoeffBeyondF32", C, P, "`coeff` 1e39 (infinite in F32)", setAttr(0, 1e39));
+  add(zl, "CoeffNaN", C, P, "`coeff` NaN", setAttr(0, std::nan("")));
+  const char *zg = "MoeZLossGrad";
+  add(zg, "XRankOne", C, S, "`x` and `grad_x` of rank 1",
+      both(setShape("x", {3}), setShape("grad_x", {3})));
+  add(zg, "GradXNotXShape", C, S, "`grad_x` (3, 3), `x` (2, 3)", setShape("grad_x", {3, 3}));
+  add(zg, "GradLossRankOne", C, S, "`grad_loss` of shape (1) (0-D is required)",
+      setShape("grad_loss", {1}));
+  add(zg, "CoeffInfinite", C, P, "`coeff` +inf", setAttr(0, INFINITY));
+  add(zg, "ScaleOverflows", C, P, "`coeff` 3e38 with T = 1 (2 coeff / T overflows F32)",
+      both(both(setShape("x", {1, 3}), setShape("grad_x", {1, 3})), setAttr(0, 3e38)));
   add(gt, "ScaleInfinite", C, P, "`routed_scaling_factor` +inf", setAttr(6, INFINITY));
   add(gt, "ScaleBeyondF32", C, P, "`routed_scaling_factor` 1e39 (infinite in F32)",
       setAttr(6, 1e39));

@@ -150,6 +150,10 @@ const std::vector<OpSpec> &specs() {
       make<ops::MoeExpertCounts>({{{3}, I32}, {{2, 2}, I32, {2, 0, 3, 1}}}, {3}),
       // bias, counts; attrs: update_rate.
       make<ops::MoeBiasUpdate>({{{3}, F32}, {{3}, I64, {1, 0, 2}}}, {0.001}),
+      // loss (0-D), x (R = 2 rows of E = 3); attrs: coeff.
+      make<ops::MoeZLoss>({{{}, F32}, {{2, 3}, F32}}, {0.001}),
+      // grad_x, grad_loss (0-D), x; attrs: coeff.
+      make<ops::MoeZLossGrad>({{{2, 3}, F32}, {{}, F32}, {{2, 3}, F32}}, {0.001}),
   };
   static const std::vector<OpSpec> all = withClampAfter(base);
   return all;

@@ -42,6 +42,8 @@ GRAD_SCHEMAS = {
         "moe_gating_top_k_grad(Tensor grad_y, Tensor x, Tensor expert_idx, int norm_type=1, "
         "int renorm=0, float routed_scaling_factor=1.0, float eps=1e-20, *, str device='cpu') "
         "-> Tensor"),
+    "moe_z_loss_grad": (
+        "moe_z_loss_grad(Tensor grad_loss, Tensor x, float coeff, *, str device='cpu') -> Tensor"),
 }
 
 
@@ -60,6 +62,7 @@ GRAD_KERNELS = {
     "moe_finalize_routing_v2_grad": _finalize_grad_kernel,
     "moe_gating_top_k_softmax_grad": infiniop.moe_gating_top_k_softmax_grad,
     "moe_gating_top_k_grad": infiniop.moe_gating_top_k_grad,
+    "moe_z_loss_grad": infiniop.moe_z_loss_grad,
 }
 
 
@@ -141,7 +144,17 @@ def _fake_bias_update(bias, counts, update_rate=0.001, *, device="cpu"):
     return None
 
 
+def _fake_z_loss(x, coeff, *, device="cpu"):
+    return x.new_empty((), dtype=torch.float32)
+
+
+def _fake_z_loss_grad(grad_loss, x, coeff, *, device="cpu"):
+    return _dense(x, x.shape)
+
+
 FAKE = {
+    "moe_z_loss": _fake_z_loss,
+    "moe_z_loss_grad": _fake_z_loss_grad,
     "moe_expert_counts": _fake_expert_counts,
     "moe_bias_update": _fake_bias_update,
     "moe_init_routing_v2": _fake_init,
@@ -234,6 +247,23 @@ def _backward_gating(ctx, grad_y, _grad_idx, grad_norm):
     return (grad_x,) + (None,) * 10
 
 
+def _setup_z_loss(ctx, inputs, keyword_only_inputs, output):
+    x, coeff = inputs
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(x)
+    ctx.coeff = coeff
+    ctx.device = keyword_only_inputs["device"]
+
+
+def _backward_z_loss(ctx, grad_loss):
+    grad_x = None
+    if ctx.needs_input_grad[0] and grad_loss is not None:
+        (x,) = ctx.saved_tensors
+        grad_x = _autograd.z_loss_grad_x(grad_loss, x, functools.partial(
+            torch.ops.infiniop.moe_z_loss_grad, coeff=ctx.coeff, device=ctx.device))
+    return grad_x, None
+
+
 # forward operator -> (its grad operator, setup_context, backward)
 AUTOGRAD = {
     "moe_init_routing_v2": ("moe_init_routing_v2_grad", _setup_init, _backward_init),
@@ -242,4 +272,5 @@ AUTOGRAD = {
     "moe_gating_top_k_softmax": ("moe_gating_top_k_softmax_grad", _setup_gating_softmax,
                                  _backward_gating_softmax),
     "moe_gating_top_k": ("moe_gating_top_k_grad", _setup_gating, _backward_gating),
+    "moe_z_loss": ("moe_z_loss_grad", _setup_z_loss, _backward_z_loss),
 }

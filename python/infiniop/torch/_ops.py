@@ -27,6 +27,7 @@ torch.compile. Schemas cannot carry an infiniop.Handle, so these take device='cp
         str counts_dtype='int64', str device='cpu') -> Tensor
     torch.ops.infiniop.moe_bias_update(Tensor(a!) bias, Tensor counts,
         float update_rate=0.001, *, str device='cpu') -> ()   (bias updated in place)
+    torch.ops.infiniop.moe_z_loss(Tensor x, float coeff, *, str device='cpu') -> Tensor
 
 moe_expert_counts and moe_bias_update have no gradient: no Autograd kernel (autograd falls
 through to the CPU kernel), and their fake kernels are _compile_moe's.
@@ -83,6 +84,7 @@ _SCHEMAS = {
     "moe_bias_update": (
         "moe_bias_update(Tensor(a!) bias, Tensor counts, float update_rate=0.001, *, "
         "str device='cpu') -> ()"),
+    "moe_z_loss": "moe_z_loss(Tensor x, float coeff, *, str device='cpu') -> Tensor",
 }
 
 
@@ -165,6 +167,14 @@ def _bias_update_cpu(bias, counts, update_rate=0.001, *, device="cpu"):
     infiniop.moe_bias_update(bias, counts, update_rate, device=device)
 
 
+def _z_loss_cpu(x, coeff, *, device="cpu"):
+    return infiniop.moe_z_loss(x, coeff, device=device)
+
+
+def _z_loss_autograd(x, coeff, *, device="cpu"):
+    return _autograd.MoeZLossFunction.apply(x, coeff, device, None)
+
+
 def _swiglu_autograd(x, dim=-1, *, device="cpu"):
     return _autograd.SwiGluFunction.apply(x, dim, device, None)
 
@@ -226,6 +236,7 @@ _KERNELS = {
     "moe_gating_top_k": (_gating_cpu, _gating_autograd),
     "moe_expert_counts": (_expert_counts_cpu, None),
     "moe_bias_update": (_bias_update_cpu, None),
+    "moe_z_loss": (_z_loss_cpu, _z_loss_autograd),
 }
 
 def _traced(kernel):
