@@ -28,7 +28,6 @@ namespace {
 namespace hn = hwy::HWY_NAMESPACE;
 using namespace gating;  // NOLINT: the scalar half
 
-
 // sigmoid(x): the library's Sigmoid::s, 0 below -87 (below 2^-125.5), NaN stays NaN.
 template <class D, class V>
 HWY_INLINE V SigmoidFloor(D d, V x) {
@@ -61,7 +60,6 @@ HWY_INLINE void MapRow2(const float *a, const float *b, float *out, size_t n, co
   for (; j + N <= n; j += N) hn::StoreU(f(d, hn::LoadU(d, a + j), hn::LoadU(d, b + j)), d, out + j);
   for (; j < n; ++j) hn::StoreU(f(d1, hn::LoadU(d1, a + j), hn::LoadU(d1, b + j)), d1, out + j);
 }
-
 
 // The selection of the k <= 32 best ranks (RankOf: key, then the lower index) in one pass: the
 // held ranks in order, a new one inserted where it beats the k-th. The order is total, so the
@@ -200,7 +198,6 @@ float GroupScore(const float *key, size_t size, size_t best, const Scratch &s) {
   const V rest = hn::Max(second, hn::IfThenElse(at, hn::Set(d, -INFINITY), first));
   return top + hn::GetLane(hn::MaxOfLanes(d, rest));
 }
-
 
 // The scalar ExpFloor of the k-wide sums: one lane, the vector's bits.
 float ExpOne(float a) {

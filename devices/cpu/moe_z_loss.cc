@@ -126,9 +126,8 @@ void moe_z_loss_grad(const moe::ZLossPlan &p, const moe::ZLossData &d) {
   const float gs = g * p.scale;
   RowScratch scratch(p.experts, static_cast<size_t>(std::max(1, callThreads())));
   const auto run = &HWY_DYNAMIC_DISPATCH(MoeZLossGradRows);
-  parallelRanges(p.rows, 4 * p.experts, [&](size_t first, size_t last) {
-    run(p, d, gs, scratch.Take(), first, last);
-  });
+  parallelRanges(p.rows, 4 * p.experts,
+                 [&](size_t first, size_t last) { run(p, d, gs, scratch.Take(), first, last); });
 }
 }  // namespace infiniop::cpu
 #endif

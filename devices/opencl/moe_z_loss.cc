@@ -80,8 +80,8 @@ class ZLoss final : public moe::ZLossRunner {
     if (p.kind == ZLossKind::forward) {
       cl_mem loss = nullptr, x = nullptr, sums = nullptr;
       cl_ulong loss_index = 0, x_index = 0, sums_index = 0;
-      INFINIOP_CHECK(resolveSpan(op_, handle_, data.loss, p.loss.span, sizeof(float), &loss,
-                                 &loss_index));
+      INFINIOP_CHECK(
+          resolveSpan(op_, handle_, data.loss, p.loss.span, sizeof(float), &loss, &loss_index));
       x = sums = loss;
       const cl_ulong blocks = moe::zLossBlocks(p.rows);
       if (blocks > 0) {
@@ -89,20 +89,19 @@ class ZLoss final : public moe::ZLossRunner {
             resolveSpan(op_, handle_, data.x, p.x.span, dtypeSize(p.dtype), &x, &x_index));
         const auto address = reinterpret_cast<uintptr_t>(data.workspace);
         const void *aligned = reinterpret_cast<const void *>((address + 3) & ~uintptr_t{3});
-        INFINIOP_CHECK(resolveSpan(op_, handle_, aligned,
-                                   {0, static_cast<ptrdiff_t>(blocks) - 1}, sizeof(float), &sums,
-                                   &sums_index));
+        INFINIOP_CHECK(resolveSpan(op_, handle_, aligned, {0, static_cast<ptrdiff_t>(blocks) - 1},
+                                   sizeof(float), &sums, &sums_index));
       }
       const cl_ulong block_rows = moe::kZLossBlockRows;
       // A cl_kernel's arguments are shared state: set them and enqueue as one step.
       std::lock_guard<std::mutex> lock(mutex_);
       if (blocks > 0) {
-        INFINIOP_CHECK(setArgs(op_, kernel_.get(), 0, geometry_, x, x_index, sums, sums_index, T,
-                               E, block_rows));
+        INFINIOP_CHECK(setArgs(op_, kernel_.get(), 0, geometry_, x, x_index, sums, sums_index, T, E,
+                               block_rows));
         INFINIOP_CHECK(launch(op_, queue, kernel_.get(), blocks, group_));
       }
-      INFINIOP_CHECK(setArgs(op_, finish_.get(), 0, loss, loss_index, sums, sums_index, blocks,
-                             p.scale));
+      INFINIOP_CHECK(
+          setArgs(op_, finish_.get(), 0, loss, loss_index, sums, sums_index, blocks, p.scale));
       return launch(op_, queue, finish_.get(), 1, 1);
     }
     cl_mem grad_x = nullptr, grad_loss = nullptr, x = nullptr;

@@ -58,9 +58,9 @@ infiniStatus_t scaleOf(const Checker &check, double coeff, double factor, size_t
   const double s = factor * coeff / static_cast<double>(std::max<size_t>(rows, 1));
   *scale = static_cast<float>(s);
   if (!std::isfinite(*scale))
-    return check.fail(INFINI_STATUS_BAD_PARAM,
-                      "coeff " + std::to_string(coeff) + " makes the scale " + std::to_string(s) +
-                          " overflow F32");
+    return check.fail(INFINI_STATUS_BAD_PARAM, "coeff " + std::to_string(coeff) +
+                                                   " makes the scale " + std::to_string(s) +
+                                                   " overflow F32");
   return INFINI_STATUS_SUCCESS;
 }
 
@@ -131,11 +131,11 @@ infiniStatus_t run(const ZLossDescriptor *desc, size_t workspace_size, void *wor
         op, {operand("loss", given.loss, p.loss), operand("x", given.x, p.x), ws}, 1,
         /*last_is_workspace=*/true));
   } else {
-    INFINIOP_CHECK(checks::checkOperands(op,
-                                         {operand("grad_x", given.grad_x, p.grad_x),
-                                          operand("grad_loss", given.grad_loss, p.grad_loss),
-                                          operand("x", given.x, p.x), ws},
-                                         1, /*last_is_workspace=*/true));
+    INFINIOP_CHECK(checks::checkOperands(
+        op,
+        {operand("grad_x", given.grad_x, p.grad_x),
+         operand("grad_loss", given.grad_loss, p.grad_loss), operand("x", given.x, p.x), ws},
+        1, /*last_is_workspace=*/true));
     if (p.rows == 0) return infiniop::succeed();  // nothing to write
   }
   moe::ZLossData data = given;
@@ -195,9 +195,8 @@ extern "C" infiniStatus_t infiniopCreateMoeZLossGradDescriptor(
 INFINIOP_DESCRIPTOR_QUERIES(MoeZLossGrad, kZLossGrad)
 
 extern "C" infiniStatus_t infiniopMoeZLossGrad(infiniopMoeZLossGradDescriptor_t desc,
-                                               void *workspace, size_t workspace_size,
-                                               void *grad_x, const void *grad_loss, const void *x,
-                                               void *stream) {
+                                               void *workspace, size_t workspace_size, void *grad_x,
+                                               const void *grad_loss, const void *x, void *stream) {
   ZLossDescriptor *d = nullptr;
   INFINIOP_CHECK(infiniop::unwrapDescriptor(kZLossGrad, desc, &d));
   return infiniop::guarded(kZLossGrad, [&] {

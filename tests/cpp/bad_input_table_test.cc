@@ -138,8 +138,8 @@ void addGenericRows(const OpSpec &op, std::vector<Row> &rows) {
       // the only one beside a 0-D one (MoeZLoss's x and loss) has neither to mismatch.
       bool peer = false, scalar = false;
       for (const Slot &other : op.slots) {
-        peer |= &other != &slot && !isIndexDtype(other.dtype) && !other.shape.empty() &&
-                !other.absent;
+        peer |=
+            &other != &slot && !isIndexDtype(other.dtype) && !other.shape.empty() && !other.absent;
         scalar |= !isIndexDtype(other.dtype) && other.shape.empty();
       }
       peer |= !scalar;  // the rule only concerns an operator with a 0-D float tensor

@@ -174,8 +174,8 @@ class MoeZLoss : public DeviceTest {
   }
 
   // The grad of x with grad_loss g against the oracle; grad_x of x's layout and dtype.
-  void expectGrad(TensorBuffer &x, TensorBuffer &grad_x, size_t T, size_t E, double coeff,
-                  float g, const std::string &what) {
+  void expectGrad(TensorBuffer &x, TensorBuffer &grad_x, size_t T, size_t E, double coeff, float g,
+                  const std::string &what) {
     TensorBuffer grad_loss({}, F32);
     grad_loss.set(0, g);
     ASSERT_EQ(grad(grad_x, grad_loss, x, coeff), INFINI_STATUS_SUCCESS) << error_;
@@ -216,7 +216,8 @@ void fillLogits(TensorBuffer &x, size_t T, size_t E, float range, uint64_t seed)
   for (size_t r = 0; r < T; ++r) {
     const bool equal = r % 8 == 5;
     for (size_t j = 0; j < E; ++j)
-      x.set(r * E + j, equal ? signedValue(seed, r * E, range) : signedValue(seed, r * E + j, range));
+      x.set(r * E + j,
+            equal ? signedValue(seed, r * E, range) : signedValue(seed, r * E + j, range));
   }
 }
 
@@ -347,7 +348,8 @@ TEST_P(MoeZLoss, BadArgumentsWriteNothing) {
     EXPECT_EQ(std::memcmp(t.storageBytes(), poisoned.storageBytes(), t.storage().size()), 0);
   };
   {
-    TensorBuffer l1({1}, F32), l16({}, F16), x1({8}, F32), x0({4, 0}, F32), xi({4, 8}, INFINI_DTYPE_I32);
+    TensorBuffer l1({1}, F32), l16({}, F16), x1({8}, F32), x0({4, 0}, F32),
+        xi({4, 8}, INFINI_DTYPE_I32);
     EXPECT_EQ(forward(l1, x, 1.0), INFINI_STATUS_BAD_TENSOR_SHAPE);
     EXPECT_NE(error_.find("loss shape"), std::string::npos) << error_;
     EXPECT_EQ(forward(l16, x, 1.0), INFINI_STATUS_BAD_TENSOR_DTYPE);

@@ -36,9 +36,8 @@ __INFINI_C infiniStatus_t infiniopCreateMoeZLossGradDescriptor(
 __INFINI_C infiniStatus_t
 infiniopGetMoeZLossGradWorkspaceSize(infiniopMoeZLossGradDescriptor_t desc, size_t *size);
 __INFINI_C infiniStatus_t infiniopMoeZLossGrad(infiniopMoeZLossGradDescriptor_t desc,
-                                               void *workspace, size_t workspace_size,
-                                               void *grad_x, const void *grad_loss, const void *x,
-                                               void *stream);
+                                               void *workspace, size_t workspace_size, void *grad_x,
+                                               const void *grad_loss, const void *x, void *stream);
 __INFINI_C infiniStatus_t
 infiniopDestroyMoeZLossGradDescriptor(infiniopMoeZLossGradDescriptor_t desc);
 
