@@ -63,7 +63,8 @@ void MoeZLossBlocks(const moe::ZLossPlan &p, const moe::ZLossData &d, float *blo
   }
 }
 
-// grad_x of rows [first, last): (gs lse_t) (e_tj / S_t), gs = g scale; NaN where m is not finite.
+// grad_x of rows [first, last): gs (lse_t (e_tj / S_t)), gs = g scale (lse p before gs, so that
+// nothing overflows where the result does not); NaN where m is not finite.
 void MoeZLossGradRows(const moe::ZLossPlan &p, const moe::ZLossData &d, float gs, float *scratch,
                       size_t first, size_t last) {
   const size_t E = p.experts;
@@ -74,9 +75,8 @@ void MoeZLossGradRows(const moe::ZLossPlan &p, const moe::ZLossData &d, float gs
     if (!std::isfinite(lse)) {
       std::fill(e, e + E, NAN);
     } else {
-      const float a = gs * lse;
-      MapRow(e, e, E, [a, S](auto dd, auto v) HWY_ATTR {
-        return hn::Mul(hn::Set(dd, a), hn::Div(v, hn::Set(dd, S)));
+      MapRow(e, e, E, [gs, lse, S](auto dd, auto v) HWY_ATTR {
+        return hn::Mul(hn::Set(dd, gs), hn::Mul(hn::Set(dd, lse), hn::Div(v, hn::Set(dd, S))));
       });
     }
     StoreRowVec(p.grad_x, d.grad_x, r, e);

@@ -9,7 +9,8 @@ MoeZLoss: loss () float32 = coeff * mean over the T rows of x (..., E) of logsum
     device, target and thread count. Rows whose max is +-inf give lse = +-inf, a NaN gives NaN.
 MoeZLossGrad: grad_x (x's shape and dtype) = g * (2 coeff / T) * lse_t * softmax(x_t), g the
     0-D float32 grad_loss; NaN on rows whose lse is not finite.
-coeff must be finite in float32 and coeff / T (2 coeff / T) finite there (BAD_PARAM).
+coeff must be finite in float32 and coeff / T (2 coeff / T) finite there and, unless coeff is 0,
+at least 2^-126 in magnitude (BAD_PARAM).
 No padding mask: Megatron's masked form is this on the valid rows only.
 
 Errors raise InfiniopError with the library's status and reason.

@@ -49,7 +49,8 @@ infiniStatus_t checkScalar(const Checker &check, const char *name, const Tensor 
 }
 
 // coeff finite in F32, and the scale (coeff or 2 coeff, over max(T, 1)) computed in double and
-// rounded once to F32, finite.
+// rounded once to F32, finite and, unless coeff is 0, normal (a subnormal or zero scale would
+// lose the bound's relative accuracy, or make an infinite sum NaN).
 infiniStatus_t scaleOf(const Checker &check, double coeff, double factor, size_t rows,
                        float *scale) {
   if (!std::isfinite(static_cast<float>(coeff)))
@@ -61,6 +62,10 @@ infiniStatus_t scaleOf(const Checker &check, double coeff, double factor, size_t
     return check.fail(INFINI_STATUS_BAD_PARAM, "coeff " + std::to_string(coeff) +
                                                    " makes the scale " + std::to_string(s) +
                                                    " overflow F32");
+  if (coeff != 0 && !(std::fabs(*scale) >= 0x1p-126f))
+    return check.fail(INFINI_STATUS_BAD_PARAM, "coeff " + std::to_string(coeff) +
+                                                   " makes the scale " + std::to_string(s) +
+                                                   " fall below F32's normal range");
   return INFINI_STATUS_SUCCESS;
 }
 

@@ -428,6 +428,8 @@ void addOperatorRows(std::vector<Row> &rows) {
   add(zl, "CoeffInfinite", C, P, "`coeff` +inf", setAttr(0, INFINITY));
   add(zl, "CoeffBeyondF32", C, P, "`coeff` 1e39 (infinite in F32)", setAttr(0, 1e39));
   add(zl, "CoeffNaN", C, P, "`coeff` NaN", setAttr(0, std::nan("")));
+  add(zl, "ScaleSubnormal", C, P, "`coeff` 1e-300 (coeff / T below F32's normal range)",
+      setAttr(0, 1e-300));
   const char *zg = "MoeZLossGrad";
   add(zg, "XRankOne", C, S, "`x` and `grad_x` of rank 1",
       both(setShape("x", {3}), setShape("grad_x", {3})));

@@ -43,7 +43,7 @@ __kernel void moe_z_loss_finish(__global float *loss, ulong loss_index,
   store_f32(loss, loss_index, total * scale);
 }
 
-// grad_x_tj = (gs lse_t) (e_tj / S_t), gs = g scale; NaN on a row whose lse is not finite.
+// grad_x_tj = gs (lse_t (e_tj / S_t)), gs = g scale; NaN on a row whose lse is not finite.
 __kernel void moe_z_loss_grad(const __global long *geometry, __global storage_t *grad_x,
                               ulong grad_x_index, const __global float *grad_loss,
                               ulong grad_loss_index, const __global storage_t *x, ulong x_index,
@@ -58,7 +58,6 @@ __kernel void moe_z_loss_grad(const __global long *geometry, __global storage_t 
     for (ulong j = 0; j < E; ++j) store_value(grad_x, element(gr, j), CANONICAL_NAN);
     return;
   }
-  const float a = gs * lse;
   for (ulong j = 0; j < E; ++j)
-    store_value(grad_x, element(gr, j), a * divide(exp_minus(m - X_AT(j)), S));
+    store_value(grad_x, element(gr, j), gs * (lse * divide(exp_minus(m - X_AT(j)), S)));
 }

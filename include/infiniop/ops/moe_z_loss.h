@@ -10,7 +10,8 @@
  * (rank >= 2, E >= 1, T = the product of the leading dims, any strides), F32, F16 or BF16.
  * loss is a 0-D F32 tensor. T = 0 gives loss +0. Exact F32 arithmetic, the same bits on every
  * device, target and thread count; docs/moe_z_loss.md has the order of operations and the bound.
- * coeff must be finite in F32 and coeff / T finite. No padding mask: pass the valid rows only. */
+ * coeff must be finite in F32 and coeff / T finite and, unless 0, normal in F32. No padding mask:
+ * pass the valid rows only. */
 typedef struct InfiniopMoeZLossDescriptor *infiniopMoeZLossDescriptor_t;
 
 __INFINI_C infiniStatus_t infiniopCreateMoeZLossDescriptor(infiniopHandle_t handle,
