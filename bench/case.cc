@@ -140,7 +140,7 @@ Case::Tensor Case::allocate(Extent e, std::vector<size_t> shape) const {
   Tensor t;
   t.count = product(shape);
   t.shape = std::move(shape);
-  t.element_size = dtypeSize(dtypeOf(e));
+  t.element_size = isIndex(e) ? sizeof(int32_t) : dtypeSize(dtypeOf(e));
   const size_t bytes = (t.count * t.element_size + 63) / 64 * 64;
   t.data = {static_cast<char *>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))), std::free};
   return t;
@@ -287,7 +287,6 @@ CheckResult Case::check(size_t budget) {
       return r;
     }
   }
-  const size_t size = dtypeSize(dtype_);
   // Sampling unit: one element, or one row of the last dim where an operator splits it.
   bool split = false;
   for (Extent e : op_.outputs) split = split || e == Extent::kDoubleLast;
