@@ -118,7 +118,7 @@ std::vector<size_t> Case::shapeOf(Extent e, std::vector<size_t> base) {
     case Extent::kGateBias:
     case Extent::kGateCounts:
       return {H};
-    case Extent::kGateLoss:
+    case Extent::kLoss:
       return {};
     case Extent::kTokens:
       return {R, H};
@@ -275,8 +275,7 @@ size_t Case::bytesOf(const OpInfo &op, infiniDtype_t dtype, const std::vector<si
   for (const std::vector<Extent> *extents : {&op.outputs, &op.inputs})
     for (Extent e : *extents)
       n += product(shapeOf(e, shape)) *
-           (isIndex(e) ? sizeof(int32_t)
-                       : dtypeSize(e == Extent::kGateLoss ? INFINI_DTYPE_F32 : dtype));
+           (isIndex(e) ? sizeof(int32_t) : dtypeSize(isLoss(e) ? INFINI_DTYPE_F32 : dtype));
   return n;
 }
 
@@ -366,17 +365,17 @@ CheckResult Case::check(size_t budget) {
       r.checked += want[t].count;
       continue;
     }
-    const infiniDtype_t dt = dtypeOf(op_.outputs[t]);  // the loss: F32
-    const size_t size = dtypeSize(dt);
+    const infiniDtype_t dt = dtypeOf(op_.outputs[t]);
+    const size_t bytes = dtypeSize(dt);
     double largest = 0;
     for (size_t e = 0; e < want[t].count; ++e) {
-      const double w = decode(dt, want[t].data.get() + e * size);
+      const double w = decode(dt, want[t].data.get() + e * bytes);
       if (std::isfinite(w)) largest = std::max(largest, std::fabs(w));
     }
     const double floor = 1e-6 * largest, unit = ulpAt(dt, largest);
     for (size_t e = 0; e < want[t].count; ++e) {
-      const double w = decode(dt, want[t].data.get() + e * size);
-      const double g = decode(dt, got[t].data.get() + e * size);
+      const double w = decode(dt, want[t].data.get() + e * bytes);
+      const double g = decode(dt, got[t].data.get() + e * bytes);
       if (w == g || (std::isnan(w) && std::isnan(g))) continue;
       const double err = std::isfinite(g - w) ? std::fabs(g - w) : INFINITY;  // NaN, inf: inf
       r.max_ulp = std::max(r.max_ulp, err / unit);

@@ -86,7 +86,7 @@ constexpr double kNone = INFINIOP_GELU_APPROXIMATE_NONE, kTanh = INFINIOP_GELU_A
 bool OpInfo::gathers() const {
   for (const std::vector<Extent> *extents : {&inputs, &outputs})
     for (Extent e : *extents)
-      if (isIndex(e)) return true;
+      if (isIndex(e) || isLoss(e)) return true;
   return false;
 }
 
@@ -209,7 +209,7 @@ const std::vector<OpInfo> &allOps() {
       // The Switch aux loss of a router's logits (softmax scores, N = T, coeff 1e-2) and its
       // grad: 16384 tokens x top-8 of 256 experts by default.
       {"moe_aux_loss",
-       {Extent::kGateLoss},                         // loss;
+       {Extent::kLoss},                         // loss;
        {Extent::kGateLogits, Extent::kGateCounts},  // x, tokens_per_expert
        bindOpByShape<ops::MoeAuxLoss>([](const Shape &s) {
          return std::vector<double>{0, topk(s), static_cast<double>(s.front()), 1e-2};
@@ -217,10 +217,22 @@ const std::vector<OpInfo> &allOps() {
        {16384, 8, 256}},
       {"moe_aux_loss_grad",
        {Extent::kGateLogits},                                          // grad_x;
-       {Extent::kGateLoss, Extent::kGateLogits, Extent::kGateCounts},  // grad_loss, x, counts
+       {Extent::kLoss, Extent::kGateLogits, Extent::kGateCounts},  // grad_loss, x, counts
        bindOpByShape<ops::MoeAuxLossGrad>([](const Shape &s) {
          return std::vector<double>{0, topk(s), static_cast<double>(s.front()), 1e-2};
        }),
+       {16384, 8, 256}},
+      // The router z-loss: 16384 tokens x 256 experts by default (a 3-D shape's middle dim is
+      // ignored).
+      {"moe_z_loss",
+       {Extent::kLoss},        // loss;
+       {Extent::kGateLogits},  // x
+       bindOp<ops::MoeZLoss>({1e-3}),
+       {16384, 8, 256}},
+      {"moe_z_loss_grad",
+       {Extent::kGateLogits},                 // grad_x;
+       {Extent::kLoss, Extent::kGateLogits},  // grad_loss, x
+       bindOp<ops::MoeZLossGrad>({1e-3}),
        {16384, 8, 256}},
   };
   return ops;

@@ -53,11 +53,17 @@ enum class Extent {
   kGateRowIndex,  // (R, K) INT32: row_idx, an output (exact)
   kGateExperts,   // (R, K) INT32 in [0, E), duplicates allowed: the grads' expert_idx input
   kGateCounts,    // (E) INT32: MoeExpertCounts' counts, an output (exact); MoeAuxLoss's input
-  kGateLoss,      // () F32 whatever the case's dtype: MoeAuxLoss's loss, MoeAuxLossGrad's grad_loss
+  kLoss,          // () F32 whatever the case's dtype: the losses (MoeAuxLoss, MoeZLoss), their grads' grad_loss
 };
 constexpr size_t kMoeExperts = 64;
 inline size_t moeTopk(const std::vector<size_t> &shape) {
   return shape.size() == 3 ? shape[1] : 4;
+}
+
+// A 0-D F32 tensor (a loss, or its gradient): the operator reduces over every row, so its case
+// is checked whole, as the row-indexed ones.
+inline bool isLoss(Extent e) {
+  return e == Extent::kLoss;
 }
 
 inline bool isIndex(Extent e) {

@@ -27,6 +27,7 @@
 #include "infiniop/ops/moe_gating_weights.h"
 #include "infiniop/ops/moe_init_routing_v2.h"
 #include "infiniop/ops/moe_init_routing_v2_grad.h"
+#include "infiniop/ops/moe_z_loss.h"
 #include "infiniop/ops/swiglu.h"
 #include "infiniop/ops/swiglu_backward.h"
 

@@ -20,6 +20,14 @@
 #include "opencl/sources.h"
 
 namespace infiniop::opencl {
+
+bool correctlyRoundedDivide(infiniopHandle_t handle) {
+  cl_device_fp_config config = 0;
+  return clGetDeviceInfo(stateOf<State>(handle).device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof config,
+                         &config, nullptr) == CL_SUCCESS &&
+         (config & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+}
+
 namespace {
 
 using moe::RouterKind;

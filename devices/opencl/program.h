@@ -14,6 +14,11 @@
 
 namespace infiniop::opencl {
 
+// Whether the device divides F32 correctly rounded when asked to
+// (-cl-fp32-correctly-rounded-divide-sqrt), as the cpu device's division is (moe_gating.cc;
+// the programs whose kernels divide add that option and -DDIVIDE_OPERATOR where it does).
+bool correctlyRoundedDivide(infiniopHandle_t handle);
+
 // The program made of `sources` (concatenated, in order) built with `options` (e.g. the dtype's
 // -D flags) for the handle's device. The first request builds it, later ones share it; the
 // cache owns it. A build failure is INTERNAL_ERROR with the build log in the message. With

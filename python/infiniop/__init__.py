@@ -61,6 +61,7 @@ from .gelu_backward import GeluBackward, gelu_backward
 from .gelu_mul import GeluMul, GeluMulBackward, gelu_mul, gelu_mul_backward
 from .moe_aux_loss import MoeAuxLoss, MoeAuxLossGrad, moe_aux_loss, moe_aux_loss_grad
 from .moe_counts import MoeBiasUpdate, MoeExpertCounts, moe_bias_update, moe_expert_counts
+from .moe_z_loss import MoeZLoss, MoeZLossGrad, moe_z_loss, moe_z_loss_grad
 from .moe_finalize_routing import (
     MoeFinalizeRoutingV2,
     MoeFinalizeRoutingV2Grad,
@@ -115,6 +116,8 @@ __all__ = [
     "MoeGatingWeights",
     "MoeInitRoutingV2",
     "MoeInitRoutingV2Grad",
+    "MoeZLoss",
+    "MoeZLossGrad",
     "Status",
     "SwiGlu",
     "SwiGluBackward",
@@ -147,6 +150,8 @@ __all__ = [
     "moe_gating_top_k_softmax",
     "moe_gating_top_k_softmax_grad",
     "moe_gating_weights",
+    "moe_z_loss",
+    "moe_z_loss_grad",
     "moe_init_routing_v2",
     "moe_init_routing_v2_grad",
     "parse_device",

@@ -522,6 +522,16 @@ _PROTOTYPES = {
     "infiniopGetMoeAuxLossGradWorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopMoeAuxLossGrad": (_status, [_ptr, _ptr, _size] + [_ptr] * 4 + [_ptr]),
     "infiniopDestroyMoeAuxLossGradDescriptor": (_status, [_ptr]),
+    # ops/moe_z_loss.h: loss, x, then double coeff; grad_x, grad_loss, x, then double coeff
+    "infiniopCreateMoeZLossDescriptor": (_status, [_ptr, _pptr] + [_ptr] * 2 + [ctypes.c_double]),
+    "infiniopGetMoeZLossWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeZLoss": (_status, [_ptr, _ptr, _size] + [_ptr] * 2 + [_ptr]),
+    "infiniopDestroyMoeZLossDescriptor": (_status, [_ptr]),
+    "infiniopCreateMoeZLossGradDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 3 + [ctypes.c_double]),
+    "infiniopGetMoeZLossGradWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeZLossGrad": (_status, [_ptr, _ptr, _size] + [_ptr] * 3 + [_ptr]),
+    "infiniopDestroyMoeZLossGradDescriptor": (_status, [_ptr]),
 }
 
 EXPORTED_FUNCTIONS = tuple(_PROTOTYPES)

@@ -8,6 +8,7 @@ expanded_shape, index_dtype_of), which infiniop.torch's fake kernels use too.
 """
 
 import ctypes
+import numbers
 import operator
 
 from . import _library
@@ -45,6 +46,13 @@ def check_int64(name, value):
     if not -2 ** 63 <= value < 2 ** 63:
         raise OverflowError(f"{name} {value} does not fit in int64_t")
     return value
+
+
+def check_real(name, value):
+    """A real number as a Python float (the C API's double; its validity is the library's)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, not {type(value).__name__}")
+    return float(value)
 
 
 def check_bool(name, value):

@@ -10,3 +10,4 @@
 #include "ops/moe_finalize_routing.h"
 #include "ops/moe_gating.h"
 #include "ops/moe_init_routing.h"
+#include "ops/moe_z_loss.h"

@@ -37,7 +37,9 @@
   X(MoeCounts, moe_expert_counts)                   \
   X(MoeCounts, moe_bias_update)                     \
   X(MoeAuxLoss, moe_aux_loss)                       \
-  X(MoeAuxLoss, moe_aux_loss_grad)
+  X(MoeAuxLoss, moe_aux_loss_grad)                  \
+  X(MoeZLoss, moe_z_loss)                           \
+  X(MoeZLoss, moe_z_loss_grad)
 // clang-format on
 
 namespace infiniop {

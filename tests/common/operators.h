@@ -155,6 +155,8 @@ INFINIOP_OPERATOR(MoeAuxLoss, (out("loss"), in("x"), in("tokens_per_expert")),
 INFINIOP_OPERATOR(MoeAuxLossGrad,
                   (out("grad_x"), in("grad_loss"), in("x"), in("tokens_per_expert")),
                   ("score_function", "topk", "total_tokens", "coeff"));
+INFINIOP_OPERATOR(MoeZLoss, (out("loss"), in("x")), ("coeff"));
+INFINIOP_OPERATOR(MoeZLossGrad, (out("grad_x"), in("grad_loss"), in("x")), ("coeff"));
 #undef INFINIOP_OPERATOR
 
 // The V2 creates of ClippedSwiglu(Backward): the same descriptor and calls, one attribute more.
@@ -176,7 +178,8 @@ using All =
                ClippedSwiglu, ClippedSwigluV2, ClippedSwigluBackward, ClippedSwigluBackwardV2,
                MoeFinalizeRoutingV2, MoeFinalizeRoutingV2Grad, MoeInitRoutingV2,
                MoeInitRoutingV2Grad, MoeGatingTopKSoftmax, MoeGatingTopKSoftmaxGrad, MoeGatingTopK,
-               MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate, MoeGatingWeights, MoeAuxLoss, MoeAuxLossGrad>;
+               MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate, MoeGatingWeights, MoeAuxLoss, MoeAuxLossGrad,
+               MoeZLoss, MoeZLossGrad>;
 
 // ---- attributes ------------------------------------------------------------------------------
 

@@ -105,9 +105,9 @@ bool isIndexDtype(infiniDtype_t d) {
 }
 
 // A slot whose last dim alone may grow and stay valid: MoeGatingWeights' x (any E >= k; its
-// operator rows break k against E instead).
+// operator rows break k against E instead) and MoeZLoss's x (no other tensor has E).
 bool lastDimFree(const std::string &op, const std::string &slot) {
-  return op == "MoeGatingWeights" && slot == "x";
+  return (op == "MoeGatingWeights" || op == "MoeZLoss") && slot == "x";
 }
 
 // Rows every operator has, derived from its slots.
@@ -139,14 +139,17 @@ void addGenericRows(const OpSpec &op, std::vector<Row> &rows) {
           "`" + n + "` of dtype F32 (an index tensor)",
           [i](const OpSpec &, Broken &s) { s.slots[i].dtype = F32; });
     } else {
-      // A float tensor whose only float companions are F32 scalars (MoeAuxLoss's x beside its
-      // loss) may be F16: there is no dtype to mismatch.
-      bool scalar_companions = false, other_companions = false;
-      for (size_t j = 0; j < op.slots.size(); ++j)
-        if (j != i && !isIndexDtype(op.slots[j].dtype))
-          (op.slots[j].shape.empty() ? scalar_companions : other_companions) = true;
-      scalar_companions = scalar_companions && !other_companions;
-      if (!scalar_companions || slot.shape.empty())
+      // A 0-D float tensor (a loss) is F32 whatever the others' dtype: it has no dtype to
+      // mismatch with a tensor that has dims, nor a last dim; and a tensor with dims that is
+      // the only one beside a 0-D one (MoeZLoss's x and loss) has neither to mismatch.
+      bool peer = false, scalar = false;
+      for (const Slot &other : op.slots) {
+        peer |=
+            &other != &slot && !isIndexDtype(other.dtype) && !other.shape.empty() && !other.absent;
+        scalar |= !isIndexDtype(other.dtype) && other.shape.empty();
+      }
+      peer |= !scalar;  // the rule only concerns an operator with a 0-D float tensor
+      if (peer || slot.shape.empty())
         add("DtypeMismatch_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_DTYPE,
             "`" + n + "` F16, the others F32",
             [i](const OpSpec &, Broken &s) { s.slots[i].dtype = INFINI_DTYPE_F16; });
@@ -453,6 +456,24 @@ void addOperatorRows(std::vector<Row> &rows) {
   }
   add("MoeAuxLoss", "LossNotScalar", C, S, "`loss` (1)", setShape("loss", {1}));
   add("MoeAuxLossGrad", "GradLossNotScalar", C, S, "`grad_loss` (1)", setShape("grad_loss", {1}));
+  const char *zl = "MoeZLoss";
+  add(zl, "XRankOne", C, S, "`x` of rank 1", setShape("x", {3}));
+  add(zl, "NoExperts", C, S, "`x`'s last dim 0 (E = 0)", setShape("x", {2, 0}));
+  add(zl, "LossRankOne", C, S, "`loss` of shape (1) (0-D is required)", setShape("loss", {1}));
+  add(zl, "CoeffInfinite", C, P, "`coeff` +inf", setAttr(0, INFINITY));
+  add(zl, "CoeffBeyondF32", C, P, "`coeff` 1e39 (infinite in F32)", setAttr(0, 1e39));
+  add(zl, "CoeffNaN", C, P, "`coeff` NaN", setAttr(0, std::nan("")));
+  add(zl, "ScaleSubnormal", C, P, "`coeff` 1e-300 (coeff / T below F32's normal range)",
+      setAttr(0, 1e-300));
+  const char *zg = "MoeZLossGrad";
+  add(zg, "XRankOne", C, S, "`x` and `grad_x` of rank 1",
+      both(setShape("x", {3}), setShape("grad_x", {3})));
+  add(zg, "GradXNotXShape", C, S, "`grad_x` (3, 3), `x` (2, 3)", setShape("grad_x", {3, 3}));
+  add(zg, "GradLossRankOne", C, S, "`grad_loss` of shape (1) (0-D is required)",
+      setShape("grad_loss", {1}));
+  add(zg, "CoeffInfinite", C, P, "`coeff` +inf", setAttr(0, INFINITY));
+  add(zg, "ScaleOverflows", C, P, "`coeff` 3e38 with T = 1 (2 coeff / T overflows F32)",
+      both(both(setShape("x", {1, 3}), setShape("grad_x", {1, 3})), setAttr(0, 3e38)));
   add(gt, "ScaleInfinite", C, P, "`routed_scaling_factor` +inf", setAttr(6, INFINITY));
   add(gt, "ScaleBeyondF32", C, P, "`routed_scaling_factor` 1e39 (infinite in F32)",
       setAttr(6, 1e39));

@@ -1184,6 +1184,51 @@ void addRelaxed(std::vector<Group> &groups) {
     }
 }
 
+// ---- The router z-loss (MoeZLoss, MoeZLossGrad): the forward on finite logits (the MoE data
+// with its specials and 1e30s replaced, so that the loss shows the order of its sums, not a NaN
+// or an overflow), over
+// kT rows (one block) and over 1100 rows (five blocks of 256, the last partial: the cpu device's
+// threads take whole blocks), x strided in one; the grad on the MoE data as it is (a special
+// makes its row NaN, every other row keeps its bits).
+void finiteX(Case &c) {
+  TensorBuffer *x = c.tensor("x");
+  for (size_t i = 0; i < x->numel(); ++i)
+    if (!(std::fabs(x->get(i)) <= 1e5f)) x->set(i, static_cast<float>(i % 17) - 8.0f);
+}
+
+void addZLoss(std::vector<Group> &groups) {
+  const size_t E = kRouterE;
+  for (infiniDtype_t t : {INFINI_DTYPE_F32, BF16}) {
+    const char *op = "MoeZLoss";
+    for (size_t rows : {kT, size_t{1100}}) {
+      auto s = slotsOf(op);
+      give(s, "loss", {}, INFINI_DTYPE_F32);
+      give(s, "x", {rows, rows == kT ? E : 64}, t);
+      groups.push_back({groupName(op, rows == kT ? "Rows" : "Blocks", t),
+                        op,
+                        s,
+                        {1e-3},
+                        Data::kMoe,
+                        routerRow(1)});
+      groups.back().before_run = finiteX;
+    }
+    {
+      auto s = slotsOf(op);
+      give(s, "loss", {}, INFINI_DTYPE_F32);
+      give(s, "x", {kT, E}, t);
+      groups.push_back({groupName(op, "Transposed", t), op, s, {-0.25}, Data::kMoe, routerRow(1)});
+      groups.back().strides = {{"x", {1, static_cast<ptrdiff_t>(kT)}}};
+      groups.back().before_run = finiteX;
+    }
+    op = "MoeZLossGrad";
+    auto s = slotsOf(op);
+    give(s, "grad_x", {kT, E}, t);
+    give(s, "grad_loss", {}, INFINI_DTYPE_F32);
+    give(s, "x", {kT, E}, t);
+    groups.push_back({groupName(op, "Rows", t), op, s, {1e-3}, Data::kMoe, routerRow(E)});
+  }
+}
+
 const std::vector<Group> &groups() {
   static const std::vector<Group> all = [] {
     std::vector<Group> g;
@@ -1193,6 +1238,7 @@ const std::vector<Group> &groups() {
     addRouter(g);
     addCounts(g);
     addAuxLoss(g);
+    addZLoss(g);
     addRelaxed(g);
     return g;
   }();

@@ -159,6 +159,10 @@ const std::vector<OpSpec> &specs() {
       // grad_x, grad_loss, x, tokens_per_expert
       make<ops::MoeAuxLossGrad>({{{2, 4}, F32}, {{}, F32}, {{2, 4}, F32}, {{4}, I32, {1, 0, 2, 1}}},
                                 {0, 2, 2, 0.01}),
+      // loss (0-D), x (R = 2 rows of E = 3); attrs: coeff.
+      make<ops::MoeZLoss>({{{}, F32}, {{2, 3}, F32}}, {0.001}),
+      // grad_x, grad_loss (0-D), x; attrs: coeff.
+      make<ops::MoeZLossGrad>({{{2, 3}, F32}, {{}, F32}, {{2, 3}, F32}}, {0.001}),
   };
   static const std::vector<OpSpec> all = withClampAfter(base);
   return all;

@@ -425,6 +425,8 @@ enum Op {
   kRouterWeights,  // MoeGatingWeights: a router (compareRouter()), last so the seeds keep their op
   kAuxLoss,  // MoeAuxLoss, MoeAuxLossGrad: compare() with the terms of auxTerms()
   kAuxLossGrad,
+  kZLoss,  // the router z-loss: a sum over rows (compare()'s bound scaled by coeff, below)
+  kZLossGrad,
   kOpCount
 };
 // The table's operator of each Op (ClippedSwiglu(Backward) with a clamp_mode: their V2, see
@@ -435,7 +437,8 @@ using FuzzOps =
                ops::ClippedSwigluBackward, ops::MoeFinalizeRoutingV2, ops::MoeFinalizeRoutingV2Grad,
                ops::MoeInitRoutingV2, ops::MoeInitRoutingV2Grad, ops::MoeGatingTopKSoftmax,
                ops::MoeGatingTopKSoftmaxGrad, ops::MoeGatingTopK, ops::MoeGatingTopKGrad,
-               ops::MoeExpertCounts, ops::MoeBiasUpdate, ops::MoeGatingWeights, ops::MoeAuxLoss, ops::MoeAuxLossGrad>;
+               ops::MoeExpertCounts, ops::MoeBiasUpdate, ops::MoeGatingWeights, ops::MoeAuxLoss, ops::MoeAuxLossGrad,
+               ops::MoeZLoss, ops::MoeZLossGrad>;
 static_assert(std::tuple_size_v<FuzzOps> == kOpCount);
 
 // f(Op's type from the table).
@@ -459,7 +462,7 @@ const char *opName(Op op) {
 // mode's, for the elementwise operators (the MoE operators ignore the mode). The routers' K
 // (moe_gating) enters their own bound (compareRouter()); the expert-count operators are exact.
 // The aux losses: (E / 16 + T / 256 + 300) 2^-23 at the fuzzer's sizes (docs/moe_aux_loss.md).
-const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6, 4, 6, 16, 16, 0, 16, 4, 4, 4, 4, 0, 0, 4, 800, 800};
+const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6, 4, 6, 16, 16, 0, 16, 4, 4, 4, 4, 0, 0, 4, 800, 800, 16, 16};
 static_assert(sizeof kBoundU / sizeof kBoundU[0] == kOpCount);
 bool isRouter(Op op) {
   return (op >= kRouterSoftmax && op <= kRouterTopKGrad) || op == kRouterWeights;
@@ -724,6 +727,24 @@ void decodeAuxLoss(Input &in, Case &c, int fd) {
   c.t.push_back(counts);
 }
 
+// The router z-loss (docs/moe_z_loss.md): x (lead..., E) of any float dtype, rank 2-4, the
+// leading dims 0-5 (T = 0 too), E 1-12; loss and grad_loss 0-D F32; coeff usually 1e-3, else an
+// edge (NaN, infinities, 1e300, denormal, ...).
+void decodeZLoss(Input &in, Case &c, int fd) {
+  std::vector<size_t> shape(in.pick(3) + 1);
+  for (auto &d : shape) d = in.pick(6);
+  shape.push_back(in.pick(12) + 1);
+  c.d[0] = fuzzDouble(in, 1e-3);
+  if (c.op == kZLoss) {
+    c.t.push_back(makeT(kOutput, {}, INFINI_DTYPE_F32));
+    c.t.push_back(makeT(kInput, shape, fd));
+    return;
+  }
+  c.t.push_back(makeT(kOutput, shape, fd));
+  c.t.push_back(makeT(kInput, {}, INFINI_DTYPE_F32));
+  c.t.push_back(makeT(kInput, shape, fd));
+}
+
 Case decode(Input &in) {
   Case c;
   c.op = static_cast<Op>(in.pick(kOpCount));
@@ -906,6 +927,9 @@ Case decode(Input &in) {
     case kAuxLoss:
     case kAuxLossGrad:
       decodeAuxLoss(in, c, fd);
+    case kZLoss:
+    case kZLossGrad:
+      decodeZLoss(in, c, fd);
       break;
     default:
       break;
@@ -1223,6 +1247,14 @@ void compare(const char *device, const Case &c, const Run &cpu, const Run &ref,
   if (c.op == kClippedSwiglu || c.op == kClippedSwigluBackward)  // clamp_mode 1: alpha 1, A whole
     cond = c.i[1] == 1 ? scale : std::fabs(c.f[0]) * std::fmin(scale, std::fabs(c.f[1]));
   cond = std::isnan(cond) ? 88 : std::fmin(cond, 88);
+  // MoeZLossGrad with |2 coeff g| past 1e30: gs = g c overflows F32 near its range, and an
+  // element is then +-inf, or inf * 0 = NaN where the F32 exp floors p to 0, where the double
+  // formula may be finite (docs/moe_z_loss.md, "Range"); a non-finite value there is let through.
+  bool zloss_unbounded = false;
+  if (c.op == kZLossGrad && fill.size() > 1 && fill[1].size() >= 4) {
+    const double g = valueAt(&fill[1][0], INFINI_DTYPE_F32);
+    zloss_unbounded = !(std::fabs(2 * c.d[0] * g) < 1e30);
+  }
   for (size_t k = 0; k < c.t.size(); ++k) {
     const Tensor &t = c.t[k];
     if (t.role != kOutput && t.role != kOutIndex) continue;
@@ -1231,6 +1263,7 @@ void compare(const char *device, const Case &c, const Run &cpu, const Run &ref,
     for (size_t i = kGuard; i + es <= a.size() - kGuard; i += es) {
       const double x = valueAt(&a[i], t.dtype), y = valueAt(&b[i], t.dtype);
       if (x == y || (std::isnan(x) && std::isnan(y))) continue;
+      if (zloss_unbounded && (!std::isfinite(x) || !std::isfinite(y))) continue;
       bool ok = false;
       const double magnitude = scale * scale * attr * attr * attr;
       // Where the magnitudes multiply past 1e36 (alpha or bias near FLT_MAX) the bound's floor
@@ -1249,7 +1282,11 @@ void compare(const char *device, const Case &c, const Run &cpu, const Run &ref,
       if (isFloatDtype(t.dtype) && t.role == kOutput && std::isfinite(x) && std::isfinite(y)) {
         // The documented K u terms (1 + c), with terms and c taken at the inputs' (and the
         // attributes') largest magnitude, for the cancellation the bound allows.
-        const double terms = aux ? aux_terms : magnitude * (c.op >= kMoeFinalize ? 8 : 1);
+        double terms = aux ? aux_terms : magnitude * (c.op >= kMoeFinalize ? 8 : 1);
+        // The z-loss: |coeff| times lse^2 at most (scale + log E)^2 per row, the grad's
+        // 2 |coeff g| / T |lse| (a + chain) p; the row sum's n_B roundings (< 300 at these T).
+        if (c.op == kZLoss || c.op == kZLossGrad)
+          terms = std::fabs(c.d[0]) * (scale + 8) * (scale + 8) * (scale + 8) * 300;
         double tol = bound_u * 0x1p-24 * 2 * (1 + cond) * (std::fabs(y) + terms) + 0x1p-140;
         if (t.dtype != INFINI_DTYPE_F32) tol += ulpOf(t.dtype, std::fabs(y));
         tol += aux_bound.floor;

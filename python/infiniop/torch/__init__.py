@@ -42,6 +42,8 @@ node (prim::PythonOp), under torch.fx.symbolic_trace as one call_function node.
     moe_aux_loss(x, tokens_per_expert, topk, score_function='softmax', total_tokens=None,
                  coeff=1.0)              MoeAuxLoss / MoeAuxLossGrad (the loss, a () tensor,
                                           w.r.t. x: loss = task_loss + aux just works)
+    moe_z_loss(x, coeff)                  MoeZLoss / MoeZLossGrad (the router z-loss, a 0-D
+                                          float32 tensor, w.r.t. x)
 
 plus torch_npu-named aliases (npu_swiglu, npu_gelu, npu_gelu_backward, npu_gelu_mul,
 npu_clipped_swiglu, npu_moe_init_routing_v2, npu_moe_finalize_routing,
@@ -72,6 +74,7 @@ from ._autograd import (
     MoeGatingTopKSoftmaxFunction,
     MoeGatingWeightsFunction,
     MoeInitRoutingV2Function,
+    MoeZLossFunction,
     SwiGluFunction,
     _check_tensor,
 )
@@ -85,6 +88,7 @@ __all__ = [
     "MoeGatingTopKSoftmaxFunction",
     "MoeGatingWeightsFunction",
     "MoeInitRoutingV2Function",
+    "MoeZLossFunction",
     "SwiGluFunction",
     "clipped_swiglu",
     "gelu",
@@ -97,6 +101,7 @@ __all__ = [
     "moe_gating_top_k_softmax",
     "moe_gating_weights",
     "moe_init_routing_v2",
+    "moe_z_loss",
     "npu_clipped_swiglu",
     "npu_gelu",
     "npu_gelu_backward",
@@ -382,3 +387,17 @@ from .npu import (  # noqa: E402  (the aliases build on the functions above)
 )
 from . import _compile, _ops  # noqa: E402,F401  (torch.ops.infiniop.*, where torch.library allows it)
 from . import moe  # noqa: E402,F401
+
+
+def moe_z_loss(x, coeff, *, device="cpu", handle=None):
+    """The router z-loss coeff * mean_t logsumexp(x_t)^2 of x (..., E) (Megatron-LM's
+    z_loss_func), a 0-D float32 tensor, as infiniop.moe_z_loss, with autograd: x's gradient by
+    MoeZLossGrad. loss = task_loss + moe_z_loss(logits, 1e-3) just works."""
+    if not isinstance(x, _torch.Tensor):
+        return _not_tensors(moe_z_loss, (x, coeff), {"device": device, "handle": handle},
+                            ((x, "x", False),))
+    if _ops.COMPILABLE and _compile.compiling():
+        return _torch.ops.infiniop.moe_z_loss(x, float(coeff),
+                                              device=_traced_device(device, handle))
+    return MoeZLossFunction.apply(x, coeff, device, handle)
+

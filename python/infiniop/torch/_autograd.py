@@ -554,3 +554,33 @@ def gating_grad_x(grad_y, grad_norm, x, expert_idx, norm, norm_type, gating_grad
             extra = grad_norm.float() * slope
         grad_x = _add_grad(grad_x, extra, x)
     return torch.zeros_like(x) if grad_x is None else grad_x
+
+
+class MoeZLossFunction(torch.autograd.Function):
+    """The router z-loss of MoeZLoss (a 0-D float32 tensor), differentiable with respect to x
+    (backward: MoeZLossGrad with the loss's gradient). apply(x, coeff, device, handle)."""
+
+    @staticmethod
+    def forward(ctx, x, coeff, device, handle):
+        ctx.lib = _lib(device, handle)
+        ctx.coeff = coeff
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(x)
+        return infiniop.moe_z_loss(x, coeff, **ctx.lib)
+
+    @staticmethod
+    @first_order_only("moe_z_loss")
+    def backward(ctx, grad_loss):
+        grad_x = None
+        if ctx.needs_input_grad[0] and grad_loss is not None:
+            (x,) = ctx.saved_tensors
+            grad_x = z_loss_grad_x(grad_loss, x, functools.partial(
+                infiniop.moe_z_loss_grad, coeff=ctx.coeff, **ctx.lib))
+        return grad_x, None, None, None
+
+
+def z_loss_grad_x(grad_loss, x, z_loss_grad):
+    """x's gradient from the loss's (by `z_loss_grad`: MoeZLossGrad, the functional API or its
+    operator), grad_loss made the 0-D float32 tensor the operator takes."""
+    return z_loss_grad(grad_loss.reshape(()).to(torch.float32), x)
+

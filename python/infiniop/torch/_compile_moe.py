@@ -47,6 +47,8 @@ GRAD_SCHEMAS = {
         "moe_aux_loss_grad(Tensor grad_loss, Tensor x, Tensor tokens_per_expert, int topk, *, "
         "int score_function=0, int total_tokens=-1, float coeff=1.0, str device='cpu') "
         "-> Tensor"),
+    "moe_z_loss_grad": (
+        "moe_z_loss_grad(Tensor grad_loss, Tensor x, float coeff, *, str device='cpu') -> Tensor"),
 }
 
 
@@ -73,6 +75,7 @@ GRAD_KERNELS = {
     "moe_gating_top_k_softmax_grad": infiniop.moe_gating_top_k_softmax_grad,
     "moe_gating_top_k_grad": infiniop.moe_gating_top_k_grad,
     "moe_aux_loss_grad": _aux_loss_grad_kernel,
+    "moe_z_loss_grad": infiniop.moe_z_loss_grad,
 }
 
 
@@ -169,9 +172,19 @@ def _fake_aux_loss_grad(grad_loss, x, *args, **kwargs):
     return _dense(x, x.shape)
 
 
+def _fake_z_loss(x, coeff, *, device="cpu"):
+    return x.new_empty((), dtype=torch.float32)
+
+
+def _fake_z_loss_grad(grad_loss, x, coeff, *, device="cpu"):
+    return _dense(x, x.shape)
+
+
 FAKE = {
     "moe_aux_loss": _fake_aux_loss,
     "moe_aux_loss_grad": _fake_aux_loss_grad,
+    "moe_z_loss": _fake_z_loss,
+    "moe_z_loss_grad": _fake_z_loss_grad,
     "moe_expert_counts": _fake_expert_counts,
     "moe_bias_update": _fake_bias_update,
     "moe_init_routing_v2": _fake_init,
@@ -301,6 +314,23 @@ def _backward_aux_loss(ctx, grad_loss):
     return grad_x, None, None
 
 
+def _setup_z_loss(ctx, inputs, keyword_only_inputs, output):
+    x, coeff = inputs
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(x)
+    ctx.coeff = coeff
+    ctx.device = keyword_only_inputs["device"]
+
+
+def _backward_z_loss(ctx, grad_loss):
+    grad_x = None
+    if ctx.needs_input_grad[0] and grad_loss is not None:
+        (x,) = ctx.saved_tensors
+        grad_x = _autograd.z_loss_grad_x(grad_loss, x, functools.partial(
+            torch.ops.infiniop.moe_z_loss_grad, coeff=ctx.coeff, device=ctx.device))
+    return grad_x, None
+
+
 # forward operator -> (its grad operator, setup_context, backward)
 AUTOGRAD = {
     "moe_init_routing_v2": ("moe_init_routing_v2_grad", _setup_init, _backward_init),
@@ -312,6 +342,7 @@ AUTOGRAD = {
     "moe_gating_weights": ("moe_gating_top_k_grad", _setup_gating_weights,
                            _backward_gating_weights),
     "moe_aux_loss": ("moe_aux_loss_grad", _setup_aux_loss, _backward_aux_loss),
+    "moe_z_loss": ("moe_z_loss_grad", _setup_z_loss, _backward_z_loss),
 }
 # forward operator -> the grad operators of AUTOGRAD that another forward's entry defines (and
 # refuses a second derivative of): MoeGatingWeights' gradient is MoeGatingTopKGrad.

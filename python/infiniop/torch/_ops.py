@@ -31,6 +31,7 @@ torch.compile. Schemas cannot carry an infiniop.Handle, so these take device='cp
         (sequences B > 0: counts (B, E) per sequence)
     torch.ops.infiniop.moe_bias_update(Tensor(a!) bias, Tensor counts,
         float update_rate=0.001, *, str device='cpu') -> ()   (bias updated in place)
+    torch.ops.infiniop.moe_z_loss(Tensor x, float coeff, *, str device='cpu') -> Tensor
 
     torch.ops.infiniop.moe_aux_loss(Tensor x, Tensor tokens_per_expert, int topk, *,
         int score_function=0, int total_tokens=-1, float coeff=1.0, str device='cpu') -> Tensor
@@ -97,6 +98,7 @@ _SCHEMAS = {
     "moe_aux_loss": (
         "moe_aux_loss(Tensor x, Tensor tokens_per_expert, int topk, *, int score_function=0, "
         "int total_tokens=-1, float coeff=1.0, str device='cpu') -> Tensor"),
+    "moe_z_loss": "moe_z_loss(Tensor x, float coeff, *, str device='cpu') -> Tensor",
 }
 
 
@@ -198,6 +200,14 @@ def _aux_loss_autograd(x, tokens_per_expert, topk, *, score_function=0, total_to
                                               _aux_loss_total(total_tokens), coeff, device, None)
 
 
+def _z_loss_cpu(x, coeff, *, device="cpu"):
+    return infiniop.moe_z_loss(x, coeff, device=device)
+
+
+def _z_loss_autograd(x, coeff, *, device="cpu"):
+    return _autograd.MoeZLossFunction.apply(x, coeff, device, None)
+
+
 def _swiglu_autograd(x, dim=-1, *, device="cpu"):
     return _autograd.SwiGluFunction.apply(x, dim, device, None)
 
@@ -275,6 +285,7 @@ _KERNELS = {
     "moe_expert_counts": (_expert_counts_cpu, None),
     "moe_bias_update": (_bias_update_cpu, None),
     "moe_aux_loss": (_aux_loss_cpu, _aux_loss_autograd),
+    "moe_z_loss": (_z_loss_cpu, _z_loss_autograd),
 }
 
 def _traced(kernel):
