@@ -14,8 +14,8 @@ top k, expert width I):
     y[t] = sum_j out.weights[t, j] * expert_{ids[t, j]}(x[t]),
     expert_e(v) = swiglu(v @ W1[e]) @ W2[e]                (torch matmuls, the library's swiglu)
     loss = mean((y - target)^2) + out.aux_loss + out.z_loss
-plain SGD on every parameter, then router.update_expert_bias(). The inputs and targets of each
-step come from a seeded generator. Configurations:
+plain SGD on every parameter, then router.update_expert_bias(). Each step's tokens come from a
+seeded generator, the targets from a fixed linear map of them (the layer learns it). Configurations:
     deepseek_v3       sigmoid, 8 groups (top-4 by their top-2 sums), top-8 of 256, bias update,
                       sequence-level aux loss, z-loss, scaling 2.5
     deepseek_v4       sqrtsoftplus, ungrouped top-6 of 256, bias update, switch aux loss counted
@@ -43,7 +43,7 @@ import infiniop.torch as iop
 from infiniop.torch import moe
 
 STEPS, SEQ, BATCH, H, I = 100, 16, 4, 32, 16
-LR = 0.05
+LR = 3.0
 CONFIGS = {
     "deepseek_v3": dict(num_experts=256, topk=8, score_function="sigmoid", num_groups=8,
                         group_topk=4, group_score="top2", expert_bias=True,
@@ -135,10 +135,11 @@ def train(name, device, check):
     layer = Layer(config, device)
     router = layer.router
     data = torch.Generator().manual_seed(2)
+    teacher = torch.randn(H, H, generator=torch.Generator().manual_seed(3)) * H ** -0.5
     losses, failures = [], []
     for step in range(STEPS):
         x = torch.randn(SEQ * BATCH, H, generator=data)
-        target = torch.randn(SEQ * BATCH, H, generator=data)
+        target = x @ teacher  # a fixed map to learn
         token_ids = torch.randint(0, VOCAB, (SEQ * BATCH,), generator=data) \
             if name.endswith("_hash") else None
         captured = {}
