@@ -209,14 +209,14 @@ const std::vector<OpInfo> &allOps() {
       // The Switch aux loss of a router's logits (softmax scores, N = T, coeff 1e-2) and its
       // grad: 16384 tokens x top-8 of 256 experts by default.
       {"moe_aux_loss",
-       {Extent::kLoss},                         // loss;
+       {Extent::kLoss},                             // loss;
        {Extent::kGateLogits, Extent::kGateCounts},  // x, tokens_per_expert
        bindOpByShape<ops::MoeAuxLoss>([](const Shape &s) {
          return std::vector<double>{0, topk(s), static_cast<double>(s.front()), 1e-2};
        }),
        {16384, 8, 256}},
       {"moe_aux_loss_grad",
-       {Extent::kGateLogits},                                          // grad_x;
+       {Extent::kGateLogits},                                      // grad_x;
        {Extent::kLoss, Extent::kGateLogits, Extent::kGateCounts},  // grad_loss, x, counts
        bindOpByShape<ops::MoeAuxLossGrad>([](const Shape &s) {
          return std::vector<double>{0, topk(s), static_cast<double>(s.front()), 1e-2};

@@ -53,7 +53,8 @@ enum class Extent {
   kGateRowIndex,  // (R, K) INT32: row_idx, an output (exact)
   kGateExperts,   // (R, K) INT32 in [0, E), duplicates allowed: the grads' expert_idx input
   kGateCounts,    // (E) INT32: MoeExpertCounts' counts, an output (exact); MoeAuxLoss's input
-  kLoss,          // () F32 whatever the case's dtype: the losses (MoeAuxLoss, MoeZLoss), their grads' grad_loss
+  kLoss,          // () F32 whatever the case's dtype: MoeAuxLoss's and MoeZLoss's loss, their
+                  // grads' grad_loss
 };
 constexpr size_t kMoeExperts = 64;
 inline size_t moeTopk(const std::vector<size_t> &shape) {

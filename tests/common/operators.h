@@ -178,8 +178,8 @@ using All =
                ClippedSwiglu, ClippedSwigluV2, ClippedSwigluBackward, ClippedSwigluBackwardV2,
                MoeFinalizeRoutingV2, MoeFinalizeRoutingV2Grad, MoeInitRoutingV2,
                MoeInitRoutingV2Grad, MoeGatingTopKSoftmax, MoeGatingTopKSoftmaxGrad, MoeGatingTopK,
-               MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate, MoeGatingWeights, MoeAuxLoss, MoeAuxLossGrad,
-               MoeZLoss, MoeZLossGrad>;
+               MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate, MoeGatingWeights, MoeAuxLoss,
+               MoeAuxLossGrad, MoeZLoss, MoeZLossGrad>;
 
 // ---- attributes ------------------------------------------------------------------------------
 

@@ -423,7 +423,7 @@ enum Op {
   kExpertCounts,  // exact: every output byte as cpu_reference's (checkAgainstReference())
   kBiasUpdate,
   kRouterWeights,  // MoeGatingWeights: a router (compareRouter()), last so the seeds keep their op
-  kAuxLoss,  // MoeAuxLoss, MoeAuxLossGrad: compare() with the terms of auxTerms()
+  kAuxLoss,        // MoeAuxLoss, MoeAuxLossGrad: compare() with the terms of auxTerms()
   kAuxLossGrad,
   kZLoss,  // the router z-loss: a sum over rows (compare()'s bound scaled by coeff, below)
   kZLossGrad,
@@ -437,8 +437,8 @@ using FuzzOps =
                ops::ClippedSwigluBackward, ops::MoeFinalizeRoutingV2, ops::MoeFinalizeRoutingV2Grad,
                ops::MoeInitRoutingV2, ops::MoeInitRoutingV2Grad, ops::MoeGatingTopKSoftmax,
                ops::MoeGatingTopKSoftmaxGrad, ops::MoeGatingTopK, ops::MoeGatingTopKGrad,
-               ops::MoeExpertCounts, ops::MoeBiasUpdate, ops::MoeGatingWeights, ops::MoeAuxLoss, ops::MoeAuxLossGrad,
-               ops::MoeZLoss, ops::MoeZLossGrad>;
+               ops::MoeExpertCounts, ops::MoeBiasUpdate, ops::MoeGatingWeights, ops::MoeAuxLoss,
+               ops::MoeAuxLossGrad, ops::MoeZLoss, ops::MoeZLossGrad>;
 static_assert(std::tuple_size_v<FuzzOps> == kOpCount);
 
 // f(Op's type from the table).
@@ -462,7 +462,8 @@ const char *opName(Op op) {
 // mode's, for the elementwise operators (the MoE operators ignore the mode). The routers' K
 // (moe_gating) enters their own bound (compareRouter()); the expert-count operators are exact.
 // The aux losses: (E / 16 + T / 256 + 300) 2^-23 at the fuzzer's sizes (docs/moe_aux_loss.md).
-const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6, 4, 6, 16, 16, 0, 16, 4, 4, 4, 4, 0, 0, 4, 800, 800, 16, 16};
+const double kBoundU[] = {4,  4, 4, 5, 6, 4, 6, 4, 6,   16,  16, 0,
+                          16, 4, 4, 4, 4, 0, 0, 4, 800, 800, 16, 16};
 static_assert(sizeof kBoundU / sizeof kBoundU[0] == kOpCount);
 bool isRouter(Op op) {
   return (op >= kRouterSoftmax && op <= kRouterTopKGrad) || op == kRouterWeights;
@@ -1785,7 +1786,9 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
           terms[s[i]] += sp.p[i] * (std::fabs(g[i]) + mag);
         }
         cond = std::fmax(cond, 2 * sp.max_cond + 2.0 * static_cast<double>(k));
-        floor = 0x1p-124 * gsum;
+        // p's floor times the g's, and the dot's k products g_i p_i, each of which may round
+        // into the subnormals (2^-150 apiece) with tiny g, times p_j <= 1.
+        floor = 0x1p-124 * gsum + 0x1p-150 * static_cast<double>(k);
         for (double p : sp.p) floored = floored || p < 0x1p-120;
       } else {
         const Probs pr = sigmoid ? sigmoidOf(x) : sqrt_softplus ? sqrtSoftplusOf(x) : sm;
@@ -1800,7 +1803,7 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
             grad[j] = p[j] * (gp[j] - dot);
             terms[j] = p[j] * (gp_mag[j] + mag);
           }
-          floor = 0x1p-124 * gsum;
+          floor = 0x1p-124 * gsum + 0x1p-150 * static_cast<double>(k);  // as renorm 1's
         } else {
           const double scale = static_cast<float>(c.d[0]), eps = static_cast<float>(c.d[1]);
           double sum = 0, t = 0, t_mag = 0;

@@ -25,9 +25,10 @@ seeded generator, the targets from a fixed linear map of them (the layer learns 
     megatron_softmax  softmax, top-2 of 64 after the softmax of the two logits, switch aux loss
 Each run's digest is SHA-256 over the 100 losses' F32 bytes, every parameter and the bias after
 the last step. --digest also checks every step of the first process against float64: the
-library's weights (for its own selection), aux loss, z-loss and the gradient of the logits
-(the router's, the aux loss's and the z-loss's together) within TOLERANCE x u x the largest
-magnitude of each, u = 2^-24 (F32).
+library's weights (for its own selection), aux loss and z-loss within TOLERANCE x u x the largest
+magnitude of each, u = 2^-24 (F32), and the gradient of the logits (the router's, the aux loss's
+and the z-loss's together) within TOLERANCE x u x its terms per element (gradient_terms: the
+weights' gradient cancels where they are normalized, so it is judged by what it sums).
 """
 import argparse
 import hashlib
@@ -85,27 +86,38 @@ class Layer(torch.nn.Module):
         return (out.weights.unsqueeze(-1) * y).sum(1), out
 
 
+def scores64(router, x):
+    """The router's scores p of float64 logits x, by its score function's definition."""
+    f = router.score_function
+    if f == "softmax":
+        return torch.softmax(x, -1)
+    if f == "sigmoid":
+        return torch.sigmoid(x)
+    return torch.sqrt(torch.nn.functional.softplus(x))
+
+
+def weights64(router, x, ids):
+    """The weights of the experts ids from float64 logits x (Megatron-LM's and DeepSeek's
+    definitions): p of the selected, renormalized as the router's options say, times c."""
+    f = router.score_function
+    if f == "softmax" and not router.pre_softmax:  # Megatron: the softmax of the k logits
+        return torch.softmax(x.gather(-1, ids.long()), -1) * router.scaling_factor
+    w = scores64(router, x).gather(-1, ids.long())
+    if f != "softmax" and router.normalize:
+        w = w / (w.sum(-1, keepdim=True) + router.eps)
+    return w * router.scaling_factor
+
+
 def reference_router(router, logits, ids, counts_aux):
     """The router's outputs for the library's selection `ids`, in float64 from the definitions
     (Megatron-LM's, DeepSeek's): weights, aux loss, z-loss."""
     x = logits.double()
-    f = router.score_function
-    if f == "softmax":
-        p = torch.softmax(x, -1)
-    elif f == "sigmoid":
-        p = torch.sigmoid(x)
-    else:
-        p = torch.sqrt(torch.nn.functional.softplus(x))
-    w = p.gather(-1, ids.long())
-    if f == "softmax" and not router.pre_softmax:
-        w = w / w.sum(-1, keepdim=True)
-    elif f != "softmax" and router.normalize:
-        w = w / (w.sum(-1, keepdim=True) + router.eps)
-    w = w * router.scaling_factor
+    w = weights64(router, x, ids)
     aux = None
     if router.aux_loss_type:
         T, E, k = x.shape[0], x.shape[1], router.topk
-        s = p if f == "softmax" else p / (p.sum(-1, keepdim=True) + 1e-20)
+        p = scores64(router, x)
+        s = p if router.score_function == "softmax" else p / (p.sum(-1, keepdim=True) + 1e-20)
         n = counts_aux.double()
         if router.aux_loss_type == "switch":
             aux = (s.sum(0) * n).sum() * (E * router.aux_loss_coeff / (k * T * T))
@@ -120,12 +132,53 @@ def reference_router(router, logits, ids, counts_aux):
     return w, aux, z
 
 
-def check_close(name, got, ref, step, failures):
+def gradient_terms(router, x64, ids, g, losses, replayed=False):
+    """Per element of the logits' gradient, the sum of the magnitudes of its terms (what its
+    rounding errors scale with; the gradient itself cancels where the weights are normalized),
+    after the routers' pages (moe_gating_top_k.md, moe_gating_top_k_softmax.md): the weights'
+    chain for this router's path, times (TOLERANCE + 2 k) / TOLERANCE for the k-term sums, plus
+    the largest magnitude of each loss's gradient and p's floor through 1 / D."""
+    x = x64.detach()
+    p, idx, ga = scores64(router, x), ids.long(), g.double().abs()
+    c, k, f = abs(router.scaling_factor), router.topk, router.score_function
+    w = p.gather(-1, idx)
+    renormalized = router.normalize if f != "softmax" else not router.pre_softmax
+    if f == "softmax" and renormalized and not replayed and not router._grouped():
+        y = w / w.sum(-1, keepdim=True)  # MoeGatingTopKSoftmax renorm 1: softmax of the k
+        d = (ga * y).sum(-1, keepdim=True)
+        magnitude = torch.zeros_like(p).scatter_add(-1, idx, c * y * (ga + d))
+        D = torch.ones_like(d)
+    else:
+        if renormalized:
+            D = w.sum(-1, keepdim=True) + (0.0 if f == "softmax" else router.eps)
+            mw = c / D * (ga + (ga * w).sum(-1, keepdim=True) / D)  # grad_w_i's terms
+        else:
+            D, mw = torch.ones_like(w[:, :1]), c * ga
+        mgp = torch.zeros_like(p).scatter_add(-1, idx, mw)
+        if f == "sigmoid":
+            magnitude = mgp * p * (1 + p)
+        elif f == "sqrtsoftplus":  # slope sigmoid / (2 p) <= 1 / (2 p)
+            magnitude = mgp / p.clamp_min(2.0 ** -126)
+        else:
+            magnitude = p * (mgp + (mw * w).sum(-1, keepdim=True))
+    terms = magnitude * (TOLERANCE + 2 * k) / TOLERANCE
+    terms = terms + 2.0 ** -120 * (c / D + 1) * ga.sum(-1, keepdim=True) / (TOLERANCE * U)
+    for loss in losses:
+        (grad,) = torch.autograd.grad(loss, x64, retain_graph=True)
+        terms = terms + grad.abs().max()
+    return terms
+
+
+def check_close(name, got, ref, step, failures, terms=None):
+    """|got - ref| <= TOLERANCE u x (the largest |ref|, or each element's terms)."""
     ref = ref.detach()
-    err = (got.detach().double() - ref).abs().max().item()
-    scale = ref.abs().max().item()
-    if not err <= TOLERANCE * U * scale:
-        failures.append(f"step {step}: {name}: max error {err:.3g} > {TOLERANCE} u x {scale:.3g}")
+    err = (got.detach().double() - ref).abs()
+    scale = ref.abs().max() if terms is None else terms
+    bad = err > TOLERANCE * U * scale + 2.0 ** -120
+    if bad.any():
+        i = int(bad.flatten().nonzero()[0])
+        failures.append(f"step {step}: {name}: error {err.flatten()[i].item():.3g} > {TOLERANCE} u "
+                        f"x {torch.as_tensor(scale).expand_as(err).flatten()[i].item():.3g}")
 
 
 def train(name, device, check):
@@ -170,13 +223,17 @@ def train(name, device, check):
             x64 = logits.detach().double().requires_grad_()
             w, aux, z = reference_router(router, x64, captured["ids"], counts_aux)
             check_close("weights", captured["weights"], w, step, failures)
-            total = (w * captured["weights"].grad.double()).sum()
+            g = captured["weights"].grad
+            total = (w * g.double()).sum()
+            loss_refs = [ref for ref in (aux, z) if ref is not None]
             for got, ref, what in ((out.aux_loss, aux, "aux_loss"), (out.z_loss, z, "z_loss")):
                 if ref is not None:
                     check_close(what, got, ref, step, failures)
                     total = total + ref
+            terms = gradient_terms(router, x64, captured["ids"], g, loss_refs,
+                                   replayed=token_ids is not None)
             (grad64,) = torch.autograd.grad(total, x64)
-            check_close("grad logits", logits.grad, grad64, step, failures)
+            check_close("grad logits", logits.grad, grad64, step, failures, terms)
         with torch.no_grad():
             for p in layer.parameters():
                 if p.grad is not None:
