@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "core/error.h"
 #include "core/kernel.h"
 #include "kernels/list.h"
 
@@ -18,4 +19,13 @@
 
 namespace infiniop::opencl {
 INFINIOP_KERNELS(INFINIOP_OPENCL_FACTORY_DECLARE)
+
+// What every factory ends with: the runner handed out once its init() (its programs, what the
+// plan uploads) has succeeded, else nothing and init's status.
+template <class R>
+infiniStatus_t initialized(std::unique_ptr<R> made, std::unique_ptr<Runner> *runner) {
+  INFINIOP_CHECK(made->init());
+  *runner = std::move(made);
+  return INFINI_STATUS_SUCCESS;
+}
 }  // namespace infiniop::opencl

@@ -14,6 +14,7 @@
 #include "opencl/elementwise.h"
 #include "opencl/gather.h"
 #include "opencl/kernel_table.h"
+#include "opencl/router_view.h"
 #include "opencl/program.h"
 #include "opencl/runtime.h"
 #include "opencl/sources.h"
@@ -78,12 +79,14 @@ class AuxLoss final : public moe::AuxLossRunner {
     cl_command_queue queue = nullptr;
     INFINIOP_CHECK(queueOf(op_, handle_, stream, &queue));
     // Every device range first: nothing is queued before all of them resolve.
-    Arg x, counts, out, grad_loss, sums;
+    ViewArg x, counts, out, grad_loss, sums;
     const RouterView &out_view = p.grad ? p.grad_x : p.loss;
-    INFINIOP_CHECK(resolve(out_view, p.grad ? data.grad_x : data.loss, nullptr, &out));
-    INFINIOP_CHECK(resolve(p.x, data.x, out.mem, &x));
-    INFINIOP_CHECK(resolve(p.counts, data.counts, out.mem, &counts));
-    INFINIOP_CHECK(resolve(p.grad_loss, data.grad_loss, out.mem, &grad_loss));
+    INFINIOP_CHECK(
+        resolveRouterView(op_, handle_, out_view, p.grad ? data.grad_x : data.loss, nullptr, &out));
+    INFINIOP_CHECK(resolveRouterView(op_, handle_, p.x, data.x, out.mem, &x));
+    INFINIOP_CHECK(resolveRouterView(op_, handle_, p.counts, data.counts, out.mem, &counts));
+    INFINIOP_CHECK(
+        resolveRouterView(op_, handle_, p.grad_loss, data.grad_loss, out.mem, &grad_loss));
     const cl_ulong T = p.rows, E = p.experts, B = p.sequences;
     const auto score = static_cast<cl_uint>(p.score);
     std::lock_guard<std::mutex> lock(mutex_);
@@ -111,17 +114,6 @@ class AuxLoss final : public moe::AuxLossRunner {
   }
 
  private:
-  struct Arg {
-    cl_mem mem = nullptr;
-    cl_ulong index = 0;
-  };
-  // A view's buffer and element index; `unused` for an absent or empty one.
-  infiniStatus_t resolve(const RouterView &v, const void *data, cl_mem unused, Arg *arg) const {
-    arg->mem = unused;
-    if (!v.present || v.rows * v.cols == 0) return INFINI_STATUS_SUCCESS;
-    return resolveSpan(op_, handle_, data, v.span, dtypeSize(v.dtype), &arg->mem, &arg->index);
-  }
-
   const char *op_;
   infiniopHandle_t handle_;
   AuxLossPlan plan_;
@@ -135,10 +127,8 @@ class AuxLoss final : public moe::AuxLossRunner {
 
 infiniStatus_t makeMoeAuxLossRunner(const char *op, infiniopHandle_t handle, const Plan &plan,
                                     std::unique_ptr<Runner> *runner) {
-  auto made = std::make_unique<AuxLoss>(op, handle, static_cast<const AuxLossPlan &>(plan));
-  INFINIOP_CHECK(made->init());
-  *runner = std::move(made);
-  return INFINI_STATUS_SUCCESS;
+  return initialized(std::make_unique<AuxLoss>(op, handle, static_cast<const AuxLossPlan &>(plan)),
+                     runner);
 }
 
 }  // namespace infiniop::opencl

@@ -110,10 +110,8 @@ class Counts final : public moe::CountsRunner {
 
 infiniStatus_t makeMoeCountsRunner(const char *op, infiniopHandle_t handle, const Plan &plan,
                                    std::unique_ptr<Runner> *runner) {
-  auto made = std::make_unique<Counts>(op, handle, static_cast<const CountsPlan &>(plan));
-  INFINIOP_CHECK(made->init());
-  *runner = std::move(made);
-  return INFINI_STATUS_SUCCESS;
+  return initialized(std::make_unique<Counts>(op, handle, static_cast<const CountsPlan &>(plan)),
+                     runner);
 }
 
 }  // namespace infiniop::opencl

@@ -254,18 +254,14 @@ class Grad final : public moe::GradRunner {
 // `op` starts its messages (MoeInitRoutingV2Grad runs on it too).
 infiniStatus_t makeMoeForwardRunner(const char *op, infiniopHandle_t handle, const Plan &plan,
                                     std::unique_ptr<Runner> *runner) {
-  auto made = std::make_unique<Forward>(op, handle, static_cast<const moe::ForwardPlan &>(plan));
-  INFINIOP_CHECK(made->init());
-  *runner = std::move(made);
-  return INFINI_STATUS_SUCCESS;
+  return initialized(
+      std::make_unique<Forward>(op, handle, static_cast<const moe::ForwardPlan &>(plan)), runner);
 }
 
 infiniStatus_t makeMoeGradRunner(const char *, infiniopHandle_t handle, const Plan &plan,
                                  std::unique_ptr<Runner> *runner) {
-  auto made = std::make_unique<Grad>(handle, static_cast<const moe::GradPlan &>(plan));
-  INFINIOP_CHECK(made->init());
-  *runner = std::move(made);
-  return INFINI_STATUS_SUCCESS;
+  return initialized(std::make_unique<Grad>(handle, static_cast<const moe::GradPlan &>(plan)),
+                     runner);
 }
 
 }  // namespace infiniop::opencl

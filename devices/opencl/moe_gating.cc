@@ -14,6 +14,7 @@
 #include "core/handle.h"
 #include "opencl/elementwise.h"
 #include "opencl/kernel_table.h"
+#include "opencl/router_view.h"
 #include "opencl/gather.h"
 #include "opencl/program.h"
 #include "opencl/runtime.h"
@@ -117,20 +118,21 @@ class Router final : public moe::RouterRunner {
     INFINIOP_CHECK(queueOf(op_, handle_, stream, &queue));
     // Every device range first: nothing is queued before all of them resolve. Absent views get
     // x's buffer (never read: OpenCL 1.2 drivers differ on NULL buffer arguments).
-    Arg x, y, expert_idx, row_idx, probs, finished, bias, grad_x, grad_y, scratch;
-    INFINIOP_CHECK(resolve(p.x, data.x, nullptr, &x));
+    ViewArg x, y, expert_idx, row_idx, probs, finished, bias, grad_x, grad_y, scratch;
+    INFINIOP_CHECK(resolveRouterView(op_, handle_, p.x, data.x, nullptr, &x));
     // The grads and MoeGatingWeights read expert_idx.
     const bool grad = p.kind == RouterKind::top_k_softmax_grad ||
                       p.kind == RouterKind::top_k_grad || p.kind == RouterKind::weights;
-    INFINIOP_CHECK(resolve(p.y, data.y, x.mem, &y));
-    INFINIOP_CHECK(
-        resolve(p.expert_idx, grad ? data.expert_idx_in : data.expert_idx, x.mem, &expert_idx));
-    INFINIOP_CHECK(resolve(p.row_idx, data.row_idx, x.mem, &row_idx));
-    INFINIOP_CHECK(resolve(p.probs, data.probs, x.mem, &probs));
-    INFINIOP_CHECK(resolve(p.finished, data.finished, x.mem, &finished));
-    INFINIOP_CHECK(resolve(p.bias, data.bias, x.mem, &bias));
-    INFINIOP_CHECK(resolve(p.grad_x, data.grad_x, x.mem, &grad_x));
-    INFINIOP_CHECK(resolve(p.grad_y, data.grad_y, x.mem, &grad_y));
+    INFINIOP_CHECK(resolveRouterView(op_, handle_, p.y, data.y, x.mem, &y));
+    INFINIOP_CHECK(resolveRouterView(op_, handle_, p.expert_idx,
+                                     grad ? data.expert_idx_in : data.expert_idx, x.mem,
+                                     &expert_idx));
+    INFINIOP_CHECK(resolveRouterView(op_, handle_, p.row_idx, data.row_idx, x.mem, &row_idx));
+    INFINIOP_CHECK(resolveRouterView(op_, handle_, p.probs, data.probs, x.mem, &probs));
+    INFINIOP_CHECK(resolveRouterView(op_, handle_, p.finished, data.finished, x.mem, &finished));
+    INFINIOP_CHECK(resolveRouterView(op_, handle_, p.bias, data.bias, x.mem, &bias));
+    INFINIOP_CHECK(resolveRouterView(op_, handle_, p.grad_x, data.grad_x, x.mem, &grad_x));
+    INFINIOP_CHECK(resolveRouterView(op_, handle_, p.grad_y, data.grad_y, x.mem, &grad_y));
     scratch.mem = x.mem;
     if (const size_t floats = scratchPerRow(p) * p.rows; floats > 0) {
       // From the first float boundary of the workspace (workspaceBytes has the slack).
@@ -181,18 +183,7 @@ class Router final : public moe::RouterRunner {
   }
 
  private:
-  struct Arg {
-    cl_mem mem = nullptr;
-    cl_ulong index = 0;
-  };
   static cl_uint present(const RouterView &v) { return v.present ? 1u : 0u; }
-
-  // A view's buffer and element index; `unused` for an absent or empty one.
-  infiniStatus_t resolve(const RouterView &v, const void *data, cl_mem unused, Arg *arg) const {
-    arg->mem = unused;
-    if (!v.present || v.rows * v.cols == 0) return INFINI_STATUS_SUCCESS;
-    return resolveSpan(op_, handle_, data, v.span, dtypeSize(v.dtype), &arg->mem, &arg->index);
-  }
 
   const char *op_;
   infiniopHandle_t handle_;
@@ -207,10 +198,8 @@ class Router final : public moe::RouterRunner {
 
 infiniStatus_t makeMoeRouterRunner(const char *op, infiniopHandle_t handle, const Plan &plan,
                                    std::unique_ptr<Runner> *runner) {
-  auto made = std::make_unique<Router>(op, handle, static_cast<const RouterPlan &>(plan));
-  INFINIOP_CHECK(made->init());
-  *runner = std::move(made);
-  return INFINI_STATUS_SUCCESS;
+  return initialized(std::make_unique<Router>(op, handle, static_cast<const RouterPlan &>(plan)),
+                     runner);
 }
 
 }  // namespace infiniop::opencl

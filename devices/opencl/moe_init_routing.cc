@@ -138,10 +138,8 @@ class Init final : public moe::InitRunner {
 
 infiniStatus_t makeMoeInitRunner(const char *, infiniopHandle_t handle, const Plan &plan,
                                  std::unique_ptr<Runner> *runner) {
-  auto made = std::make_unique<Init>(handle, static_cast<const moe::InitPlan &>(plan));
-  INFINIOP_CHECK(made->init());
-  *runner = std::move(made);
-  return INFINI_STATUS_SUCCESS;
+  return initialized(std::make_unique<Init>(handle, static_cast<const moe::InitPlan &>(plan)),
+                     runner);
 }
 
 }  // namespace infiniop::opencl

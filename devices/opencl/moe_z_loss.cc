@@ -131,10 +131,8 @@ class ZLoss final : public moe::ZLossRunner {
 
 infiniStatus_t makeMoeZLossRunner(const char *op, infiniopHandle_t handle, const Plan &plan,
                                   std::unique_ptr<Runner> *runner) {
-  auto made = std::make_unique<ZLoss>(op, handle, static_cast<const ZLossPlan &>(plan));
-  INFINIOP_CHECK(made->init());
-  *runner = std::move(made);
-  return INFINI_STATUS_SUCCESS;
+  return initialized(std::make_unique<ZLoss>(op, handle, static_cast<const ZLossPlan &>(plan)),
+                     runner);
 }
 
 }  // namespace infiniop::opencl
