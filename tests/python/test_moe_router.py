@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from helpers import DEVICES
-from infiniop.torch import moe
+from infiniop.torch import _ops, moe
 from router_training import TOLERANCE, U, _aux_counts, gradient_terms, reference_router
 
 H, T = 24, 48  # hidden, tokens (seq 12 x batch 4)
@@ -181,3 +181,27 @@ def test_bad_options(options, message):
 def test_update_without_bias_is_an_error():
     with pytest.raises(RuntimeError, match="expert_bias"):
         moe.Router(H, 16, 2).update_expert_bias()
+
+
+@pytest.mark.skipif(not (_ops.REGISTERED and _ops.COMPILABLE),
+                    reason="torch.compile of the library's operators needs PyTorch 2 "
+                           "(torch.library custom ops)")
+def test_router_compiles_fullgraph_with_eager_bits():
+    """DeepSeek-V3's router under torch.compile(fullgraph=True): one graph (the operators' fake
+    kernels), the weights, indices and both losses with eager's bits, and the bias counts
+    accumulated as in eager."""
+    torch.manual_seed(3)
+    options = {k: v for k, v in CASES["deepseek_v3"].items() if k != "seq_length"}
+    router = moe.Router(H, seq_length=12, **options)
+    hidden = torch.randn(T, H)
+
+    def step(x):
+        out = router(x)
+        return out.weights, out.expert_idx, out.aux_loss, out.z_loss
+
+    eager = step(hidden)
+    counts = router.tokens_since_update.clone()
+    compiled = torch.compile(step, fullgraph=True)(hidden)
+    for want, got in zip(eager, compiled):
+        assert torch.equal(want, got)
+    assert torch.equal(router.tokens_since_update, 2 * counts)
