@@ -928,6 +928,7 @@ Case decode(Input &in) {
     case kAuxLoss:
     case kAuxLossGrad:
       decodeAuxLoss(in, c, fd);
+      break;
     case kZLoss:
     case kZLossGrad:
       decodeZLoss(in, c, fd);
