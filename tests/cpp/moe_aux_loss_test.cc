@@ -251,10 +251,21 @@ class MoeAuxLossTest : public DeviceTest {
     ASSERT_EQ(forward(loss, x, counts, c), INFINI_STATUS_SUCCESS) << error_;
     const double exact = megatronLoss(c, xs, n);
     const double got = loss.get(0);
-    // docs/moe_aux_loss.md: |loss - exact| <= (E / 16 + T / 256 + 300) 2^-23 |exact|.
-    const double bound = (static_cast<double>(c.E) / 16 + static_cast<double>(c.T) / 256 + 300) *
-                             0x1p-23 * std::fabs(exact) +
-                         0x1p-149;
+    // docs/moe_aux_loss.md: |loss - exact| <= (E / 16 + T / 256 + 300) 2^-23 |exact| +
+    // K T E n 2^-124 / D (the scores' floor; D = 1 for softmax, 1e-20 for the sigmoids) +
+    // T n 2^-149 + 2^-149, n the largest count.
+    double n_max = 0;
+    for (const auto &row : n)
+      for (double v : row) n_max = std::fmax(n_max, v);
+    const double Bd = c.B == 0 ? 1.0 : static_cast<double>(c.B);
+    const double L = c.B == 0 ? static_cast<double>(c.total) : static_cast<double>(c.T) / Bd;
+    const double K =
+        c.coeff * static_cast<double>(c.E) / (static_cast<double>(c.topk) * Bd * L * L);
+    const double T = static_cast<double>(c.T);
+    const double bound =
+        (static_cast<double>(c.E) / 16 + T / 256 + 300) * 0x1p-23 * std::fabs(exact) +
+        K * T * static_cast<double>(c.E) * n_max * 0x1p-124 / (c.score == 0 ? 1.0 : 1e-20) +
+        T * n_max * 0x1p-149 + 0x1p-149;
     EXPECT_LE(std::fabs(got - exact), bound) << "loss " << got << " exact " << exact;
 
     const float g = 0.75f;

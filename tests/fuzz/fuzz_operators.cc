@@ -642,7 +642,7 @@ void decodeRouter(Input &in, Case &c, int fd) {
       Tensor idx = makeT(kIndex, with(kw), idx_dt);
       idx.hi = En;
       c.t.push_back(idx);
-      c.i[0] = fuzzInt(in, static_cast<int64_t>(in.pick(2)));  // norm_type
+      c.i[0] = fuzzInt(in, static_cast<int64_t>(in.pick(3)));  // norm_type
       c.i[1] = fuzzInt(in, 0);                                 // renorm
       c.d[0] = fuzzDouble(in, in.chance(128) ? 1.0 : 2.5);
       c.d[1] = fuzzDouble(in, in.chance(192) ? 1e-20 : 0.0);
@@ -1193,7 +1193,7 @@ double inputScale(const Case &c, const std::vector<std::vector<uint8_t>> &fill) 
 // The aux losses' bound (docs/moe_aux_loss.md, "Accuracy"): the loss's terms are >= 0, so the
 // bound is relative to it (terms 0); the grad's |K g| a (n + w) <= 2 |K g| max n (a <= 1), and
 // its floor where c = g K is subnormal: (n + w) 2^-149 <= 2 max n 2^-149; the loss's where K_f is
-// subnormal: (sum_t w_t) 2^-149 <= T max n 2^-149.
+// subnormal: (sum_t w_t) 2^-149 <= T max n 2^-149, and its scores' floor.
 struct AuxBound {
   double terms = 0, floor = 0;
   bool skip = false;
@@ -1213,7 +1213,10 @@ AuxBound auxBound(const Case &c, const std::vector<std::vector<uint8_t>> &fill) 
   for (size_t i = 0; i * es < fill[xi + 1].size(); ++i)
     n = std::fmax(n, std::fabs(valueAt(&fill[xi + 1][i * es], counts.dtype)));
   if (c.op == kAuxLoss) {
-    b.floor = 2 * T * n * 0x1p-149;
+    // Plus the scores' floor (below 2^-125.5 a score is 0): 2 |K| T E n 2^-125.5 / D, D = 1 for
+    // softmax (S >= 1), at least 1e-20 for the normalized sigmoids; 2 2^-125.5 < 2^-124.
+    b.floor =
+        2 * T * n * 0x1p-149 + std::fabs(K) * T * E * n * 0x1p-124 / (c.i[0] == 0 ? 1.0 : 1e-20);
     return b;
   }
   const double g = fill[1].size() >= 4 ? valueAt(fill[1].data(), INFINI_DTYPE_F32) : 0;
@@ -1652,7 +1655,9 @@ void compareRouter(const char *device, const Case &c, const Run &run, const Tole
     for (size_t j = 0; j < E && j < 40; ++j) xdesc += " " + num(x[j]);
     const bool finished = fin != SIZE_MAX && c.t[fin].present && *v.at(fin, r) != 0;
     if (weights) {
-      const Probs pr = c.i[0] == 1 ? sigmoidOf(x) : softmaxOf(x, chainOf(E));
+      const Probs pr = c.i[0] == 1   ? sigmoidOf(x)
+                       : c.i[0] == 2 ? sqrtSoftplusOf(x)
+                                     : softmaxOf(x, chainOf(E));
       std::vector<int64_t> got(k);
       for (size_t i = 0; i < k; ++i) {
         got[i] = v.index(2, r * k + i);
