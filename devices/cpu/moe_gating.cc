@@ -525,8 +525,10 @@ HWY_EXPORT(MoeAuxLossBlocks);
 HWY_EXPORT(MoeAuxLossGradRows);
 
 namespace {
-// The counts as F32 (exact: the host checked them to be in [0, 2^24]), B rows of E.
+// The counts as F32 (exact: the host checked them to be in [0, 2^24]), B rows of E; none for no
+// rows (nothing reads them).
 std::vector<float> auxCounts(const moe::AuxLossPlan &p, const void *counts) {
+  if (p.rows == 0) return {};
   std::vector<float> n(p.sequences * p.experts);
   for (size_t b = 0; b < p.sequences; ++b)
     for (size_t e = 0; e < p.experts; ++e) {
@@ -539,10 +541,11 @@ std::vector<float> auxCounts(const moe::AuxLossPlan &p, const void *counts) {
 }
 
 // Scratch rows (4 E floats) for every range a call may run, allocated before any is written.
+// None for no rows: an empty x may have any E (SIZE_MAX: 4 E would wrap).
 class AuxScratch {
  public:
-  AuxScratch(size_t experts, size_t blocks)
-      : per_(4 * experts), floats_(blocks * 4 * experts), blocks_(blocks) {}
+  AuxScratch(size_t rows, size_t experts, size_t blocks)
+      : per_(rows ? 4 * experts : 0), floats_(blocks * per_), blocks_(blocks) {}
   float *Take() { return floats_.data() + (next_.fetch_add(1) % blocks_) * per_; }
 
  private:
@@ -558,7 +561,7 @@ void moe_aux_loss(const moe::AuxLossPlan &plan, const moe::AuxLossData &data) {
   const std::vector<float> n = auxCounts(plan, data.counts);
   const size_t blocks = (plan.rows + moe::kAuxLossBlock - 1) / moe::kAuxLossBlock;
   std::vector<float> sums(blocks);
-  AuxScratch scratch(plan.experts, static_cast<size_t>(std::max(1, callThreads())));
+  AuxScratch scratch(plan.rows, plan.experts, static_cast<size_t>(std::max(1, callThreads())));
   // A block costs about 6 element-operations per expert per row.
   parallelRanges(blocks, 6 * plan.experts * moe::kAuxLossBlock, [&](size_t first, size_t last) {
     blocks_of(plan, data, n.data(), scratch.Take(), sums.data(), first, last);
@@ -574,7 +577,7 @@ void moe_aux_loss_grad(const moe::AuxLossPlan &plan, const moe::AuxLossData &dat
   const std::vector<float> n = auxCounts(plan, data.counts);
   const float g = static_cast<const float *>(data.grad_loss)[plan.grad_loss.offset(0, 0)];
   const float c = g * plan.scale;
-  AuxScratch scratch(plan.experts, static_cast<size_t>(std::max(1, callThreads())));
+  AuxScratch scratch(plan.rows, plan.experts, static_cast<size_t>(std::max(1, callThreads())));
   parallelRanges(plan.rows, 8 * plan.experts, [&](size_t first, size_t last) {
     rows(plan, data, n.data(), c, scratch.Take(), first, last);
   });

@@ -93,10 +93,11 @@ HWY_EXPORT(MoeZLossGradRows);
 
 namespace {
 // Two rows of E floats per range, allocated before the OpenMP region; each range takes the next.
+// None for no rows: an empty x may have any E (SIZE_MAX: 2 E would wrap).
 class RowScratch {
  public:
-  RowScratch(size_t experts, size_t ranges)
-      : per_(2 * experts), floats_(per_ * ranges), ranges_(ranges) {}
+  RowScratch(size_t rows, size_t experts, size_t ranges)
+      : per_(rows ? 2 * experts : 0), floats_(per_ * ranges), ranges_(ranges) {}
   float *Take() { return floats_.data() + next_.fetch_add(1) % ranges_ * per_; }
 
  private:
@@ -110,7 +111,7 @@ class RowScratch {
 void moe_z_loss(const moe::ZLossPlan &p, const moe::ZLossData &d) {
   const size_t blocks = moe::zLossBlocks(p.rows);
   std::vector<float> block_sums(blocks);
-  RowScratch scratch(p.experts, static_cast<size_t>(std::max(1, callThreads())));
+  RowScratch scratch(p.rows, p.experts, static_cast<size_t>(std::max(1, callThreads())));
   const auto run = &HWY_DYNAMIC_DISPATCH(MoeZLossBlocks);
   parallelRanges(blocks, moe::kZLossBlockRows * 4 * p.experts, [&](size_t first, size_t last) {
     run(p, d, block_sums.data(), scratch.Take(), first, last);
@@ -124,7 +125,7 @@ void moe_z_loss(const moe::ZLossPlan &p, const moe::ZLossData &d) {
 void moe_z_loss_grad(const moe::ZLossPlan &p, const moe::ZLossData &d) {
   const float g = static_cast<const float *>(d.grad_loss)[p.grad_loss.offset(0, 0)];
   const float gs = g * p.scale;
-  RowScratch scratch(p.experts, static_cast<size_t>(std::max(1, callThreads())));
+  RowScratch scratch(p.rows, p.experts, static_cast<size_t>(std::max(1, callThreads())));
   const auto run = &HWY_DYNAMIC_DISPATCH(MoeZLossGradRows);
   parallelRanges(p.rows, 4 * p.experts,
                  [&](size_t first, size_t last) { run(p, d, gs, scratch.Take(), first, last); });
