@@ -30,7 +30,8 @@ endif()
 set(suite_shards 8)
 math(EXPR last_shard "${suite_shards} - 1")  # foreach RANGE counts from 0
 
-# "name|emulator -cpu option|INFINIOP_CPU_ISA|expected target|suite shards|suite s|bits s":
+# "name|emulator -cpu option|INFINIOP_CPU_ISA|expected target|suite shards|suite s|bits s|bits
+# half":
 # qemu-aarch64's `max` processor (SVE2) at 128-, 256- and 512-bit vectors
 # (sve-default-vector-length is in bytes). "suite shards" lists the shards CI runs: "all", or
 # their numbers (1 to 8, comma-separated), or none. "suite s" is the slowest shard and "bits s"
@@ -40,18 +41,23 @@ math(EXPR last_shard "${suite_shards} - 1")  # foreach RANGE counts from 0
 # suite at 128 bits; at 256 and 512 bits a quarter each, the two quarters disjoint, so every
 # second shard runs at one wide length. Every processor runs the bit-identity groups at its
 # target (the cap, or the one Highway picks there: SVE2_128, SVE_256, SVE2, the same source at a
-# fixed or any width), every operator x variant x dtype against x86's digests.
+# fixed or any width), every operator x variant x dtype against x86's digests: all of them at
+# 128 bits ("bits half" empty), and at 256 and 512 bits, where the program costs four times as
+# much, half of them (1 or 2: gtest's sharding, group j in half j mod 2 + 1), the halves crossed
+# so that every group runs at each wide length and at each of SVE and SVE_256 / SVE2 (SVE at 256
+# bits takes half 1 and SVE_256 half 2; at 512 bits SVE takes half 2 and SVE2 half 1). The other
+# half is registered too, labelled emulated-extra, as the suite's unsampled shards.
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
   set(default_processors
-      "NEON|max,sve-default-vector-length=16|NEON|NEON|all|25|35"
-      "SVE_128|max,sve-default-vector-length=16|SVE|SVE|all|25|35"
-      "SVE_256|max,sve-default-vector-length=32|SVE|SVE|1,5|40|135"
-      "SVE_512|max,sve-default-vector-length=64|SVE|SVE|3,7|40|130"
-      "SVE2_128|max,sve-default-vector-length=16|SVE2_128|SVE2_128||0|35"
-      "SVE_256_fixed|max,sve-default-vector-length=32|SVE_256|SVE_256||0|130"
-      "SVE2_512|max,sve-default-vector-length=64|SVE2|SVE2||0|130")
+      "NEON|max,sve-default-vector-length=16|NEON|NEON|all|25|35|"
+      "SVE_128|max,sve-default-vector-length=16|SVE|SVE|all|25|35|"
+      "SVE_256|max,sve-default-vector-length=32|SVE|SVE|1,5|40|135|1"
+      "SVE_512|max,sve-default-vector-length=64|SVE|SVE|3,7|40|130|2"
+      "SVE2_128|max,sve-default-vector-length=16|SVE2_128|SVE2_128||0|35|"
+      "SVE_256_fixed|max,sve-default-vector-length=32|SVE_256|SVE_256||0|130|2"
+      "SVE2_512|max,sve-default-vector-length=64|SVE2|SVE2||0|130|1")
 else()
-  set(default_processors "default||||all|60|60")
+  set(default_processors "default||||all|60|60|")
 endif()
 # -DINFINIOP_EMULATED_CPUS="..." (entries as above, ;-separated) replaces the list.
 if(DEFINED INFINIOP_EMULATED_CPUS)
@@ -84,6 +90,7 @@ foreach(processor IN LISTS default_processors)
   list(GET fields 4 sampled)
   list(GET fields 5 shard_seconds)
   list(GET fields 6 bit_seconds)
+  list(GET fields 7 bit_half)
   string(REPLACE "," ";" sampled "${sampled}")
   set(run ${emulator})
   if(cpu)
@@ -98,13 +105,31 @@ foreach(processor IN LISTS default_processors)
     set_tests_properties(emulated.${name}.isa PROPERTIES ENVIRONMENT "${environment}"
                          PASS_REGULAR_EXPRESSION "^${target}\n$" LABELS emulated)
   endif()
-  # The cap leaves one target: the bit-identity groups compare it with x86's digests.
-  math(EXPR timeout "3 * ${bit_seconds} + 60")
-  add_test(NAME emulated.${name}.bit_identity
-           COMMAND ${run} $<TARGET_FILE:infiniop-bit-identity-tests>)
-  set_tests_properties(emulated.${name}.bit_identity PROPERTIES
-    ENVIRONMENT "${environment};INFINIOP_BIT_DIGESTS_EXPECTED=${expected_digests}"
-    TIMEOUT ${timeout} COST ${bit_seconds} LABELS emulated)
+  # The cap leaves one target: the bit-identity groups compare it with x86's digests (all, or
+  # the half CI runs and, labelled emulated-extra, the other).
+  set(bit_environment "${environment};INFINIOP_BIT_DIGESTS_EXPECTED=${expected_digests}")
+  if(bit_half)
+    math(EXPR bit_seconds "${bit_seconds} / 2")
+    math(EXPR timeout "3 * ${bit_seconds} + 60")
+    foreach(half IN ITEMS 1 2)
+      set(test emulated.${name}.bit_identity.${half}of2)
+      math(EXPR index "${half} - 1")
+      add_test(NAME ${test} COMMAND ${run} $<TARGET_FILE:infiniop-bit-identity-tests>)
+      set(labels emulated)
+      if(NOT half EQUAL bit_half)
+        set(labels emulated emulated-extra)
+      endif()
+      set_tests_properties(${test} PROPERTIES
+        ENVIRONMENT "${bit_environment};GTEST_TOTAL_SHARDS=2;GTEST_SHARD_INDEX=${index}"
+        TIMEOUT ${timeout} COST ${bit_seconds} LABELS "${labels}")
+    endforeach()
+  else()
+    math(EXPR timeout "3 * ${bit_seconds} + 60")
+    add_test(NAME emulated.${name}.bit_identity
+             COMMAND ${run} $<TARGET_FILE:infiniop-bit-identity-tests>)
+    set_tests_properties(emulated.${name}.bit_identity PROPERTIES
+      ENVIRONMENT "${bit_environment}" TIMEOUT ${timeout} COST ${bit_seconds} LABELS emulated)
+  endif()
 
   # The F32 logarithms (tests/cpp/log_math_test.cc) at the cap and the targets below it: their
   # bound, and the fixed samples' digest equal to x86's (4-10 s on the host above).
