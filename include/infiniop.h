@@ -17,6 +17,7 @@
 #include "infiniop/ops/gelu_mul_backward.h"
 #include "infiniop/ops/moe_aux_loss.h"
 #include "infiniop/ops/moe_bias_update.h"
+#include "infiniop/ops/moe_expert_capacity.h"
 #include "infiniop/ops/moe_expert_counts.h"
 #include "infiniop/ops/moe_finalize_routing_v2.h"
 #include "infiniop/ops/moe_finalize_routing_v2_grad.h"

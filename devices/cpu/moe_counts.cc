@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// MoeExpertCounts and MoeBiasUpdate on the cpu device (docs/moe_expert_counts.md,
-// docs/moe_bias_update.md). Integer work, so plain C++: counting walks each row through a typed
-// pointer into a histogram, one per OpenMP thread over a contiguous range of rows once there are
-// kParallelThreshold elements, the histograms then added (integer sums: any order gives the same
-// counts). The bias update compares each count with the host's exact sum through moe::meanSign.
+// MoeExpertCounts, MoeBiasUpdate and MoeExpertCapacity on the cpu device
+// (docs/moe_expert_counts.md, docs/moe_bias_update.md, docs/moe_expert_capacity.md). Integer work,
+// so plain C++: counting walks each row through a typed pointer into a histogram, one per OpenMP
+// thread over a contiguous range of rows once there are kParallelThreshold elements, the
+// histograms then added (integer sums: any order gives the same counts). The bias update compares
+// each count with the host's exact sum through moe::meanSign. Capacity: the position policy
+// counts each expert's slots in slot order; the probability policy buckets the slots by expert (a
+// counting sort: each bucket in slot order), then keeps the first C of each bucket under the
+// total order (rank key descending, slot ascending) by nth_element, experts over OpenMP threads:
+// a total order, so any algorithm keeps the same slots.
 #include <omp.h>
 
 #include <algorithm>
@@ -13,6 +18,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/dtype.h"
 #include "cpu/parallel.h"
 #include "ops/moe_counts.h"
 
@@ -80,7 +86,83 @@ void updateBias(const moe::CountsPlan &p, int64_t total, const Count *counts, fl
   }
 }
 
+template <class Index>
+int64_t loadIndex(const moe::RouterView &v, const void *data, size_t s) {
+  return static_cast<const Index *>(data)[v.offset(s / v.cols, s % v.cols)];
+}
+int64_t expertAt(const moe::RouterView &v, const void *data, size_t s) {
+  return v.dtype == INFINI_DTYPE_I64 ? loadIndex<int64_t>(v, data, s)
+                                     : loadIndex<int32_t>(v, data, s);
+}
+
+// kept[s] for every slot (the plan's policy).
+std::vector<char> keptSlots(const moe::CountsPlan &p, const moe::CountsData &d) {
+  const size_t slots = p.expert_idx.rows * p.expert_idx.cols, E = p.experts;
+  std::vector<size_t> expert(slots);
+  for (size_t s = 0; s < slots; ++s)
+    expert[s] = static_cast<size_t>(expertAt(p.expert_idx, d.expert_idx, s));
+  std::vector<char> kept(slots, 0);
+  if (p.policy == moe::DropPolicy::position) {
+    std::vector<size_t> taken(E + 1, 0);
+    for (size_t s = 0; s < slots; ++s) kept[s] = expert[s] != E && taken[expert[s]]++ < p.capacity;
+    return kept;
+  }
+  // Buckets: order[start[e] .. start[e + 1]) holds expert e's slots in slot order.
+  std::vector<size_t> start(E + 2, 0), order(slots);
+  for (size_t s = 0; s < slots; ++s) ++start[expert[s] + 1];
+  for (size_t e = 0; e <= E; ++e) start[e + 1] += start[e];
+  std::vector<size_t> fill(start.begin(), start.end() - 1);
+  std::vector<uint32_t> key(slots);
+  const size_t k = p.weights.cols;
+  visitFloatStorage(p.weights.dtype, [&](auto t) {
+    using T = decltype(t);
+    const T *w = static_cast<const T *>(d.weights);
+    for (size_t s = 0; s < slots; ++s) {
+      order[fill[expert[s]]++] = s;
+      key[s] = moe::capacityKey(toFloat(w[p.weights.offset(s / k, s % k)]));
+    }
+  });
+  const auto before = [&](size_t a, size_t b) {
+    return key[a] != key[b] ? key[a] > key[b] : a < b;
+  };
+  parallelRanges(E, slots / E + 1, [&](size_t first, size_t last) {
+    for (size_t e = first; e < last; ++e) {
+      size_t *begin = order.data() + start[e], *end = order.data() + start[e + 1];
+      if (static_cast<size_t>(end - begin) > p.capacity)
+        std::nth_element(begin, begin + p.capacity, end, before);
+      for (size_t *i = begin; i < end && i < begin + p.capacity; ++i) kept[*i] = 1;
+    }
+  });
+  return kept;
+}
+
 }  // namespace
+
+void moe_expert_capacity(const moe::CountsPlan &p, const moe::CountsData &d) {
+  const std::vector<char> kept = keptSlots(p, d);
+  const size_t k = p.expert_idx.cols, slots = kept.size();
+  const auto E = static_cast<int64_t>(p.experts);
+  const size_t weight_size = d.weights_out ? dtypeSize(p.weights_out.dtype) : 0;
+  for (size_t s = 0; s < slots; ++s) {
+    const size_t r = s / k, c = s % k;
+    const int64_t value = kept[s] ? expertAt(p.expert_idx, d.expert_idx, s) : E;
+    const ptrdiff_t at = p.kept_idx.offset(r, c);
+    if (p.kept_idx.dtype == INFINI_DTYPE_I64)
+      static_cast<int64_t *>(d.kept_idx)[at] = value;
+    else
+      static_cast<int32_t *>(d.kept_idx)[at] = static_cast<int32_t>(value);
+    if (!d.weights_out) continue;
+    char *out = static_cast<char *>(d.weights_out) +
+                p.weights_out.offset(r, c) * static_cast<ptrdiff_t>(weight_size);
+    if (kept[s])  // the same bits
+      std::memcpy(out,
+                  static_cast<const char *>(d.weights) +
+                      p.weights.offset(r, c) * static_cast<ptrdiff_t>(weight_size),
+                  weight_size);
+    else
+      std::memset(out, 0, weight_size);  // +0
+  }
+}
 
 void moe_expert_counts(const moe::CountsPlan &p, const moe::CountsData &d) {
   std::vector<int64_t> counts(p.sequences * (p.experts + 1), 0);

@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// MoeExpertCounts and MoeBiasUpdate as the formulas read (docs/moe_expert_counts.md,
-// docs/moe_bias_update.md): plain loops, the mean compared in 128-bit integers (S vs E c, the
-// rational comparison without dividing), independent of the host's sum. The oracle of the other
-// devices, so nothing here is clever.
+// MoeExpertCounts, MoeBiasUpdate and MoeExpertCapacity as the formulas read
+// (docs/moe_expert_counts.md, docs/moe_bias_update.md, docs/moe_expert_capacity.md): plain loops,
+// the mean compared in 128-bit integers (S vs E c, the rational comparison without dividing),
+// independent of the host's sum; capacity by a stable sort of each expert's slots on the weights
+// compared as values (not the devices' rank keys). The oracle of the other devices, so nothing
+// here is clever.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "core/dtype.h"
 #include "ops/moe_counts.h"
 
 namespace infiniop::cpu_reference {
@@ -61,6 +65,54 @@ void moe_bias_update(const moe::CountsPlan &p, const moe::CountsData &d) {
   }
   for (size_t e = 0; e < p.experts; ++e)
     if (changed[e]) static_cast<float *>(d.bias)[p.bias.offset(0, e)] = updated[e];
+}
+
+void moe_expert_capacity(const moe::CountsPlan &p, const moe::CountsData &d) {
+  const size_t k = p.expert_idx.cols, slots = p.expert_idx.rows * k, E = p.experts;
+  std::vector<int64_t> expert(slots);
+  std::vector<float> weight(slots, 0.0f);
+  std::vector<std::vector<size_t>> of_expert(E);  // each expert's slots, in slot order
+  for (size_t s = 0; s < slots; ++s) {
+    expert[s] = loadInteger(p.expert_idx, d.expert_idx, s / k, s % k);
+    if (d.weights)
+      visitFloatStorage(p.weights.dtype, [&](auto t) {
+        using T = decltype(t);
+        weight[s] = toFloat(static_cast<const T *>(d.weights)[p.weights.offset(s / k, s % k)]);
+      });
+    if (expert[s] != static_cast<int64_t>(E))
+      of_expert[static_cast<size_t>(expert[s])].push_back(s);
+  }
+  // Probability: a NaN first, then larger values; equal values (-0 and +0 too) keep slot order.
+  const auto ranks_before = [&](size_t a, size_t b) {
+    const float x = weight[a], y = weight[b];
+    return (std::isnan(x) && !std::isnan(y)) || x > y;
+  };
+  std::vector<bool> kept(slots, false);
+  for (std::vector<size_t> &list : of_expert) {
+    if (p.policy == moe::DropPolicy::probability)
+      std::stable_sort(list.begin(), list.end(), ranks_before);
+    for (size_t i = 0; i < list.size() && i < p.capacity; ++i) kept[list[i]] = true;
+  }
+  const size_t weight_size = d.weights_out ? dtypeSize(p.weights_out.dtype) : 0;
+  for (size_t s = 0; s < slots; ++s) {
+    const size_t r = s / k, c = s % k;
+    const int64_t value = kept[s] ? expert[s] : static_cast<int64_t>(E);
+    const ptrdiff_t at = p.kept_idx.offset(r, c);
+    if (p.kept_idx.dtype == INFINI_DTYPE_I64)
+      static_cast<int64_t *>(d.kept_idx)[at] = value;
+    else
+      static_cast<int32_t *>(d.kept_idx)[at] = static_cast<int32_t>(value);
+    if (!d.weights_out) continue;
+    char *out = static_cast<char *>(d.weights_out) +
+                p.weights_out.offset(r, c) * static_cast<ptrdiff_t>(weight_size);
+    if (kept[s])  // the same bits
+      std::memcpy(out,
+                  static_cast<const char *>(d.weights) +
+                      p.weights.offset(r, c) * static_cast<ptrdiff_t>(weight_size),
+                  weight_size);
+    else
+      std::memset(out, 0, weight_size);  // +0
+  }
 }
 
 }  // namespace infiniop::cpu_reference

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// MoeExpertCounts and MoeBiasUpdate on OpenCL (kernels/moe_counts.cl): one work-item per expert
-// (per sequence and expert with counts (B, E)).
+// MoeExpertCounts, MoeBiasUpdate and MoeExpertCapacity on OpenCL (kernels/moe_counts.cl): one
+// work-item per expert (per sequence and expert with counts (B, E); capacity: and one for the
+// slots marked E).
 // expert_idx's view (leading dims and strides) is uploaded once at descriptor creation; a call
 // passes each tensor's buffer and element index, and the bias update the exact mean as the
 // quotient and remainder of the host's checked sum by E.
@@ -106,12 +107,92 @@ class Counts final : public moe::CountsRunner {
   mutable std::mutex mutex_;
 };
 
+// MoeExpertCapacity: one work-item per expert and one for the slots marked E.
+class Capacity final : public moe::CountsRunner {
+ public:
+  Capacity(const char *op, infiniopHandle_t handle, const CountsPlan &plan)
+      : op_(op), handle_(handle), plan_(plan) {}
+  ~Capacity() override {
+    if (geometry_) clReleaseMemObject(geometry_);
+  }
+
+  infiniStatus_t init() {
+    const CountsPlan &p = plan_;
+    // Without weights (the position policy, no weights_out) the F32 program, never reading them.
+    const infiniDtype_t weights = p.weights.present ? p.weights.dtype : INFINI_DTYPE_F32;
+    std::string options = std::string("-cl-std=CL1.2 ") + storageOption(weights);
+    if (p.expert_idx.dtype == INFINI_DTYPE_I64) options += " -DINDEX_T=long";
+    if (p.kept_idx.dtype == INFINI_DTYPE_I64) options += " -DCOUNT_T=long";
+    if (dtypeSize(weights) == 2) options += " -DBITS_T=ushort";
+    cl_program program = nullptr;
+    INFINIOP_CHECK(
+        getProgram(op_, handle_, {sources::common, sources::moe_counts}, options, &program));
+    INFINIOP_CHECK(createKernel(op_, program, "moe_expert_capacity", kernel_.out()));
+    INFINIOP_CHECK(workGroupSize(op_, handle_, kernel_.get(), &group_));
+    const RouterView *views[] = {&p.expert_idx, &p.kept_idx, &p.weights, &p.weights_out};
+    const size_t view = 2 + 2 * moe::kRouterMaxLeading;
+    std::vector<cl_long> geometry(4 * view, 0);
+    for (size_t v = 0; v < 4; ++v) {
+      cl_long *g = geometry.data() + v * view;
+      g[0] = views[v]->col_stride;
+      g[1] = views[v]->ndim;
+      for (int d = 0; d < views[v]->ndim; ++d) {
+        g[2 + d] = static_cast<cl_long>(views[v]->dims[d]);
+        g[2 + moe::kRouterMaxLeading + d] = views[v]->strides[d];
+      }
+    }
+    return planBuffer(op_, handle_, geometry, &geometry_);
+  }
+
+  infiniStatus_t run(const moe::CountsData &data, void *stream) const override {
+    const CountsPlan &p = plan_;
+    cl_command_queue queue = nullptr;
+    INFINIOP_CHECK(queueOf(op_, handle_, stream, &queue));
+    // Every device range first: nothing is queued before all of them resolve. An absent weights
+    // tensor gets kept_idx's buffer (never read or written).
+    cl_mem expert_idx = nullptr, kept_idx = nullptr, weights = nullptr, weights_out = nullptr;
+    cl_ulong expert_idx_index = 0, kept_idx_index = 0, weights_index = 0, weights_out_index = 0;
+    INFINIOP_CHECK(resolveSpan(op_, handle_, data.expert_idx, p.expert_idx.span,
+                               dtypeSize(p.expert_idx.dtype), &expert_idx, &expert_idx_index));
+    INFINIOP_CHECK(resolveSpan(op_, handle_, data.kept_idx, p.kept_idx.span,
+                               dtypeSize(p.kept_idx.dtype), &kept_idx, &kept_idx_index));
+    weights = weights_out = kept_idx;
+    if (data.weights)
+      INFINIOP_CHECK(resolveSpan(op_, handle_, data.weights, p.weights.span,
+                                 dtypeSize(p.weights.dtype), &weights, &weights_index));
+    if (data.weights_out)
+      INFINIOP_CHECK(resolveSpan(op_, handle_, data.weights_out, p.weights_out.span,
+                                 dtypeSize(p.weights_out.dtype), &weights_out, &weights_out_index));
+    const cl_ulong slots = p.expert_idx.rows * p.expert_idx.cols, k = p.expert_idx.cols,
+                   E = p.experts, C = p.capacity;
+    const cl_int policy = p.policy == moe::DropPolicy::probability ? 1 : 0;
+    const cl_int has_weights_out = data.weights_out ? 1 : 0;
+    // A cl_kernel's arguments are shared state: set them and enqueue as one step.
+    std::lock_guard<std::mutex> lock(mutex_);
+    INFINIOP_CHECK(setArgs(op_, kernel_.get(), 0, geometry_, expert_idx, expert_idx_index, kept_idx,
+                           kept_idx_index, weights, weights, weights_index, weights_out,
+                           weights_out_index, slots, k, E, C, policy, has_weights_out));
+    return launch(op_, queue, kernel_.get(), p.experts + 1, group_);
+  }
+
+ private:
+  const char *op_;
+  infiniopHandle_t handle_;
+  CountsPlan plan_;
+  KernelRef kernel_;
+  size_t group_ = 1;
+  cl_mem geometry_ = nullptr;
+  mutable std::mutex mutex_;
+};
+
 }  // namespace
 
 infiniStatus_t makeMoeCountsRunner(const char *op, infiniopHandle_t handle, const Plan &plan,
                                    std::unique_ptr<Runner> *runner) {
-  return initialized(std::make_unique<Counts>(op, handle, static_cast<const CountsPlan &>(plan)),
-                     runner);
+  const auto &counts = static_cast<const CountsPlan &>(plan);
+  if (counts.kind == CountsKind::capacity)
+    return initialized(std::make_unique<Capacity>(op, handle, counts), runner);
+  return initialized(std::make_unique<Counts>(op, handle, counts), runner);
 }
 
 }  // namespace infiniop::opencl

@@ -36,6 +36,7 @@
   X(MoeRouter, moe_gating_weights)                  \
   X(MoeCounts, moe_expert_counts)                   \
   X(MoeCounts, moe_bias_update)                     \
+  X(MoeCounts, moe_expert_capacity)                 \
   X(MoeAuxLoss, moe_aux_loss)                       \
   X(MoeAuxLoss, moe_aux_loss_grad)                  \
   X(MoeZLoss, moe_z_loss)                           \

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// MoeExpertCounts and MoeBiasUpdate (family MoeCounts, ops/moe_counts.h): the C ABI, the
-// descriptors and their checks, and the family's host runner (the arithmetic is the device's:
-// docs/moe_expert_counts.md, docs/moe_bias_update.md).
+// MoeExpertCounts, MoeBiasUpdate and MoeExpertCapacity (family MoeCounts, ops/moe_counts.h): the
+// C ABI, the descriptors and their checks, and the family's host runner (the arithmetic is the
+// device's: docs/moe_expert_counts.md, docs/moe_bias_update.md, docs/moe_expert_capacity.md).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "infiniop/ops/moe_bias_update.h"
+#include "infiniop/ops/moe_expert_capacity.h"
 #include "infiniop/ops/moe_expert_counts.h"
 #include "ops/moe_counts.h"
 #include "ops/moe_gating_checks.h"
@@ -23,6 +24,7 @@ namespace moe = infiniop::moe;
 
 constexpr const char *kCounts = "MoeExpertCounts";
 constexpr const char *kBias = "MoeBiasUpdate";
+constexpr const char *kCapacity = "MoeExpertCapacity";
 
 using CountsDescriptor = infiniop::moe_gating::RunnerDescriptor<moe::CountsPlan, moe::CountsRunner>;
 using infiniop::moe_gating::publishRunner;
@@ -197,6 +199,92 @@ infiniStatus_t runBias(const CountsDescriptor *desc, size_t workspace_size, void
   return infiniop::succeed();
 }
 
+// ---- MoeExpertCapacity -------------------------------------------------------------------------
+
+infiniStatus_t createCapacity(infiniopHandle_t handle,
+                              infiniopMoeExpertCapacityDescriptor_t *desc_ptr,
+                              const Tensor *kept_idx, const Tensor *weights_out,
+                              const Tensor *expert_idx, const Tensor *weights, int64_t num_experts,
+                              int64_t capacity, int64_t drop_policy) {
+  Checker check(kCapacity);
+  INFINIOP_CHECK(check.opening(desc_ptr, handle));
+  INFINIOP_CHECK(check.required("kept_idx descriptor", kept_idx));
+  INFINIOP_CHECK(check.required("expert_idx descriptor", expert_idx));
+  INFINIOP_CHECK(check.device(handle, infiniop::KernelId::moe_expert_capacity));
+  if (num_experts < 1)
+    return check.fail(INFINI_STATUS_BAD_PARAM,
+                      "num_experts " + std::to_string(num_experts) + " is not >= 1");
+  if (capacity < 0)
+    return check.fail(INFINI_STATUS_BAD_PARAM,
+                      "capacity " + std::to_string(capacity) + " is negative");
+  if (drop_policy != 0 && drop_policy != 1)
+    return check.fail(INFINI_STATUS_BAD_PARAM, "drop_policy " + std::to_string(drop_policy) +
+                                                   " is not 0 (position) or 1 (probability)");
+  if (!weights && (drop_policy == 1 || weights_out))
+    return check.fail(INFINI_STATUS_NULL_POINTER,
+                      drop_policy == 1
+                          ? "weights descriptor is NULL; drop_policy 1 (probability) ranks by it"
+                          : "weights descriptor is NULL but weights_out is given");
+  INFINIOP_CHECK(check.index("kept_idx", kept_idx));
+  INFINIOP_CHECK(check.index("expert_idx", expert_idx));
+  if (expert_idx->ndim() < 1)
+    return check.fail(INFINI_STATUS_BAD_TENSOR_SHAPE, "expert_idx shape " +
+                                                          infiniop::shapeString(expert_idx->shape) +
+                                                          " must be (..., k), rank >= 1");
+  INFINIOP_CHECK(check.shape("kept_idx", kept_idx, expert_idx->shape, "expert_idx's shape"));
+  // kept_idx holds experts up to E.
+  INFINIOP_CHECK(infiniop::moe_gating::indexFits(check, "kept_idx", kept_idx,
+                                                 static_cast<size_t>(num_experts)));
+  INFINIOP_CHECK(check.floating("weights", weights));
+  INFINIOP_CHECK(check.floating("weights_out", weights_out));
+  if (weights)
+    INFINIOP_CHECK(check.shape("weights", weights, expert_idx->shape, "expert_idx's shape"));
+  if (weights_out)
+    INFINIOP_CHECK(
+        check.shape("weights_out", weights_out, expert_idx->shape, "expert_idx's shape"));
+  INFINIOP_CHECK(check.output("kept_idx", kept_idx));
+  if (weights_out) INFINIOP_CHECK(check.output("weights_out", weights_out));
+
+  auto desc = std::make_unique<CountsDescriptor>(kCapacity);
+  moe::CountsPlan &p = desc->plan;
+  p.kind = moe::CountsKind::capacity;
+  p.kernel = infiniop::KernelId::moe_expert_capacity;
+  p.experts = static_cast<size_t>(num_experts);
+  p.capacity = static_cast<size_t>(capacity);
+  p.policy = drop_policy == 1 ? moe::DropPolicy::probability : moe::DropPolicy::position;
+  INFINIOP_CHECK(routerView(check, "kept_idx", kept_idx, true, &p.kept_idx));
+  INFINIOP_CHECK(routerView(check, "expert_idx", expert_idx, true, &p.expert_idx));
+  INFINIOP_CHECK(routerView(check, "weights", weights, true, &p.weights));
+  INFINIOP_CHECK(routerView(check, "weights_out", weights_out, true, &p.weights_out));
+  return publishRunner(kCapacity, handle, desc_ptr, std::move(desc));
+}
+
+infiniStatus_t runCapacity(const CountsDescriptor *desc, size_t workspace_size, void *workspace,
+                           void *kept_idx, void *weights_out, const void *expert_idx,
+                           const void *weights, void *stream) {
+  const moe::CountsPlan &p = desc->plan;
+  const char *op = desc->name();
+  INFINIOP_CHECK(checks::checkWorkspaceSize(op, workspace_size, desc->workspace_size));
+  INFINIOP_CHECK(checks::checkOperands(
+      op,
+      {operand("kept_idx", kept_idx, p.kept_idx),
+       operand("weights_out", weights_out, p.weights_out),
+       operand("expert_idx", expert_idx, p.expert_idx), operand("weights", weights, p.weights),
+       checks::workspaceOperand(workspace, desc->workspace_size)},
+      2, /*last_is_workspace=*/true));
+  HostValues values;
+  INFINIOP_CHECK(values.read(op, desc->handle, stream, p.expert_idx, expert_idx));
+  INFINIOP_CHECK(checkExperts(op, p.expert_idx, values, p.experts));
+  if (p.expert_idx.rows * p.expert_idx.cols == 0) return infiniop::succeed();  // nothing to write
+  moe::CountsData data{};
+  data.expert_idx = expert_idx;
+  data.kept_idx = kept_idx;
+  data.weights = p.weights.present ? weights : nullptr;
+  data.weights_out = p.weights_out.present ? weights_out : nullptr;
+  data.workspace = workspace;
+  INFINIOP_CHECK(desc->runner->run(data, stream));
+  return infiniop::succeed();
+}
 }  // namespace
 
 // ---- the host runner ---------------------------------------------------------------------------
@@ -250,4 +338,30 @@ extern "C" infiniStatus_t infiniopMoeBiasUpdate(infiniopMoeBiasUpdateDescriptor_
   INFINIOP_CHECK(infiniop::unwrapDescriptor(kBias, desc, &d));
   return infiniop::guarded(
       kBias, [&] { return runBias(d, workspace_size, workspace, bias, counts, stream); });
+}
+
+extern "C" infiniStatus_t infiniopCreateMoeExpertCapacityDescriptor(
+    infiniopHandle_t handle, infiniopMoeExpertCapacityDescriptor_t *desc_ptr,
+    infiniopTensorDescriptor_t kept_idx_desc, infiniopTensorDescriptor_t weights_out_desc,
+    infiniopTensorDescriptor_t expert_idx_desc, infiniopTensorDescriptor_t weights_desc,
+    int64_t num_experts, int64_t capacity, int64_t drop_policy) {
+  return infiniop::guarded(kCapacity, [&] {
+    return createCapacity(handle, desc_ptr, kept_idx_desc, weights_out_desc, expert_idx_desc,
+                          weights_desc, num_experts, capacity, drop_policy);
+  });
+}
+
+INFINIOP_DESCRIPTOR_QUERIES(MoeExpertCapacity, kCapacity)
+
+extern "C" infiniStatus_t infiniopMoeExpertCapacity(infiniopMoeExpertCapacityDescriptor_t desc,
+                                                    void *workspace, size_t workspace_size,
+                                                    void *kept_idx, void *weights_out,
+                                                    const void *expert_idx, const void *weights,
+                                                    void *stream) {
+  CountsDescriptor *d = nullptr;
+  INFINIOP_CHECK(infiniop::unwrapDescriptor(kCapacity, desc, &d));
+  return infiniop::guarded(kCapacity, [&] {
+    return runCapacity(d, workspace_size, workspace, kept_idx, weights_out, expert_idx, weights,
+                       stream);
+  });
 }
