@@ -157,6 +157,10 @@ INFINIOP_OPERATOR(MoeAuxLossGrad,
                   ("score_function", "topk", "total_tokens", "coeff"));
 INFINIOP_OPERATOR(MoeZLoss, (out("loss"), in("x")), ("coeff"));
 INFINIOP_OPERATOR(MoeZLossGrad, (out("grad_x"), in("grad_loss"), in("x")), ("coeff"));
+INFINIOP_OPERATOR(MoeExpertCapacity,
+                  (out("kept_idx"), nullable(out("weights_out")), in("expert_idx"),
+                   nullable(in("weights"))),
+                  ("num_experts", "capacity", "drop_policy"));
 #undef INFINIOP_OPERATOR
 
 // The V2 creates of ClippedSwiglu(Backward): the same descriptor and calls, one attribute more.
@@ -179,7 +183,7 @@ using All =
                MoeFinalizeRoutingV2, MoeFinalizeRoutingV2Grad, MoeInitRoutingV2,
                MoeInitRoutingV2Grad, MoeGatingTopKSoftmax, MoeGatingTopKSoftmaxGrad, MoeGatingTopK,
                MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate, MoeGatingWeights, MoeAuxLoss,
-               MoeAuxLossGrad, MoeZLoss, MoeZLossGrad>;
+               MoeAuxLossGrad, MoeZLoss, MoeZLossGrad, MoeExpertCapacity>;
 
 // ---- attributes ------------------------------------------------------------------------------
 

@@ -257,6 +257,8 @@ void addOperatorRows(std::vector<Row> &rows) {
   };
   const auto P = INFINI_STATUS_BAD_PARAM;
   const auto S = INFINI_STATUS_BAD_TENSOR_SHAPE;
+  const auto T = INFINI_STATUS_BAD_TENSOR_DTYPE;
+  const auto N = INFINI_STATUS_NULL_POINTER;
   const auto C = Call::kCreate;
   const auto K = Call::kCalculate;
   for (const char *op : {"Gelu", "GeluBackwardV2", "GeluMul", "GeluMulBackward"}) {
@@ -424,6 +426,22 @@ void addOperatorRows(std::vector<Row> &rows) {
   add(ec, "ExpertAboveE", K, P, "an `expert_idx` value 4 > E = 3 (E itself marks a finished row)",
       setValues("expert_idx", {2, 0, 4, 1}));
   add(ec, "ExpertNegative", K, P, "an `expert_idx` value -1",
+      setValues("expert_idx", {2, -1, 3, 1}));
+  const char *xc = "MoeExpertCapacity";
+  add(xc, "NumExpertsZero", C, P, "`num_experts` 0", setAttr(0, 0));
+  add(xc, "CapacityNegative", C, P, "`capacity` -1", setAttr(1, -1));
+  add(xc, "DropPolicyTwo", C, P, "`drop_policy` 2 (0 position, 1 probability)", setAttr(2, 2));
+  add(xc, "ProbabilityWithoutWeights", C, N, "`drop_policy` 1 with a NULL `weights` descriptor",
+      both(dropDesc("weights"), dropDesc("weights_out")));
+  add(xc, "WeightsOutWithoutWeights", C, N, "`weights_out` given, `weights` NULL (`drop_policy` 0)",
+      both(dropDesc("weights"), setAttr(2, 0)));
+  add(xc, "KeptIdxNotExpertIdxShape", C, S, "`kept_idx` (4), `expert_idx` (2, 2)",
+      setShape("kept_idx", {4}));
+  add(xc, "WeightsOutDtypeNotWeights", C, T, "`weights_out` F16, `weights` F32",
+      setDtype("weights_out", INFINI_DTYPE_F16));
+  add(xc, "ExpertAboveE", K, P, "an `expert_idx` value 4 > E = 3 (E itself marks a dropped slot)",
+      setValues("expert_idx", {2, 0, 4, 1}));
+  add(xc, "ExpertNegative", K, P, "an `expert_idx` value -1",
       setValues("expert_idx", {2, -1, 3, 1}));
   const char *bu = "MoeBiasUpdate";
   add(bu, "UpdateRateInfinite", C, P, "`update_rate` 1e39 (infinite in F32)", setAttr(0, 1e39));

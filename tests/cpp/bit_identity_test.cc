@@ -1229,6 +1229,47 @@ void addZLoss(std::vector<Group> &groups) {
   }
 }
 
+// ---- MoeExpertCapacity: comparisons and copies only, the same slots everywhere by construction
+// (a total order: rank key descending, slot ascending). expert_idx as MoeExpertCounts' (every
+// third row E, expert 0 a third of the rest, so it overflows C = 2 and the others mostly fit),
+// hostile weights (NaN, +-0, infinities, subnormals, ties), weights_out their bits or +0.
+void addCapacity(std::vector<Group> &groups) {
+  constexpr auto I32 = INFINI_DTYPE_I32, I64 = INFINI_DTYPE_I64;
+  const char *op = "MoeExpertCapacity";
+  const double E = static_cast<double>(kRouterE);
+  struct Variant {
+    const char *name;
+    size_t rows;
+    double policy;
+    infiniDtype_t weights, index;
+    bool strided;
+  };
+  const Variant variants[] = {
+      {"Position", kT, 0, F32, I32, true},
+      {"Probability", kT, 1, F32, I64, true},
+      {"Probability", kT, 1, F16, I32, false},
+      {"Probability", kT, 1, BF16, I64, false},
+      // 4099 x 8 slots: the cpu device's threaded buckets.
+      {"ProbabilityThreaded", 4099, 1, BF16, I32, false},
+  };
+  for (const Variant &v : variants) {
+    auto s = slotsOf(op);
+    give(s, "kept_idx", {v.rows, kRouterK}, v.index);
+    give(s, "weights_out", {v.rows, kRouterK}, v.weights);
+    give(s, "expert_idx", {v.rows, kRouterK}, v.index, countedExperts(v.rows, 0xD0));
+    give(s, "weights", {v.rows, kRouterK}, v.weights);
+    groups.push_back({groupName(op, v.name, v.weights, v.index),
+                      op,
+                      s,
+                      {E, 2, v.policy},
+                      Data::kCounts,
+                      countedValues()});
+    if (v.strided)  // a negative, padded row stride and a column stride of 2
+      groups.back().strides = {{"expert_idx", {-static_cast<ptrdiff_t>(2 * kRouterK + 3), 2}},
+                               {"weights", {1, static_cast<ptrdiff_t>(kT)}}};
+  }
+}
+
 const std::vector<Group> &groups() {
   static const std::vector<Group> all = [] {
     std::vector<Group> g;
@@ -1237,6 +1278,7 @@ const std::vector<Group> &groups() {
     addMoe(g);
     addRouter(g);
     addCounts(g);
+    addCapacity(g);
     addAuxLoss(g);
     addZLoss(g);
     addRelaxed(g);

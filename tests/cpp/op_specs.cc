@@ -163,6 +163,10 @@ const std::vector<OpSpec> &specs() {
       make<ops::MoeZLoss>({{{}, F32}, {{2, 3}, F32}}, {0.001}),
       // grad_x, grad_loss (0-D), x; attrs: coeff.
       make<ops::MoeZLossGrad>({{{2, 3}, F32}, {{}, F32}, {{2, 3}, F32}}, {0.001}),
+      // kept_idx, weights_out, expert_idx (slot 2 marked E = 3), weights; attrs: num_experts,
+      // capacity, drop_policy (probability).
+      make<ops::MoeExpertCapacity>(
+          {{{2, 2}, I32}, {{2, 2}, F32}, {{2, 2}, I32, {2, 0, 3, 0}}, {{2, 2}, F32}}, {3, 1, 1}),
   };
   static const std::vector<OpSpec> all = withClampAfter(base);
   return all;

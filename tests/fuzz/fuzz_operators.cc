@@ -427,6 +427,7 @@ enum Op {
   kAuxLossGrad,
   kZLoss,  // the router z-loss: a sum over rows (compare()'s bound scaled by coeff, below)
   kZLossGrad,
+  kCapacity,  // MoeExpertCapacity: exact, as the expert counts
   kOpCount
 };
 // The table's operator of each Op (ClippedSwiglu(Backward) with a clamp_mode: their V2, see
@@ -438,7 +439,7 @@ using FuzzOps =
                ops::MoeInitRoutingV2, ops::MoeInitRoutingV2Grad, ops::MoeGatingTopKSoftmax,
                ops::MoeGatingTopKSoftmaxGrad, ops::MoeGatingTopK, ops::MoeGatingTopKGrad,
                ops::MoeExpertCounts, ops::MoeBiasUpdate, ops::MoeGatingWeights, ops::MoeAuxLoss,
-               ops::MoeAuxLossGrad, ops::MoeZLoss, ops::MoeZLossGrad>;
+               ops::MoeAuxLossGrad, ops::MoeZLoss, ops::MoeZLossGrad, ops::MoeExpertCapacity>;
 static_assert(std::tuple_size_v<FuzzOps> == kOpCount);
 
 // f(Op's type from the table).
@@ -462,14 +463,14 @@ const char *opName(Op op) {
 // mode's, for the elementwise operators (the MoE operators ignore the mode). The routers' K
 // (moe_gating) enters their own bound (compareRouter()); the expert-count operators are exact.
 // The aux losses: (E / 16 + T / 256 + 300) 2^-23 at the fuzzer's sizes (docs/moe_aux_loss.md).
-const double kBoundU[] = {4,  4, 4, 5, 6, 4, 6, 4, 6,   16,  16, 0,
-                          16, 4, 4, 4, 4, 0, 0, 4, 800, 800, 16, 16};
+const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6, 4,   6,   16, 16, 0, 16,
+                          4, 4, 4, 4, 0, 0, 4, 800, 800, 16, 16, 0};
 static_assert(sizeof kBoundU / sizeof kBoundU[0] == kOpCount);
 bool isRouter(Op op) {
   return (op >= kRouterSoftmax && op <= kRouterTopKGrad) || op == kRouterWeights;
 }
 bool isExact(Op op) {
-  return op == kExpertCounts || op == kBiasUpdate;
+  return op == kExpertCounts || op == kBiasUpdate || op == kCapacity;
 }
 constexpr double kRelaxedBoundU = 8;
 
@@ -698,6 +699,33 @@ void decodeCounts(Input &in, Case &c) {
   Tensor counts = makeT(kIndex, {E}, fuzzIndexDtype(in));
   counts.hi = his[in.pick(8)];
   c.t.push_back(counts);
+}
+
+// MoeExpertCapacity (docs/moe_expert_capacity.md): expert_idx (lead..., k) mostly in [0, E] (E a
+// dropped slot), weights of any float dtype, coarse now and then (ties), present for the
+// probability policy and mostly otherwise, weights_out half the time; capacity mostly small
+// (0 to 8), else any; drop_policy 0 or 1, else an edge.
+void decodeCapacity(Input &in, Case &c, int fd) {
+  const size_t E = in.pick(12) + 1;
+  const int64_t En = static_cast<int64_t>(E);
+  std::vector<size_t> shape(in.pick(3));
+  for (auto &d : shape) d = in.pick(6);
+  shape.push_back(in.pick(5));                                                     // k, 0 too
+  c.i[0] = fuzzCount(in, En, En);                                                  // num_experts
+  c.i[1] = fuzzInt(in, in.chance(200) ? static_cast<int64_t>(in.pick(9)) : 1000);  // capacity
+  c.i[2] = fuzzInt(in, static_cast<int64_t>(in.pick(2)));                          // drop_policy
+  const bool weighted = c.i[2] == 1 || in.chance(200);
+  c.t.push_back(makeT(kOutIndex, shape, fuzzIndexDtype(in)));
+  Tensor weights_out = makeT(kOutput, shape, fd);
+  weights_out.present = weighted && in.chance(128);
+  c.t.push_back(weights_out);
+  Tensor idx = makeT(kIndex, shape, fuzzIndexDtype(in));
+  idx.hi = En + 1;  // E itself in range: a dropped slot
+  c.t.push_back(idx);
+  Tensor weights = makeT(kInput, shape, fd);
+  weights.present = weighted;
+  weights.coarse = in.chance(96);
+  c.t.push_back(weights);
 }
 
 // The aux losses (docs/moe_aux_loss.md): x (T, E) of any float dtype, logits now and then in
@@ -932,6 +960,9 @@ Case decode(Input &in) {
     case kZLoss:
     case kZLossGrad:
       decodeZLoss(in, c, fd);
+      break;
+    case kCapacity:
+      decodeCapacity(in, c, fd);
       break;
     default:
       break;
