@@ -4,6 +4,7 @@
 // rows (a permutation) with scales, bias and expanded_x, as in training. ClippedSwiglu runs with
 // the vendor API's defaults (alpha 1.702, limit 7.0, bias 1.0, no group_index), interleaved (the
 // default) or in halves.
+#include <cmath>
 #include "ops.h"
 
 #include <array>
@@ -205,6 +206,16 @@ const std::vector<OpInfo> &allOps() {
        {Extent::kGateExperts},  // expert_idx
        bindOpByShape<ops::MoeExpertCounts>(
            [](const Shape &s) { return std::vector<double>{static_cast<double>(s.back())}; }),
+       {16384, 8, 256}},
+      // Capacity with the probability drop policy at capacity factor 1 (C = R K / E, rounded up):
+      // 16384 tokens x top-8 of 256 experts by default.
+      {"moe_expert_capacity",
+       {Extent::kGateRowIndex, Extent::kGateTopk},  // kept_idx, weights_out;
+       {Extent::kGateExperts, Extent::kGateTopk},   // expert_idx, weights
+       bindOpByShape<ops::MoeExpertCapacity>([](const Shape &s) {
+         const double E = static_cast<double>(s.back()), slots = s.front() * topk(s);
+         return std::vector<double>{E, std::ceil(slots / E), 1};
+       }),
        {16384, 8, 256}},
       // The Switch aux loss of a router's logits (softmax scores, N = T, coeff 1e-2) and its
       // grad: 16384 tokens x top-8 of 256 experts by default.

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtype.h"
@@ -86,21 +87,33 @@ void updateBias(const moe::CountsPlan &p, int64_t total, const Count *counts, fl
   }
 }
 
-template <class Index>
-int64_t loadIndex(const moe::RouterView &v, const void *data, size_t s) {
-  return static_cast<const Index *>(data)[v.offset(s / v.cols, s % v.cols)];
+// Calls f(s, element pointer) for every slot of a view in slot order, one row offset per row
+// (rowOffset's divisions once a row, not once a slot).
+template <class T, class F>
+void forSlots(const moe::RouterView &v, T *data, F &&f) {
+  for (size_t r = 0, s = 0; r < v.rows; ++r) {
+    T *row = data + v.rowOffset(r);
+    for (size_t c = 0; c < v.cols; ++c, ++s) f(s, row + static_cast<ptrdiff_t>(c) * v.col_stride);
+  }
 }
-int64_t expertAt(const moe::RouterView &v, const void *data, size_t s) {
-  return v.dtype == INFINI_DTYPE_I64 ? loadIndex<int64_t>(v, data, s)
-                                     : loadIndex<int32_t>(v, data, s);
+
+std::vector<size_t> expertsOf(const moe::CountsPlan &p, const void *data) {
+  std::vector<size_t> expert(p.expert_idx.rows * p.expert_idx.cols);
+  const auto load = [&](auto *typed) {
+    forSlots(p.expert_idx, typed,
+             [&](size_t s, const auto *e) { expert[s] = static_cast<size_t>(*e); });
+  };
+  if (p.expert_idx.dtype == INFINI_DTYPE_I64)
+    load(static_cast<const int64_t *>(data));
+  else
+    load(static_cast<const int32_t *>(data));
+  return expert;
 }
 
 // kept[s] for every slot (the plan's policy).
-std::vector<char> keptSlots(const moe::CountsPlan &p, const moe::CountsData &d) {
-  const size_t slots = p.expert_idx.rows * p.expert_idx.cols, E = p.experts;
-  std::vector<size_t> expert(slots);
-  for (size_t s = 0; s < slots; ++s)
-    expert[s] = static_cast<size_t>(expertAt(p.expert_idx, d.expert_idx, s));
+std::vector<char> keptSlots(const moe::CountsPlan &p, const moe::CountsData &d,
+                            const std::vector<size_t> &expert) {
+  const size_t slots = expert.size(), E = p.experts;
   std::vector<char> kept(slots, 0);
   if (p.policy == moe::DropPolicy::position) {
     std::vector<size_t> taken(E + 1, 0);
@@ -112,15 +125,12 @@ std::vector<char> keptSlots(const moe::CountsPlan &p, const moe::CountsData &d) 
   for (size_t s = 0; s < slots; ++s) ++start[expert[s] + 1];
   for (size_t e = 0; e <= E; ++e) start[e + 1] += start[e];
   std::vector<size_t> fill(start.begin(), start.end() - 1);
+  for (size_t s = 0; s < slots; ++s) order[fill[expert[s]]++] = s;
   std::vector<uint32_t> key(slots);
-  const size_t k = p.weights.cols;
   visitFloatStorage(p.weights.dtype, [&](auto t) {
     using T = decltype(t);
-    const T *w = static_cast<const T *>(d.weights);
-    for (size_t s = 0; s < slots; ++s) {
-      order[fill[expert[s]]++] = s;
-      key[s] = moe::capacityKey(toFloat(w[p.weights.offset(s / k, s % k)]));
-    }
+    forSlots(p.weights, static_cast<const T *>(d.weights),
+             [&](size_t s, const T *w) { key[s] = moe::capacityKey(toFloat(*w)); });
   });
   const auto before = [&](size_t a, size_t b) {
     return key[a] != key[b] ? key[a] > key[b] : a < b;
@@ -136,32 +146,41 @@ std::vector<char> keptSlots(const moe::CountsPlan &p, const moe::CountsData &d) 
   return kept;
 }
 
+// dst = src where kept, else 0 (E for the indices, +0 for the weights), slot by slot.
+template <class T>
+void writeKept(const moe::RouterView &v, T *out, const std::vector<char> &kept,
+               const std::vector<T> &values, T dropped) {
+  forSlots(v, out, [&](size_t s, T *o) { *o = kept[s] ? values[s] : dropped; });
+}
+
 }  // namespace
 
 void moe_expert_capacity(const moe::CountsPlan &p, const moe::CountsData &d) {
-  const std::vector<char> kept = keptSlots(p, d);
-  const size_t k = p.expert_idx.cols, slots = kept.size();
+  const std::vector<size_t> expert = expertsOf(p, d.expert_idx);
+  const std::vector<char> kept = keptSlots(p, d, expert);
   const auto E = static_cast<int64_t>(p.experts);
-  const size_t weight_size = d.weights_out ? dtypeSize(p.weights_out.dtype) : 0;
-  for (size_t s = 0; s < slots; ++s) {
-    const size_t r = s / k, c = s % k;
-    const int64_t value = kept[s] ? expertAt(p.expert_idx, d.expert_idx, s) : E;
-    const ptrdiff_t at = p.kept_idx.offset(r, c);
-    if (p.kept_idx.dtype == INFINI_DTYPE_I64)
-      static_cast<int64_t *>(d.kept_idx)[at] = value;
-    else
-      static_cast<int32_t *>(d.kept_idx)[at] = static_cast<int32_t>(value);
-    if (!d.weights_out) continue;
-    char *out = static_cast<char *>(d.weights_out) +
-                p.weights_out.offset(r, c) * static_cast<ptrdiff_t>(weight_size);
-    if (kept[s])  // the same bits
-      std::memcpy(out,
-                  static_cast<const char *>(d.weights) +
-                      p.weights.offset(r, c) * static_cast<ptrdiff_t>(weight_size),
-                  weight_size);
-    else
-      std::memset(out, 0, weight_size);  // +0
-  }
+  const auto indices = [&](auto *out) {
+    using T = std::remove_pointer_t<decltype(out)>;
+    writeKept(p.kept_idx, out, kept, std::vector<T>(expert.begin(), expert.end()),
+              static_cast<T>(E));
+  };
+  if (p.kept_idx.dtype == INFINI_DTYPE_I64)
+    indices(static_cast<int64_t *>(d.kept_idx));
+  else
+    indices(static_cast<int32_t *>(d.kept_idx));
+  if (!d.weights_out) return;
+  // The weights' bits (the same bits where kept), as unsigned integers of their size.
+  const auto weights = [&](auto *out) {
+    using T = std::remove_pointer_t<decltype(out)>;
+    std::vector<T> bits(expert.size());
+    forSlots(p.weights, static_cast<const T *>(d.weights),
+             [&](size_t s, const T *w) { bits[s] = *w; });
+    writeKept(p.weights_out, out, kept, bits, T{0});
+  };
+  if (dtypeSize(p.weights_out.dtype) == 4)
+    weights(static_cast<uint32_t *>(d.weights_out));
+  else
+    weights(static_cast<uint16_t *>(d.weights_out));
 }
 
 void moe_expert_counts(const moe::CountsPlan &p, const moe::CountsData &d) {
