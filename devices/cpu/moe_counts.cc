@@ -137,10 +137,10 @@ std::vector<char> keptSlots(const moe::CountsPlan &p, const moe::CountsData &d,
   };
   parallelRanges(E, slots / E + 1, [&](size_t first, size_t last) {
     for (size_t e = first; e < last; ++e) {
-      size_t *begin = order.data() + start[e], *end = order.data() + start[e + 1];
-      if (static_cast<size_t>(end - begin) > p.capacity)
-        std::nth_element(begin, begin + p.capacity, end, before);
-      for (size_t *i = begin; i < end && i < begin + p.capacity; ++i) kept[*i] = 1;
+      size_t *begin = order.data() + start[e];
+      const size_t count = start[e + 1] - start[e], take = std::min(count, p.capacity);
+      if (take < count) std::nth_element(begin, begin + take, begin + count, before);
+      for (size_t i = 0; i < take; ++i) kept[begin[i]] = 1;
     }
   });
   return kept;
