@@ -184,7 +184,10 @@ TEST_P(MoeCapacity, TiesNanAndZeros) {
   const float w[] = {1.0f, NAN, -0.0f, 0.0f, 1.0f, NAN};
   TensorBuffer expert_idx({6, 1}, I32), weights({6, 1}, F32);
   for (size_t i = 0; i < 6; ++i) setInt(expert_idx, i, 0), weights.set(i, w[i]);
-  for (int64_t C : {0, 1, 2, 3, 4, 5, 6}) expectOracle(expert_idx, weights, 1, C, 1, I32, "ties");
+  // INT64_MAX: every slot (the cpu device once formed a pointer that far past its bucket).
+  for (int64_t C : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5},
+                    int64_t{6}, INT64_MAX})
+    expectOracle(expert_idx, weights, 1, C, 1, I32, "ties");
   // -0 and +0 tie: with C = 5 the -0 (slot 2) is kept and the +0 (slot 3) dropped.
   TensorBuffer kept({6, 1}, I32);
   ASSERT_EQ(run(kept, nullptr, expert_idx, &weights, 1, 5, 1), INFINI_STATUS_SUCCESS) << error_;
