@@ -25,8 +25,6 @@ namespace {
 using moe::AuxLossPlan;
 using moe::RouterView;
 
-constexpr int kGeometry = 2 + 2 * moe::kRouterMaxLeading;
-
 size_t blocksOf(const AuxLossPlan &p) {
   return (p.rows + moe::kAuxLossBlock - 1) / moe::kAuxLossBlock;
 }
@@ -60,18 +58,7 @@ class AuxLoss final : public moe::AuxLossRunner {
       INFINIOP_CHECK(createKernel(op_, program, "moe_aux_loss_total", total_.out()));
     }
     INFINIOP_CHECK(workGroupSize(op_, handle_, kernel_.get(), &group_));
-    std::vector<cl_long> geometry(3 * kGeometry, 0);
-    const RouterView *views[3] = {&p.x, &p.counts, &p.grad_x};
-    for (int v = 0; v < 3; ++v) {
-      cl_long *g = geometry.data() + v * kGeometry;
-      g[0] = views[v]->col_stride;
-      g[1] = views[v]->ndim;
-      for (int d = 0; d < views[v]->ndim; ++d) {
-        g[2 + d] = static_cast<cl_long>(views[v]->dims[d]);
-        g[2 + moe::kRouterMaxLeading + d] = views[v]->strides[d];
-      }
-    }
-    return planBuffer(op_, handle_, geometry, &geometry_);
+    return uploadViewGeometry(op_, handle_, {&p.x, &p.counts, &p.grad_x}, &geometry_);
   }
 
   infiniStatus_t run(const moe::AuxLossData &data, void *stream) const override {

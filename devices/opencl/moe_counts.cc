@@ -17,6 +17,7 @@
 #include "opencl/gather.h"
 #include "opencl/kernel_table.h"
 #include "opencl/program.h"
+#include "opencl/router_view.h"
 #include "opencl/runtime.h"
 #include "opencl/sources.h"
 
@@ -48,14 +49,7 @@ class Counts final : public moe::CountsRunner {
                                 kernel_.out()));
     INFINIOP_CHECK(workGroupSize(op_, handle_, kernel_.get(), &group_));
     if (!counting) return INFINI_STATUS_SUCCESS;
-    std::vector<cl_long> geometry(2 + 2 * moe::kRouterMaxLeading, 0);
-    geometry[0] = p.expert_idx.col_stride;
-    geometry[1] = p.expert_idx.ndim;
-    for (int d = 0; d < p.expert_idx.ndim; ++d) {
-      geometry[2 + d] = static_cast<cl_long>(p.expert_idx.dims[d]);
-      geometry[2 + moe::kRouterMaxLeading + d] = p.expert_idx.strides[d];
-    }
-    return planBuffer(op_, handle_, geometry, &geometry_);
+    return uploadViewGeometry(op_, handle_, {&p.expert_idx}, &geometry_);
   }
 
   infiniStatus_t run(const moe::CountsData &data, void *stream) const override {
@@ -129,19 +123,8 @@ class Capacity final : public moe::CountsRunner {
         getProgram(op_, handle_, {sources::common, sources::moe_counts}, options, &program));
     INFINIOP_CHECK(createKernel(op_, program, "moe_expert_capacity", kernel_.out()));
     INFINIOP_CHECK(workGroupSize(op_, handle_, kernel_.get(), &group_));
-    const RouterView *views[] = {&p.expert_idx, &p.kept_idx, &p.weights, &p.weights_out};
-    const size_t view = 2 + 2 * moe::kRouterMaxLeading;
-    std::vector<cl_long> geometry(4 * view, 0);
-    for (size_t v = 0; v < 4; ++v) {
-      cl_long *g = geometry.data() + v * view;
-      g[0] = views[v]->col_stride;
-      g[1] = views[v]->ndim;
-      for (int d = 0; d < views[v]->ndim; ++d) {
-        g[2 + d] = static_cast<cl_long>(views[v]->dims[d]);
-        g[2 + moe::kRouterMaxLeading + d] = views[v]->strides[d];
-      }
-    }
-    return planBuffer(op_, handle_, geometry, &geometry_);
+    return uploadViewGeometry(op_, handle_,
+                              {&p.expert_idx, &p.kept_idx, &p.weights, &p.weights_out}, &geometry_);
   }
 
   infiniStatus_t run(const moe::CountsData &data, void *stream) const override {

@@ -37,7 +37,6 @@ using moe::RouterView;
 
 // The views in the order of the .cl file's VIEW_* (GEOMETRY longs each).
 enum View : int { kY, kExpertIdx, kRowIdx, kProbs, kX, kFinished, kBias, kGradX, kGradY, kViews };
-constexpr int kGeometry = 2 + 2 * moe::kRouterMaxLeading;
 
 const char *kernelName(RouterKind kind) {
   switch (kind) {
@@ -96,19 +95,10 @@ class Router final : public moe::RouterRunner {
     INFINIOP_CHECK(createKernel(op_, program, kernelName(p.kind), kernel_.out()));
     INFINIOP_CHECK(workGroupSize(op_, handle_, kernel_.get(), &group_));
 
-    std::vector<cl_long> geometry(kViews * kGeometry, 0);
-    const RouterView *views[kViews] = {&p.y,        &p.expert_idx, &p.row_idx, &p.probs, &p.x,
-                                       &p.finished, &p.bias,       &p.grad_x,  &p.grad_y};
-    for (int v = 0; v < kViews; ++v) {
-      cl_long *g = geometry.data() + v * kGeometry;
-      g[0] = views[v]->col_stride;
-      g[1] = views[v]->ndim;
-      for (int d = 0; d < views[v]->ndim; ++d) {
-        g[2 + d] = static_cast<cl_long>(views[v]->dims[d]);
-        g[2 + moe::kRouterMaxLeading + d] = views[v]->strides[d];
-      }
-    }
-    return planBuffer(op_, handle_, geometry, &geometry_);
+    return uploadViewGeometry(op_, handle_,
+                              {&p.y, &p.expert_idx, &p.row_idx, &p.probs, &p.x, &p.finished,
+                               &p.bias, &p.grad_x, &p.grad_y},
+                              &geometry_);
   }
 
   infiniStatus_t run(const moe::RouterData &data, void *stream) const override {

@@ -15,6 +15,7 @@
 #include "opencl/gather.h"
 #include "opencl/kernel_table.h"
 #include "opencl/program.h"
+#include "opencl/router_view.h"
 #include "opencl/runtime.h"
 #include "opencl/sources.h"
 
@@ -24,8 +25,6 @@ namespace {
 using moe::RouterView;
 using moe::ZLossKind;
 using moe::ZLossPlan;
-
-constexpr int kGeometry = 2 + 2 * moe::kRouterMaxLeading;
 
 class ZLoss final : public moe::ZLossRunner {
  public:
@@ -56,18 +55,7 @@ class ZLoss final : public moe::ZLossRunner {
       INFINIOP_CHECK(createKernel(op_, program, "moe_z_loss_grad", kernel_.out()));
     }
     INFINIOP_CHECK(workGroupSize(op_, handle_, kernel_.get(), &group_));
-    std::vector<cl_long> geometry(2 * kGeometry, 0);
-    const RouterView *views[2] = {&p.x, &p.grad_x};
-    for (int v = 0; v < 2; ++v) {
-      cl_long *g = geometry.data() + v * kGeometry;
-      g[0] = views[v]->col_stride;
-      g[1] = views[v]->ndim;
-      for (int d = 0; d < views[v]->ndim; ++d) {
-        g[2 + d] = static_cast<cl_long>(views[v]->dims[d]);
-        g[2 + moe::kRouterMaxLeading + d] = views[v]->strides[d];
-      }
-    }
-    return planBuffer(op_, handle_, geometry, &geometry_);
+    return uploadViewGeometry(op_, handle_, {&p.x, &p.grad_x}, &geometry_);
   }
 
   infiniStatus_t run(const moe::ZLossData &data, void *stream) const override {

@@ -20,6 +20,7 @@
 
 #include "device_memory.h"
 #include "device_param.h"
+#include "index_values.h"
 #include "tensor_buffer.h"
 
 namespace infiniop_test {
@@ -31,24 +32,6 @@ constexpr auto F32 = INFINI_DTYPE_F32;
 constexpr auto F16 = INFINI_DTYPE_F16;
 constexpr auto BF16 = INFINI_DTYPE_BF16;
 
-void setInt(TensorBuffer &b, size_t i, int64_t value) {
-  if (b.dtype() == I64) {
-    std::memcpy(b.at(i), &value, 8);
-  } else {
-    const auto v = static_cast<int32_t>(value);
-    std::memcpy(b.at(i), &v, 4);
-  }
-}
-int64_t getInt(TensorBuffer &b, size_t i) {
-  if (b.dtype() == I64) {
-    int64_t v;
-    std::memcpy(&v, b.at(i), 8);
-    return v;
-  }
-  int32_t v;
-  std::memcpy(&v, b.at(i), 4);
-  return v;
-}
 uint32_t bitsOf(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);

@@ -17,6 +17,7 @@
 
 #include "device_memory.h"
 #include "device_param.h"
+#include "index_values.h"
 #include "tensor_buffer.h"
 
 namespace infiniop_test {
@@ -28,27 +29,6 @@ constexpr auto F32 = INFINI_DTYPE_F32;
 constexpr auto F16 = INFINI_DTYPE_F16;
 constexpr auto BF16 = INFINI_DTYPE_BF16;
 
-void poisonBytes(TensorBuffer &b) {
-  std::memset(b.storageBytes(), 0xA5, b.storage().size());
-}
-int64_t getInt(TensorBuffer &b, size_t i) {
-  if (b.dtype() == I64) {
-    int64_t v;
-    std::memcpy(&v, b.at(i), 8);
-    return v;
-  }
-  int32_t v;
-  std::memcpy(&v, b.at(i), 4);
-  return v;
-}
-void setInt(TensorBuffer &b, size_t i, int64_t value) {
-  if (b.dtype() == I64) {
-    std::memcpy(b.at(i), &value, 8);
-  } else {
-    const auto v = static_cast<int32_t>(value);
-    std::memcpy(b.at(i), &v, 4);
-  }
-}
 std::string bytesOf(TensorBuffer &b, size_t i) {
   const size_t size = b.dtype() == F32 ? 4 : 2;
   return std::string(b.at(i), size);

@@ -15,6 +15,7 @@
 
 #include "device_memory.h"
 #include "device_param.h"
+#include "index_values.h"
 #include "tensor_buffer.h"
 
 namespace infiniop_test {
@@ -24,27 +25,6 @@ constexpr auto I32 = INFINI_DTYPE_I32;
 constexpr auto I64 = INFINI_DTYPE_I64;
 constexpr auto F32 = INFINI_DTYPE_F32;
 
-void poisonBytes(TensorBuffer &b) {
-  std::memset(b.storageBytes(), 0xA5, b.storage().size());
-}
-int64_t getInt(TensorBuffer &b, size_t i) {
-  if (b.dtype() == I64) {
-    int64_t v;
-    std::memcpy(&v, b.at(i), 8);
-    return v;
-  }
-  int32_t v;
-  std::memcpy(&v, b.at(i), 4);
-  return v;
-}
-void setInt(TensorBuffer &b, size_t i, int64_t value) {
-  if (b.dtype() == I64) {
-    std::memcpy(b.at(i), &value, 8);
-  } else {
-    const auto v = static_cast<int32_t>(value);
-    std::memcpy(b.at(i), &v, 4);
-  }
-}
 uint32_t bitsOf(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
