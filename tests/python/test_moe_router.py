@@ -305,3 +305,8 @@ def test_router_with_capacity_compiles_fullgraph_with_eager_bits():
     compiled = torch.compile(step, fullgraph=True)(hidden)
     for want, got in zip(eager, compiled):
         assert torch.equal(want, got)
+    dynamic = torch.compile(step, fullgraph=True, dynamic=True)  # C follows T symbolically
+    for rows in (T, 36):
+        x = torch.randn(rows, H)
+        for want, got in zip(step(x), dynamic(x)):
+            assert torch.equal(want, got)

@@ -18,6 +18,7 @@ Highway target, thread count and on opencl (tests/python/test_router_training.py
 and compares). docs/moe_router.md maps every option to Megatron-LM, HF and DeepSeek.
 """
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -198,12 +199,16 @@ class Router(torch.nn.Module):
         return 0.0 if self._norm_type() == 0 else self.eps
 
     def capacity(self, num_tokens):
-        """The capacity C of each expert for a call of num_tokens rows (None: dropless)."""
+        """The capacity C of each expert for a call of num_tokens rows (None: dropless):
+        infiniop.expert_capacity(num_tokens, E, topk, capacity_factor, min_capacity), its
+        expression written out (the options are checked once, in __init__) so that
+        torch.compile traces it where num_tokens or the factor is symbolic."""
         if self.capacity_factor is None:
             return None
-        from infiniop import expert_capacity
-        return expert_capacity(num_tokens, self.num_experts, self.topk, self.capacity_factor,
-                               self.min_capacity)
+        capacity = math.ceil((num_tokens * self.topk / self.num_experts) * self.capacity_factor)
+        if self.min_capacity is not None and capacity < self.min_capacity:
+            capacity = self.min_capacity
+        return capacity
 
     def forward(self, hidden, expert_idx=None):
         iop, dev = self._iop(), self.device_name
