@@ -24,6 +24,8 @@ package's version, library_version() the loaded library's (major, minor, patch).
     y, expert_idx, _ = infiniop.moe_gating_top_k(logits, 8, bias, k_group=4, group_count=8, ...)
     grad_logits = infiniop.moe_gating_top_k_grad(grad_y, logits, expert_idx, ...)
     y = infiniop.moe_gating_weights(logits, tid2eid[token_ids], norm_type=1, ...)
+    kept_idx, kept_w = infiniop.moe_expert_capacity(expert_idx, E, C, weights=y,
+                                                    drop_policy="probability")
 """
 
 from ._library import (
@@ -61,6 +63,7 @@ from .gelu_backward import GeluBackward, gelu_backward
 from .gelu_mul import GeluMul, GeluMulBackward, gelu_mul, gelu_mul_backward
 from .moe_aux_loss import MoeAuxLoss, MoeAuxLossGrad, moe_aux_loss, moe_aux_loss_grad
 from .moe_counts import MoeBiasUpdate, MoeExpertCounts, moe_bias_update, moe_expert_counts
+from .moe_capacity import MoeExpertCapacity, expert_capacity, moe_expert_capacity
 from .moe_z_loss import MoeZLoss, MoeZLossGrad, moe_z_loss, moe_z_loss_grad
 from .moe_finalize_routing import (
     MoeFinalizeRoutingV2,
@@ -106,6 +109,7 @@ __all__ = [
     "MoeAuxLoss",
     "MoeAuxLossGrad",
     "MoeBiasUpdate",
+    "MoeExpertCapacity",
     "MoeExpertCounts",
     "MoeFinalizeRoutingV2",
     "MoeFinalizeRoutingV2Grad",
@@ -129,6 +133,7 @@ __all__ = [
     "default_handle",
     "device_info",
     "devices",
+    "expert_capacity",
     "gelu",
     "gelu_backward",
     "gelu_backward_v2",
@@ -142,6 +147,7 @@ __all__ = [
     "moe_aux_loss",
     "moe_aux_loss_grad",
     "moe_bias_update",
+    "moe_expert_capacity",
     "moe_expert_counts",
     "moe_finalize_routing_v2",
     "moe_finalize_routing_v2_grad",

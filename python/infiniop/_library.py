@@ -509,6 +509,13 @@ _PROTOTYPES = {
     "infiniopGetMoeBiasUpdateWorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopMoeBiasUpdate": (_status, [_ptr, _ptr, _size] + [_ptr] * 2 + [_ptr]),
     "infiniopDestroyMoeBiasUpdateDescriptor": (_status, [_ptr]),
+    # ops/moe_expert_capacity.h: kept_idx, weights_out, expert_idx, weights, then int64_t
+    # num_experts, capacity, drop_policy
+    "infiniopCreateMoeExpertCapacityDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 4 + [ctypes.c_int64] * 3),
+    "infiniopGetMoeExpertCapacityWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeExpertCapacity": (_status, [_ptr, _ptr, _size] + [_ptr] * 4 + [_ptr]),
+    "infiniopDestroyMoeExpertCapacityDescriptor": (_status, [_ptr]),
     # ops/moe_aux_loss.h: loss, x, tokens_per_expert, then int64_t score_function, topk,
     # total_tokens, double coeff
     "infiniopCreateMoeAuxLossDescriptor": (

@@ -8,7 +8,8 @@ bias update; bad options."""
 import pytest
 import torch
 
-from helpers import DEVICES
+import infiniop
+from helpers import DEVICES, shared_handle
 from infiniop.torch import _ops, moe
 from router_training import TOLERANCE, U, _aux_counts, gradient_terms, reference_router
 
@@ -205,3 +206,107 @@ def test_router_compiles_fullgraph_with_eager_bits():
     for want, got in zip(eager, compiled):
         assert torch.equal(want, got)
     assert torch.equal(router.tokens_since_update, 2 * counts)
+
+
+# --------------------------------------------------------------------------------------------
+# Expert capacity (capacity_factor, drop_policy, min_capacity): the router's routing, then
+# MoeExpertCapacity (tests/python/test_moe_capacity.py checks that operator against its oracle)
+
+CAPACITY_CASES = [("softmax_post", "probs"), ("softmax_pre_scaled", "position"),
+                  ("deepseek_v3", "probs"), ("megatron_group_topk", "position"),
+                  ("sigmoid_top1_megatron", "probs")]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case, policy", CAPACITY_CASES)
+def test_capacity_drops_the_dropless_routing(case, policy, device):
+    """A router with capacity_factor gives the dropless router's routing with MoeExpertCapacity
+    applied at C = expert_capacity(T, E, k, factor): expert_idx E and weight +0 at the dropped
+    slots, tokens_per_expert (and the bias counts) of the kept slots, the aux loss and z-loss of
+    the selection (unchanged), and the gradient of the dropless router's weights times the kept
+    mask, bit for bit."""
+    torch.manual_seed(21)
+    options = CASES[case]
+    E, k = options["num_experts"], options["topk"]
+    dropless = moe.Router(H, device=device, **options)
+    capped = moe.Router(H, device=device, capacity_factor=1.0, drop_policy=policy, **options)
+    capped.load_state_dict(dropless.state_dict())
+    hidden = torch.randn(T, H)
+    a, b = dropless(hidden), capped(hidden)
+    capacity = infiniop.expert_capacity(T, E, k, 1.0)
+    assert capped.capacity(T) == capacity
+    want_idx, want_w = infiniop.moe_expert_capacity(
+        a.expert_idx, E, capacity, weights=a.weights.detach(),
+        drop_policy={"probs": "probability", "position": "position"}[policy], device=device,
+        handle=shared_handle(device))
+    assert torch.equal(b.expert_idx, want_idx) and (b.expert_idx == E).any()
+    assert torch.equal(b.weights.detach().view(torch.int32), want_w.view(torch.int32))
+    kept = b.expert_idx != E
+    want_counts = torch.bincount(b.expert_idx[kept].long(), minlength=E)
+    assert torch.equal(b.tokens_per_expert, want_counts)
+    if capped.expert_bias is not None:
+        assert torch.equal(capped.tokens_since_update, want_counts)
+    for x, y in ((a.aux_loss, b.aux_loss), (a.z_loss, b.z_loss)):
+        assert (x is None and y is None) or torch.equal(x, y)
+    g = torch.randn(T, k)
+    loss_a = (a.weights * torch.where(kept, g, torch.zeros(()))).sum()
+    loss_b = (b.weights * g).sum()
+    for out, loss in ((a, loss_a), (b, loss_b)):
+        for extra in (out.aux_loss, out.z_loss):
+            if extra is not None:
+                loss = loss + extra
+        loss.backward()
+    assert torch.equal(dropless.weight.grad.view(torch.int32),
+                       capped.weight.grad.view(torch.int32))
+
+
+def test_capacity_options():
+    """min_capacity raises C; a factor large enough drops nothing (the dropless routing);
+    a replay applies no capacity; bad options are ValueErrors."""
+    torch.manual_seed(22)
+    options = CASES["softmax_post"]
+    router = moe.Router(H, capacity_factor=0.01, min_capacity=5, **options)
+    assert router.capacity(T) == 5
+    out = router(torch.randn(T, H))
+    assert out.tokens_per_expert.max() <= 5 and (out.expert_idx == 16).any()
+    dropless = moe.Router(H, **options)
+    wide = moe.Router(H, capacity_factor=16.0, **options)
+    wide.load_state_dict(dropless.state_dict())
+    hidden = torch.randn(T, H)
+    a, b = dropless(hidden), wide(hidden)
+    assert torch.equal(a.expert_idx, b.expert_idx) and torch.equal(a.weights, b.weights)
+    c = router(hidden, a.expert_idx)  # replay: no capacity
+    assert torch.equal(c.expert_idx, a.expert_idx)
+    assert torch.equal(c.tokens_per_expert, a.tokens_per_expert)
+    for bad, message in ((dict(capacity_factor=0.0), "capacity_factor"),
+                         (dict(capacity_factor=-1.0), "capacity_factor"),
+                         (dict(capacity_factor=float("nan")), "capacity_factor"),
+                         (dict(drop_policy="random"), "drop_policy"),
+                         (dict(capacity_factor=1.0, min_capacity=-1), "min_capacity")):
+        with pytest.raises(ValueError, match=message):
+            moe.Router(H, 16, 2, **bad)
+
+
+@pytest.mark.skipif(not (_ops.REGISTERED and _ops.COMPILABLE),
+                    reason="torch.compile of the library's operators needs PyTorch 2 "
+                           "(torch.library custom ops)")
+def test_router_with_capacity_compiles_fullgraph_with_eager_bits():
+    torch.manual_seed(23)
+    options = {k: v for k, v in CASES["deepseek_v3"].items() if k != "seq_length"}
+    router = moe.Router(H, seq_length=12, capacity_factor=1.0, drop_policy="probs", **options)
+    hidden = torch.randn(T, H)
+
+    def step(x):
+        out = router(x)
+        return out.weights, out.expert_idx, out.aux_loss, out.z_loss, out.tokens_per_expert
+
+    eager = step(hidden)
+    assert (eager[1] == router.num_experts).any()
+    compiled = torch.compile(step, fullgraph=True)(hidden)
+    for want, got in zip(eager, compiled):
+        assert torch.equal(want, got)
+    dynamic = torch.compile(step, fullgraph=True, dynamic=True)  # C follows T symbolically
+    for rows in (T, 36):
+        x = torch.randn(rows, H)
+        for want, got in zip(step(x), dynamic(x)):
+            assert torch.equal(want, got)

@@ -39,6 +39,10 @@ node (prim::PythonOp), under torch.fx.symbolic_trace as one call_function node.
                                           MoeExpertCounts (no gradient)
     moe_bias_update(bias, counts, update_rate=0.001)
                                           MoeBiasUpdate, bias in place (no gradient)
+    moe_expert_capacity(expert_idx, num_experts, capacity, weights=None,
+                        drop_policy='position')
+                                          MoeExpertCapacity: (kept_idx, weights_out or None);
+                                          weights' gradient grad * (kept_idx != E)
     moe_aux_loss(x, tokens_per_expert, topk, score_function='softmax', total_tokens=None,
                  coeff=1.0)              MoeAuxLoss / MoeAuxLossGrad (the loss, a () tensor,
                                           w.r.t. x: loss = task_loss + aux just works)
@@ -65,6 +69,7 @@ import infiniop as _infiniop
 from infiniop.moe_aux_loss import score_function_code as _score_function_code
 
 from ._aux_loss import MoeAuxLossFunction as _MoeAuxLossFunction
+from ._capacity import MoeExpertCapacityFunction as _MoeExpertCapacityFunction
 from ._autograd import (
     ClippedSwigluFunction,
     GeluFunction,
@@ -95,6 +100,7 @@ __all__ = [
     "gelu_mul",
     "moe_aux_loss",
     "moe_bias_update",
+    "moe_expert_capacity",
     "moe_expert_counts",
     "moe_finalize_routing_v2",
     "moe_gating_top_k",
@@ -356,6 +362,24 @@ def moe_aux_loss(x, tokens_per_expert, topk, *, score_function="softmax", total_
             device=_traced_device(device, handle))
     return _MoeAuxLossFunction.apply(x, tokens_per_expert, topk, score, total_tokens, coeff,
                                      device, handle)
+
+
+def moe_expert_capacity(expert_idx, num_experts, capacity, *, weights=None,
+                        drop_policy="position", device="cpu", handle=None):
+    """(kept_idx, weights_out or None), as infiniop.moe_expert_capacity (each expert keeps at
+    most `capacity` of its slots, by position or by the largest weight; dropped slots get
+    num_experts and weight +0), with autograd: weights' gradient is grad * (kept_idx != E)
+    (torch.where, exact); expert_idx gets none, kept_idx is not differentiable."""
+    _check_tensor(expert_idx, "expert_idx")
+    _check_tensor(weights, "weights", optional=True)
+    policy = _infiniop.moe_capacity.drop_policy_code(drop_policy)
+    if (handle is None and _ops.REGISTERED and _ops.COMPILABLE
+            and isinstance(device, (str, _torch.device))):
+        return _torch.ops.infiniop.moe_expert_capacity(
+            expert_idx, num_experts, capacity, weights, policy,
+            device=_traced_device(device, handle))
+    return _MoeExpertCapacityFunction.apply(expert_idx, num_experts, capacity, weights, policy,
+                                            device, handle)
 
 
 def moe_bias_update(bias, counts, update_rate=0.001, *, device="cpu", handle=None):

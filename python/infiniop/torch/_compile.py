@@ -163,7 +163,7 @@ def register(library):
     for forward, (backward, setup, formula) in {**autograd, **_compile_moe.AUTOGRAD}.items():
         torch.library.register_autograd(f"infiniop::{forward}", formula, setup_context=setup,
                                         lib=library)
-        if backward in _compile_moe.SHARED_BACKWARDS.get(forward, ()):
-            continue  # another forward's backward operator, whose refusal is registered there
+        if backward is None or backward in _compile_moe.SHARED_BACKWARDS.get(forward, ()):
+            continue  # none (torch ops), or another forward's, whose refusal is registered there
         torch.library.register_autograd(f"infiniop::{backward}", _refused(forward),
                                         setup_context=_nothing_saved, lib=library)

@@ -7,7 +7,8 @@ moe_gating_weights get a fake kernel and a registered autograd formula; their li
 become operators of their own (torch.ops.infiniop.moe_init_routing_v2_grad,
 moe_finalize_routing_v2_grad, moe_gating_top_k_softmax_grad, moe_gating_top_k_grad, which is
 moe_gating_weights' too; CPU kernel: the functional API), each with a fake kernel and refusing a
-second derivative. The formulas are _autograd's
+second derivative. moe_expert_capacity's formula is torch.where (_capacity.kept_grad: no grad
+operator, and a second derivative is torch's). The formulas are _autograd's
 (finalize_grads, gating_softmax_grad_x, gating_grad_x) with the grad operators in place of the
 functional calls, so a compiled graph computes eager mode's bits.
 
@@ -25,7 +26,7 @@ from infiniop._operator import expanded_shape, index_dtype_of
 from infiniop.moe_finalize_routing import _forward_out_shape, _grad_shape
 from infiniop.moe_gating import _topk_shape
 
-from . import _autograd
+from . import _autograd, _capacity
 
 GRAD_SCHEMAS = {
     "moe_init_routing_v2_grad": (
@@ -163,6 +164,12 @@ def _fake_bias_update(bias, counts, update_rate=0.001, *, device="cpu"):
     return None
 
 
+def _fake_expert_capacity(expert_idx, num_experts, capacity, weights=None, drop_policy=0, *,
+                          device="cpu"):
+    return (_dense(expert_idx, expert_idx.shape),
+            None if weights is None else _dense(weights, weights.shape))
+
+
 def _fake_aux_loss(x, tokens_per_expert, topk, *, score_function=0, total_tokens=-1,
                    coeff=1.0, device="cpu"):
     return x.new_empty((), dtype=torch.float32)
@@ -187,6 +194,7 @@ FAKE = {
     "moe_z_loss_grad": _fake_z_loss_grad,
     "moe_expert_counts": _fake_expert_counts,
     "moe_bias_update": _fake_bias_update,
+    "moe_expert_capacity": _fake_expert_capacity,
     "moe_init_routing_v2": _fake_init,
     "moe_finalize_routing_v2": _fake_finalize,
     "moe_gating_top_k_softmax": _fake_gating_softmax,
@@ -331,7 +339,23 @@ def _backward_z_loss(ctx, grad_loss):
     return grad_x, None
 
 
-# forward operator -> (its grad operator, setup_context, backward)
+def _setup_expert_capacity(ctx, inputs, keyword_only_inputs, output):
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(output[0])  # kept_idx
+    ctx.num_experts = inputs[1]
+
+
+def _backward_expert_capacity(ctx, _grad_kept, grad_weights_out):
+    grad_weights = None
+    if ctx.needs_input_grad[3] and grad_weights_out is not None:
+        (kept_idx,) = ctx.saved_tensors
+        grad_weights = _capacity.kept_grad(grad_weights_out, kept_idx, ctx.num_experts)
+    return None, None, None, grad_weights, None
+
+
+# forward operator -> (its grad operator, setup_context, backward); None: the formula is torch
+# ops (MoeExpertCapacity's torch.where), no grad operator of the library.
+
 AUTOGRAD = {
     "moe_init_routing_v2": ("moe_init_routing_v2_grad", _setup_init, _backward_init),
     "moe_finalize_routing_v2": ("moe_finalize_routing_v2_grad", _setup_finalize,
@@ -343,6 +367,7 @@ AUTOGRAD = {
                            _backward_gating_weights),
     "moe_aux_loss": ("moe_aux_loss_grad", _setup_aux_loss, _backward_aux_loss),
     "moe_z_loss": ("moe_z_loss_grad", _setup_z_loss, _backward_z_loss),
+    "moe_expert_capacity": (None, _setup_expert_capacity, _backward_expert_capacity),
 }
 # forward operator -> the grad operators of AUTOGRAD that another forward's entry defines (and
 # refuses a second derivative of): MoeGatingWeights' gradient is MoeGatingTopKGrad.

@@ -31,6 +31,10 @@ torch.compile. Schemas cannot carry an infiniop.Handle, so these take device='cp
         (sequences B > 0: counts (B, E) per sequence)
     torch.ops.infiniop.moe_bias_update(Tensor(a!) bias, Tensor counts,
         float update_rate=0.001, *, str device='cpu') -> ()   (bias updated in place)
+    torch.ops.infiniop.moe_expert_capacity(Tensor expert_idx, int num_experts, int capacity,
+        Tensor? weights=None, int drop_policy=0, *, str device='cpu') -> (Tensor, Tensor?)
+        (kept_idx, weights_out or None; drop_policy 0 position, 1 probability; weights'
+        gradient grad * (kept_idx != E), by torch.where)
     torch.ops.infiniop.moe_z_loss(Tensor x, float coeff, *, str device='cpu') -> Tensor
 
     torch.ops.infiniop.moe_aux_loss(Tensor x, Tensor tokens_per_expert, int topk, *,
@@ -50,7 +54,7 @@ import torch
 
 import infiniop
 
-from . import _autograd, _aux_loss, _compile
+from . import _autograd, _aux_loss, _capacity, _compile
 
 # PyTorch 2.4 on: the activations are operators torch.compile traces (_compile); before, their
 # Autograd kernels are the autograd.Functions.
@@ -95,6 +99,9 @@ _SCHEMAS = {
     "moe_bias_update": (
         "moe_bias_update(Tensor(a!) bias, Tensor counts, float update_rate=0.001, *, "
         "str device='cpu') -> ()"),
+    "moe_expert_capacity": (
+        "moe_expert_capacity(Tensor expert_idx, int num_experts, int capacity, "
+        "Tensor? weights=None, int drop_policy=0, *, str device='cpu') -> (Tensor, Tensor?)"),
     "moe_aux_loss": (
         "moe_aux_loss(Tensor x, Tensor tokens_per_expert, int topk, *, int score_function=0, "
         "int total_tokens=-1, float coeff=1.0, str device='cpu') -> Tensor"),
@@ -180,6 +187,18 @@ def _expert_counts_cpu(expert_idx, num_experts, *, counts_dtype="int64", device=
 
 def _bias_update_cpu(bias, counts, update_rate=0.001, *, device="cpu"):
     infiniop.moe_bias_update(bias, counts, update_rate, device=device)
+
+
+def _expert_capacity_cpu(expert_idx, num_experts, capacity, weights=None, drop_policy=0, *,
+                         device="cpu"):
+    return infiniop.moe_expert_capacity(expert_idx, num_experts, capacity, weights=weights,
+                                        drop_policy=drop_policy, device=device)
+
+
+def _expert_capacity_autograd(expert_idx, num_experts, capacity, weights=None, drop_policy=0, *,
+                              device="cpu"):
+    return _capacity.MoeExpertCapacityFunction.apply(expert_idx, num_experts, capacity, weights,
+                                                     drop_policy, device, None)
 
 
 def _aux_loss_total(total_tokens):
@@ -284,6 +303,7 @@ _KERNELS = {
     "moe_gating_weights": (_gating_weights_cpu, _gating_weights_autograd),
     "moe_expert_counts": (_expert_counts_cpu, None),
     "moe_bias_update": (_bias_update_cpu, None),
+    "moe_expert_capacity": (_expert_capacity_cpu, _expert_capacity_autograd),
     "moe_aux_loss": (_aux_loss_cpu, _aux_loss_autograd),
     "moe_z_loss": (_z_loss_cpu, _z_loss_autograd),
 }

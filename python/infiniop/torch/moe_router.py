@@ -18,6 +18,7 @@ Highway target, thread count and on opencl (tests/python/test_router_training.py
 and compares). docs/moe_router.md maps every option to Megatron-LM, HF and DeepSeek.
 """
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -28,6 +29,7 @@ __all__ = ["Router", "RouterOutput"]
 SCORE_FUNCTIONS = {"softmax": 0, "sigmoid": 1, "sqrtsoftplus": 2}
 GROUP_SCORES = {"max": 0, "top2": 1, "topk": 2}  # MoeGatingTopK's group_select_mode
 AUX_LOSS_TYPES = (None, "switch", "seq")
+DROP_POLICIES = {"probs": "probability", "position": "position"}  # Megatron's names
 
 
 @dataclass
@@ -35,7 +37,9 @@ class RouterOutput:
     """What Router.forward returns. weights (T, topk) F32 and expert_idx (T, topk) (the router's
     index dtype) feed moe.dispatch / moe.combine; aux_loss and z_loss are 0-dim F32 tensors with
     autograd (None where the router has no such loss); tokens_per_expert (E) int64 are this
-    call's counts of expert_idx (what the bias update accumulates)."""
+    call's counts of expert_idx (what the bias update accumulates). With capacity_factor set,
+    expert_idx holds E (num_experts) at the slots dropped over capacity, weights +0 there (and a
+    zero gradient), and tokens_per_expert counts the kept slots only."""
     weights: torch.Tensor
     expert_idx: torch.Tensor
     aux_loss: Optional[torch.Tensor]
@@ -76,10 +80,22 @@ class Router(torch.nn.Module):
                      compute_routing_scores_for_aux_loss)
     z_loss_coeff     ST-MoE's router z-loss weight (0: none)
     index_dtype      int32 (moe.dispatch's) or int64
+    capacity_factor  None: dropless (the default). A real > 0: each expert keeps at most
+                     C = infiniop.expert_capacity(T, E, topk, capacity_factor, min_capacity)
+                     of the call's T * topk slots (Megatron --moe-expert-capacity-factor),
+                     the others dropped by MoeExpertCapacity: expert_idx E, weight +0
+    drop_policy      'probs' (Megatron's default: an expert keeps its slots of the largest
+                     weight, ties to the earlier slot) or 'position' (its first slots in token
+                     order) (--moe-token-drop-policy)
+    min_capacity     None, or the least C (get_capacity's min_capacity)
 
     forward(hidden, expert_idx=None): expert_idx given replays that routing (Megatron's
     RouterReplay, DeepSeek-V4's hash layers: tid2eid[token_ids]): the weights are computed for
     those experts with the same score function and normalization, and get the same gradient.
+    A replay applies no capacity (capacity_factor is ignored): the given expert_idx, values in
+    [0, E), is the routing as it is. (Megatron's RouterReplay records the selection before its
+    dropping and drops again after the replay; here, apply infiniop.torch.moe_expert_capacity
+    to the replay's output for that.)
     """
 
     def __init__(self, hidden_size, num_experts, topk, *, score_function="softmax",
@@ -87,7 +103,8 @@ class Router(torch.nn.Module):
                  expert_bias=False, bias_update_rate=1e-3, normalize=None, scaling_factor=1.0,
                  eps=1e-20, aux_loss_type=None, aux_loss_coeff=0.0, aux_loss_counts="router",
                  seq_length=None, z_loss_coeff=0.0, index_dtype="int32", device="cpu",
-                 dtype=torch.float32):
+                 dtype=torch.float32, capacity_factor=None, drop_policy="probs",
+                 min_capacity=None):
         super().__init__()
         self.num_experts, self.topk = int(num_experts), int(topk)
         self.score_function = _choice("score_function", score_function, SCORE_FUNCTIONS)
@@ -107,6 +124,18 @@ class Router(torch.nn.Module):
         self.seq_length = seq_length
         self.z_loss_coeff = float(z_loss_coeff)
         self.bias_update_rate = float(bias_update_rate)
+        if capacity_factor is not None:
+            capacity_factor = float(capacity_factor)
+            if not capacity_factor > 0 or capacity_factor == float("inf"):
+                raise ValueError(f"capacity_factor={capacity_factor}: a finite real > 0, or "
+                                 "None (dropless)")
+        self.capacity_factor = capacity_factor
+        self.drop_policy = _choice("drop_policy", drop_policy, DROP_POLICIES)
+        if min_capacity is not None and (isinstance(min_capacity, bool)
+                                         or int(min_capacity) != min_capacity
+                                         or min_capacity < 0):
+            raise ValueError(f"min_capacity={min_capacity!r}: an int >= 0, or None")
+        self.min_capacity = None if min_capacity is None else int(min_capacity)
         self.index_dtype, self.device_name = index_dtype, device
         self.weight = torch.nn.Parameter(torch.empty(self.num_experts, hidden_size, dtype=dtype))
         torch.nn.init.normal_(self.weight, std=hidden_size ** -0.5)
@@ -169,14 +198,36 @@ class Router(torch.nn.Module):
         logits); sigmoid and sqrtsoftplus add eps to the sum (Megatron's and HF's 1e-20)."""
         return 0.0 if self._norm_type() == 0 else self.eps
 
+    def capacity(self, num_tokens):
+        """The capacity C of each expert for a call of num_tokens rows (None: dropless):
+        infiniop.expert_capacity(num_tokens, E, topk, capacity_factor, min_capacity), its
+        expression written out (the options are checked once, in __init__) so that
+        torch.compile traces it where num_tokens or the factor is symbolic."""
+        if self.capacity_factor is None:
+            return None
+        capacity = math.ceil((num_tokens * self.topk / self.num_experts) * self.capacity_factor)
+        if self.min_capacity is not None and capacity < self.min_capacity:
+            capacity = self.min_capacity
+        return capacity
+
     def forward(self, hidden, expert_idx=None):
         iop, dev = self._iop(), self.device_name
         logits = hidden.reshape(-1, hidden.shape[-1]) @ self.weight.t()
+        replay = expert_idx is not None
         weights, expert_idx = self.route(logits, expert_idx)
+        selected = expert_idx  # before dropping: what the aux loss counts
+        if self.capacity_factor is not None and not replay:
+            expert_idx, weights = iop.moe_expert_capacity(
+                expert_idx, self.num_experts, self.capacity(logits.shape[0]), weights=weights,
+                drop_policy=DROP_POLICIES[self.drop_policy], device=dev)
         counts = iop.moe_expert_counts(expert_idx, self.num_experts, device=dev)
         if self.training and self.expert_bias is not None:
             self.tokens_since_update += counts
-        aux_loss = self._aux_loss(logits, expert_idx, counts) \
+        aux_counts = counts
+        if selected is not expert_idx and self.aux_loss_type == "switch" \
+                and self.aux_loss_counts == "router" and self.aux_loss_coeff:
+            aux_counts = iop.moe_expert_counts(selected, self.num_experts, device=dev)
+        aux_loss = self._aux_loss(logits, selected, aux_counts) \
             if self.aux_loss_type and self.aux_loss_coeff else None
         z_loss = iop.moe_z_loss(logits, self.z_loss_coeff, device=dev) \
             if self.z_loss_coeff else None
