@@ -222,9 +222,9 @@ def test_errors(device):
     expect_error(Status.BAD_PARAM, call, experts=0, outputs=outputs)
     expect_error(Status.BAD_PARAM, call, capacity=-1, outputs=outputs)
     expect_error(Status.BAD_PARAM, call, drop_policy=2, outputs=outputs)
-    expect_error(Status.BAD_PARAM, call, weights=None, weights_out=None,
+    expect_error(Status.NULL_POINTER, call, weights=None, weights_out=None,
                  drop_policy="probability", outputs=outputs)
-    expect_error(Status.BAD_PARAM, call, weights=None, outputs=outputs)  # weights_out alone
+    expect_error(Status.NULL_POINTER, call, weights=None, outputs=outputs)  # weights_out alone
     expect_error(Status.BAD_TENSOR_SHAPE, call, weights=torch.rand(2, 3),
                  weights_out=torch.rand(2, 3), outputs=outputs)
     expect_error(Status.BAD_TENSOR_DTYPE, call, weights=weights.double(),
