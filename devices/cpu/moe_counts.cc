@@ -146,41 +146,54 @@ std::vector<char> keptSlots(const moe::CountsPlan &p, const moe::CountsData &d,
   return kept;
 }
 
-// dst = src where kept, else 0 (E for the indices, +0 for the weights), slot by slot.
+// out[s] = value(s) where kept, else `dropped` (E for the indices, +0 for the weights).
+template <class T, class Value>
+void writeKept(const moe::RouterView &v, T *out, const std::vector<char> &kept, Value &&value,
+               T dropped) {
+  forSlots(v, out, [&](size_t s, T *o) { *o = kept[s] ? value(s) : dropped; });
+}
+
+// The weights' bits (4 or 2 bytes each), read before any output is written.
 template <class T>
-void writeKept(const moe::RouterView &v, T *out, const std::vector<char> &kept,
-               const std::vector<T> &values, T dropped) {
-  forSlots(v, out, [&](size_t s, T *o) { *o = kept[s] ? values[s] : dropped; });
+std::vector<T> weightBits(const moe::CountsPlan &p, const void *weights) {
+  std::vector<T> bits(p.weights.rows * p.weights.cols);
+  forSlots(p.weights, static_cast<const T *>(weights), [&](size_t s, const T *w) { bits[s] = *w; });
+  return bits;
 }
 
 }  // namespace
 
 void moe_expert_capacity(const moe::CountsPlan &p, const moe::CountsData &d) {
+  // Every allocation comes before the first store, so that a failed one (INTERNAL_ERROR) leaves
+  // the outputs unwritten.
   const std::vector<size_t> expert = expertsOf(p, d.expert_idx);
   const std::vector<char> kept = keptSlots(p, d, expert);
+  const bool wide = d.weights_out && dtypeSize(p.weights_out.dtype) == 4;
+  const std::vector<uint32_t> bits32 =
+      wide ? weightBits<uint32_t>(p, d.weights) : std::vector<uint32_t>();
+  const std::vector<uint16_t> bits16 =
+      d.weights_out && !wide ? weightBits<uint16_t>(p, d.weights) : std::vector<uint16_t>();
   const auto E = static_cast<int64_t>(p.experts);
   const auto indices = [&](auto *out) {
     using T = std::remove_pointer_t<decltype(out)>;
-    writeKept(p.kept_idx, out, kept, std::vector<T>(expert.begin(), expert.end()),
-              static_cast<T>(E));
+    writeKept(
+        p.kept_idx, out, kept, [&](size_t s) { return static_cast<T>(expert[s]); },
+        static_cast<T>(E));
   };
   if (p.kept_idx.dtype == INFINI_DTYPE_I64)
     indices(static_cast<int64_t *>(d.kept_idx));
   else
     indices(static_cast<int32_t *>(d.kept_idx));
   if (!d.weights_out) return;
-  // The weights' bits (the same bits where kept), as unsigned integers of their size.
-  const auto weights = [&](auto *out) {
-    using T = std::remove_pointer_t<decltype(out)>;
-    std::vector<T> bits(expert.size());
-    forSlots(p.weights, static_cast<const T *>(d.weights),
-             [&](size_t s, const T *w) { bits[s] = *w; });
-    writeKept(p.weights_out, out, kept, bits, T{0});
-  };
-  if (dtypeSize(p.weights_out.dtype) == 4)
-    weights(static_cast<uint32_t *>(d.weights_out));
+  // The weights' own bits where kept.
+  if (wide)
+    writeKept(
+        p.weights_out, static_cast<uint32_t *>(d.weights_out), kept,
+        [&](size_t s) { return bits32[s]; }, uint32_t{0});
   else
-    weights(static_cast<uint16_t *>(d.weights_out));
+    writeKept(
+        p.weights_out, static_cast<uint16_t *>(d.weights_out), kept,
+        [&](size_t s) { return bits16[s]; }, uint16_t{0});
 }
 
 void moe_expert_counts(const moe::CountsPlan &p, const moe::CountsData &d) {
