@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "core/dtype.h"
@@ -71,7 +72,7 @@ void moe_expert_capacity(const moe::CountsPlan &p, const moe::CountsData &d) {
   const size_t k = p.expert_idx.cols, slots = p.expert_idx.rows * k, E = p.experts;
   std::vector<int64_t> expert(slots);
   std::vector<float> weight(slots, 0.0f);
-  std::vector<std::vector<size_t>> of_expert(E);  // each expert's slots, in slot order
+  std::map<int64_t, std::vector<size_t>> of_expert;  // each expert's slots, in slot order
   for (size_t s = 0; s < slots; ++s) {
     expert[s] = loadInteger(p.expert_idx, d.expert_idx, s / k, s % k);
     if (d.weights)
@@ -79,8 +80,7 @@ void moe_expert_capacity(const moe::CountsPlan &p, const moe::CountsData &d) {
         using T = decltype(t);
         weight[s] = toFloat(static_cast<const T *>(d.weights)[p.weights.offset(s / k, s % k)]);
       });
-    if (expert[s] != static_cast<int64_t>(E))
-      of_expert[static_cast<size_t>(expert[s])].push_back(s);
+    if (expert[s] != static_cast<int64_t>(E)) of_expert[expert[s]].push_back(s);
   }
   // Probability: a NaN first, then larger values; equal values (-0 and +0 too) keep slot order.
   const auto ranks_before = [&](size_t a, size_t b) {
@@ -88,7 +88,8 @@ void moe_expert_capacity(const moe::CountsPlan &p, const moe::CountsData &d) {
     return (std::isnan(x) && !std::isnan(y)) || x > y;
   };
   std::vector<bool> kept(slots, false);
-  for (std::vector<size_t> &list : of_expert) {
+  for (auto &entry : of_expert) {
+    std::vector<size_t> &list = entry.second;
     if (p.policy == moe::DropPolicy::probability)
       std::stable_sort(list.begin(), list.end(), ranks_before);
     for (size_t i = 0; i < list.size() && i < p.capacity; ++i) kept[list[i]] = true;

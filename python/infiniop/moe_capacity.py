@@ -102,9 +102,9 @@ def moe_expert_capacity(expert_idx, num_experts, capacity, *, weights=None,
     (its dtype) when None. weights_out: where to write the kept weights (weights' shape and
     dtype); allocated when weights is given and it is None; returned None without weights.
     device: 'cpu', 'cpu_reference', 'opencl' or a Device; ignored when a Handle is given.
-    Raises InfiniopError (BAD_PARAM for num_experts < 1, capacity < 0, a bad drop_policy or a
-    value outside [0, E], nothing written; NULL_POINTER for the probability policy or
-    weights_out without weights; BAD_TENSOR_SHAPE, BAD_TENSOR_DTYPE, ...).
+    Raises InfiniopError (BAD_PARAM for num_experts outside [1, 2^24], capacity < 0, a bad
+    drop_policy or a value outside [0, E], nothing written; NULL_POINTER for the probability
+    policy or weights_out without weights; BAD_TENSOR_SHAPE, BAD_TENSOR_DTYPE, ...).
     """
     attributes = MoeExpertCapacity._attributes(num_experts=num_experts, capacity=capacity,
                                                drop_policy=drop_policy)[0]

@@ -25,6 +25,7 @@ namespace moe = infiniop::moe;
 constexpr const char *kCounts = "MoeExpertCounts";
 constexpr const char *kBias = "MoeBiasUpdate";
 constexpr const char *kCapacity = "MoeExpertCapacity";
+constexpr int64_t kMaxCapacityExperts = int64_t{1} << 24;
 
 using CountsDescriptor = infiniop::moe_gating::RunnerDescriptor<moe::CountsPlan, moe::CountsRunner>;
 using infiniop::moe_gating::publishRunner;
@@ -211,9 +212,11 @@ infiniStatus_t createCapacity(infiniopHandle_t handle,
   INFINIOP_CHECK(check.required("kept_idx descriptor", kept_idx));
   INFINIOP_CHECK(check.required("expert_idx descriptor", expert_idx));
   INFINIOP_CHECK(check.device(handle, infiniop::KernelId::moe_expert_capacity));
-  if (num_experts < 1)
-    return check.fail(INFINI_STATUS_BAD_PARAM,
-                      "num_experts " + std::to_string(num_experts) + " is not >= 1");
+  // MoeInitRoutingV2's bound: the devices keep per-expert state (opencl a work-item each).
+  if (num_experts < 1 || num_experts > kMaxCapacityExperts)
+    return check.fail(INFINI_STATUS_BAD_PARAM, "num_experts " + std::to_string(num_experts) +
+                                                   " is outside [1, " +
+                                                   std::to_string(kMaxCapacityExperts) + "]");
   if (capacity < 0)
     return check.fail(INFINI_STATUS_BAD_PARAM,
                       "capacity " + std::to_string(capacity) + " is negative");

@@ -429,6 +429,8 @@ void addOperatorRows(std::vector<Row> &rows) {
       setValues("expert_idx", {2, -1, 3, 1}));
   const char *xc = "MoeExpertCapacity";
   add(xc, "NumExpertsZero", C, P, "`num_experts` 0", setAttr(0, 0));
+  add(xc, "NumExpertsAbove2To24", C, P, "`num_experts` 2^24 + 1 (MoeInitRoutingV2's bound)",
+      setAttr(0, 16777217));
   add(xc, "CapacityNegative", C, P, "`capacity` -1", setAttr(1, -1));
   add(xc, "DropPolicyTwo", C, P, "`drop_policy` 2 (0 position, 1 probability)", setAttr(2, 2));
   add(xc, "ProbabilityWithoutWeights", C, N, "`drop_policy` 1 with a NULL `weights` descriptor",

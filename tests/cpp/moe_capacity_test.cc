@@ -287,7 +287,9 @@ TEST_P(MoeCapacity, BadDescriptors) {
     EXPECT_NE(error_.find(message), std::string::npos) << error_;
   };
   expect(INFINI_STATUS_BAD_PARAM, kept, nullptr, expert_idx, &weights, 0, 1, 0,
-         "num_experts 0 is not >= 1");
+         "num_experts 0 is outside [1, 16777216]");
+  expect(INFINI_STATUS_BAD_PARAM, kept, nullptr, expert_idx, &weights, (int64_t{1} << 24) + 1, 1, 0,
+         "num_experts 16777217 is outside [1, 16777216]");
   expect(INFINI_STATUS_BAD_PARAM, kept, nullptr, expert_idx, &weights, 4, -1, 0,
          "capacity -1 is negative");
   expect(INFINI_STATUS_BAD_PARAM, kept, nullptr, expert_idx, &weights, 4, 1, 2,
