@@ -17,7 +17,8 @@
  * expert_idx, INT32 or INT64): expert_idx[s] where kept, E where dropped. weights_out (nullable;
  * the weights' shape and dtype, which is then required): weights[s] where kept (the same bits),
  * +0 where dropped. weights (nullable with drop_policy 0 and no weights_out): F32, F16 or BF16,
- * (..., k). num_experts E in [1, 2^24] (MoeInitRoutingV2's bound), capacity C >= 0. The gradient of weights_out is grad * (kept_idx
+ * (..., k). num_experts E in [1, 2^24] (MoeInitRoutingV2's bound), capacity C >= 0. The gradient of
+ * weights_out is grad * (kept_idx
  * != E): zero at the dropped slots. Exact and deterministic (comparisons only).
  * docs/moe_expert_capacity.md. */
 typedef struct InfiniopMoeExpertCapacityDescriptor *infiniopMoeExpertCapacityDescriptor_t;
@@ -27,8 +28,8 @@ __INFINI_C infiniStatus_t infiniopCreateMoeExpertCapacityDescriptor(
     infiniopTensorDescriptor_t kept_idx_desc, infiniopTensorDescriptor_t weights_out_desc,
     infiniopTensorDescriptor_t expert_idx_desc, infiniopTensorDescriptor_t weights_desc,
     int64_t num_experts, int64_t capacity, int64_t drop_policy);
-__INFINI_C infiniStatus_t infiniopGetMoeExpertCapacityWorkspaceSize(
-    infiniopMoeExpertCapacityDescriptor_t desc, size_t *size);
+__INFINI_C infiniStatus_t
+infiniopGetMoeExpertCapacityWorkspaceSize(infiniopMoeExpertCapacityDescriptor_t desc, size_t *size);
 __INFINI_C infiniStatus_t infiniopMoeExpertCapacity(infiniopMoeExpertCapacityDescriptor_t desc,
                                                     void *workspace, size_t workspace_size,
                                                     void *kept_idx, void *weights_out,
