@@ -17,9 +17,9 @@
  * expert_idx, INT32 or INT64): expert_idx[s] where kept, E where dropped. weights_out (nullable;
  * the weights' shape and dtype, which is then required): weights[s] where kept (the same bits),
  * +0 where dropped. weights (nullable with drop_policy 0 and no weights_out): F32, F16 or BF16,
- * (..., k). num_experts E in [1, 2^24] (MoeInitRoutingV2's bound), capacity C >= 0. The gradient of
- * weights_out is grad * (kept_idx
- * != E): zero at the dropped slots. Exact and deterministic (comparisons only).
+ * (..., k). num_experts E in [1, 2^24] (MoeInitRoutingV2's bound), capacity C >= 0. The
+ * gradient of weights_out is grad * (kept_idx != E): zero at the dropped slots. Exact and
+ * deterministic (comparisons only).
  * docs/moe_expert_capacity.md. */
 typedef struct InfiniopMoeExpertCapacityDescriptor *infiniopMoeExpertCapacityDescriptor_t;
 
