@@ -15,6 +15,7 @@
 #include "infiniop/ops/gelu_backward_v2.h"
 #include "infiniop/ops/gelu_mul.h"
 #include "infiniop/ops/gelu_mul_backward.h"
+#include "infiniop/ops/gelu_mul_quant.h"
 #include "infiniop/ops/moe_aux_loss.h"
 #include "infiniop/ops/moe_bias_update.h"
 #include "infiniop/ops/moe_expert_capacity.h"
@@ -31,5 +32,6 @@
 #include "infiniop/ops/moe_z_loss.h"
 #include "infiniop/ops/swiglu.h"
 #include "infiniop/ops/swiglu_backward.h"
+#include "infiniop/ops/swiglu_quant.h"
 
 #endif /* INFINIOP_H */

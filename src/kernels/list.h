@@ -40,7 +40,9 @@
   X(MoeAuxLoss, moe_aux_loss)                       \
   X(MoeAuxLoss, moe_aux_loss_grad)                  \
   X(MoeZLoss, moe_z_loss)                           \
-  X(MoeZLoss, moe_z_loss_grad)
+  X(MoeZLoss, moe_z_loss_grad)                      \
+  X(GatedQuant, swiglu_quant)                       \
+  X(GatedQuant, gelu_mul_quant)
 // clang-format on
 
 namespace infiniop {
