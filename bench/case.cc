@@ -105,6 +105,11 @@ std::vector<size_t> Case::shapeOf(Extent e, std::vector<size_t> base) {
     base.back() *= 2;
     return base;
   }
+  if (e == Extent::kInt8 || e == Extent::kFp8) return base;
+  if (e == Extent::kGroupScales || e == Extent::kTokenScales) {
+    base.back() = e == Extent::kTokenScales ? 1 : base.back() / kQuantGroup;
+    return base;
+  }
   // R x K x H, or R x H with K = 4 (the routers: R x K x E).
   const size_t R = base.front(), H = base.back(), K = moeTopk(base);
   switch (e) {
@@ -275,7 +280,7 @@ size_t Case::bytesOf(const OpInfo &op, infiniDtype_t dtype, const std::vector<si
   for (const std::vector<Extent> *extents : {&op.outputs, &op.inputs})
     for (Extent e : *extents)
       n += product(shapeOf(e, shape)) *
-           (isIndex(e) ? sizeof(int32_t) : dtypeSize(isLoss(e) ? INFINI_DTYPE_F32 : dtype));
+           dtypeSize(extentDtype(e, dtype));
   return n;
 }
 
@@ -355,6 +360,17 @@ CheckResult Case::check(size_t budget) {
   // it absorbs the cancellation where a value is tiny next to its terms. The reported error is
   // norm-wise, in ulps of max |want|, as benchdnn's.
   for (size_t t = 0; t < want.size(); ++t) {
+    if (isQuant(op_.outputs[t])) {  // quantized bytes and their scales: bit for bit
+      const Tensor &w = want[t], &g = got[t];
+      for (size_t e = 0; e < w.count; ++e)
+        if (std::memcmp(w.data.get() + e * w.element_size, g.data.get() + e * g.element_size,
+                        w.element_size) != 0 &&
+            r.bad++ == 0)
+          r.first_bad = "output " + std::to_string(t) + " element " + std::to_string(e) +
+                        ": bits differ from cpu_reference's";
+      r.checked += w.count;
+      continue;
+    }
     if (isIndex(op_.outputs[t])) {  // other index outputs (MoeInitRoutingV2's, row_idx) are exact
       const auto *w = reinterpret_cast<const int32_t *>(want[t].data.get());
       const auto *g = reinterpret_cast<const int32_t *>(got[t].data.get());

@@ -69,7 +69,7 @@ class Case {
   static std::vector<size_t> shapeOf(Extent e, std::vector<size_t> base);
   Tensor allocate(Extent e, std::vector<size_t> shape) const;
   infiniDtype_t dtypeOf(Extent e) const {
-    return isIndex(e) ? INFINI_DTYPE_I32 : isLoss(e) ? INFINI_DTYPE_F32 : dtype_;
+    return extentDtype(e, dtype_);
   }
   // Creates the operator on `handle` for the case's tensors with shape `base`.
   infiniStatus_t bindOn(infiniopHandle_t handle, const std::vector<size_t> &base, Bound *bound);

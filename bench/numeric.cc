@@ -9,7 +9,7 @@
 namespace bench {
 
 size_t dtypeSize(infiniDtype_t t) {
-  return t == INFINI_DTYPE_F32 ? 4 : 2;
+  return t == INFINI_DTYPE_F32 ? 4 : t == INFINI_DTYPE_I8 || t == INFINI_DTYPE_F8 ? 1 : 2;
 }
 
 const char *dtypeName(infiniDtype_t t) {

@@ -11,7 +11,7 @@
 
 namespace bench {
 
-size_t dtypeSize(infiniDtype_t t);       // bytes per element: 4 for F32, 2 for F16/BF16
+size_t dtypeSize(infiniDtype_t t);       // bytes per element: 4 F32, 2 F16/BF16, 1 I8/F8
 const char *dtypeName(infiniDtype_t t);  // "f32", "f16", "bf16"
 // The library's own device list and facts (infiniopGetDeviceTypes, infiniopGetDeviceInfo).
 std::vector<infiniDevice_t> builtDevices();

@@ -245,6 +245,28 @@ const std::vector<OpInfo> &allOps() {
        {Extent::kLoss, Extent::kGateLogits},  // grad_loss, x
        bindOp<ops::MoeZLossGrad>({1e-3}),
        {16384, 8, 256}},
+      // The quantized gated activations, dynamic scales, activate_left 1: FP8 E4M3 per group of
+      // 128 (DeepSeek-V3's recipe; UE8M0 scales in the _ue8m0 row) and INT8 per token (W8A8).
+      {"swiglu_quant_fp8",
+       {Extent::kFp8, Extent::kGroupScales},  // y, scale;
+       {S2},                                  // x
+       bindOp<ops::SwiGluQuant>({1, 1, kQuantGroup, 0})},
+      {"swiglu_quant_fp8_ue8m0",
+       {Extent::kFp8, Extent::kGroupScales},
+       {S2},
+       bindOp<ops::SwiGluQuant>({1, 1, kQuantGroup, 1})},
+      {"swiglu_quant_int8",
+       {Extent::kInt8, Extent::kTokenScales},
+       {S2},
+       bindOp<ops::SwiGluQuant>({1, 1, 0, 0})},
+      {"gelu_mul_quant_fp8",
+       {Extent::kFp8, Extent::kGroupScales},
+       {S2},
+       bindOp<ops::GeluMulQuant>({kNone, 1, 1, kQuantGroup, 0})},
+      {"gelu_mul_quant_tanh_int8",
+       {Extent::kInt8, Extent::kTokenScales},
+       {S2},
+       bindOp<ops::GeluMulQuant>({kTanh, 1, 1, 0, 0})},
   };
   return ops;
 }

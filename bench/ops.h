@@ -55,7 +55,13 @@ enum class Extent {
   kGateCounts,    // (E) INT32: MoeExpertCounts' counts, an output (exact); MoeAuxLoss's input
   kLoss,          // () F32 whatever the case's dtype: MoeAuxLoss's and MoeZLoss's loss, their
                   // grads' grad_loss
+  // The *Quant operators' outputs, whatever the case's dtype (compared bit for bit):
+  kInt8,          // S, INT8
+  kFp8,           // S, FP8 E4M3
+  kGroupScales,   // S with its last dim / kQuantGroup, F32: per-group scales
+  kTokenScales,   // S with its last dim 1, F32: per-token scales
 };
+constexpr size_t kQuantGroup = 128;
 constexpr size_t kMoeExperts = 64;
 inline size_t moeTopk(const std::vector<size_t> &shape) {
   return shape.size() == 3 ? shape[1] : 4;
@@ -71,6 +77,27 @@ inline bool isIndex(Extent e) {
   return e == Extent::kRowIndex || e == Extent::kExpertIndex || e == Extent::kExpertCounts ||
          e == Extent::kGateIndex || e == Extent::kGateRowIndex || e == Extent::kGateExperts ||
          e == Extent::kGateCounts;
+}
+
+// An output compared bit for bit (exact by contract), of its own dtype.
+inline bool isQuant(Extent e) {
+  return e == Extent::kInt8 || e == Extent::kFp8 || e == Extent::kGroupScales ||
+         e == Extent::kTokenScales;
+}
+// The dtype of a tensor of extent e in a case of dtype `dtype`.
+inline infiniDtype_t extentDtype(Extent e, infiniDtype_t dtype) {
+  switch (e) {
+    case Extent::kInt8:
+      return INFINI_DTYPE_I8;
+    case Extent::kFp8:
+      return INFINI_DTYPE_F8;
+    case Extent::kGroupScales:
+    case Extent::kTokenScales:
+    case Extent::kLoss:
+      return INFINI_DTYPE_F32;
+    default:
+      return isIndex(e) ? INFINI_DTYPE_I32 : dtype;
+  }
 }
 
 struct OpInfo {

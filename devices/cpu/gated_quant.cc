@@ -76,93 +76,205 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> ValueWindow(D d, V x1) {
   }
 }
 
-// Step 1 for one row: p[c] and window[c] from the activation inputs g and the multipliers b
-// (F32, exact). T: x's storage type (the tables' key for 16-bit x).
+// A storage value as F32 (exact).
+inline float AsFloat(float v) { return v; }
+template <class T>
+float AsFloat(T v) {
+  uint16_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return std::is_same_v<T, hwy::bfloat16_t> ? f32FromBf16(bits) : f32FromF16(bits);
+}
+
+// One row's inputs: x1 (the activation's input) and x2, contiguous, in x's storage type T (the
+// row itself, or a copy where x's columns are strided), the smooth row (null: m = 1), and the
+// factor table with its pairs (16-bit x).
+template <class T>
+struct RowInputs {
+  const T *x1, *x2;
+  const float *m;
+  FactorTable table;
+};
+
+// z_c in double as the reference computes it: z = a m.
 template <class Act, class T>
-void RowValues(const float *g, const float *b, size_t n, float *p, int32_t *window) {
+double ExactValue(const RowInputs<T> &in, size_t c) {
+  double a = 0;
+  exact::Gated<Act::kExact>()(a, AsFloat(in.x1[c]), AsFloat(in.x2[c]));
+  return in.m ? a * in.m[c] : a;
+}
+
+// Step 1 for one group [begin, end): pm[c] = p_c m_c, p_c the activation in F32 (16-bit x: from the factor
+// tables, within 4 F32 steps; F32 x: the activation's fast path, its window in steps per lane),
+// NaN where the bound does not hold: p non-finite or tiny, the fast path's exact lanes (the
+// far-left tails), p m beyond F32's range or a non-zero p m below kSmallest; an exact zero
+// (x1 or x2 or m is 0, all finite) is the signed 0 of the product. window[c]: p's window (only
+// where it varies per lane). Returns the largest |pm| of the lanes that are not NaN; *unsure: whether
+// any is.
+template <class Act, class T>
+float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_out,
+                  int32_t *window, bool *any_unsure) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const size_t N = hn::Lanes(d);
   constexpr bool kTabled = !std::is_same_v<T, float>;
-  FactorTable table{nullptr, nullptr};
-  if constexpr (kTabled) table = factorTable<Act::kExact, IsBf16<T>()>();
   const T *storage = nullptr;
   const auto sign = hn::Set(di, static_cast<int32_t>(0x80000000u));
-  for (size_t c = 0; c < n; c += N) {  // whole vectors: the buffers have kPad to spare
-    const auto x1 = hn::LoadU(d, g + c), x2 = hn::LoadU(d, b + c);
+  const auto huge = hn::Set(d, 3.4028235e38f), zero = hn::Zero(d), one = hn::Set(d, 1.0f);
+  auto largest = hn::Zero(d);
+  auto unsure_lanes = hn::FirstN(d, 0);
+  for (size_t c = begin; c < end; c += N) {  // whole vectors: pm_out and window have kPad spare
+    hn::Vec<decltype(d)> x1, x2;
+    if (HWY_LIKELY(c + N <= end)) {
+      x1 = LoadF32(d, in.x1 + c);
+      x2 = LoadF32(d, in.x2 + c);
+    } else {  // the last part of a vector: zeros past the group (exact zeros, not stored)
+      HWY_ALIGN T part1[kPad] = {}, part2[kPad] = {};
+      std::copy(in.x1 + c, in.x1 + end, part1);
+      std::copy(in.x2 + c, in.x2 + end, part2);
+      x1 = LoadF32(d, part1);
+      x2 = LoadF32(d, part2);
+    }
     auto value = hn::Zero(d);
     auto unsure = hn::FirstN(d, 0);
-    auto w = hn::Set(di, kTableProductWindow);
     if constexpr (kTabled) {
-      value = hn::Mul(Lookup(d, table.hi, x1, storage), x2);
+      value = hn::Mul(Lookup(d, in.table.hi, x1, storage), x2);
     } else {
       value = Act::WithAt(
           d, x1, [&](const auto &act) __attribute__((always_inline)) { return act.Value(d, x2); });
       unsure = ExactLanes(d, x1, x1, Act::kTailBound, value);
-      w = ValueWindow<Act>(d, x1);
+      if constexpr (std::is_same_v<Act, GeluTanhActivation>)
+        hn::StoreU(ValueWindow<Act>(d, x1), di, window + c);
     }
-    const auto huge = hn::Set(d, 3.4028235e38f);
+    const auto m = in.m ? hn::LoadU(d, in.m + c) : one;  // the smooth row has kPad spare
+    auto pm = hn::Mul(value, m);
+    auto a = hn::Abs(pm);
+    // The common case: every lane's p m in [kSmallest, F32's max] (a NaN fails), a whole vector.
+    const auto fine = hn::AndNot(unsure, hn::And(hn::Ge(a, hn::Set(d, kSmallest)), hn::Le(a, huge)));
+    if (HWY_LIKELY(c + N <= end && hn::AllTrue(d, fine))) {
+      hn::StoreU(pm, d, pm_out + c);
+      largest = hn::Max(largest, a);
+      continue;
+    }
     const auto finite = hn::And(hn::Le(hn::Abs(x1), huge), hn::Le(hn::Abs(x2), huge));
-    const auto exact_zero =
-        hn::And(finite, hn::Or(hn::Eq(x1, hn::Zero(d)), hn::Eq(x2, hn::Zero(d))));
-    const auto zero = hn::BitCast(d, hn::And(hn::Xor(hn::BitCast(di, x1), hn::BitCast(di, x2)), sign));
-    const auto holds = hn::And(hn::Ge(hn::Abs(value), hn::Set(d, kSmallest)),
-                               hn::Le(hn::Abs(value), huge));
-    unsure = hn::Or(unsure, hn::Not(holds));
-    value = hn::IfThenElse(exact_zero, zero, hn::IfThenElse(unsure, hn::Set(d, NAN), value));
-    hn::StoreU(value, d, p + c);
-    hn::StoreU(w, di, window + c);
+    const auto exact_zero = hn::And(finite, hn::Or(hn::Eq(x1, zero), hn::Eq(x2, zero)));
+    const auto signed_zero =
+        hn::BitCast(d, hn::And(hn::Xor(hn::BitCast(di, x1), hn::BitCast(di, x2)), sign));
+    unsure = hn::Or(unsure, hn::Not(hn::And(hn::Ge(hn::Abs(value), hn::Set(d, kSmallest)),
+                                            hn::Le(hn::Abs(value), huge))));
+    const auto p = hn::IfThenElse(exact_zero, signed_zero, value);
+    unsure = hn::AndNot(exact_zero, unsure);
+    pm = hn::Mul(p, m);
+    // Beyond F32's range (a NaN: an infinite m), or tiny but for an exact zero (p or m 0).
+    a = hn::Abs(pm);
+    const auto exact = hn::And(hn::Eq(pm, zero), hn::Or(hn::Eq(p, zero), hn::Eq(m, zero)));
+    unsure = hn::Or(unsure, hn::Not(hn::Le(a, huge)));
+    unsure = hn::Or(unsure, hn::AndNot(exact, hn::Lt(a, hn::Set(d, kSmallest))));
+    hn::StoreU(hn::IfThenElse(unsure, hn::Set(d, NAN), pm), d, pm_out + c);
+    const auto lanes = hn::FirstN(d, end - c);
+    unsure_lanes = hn::Or(unsure_lanes, hn::And(lanes, unsure));
+    largest = hn::Max(largest, hn::IfThenElseZero(hn::AndNot(unsure, lanes), a));
+  }
+  *any_unsure = !hn::AllFalse(d, unsure_lanes);
+  return hn::GetLane(hn::MaxOfLanes(d, largest));
+}
+
+// p's window in F32 steps where it is one for every lane (0: per lane, in window[]).
+template <class Act, class T>
+constexpr int32_t kFixedWindow = !std::is_same_v<T, float>            ? kTableProductWindow
+                                 : std::is_same_v<Act, SiluActivation> ? 10
+                                 : std::is_same_v<Act, GeluErfActivation> ? 12
+                                                                          : 0;
+
+// Calls body(k) for each lane k of `mask` (vector at element c), in order.
+template <class D, class M, class Body>
+HWY_INLINE void ForEachLane(D d, M mask, const Body &body) {
+  uint8_t bytes[8] = {};
+  hn::StoreMaskBits(d, mask, bytes);
+  uint64_t bits;
+  std::memcpy(&bits, bytes, sizeof bits);
+  while (bits) {
+    body(static_cast<size_t>(hwy::Num0BitsBelowLS1Bit_Nonzero64(bits)));
+    bits &= bits - 1;
   }
 }
 
-// The lanes whose p m the bound does not cover: p unsure (NaN), p m beyond F32's range, or a
-// non-zero p m below kSmallest (an exact zero is p = 0 or m = 0).
-template <class D, class V>
-HWY_INLINE auto Unsure(D d, V p, V m, V pm) {
-  const V a = hn::Abs(pm);
-  const auto tiny = hn::And(hn::Lt(a, hn::Set(d, kSmallest)),
-                            hn::And(hn::Ne(p, hn::Zero(d)), hn::Ne(m, hn::Zero(d))));
-  return hn::Or(hn::Or(hn::IsNaN(p), hn::Not(hn::Le(a, hn::Set(d, 3.4028235e38f)))), tiny);
+// z_c from the factor pair (hi + lo within 2^-48 of the reference's double, x2 and m exact): in
+// double, within 2^-46 of the reference's z; NaN where the pair holds no such bound.
+template <class T>
+double PairValue(const RowInputs<T> &in, size_t c) {
+  uint16_t bits;
+  std::memcpy(&bits, in.x1 + c, sizeof bits);
+  const double v =
+      (static_cast<double>(in.table.hi[bits]) + in.table.lo[bits]) * AsFloat(in.x2[c]);
+  return in.m ? v * in.m[c] : v;
 }
 
-// A group's values as the reference computes them, in double: z = a m.
-template <class Act>
-double ExactValue(const float *g, const float *b, const float *m, size_t c) {
-  double a = 0;
-  exact::Gated<Act::kExact>()(a, g[c], b[c]);
-  return m ? a * m[c] : a;
-}
-
-// Step 2: the dynamic scale of the group [begin, end) (m: the smooth row or null).
-template <class Act>
-float GroupScale(const GatedQuantPlan &plan, const float *g, const float *b, const float *m,
-                 const float *p, size_t begin, size_t end) {
+// Step 2: the dynamic scale of the group [begin, end) from pm (step 1's).
+// top, any_unsure: GroupValues'.
+template <class Act, class T>
+float GroupScale(const GatedQuantPlan &plan, const RowInputs<T> &in, const float *pm, size_t begin,
+                 size_t end, float top, bool any_unsure) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
-  const auto one = hn::Set(d, 1.0f);
-  auto largest = hn::Zero(d);
-  bool any_unsure = false;
-  for (size_t c = begin; c < end; c += N) {
-    const auto lanes = hn::FirstN(d, end - c);
-    const auto pv = hn::LoadU(d, p + c);
-    const auto mv = m ? hn::LoadU(d, m + c) : one;
-    const auto pm = hn::Mul(pv, mv);
-    const auto unsure = hn::And(lanes, Unsure(d, pv, mv, pm));
-    any_unsure = any_unsure || !hn::AllFalse(d, unsure);
-    largest = hn::Max(largest, hn::IfThenElseZero(hn::AndNot(unsure, lanes), hn::Abs(pm)));
-  }
-  const float top = hn::GetLane(hn::MaxOfLanes(d, largest));
   if (top == 0.0f && !any_unsure) return exact::dynamicScale(0.0, plan.format, plan.power_of_two);
-  const float threshold = top * (1.0f - 0x1p-8f);
+  // UE8M0: the largest |p m|, within its window of the exact amax, decides the power of two but
+  // where one lies within that window.
+  if constexpr (kFixedWindow<Act, T> > 0) {
+    if (plan.power_of_two && !any_unsure) {
+      const double margin = (2 * kFixedWindow<Act, T> + 8) * 0x1p-23;
+      const float low = exact::dynamicScale(top * (1 - margin), plan.format, true);
+      const float high = exact::dynamicScale(top * (1 + margin), plan.format, true);
+      if (low == high) return low;
+    }
+  }
+  // The candidates for the largest exact |z|: the unsure lanes, and those within 2^-8 of the
+  // largest |p m| (the windows are below 2^-12).
+  const auto threshold = hn::Set(d, top * (1.0f - 0x1p-8f));
+  constexpr bool kPairs = !std::is_same_v<T, float>;
+  bool from_pairs = kPairs;
   double amax = 0;
-  for (size_t c = begin; c < end; ++c) {
-    const float mc = m ? m[c] : 1.0f;
-    const float pm = p[c] * mc;
-    const bool unsure = std::isnan(p[c]) || !(std::fabs(pm) <= 3.4028235e38f) ||
-                        (std::fabs(pm) < kSmallest && p[c] != 0 && mc != 0);
-    if (!unsure && !(std::fabs(pm) >= threshold)) continue;
-    const double z = ExactValue<Act>(g, b, m, c);
+  const auto take = [&](double z) {
     amax = std::isnan(z) || std::isnan(amax) ? NAN : std::fmax(amax, std::fabs(z));
+  };
+  for (size_t c = begin; c < end; c += N) {
+    const auto v = hn::LoadU(d, pm + c);
+    const auto candidate = hn::And(hn::FirstN(d, end - c),
+                                   hn::Or(hn::IsNaN(v), hn::Ge(hn::Abs(v), threshold)));
+    if (hn::AllFalse(d, candidate)) continue;
+    ForEachLane(d, candidate, [&](size_t k) {
+      double z = NAN;
+      if constexpr (kPairs) {
+        if (!std::isnan(pm[c + k])) z = PairValue<T>(in, c + k);
+      }
+      if (std::isnan(z)) z = ExactValue<Act, T>(in, c + k);
+      take(z);
+    });
+  }
+  if (from_pairs && std::isfinite(amax) && amax > 0) {
+    // The pairs' z is within 2^-46 of the reference's: its scale is the reference's unless
+    // amax / qmax lies within 2^-40 of where the scale's rounding changes (an F32 midpoint, or a
+    // power of two for UE8M0); there the reference's doubles decide.
+    const double q = amax / exact::quantMax(plan.format);
+    bool near;
+    if (plan.power_of_two) {
+      int e = 0;
+      const double f = std::frexp(q, &e);  // q = f 2^e, f in [0.5, 1)
+      near = f < 0.5 + 0x1p-40 || f > 1.0 - 0x1p-41;
+    } else {
+      const float f = static_cast<float>(q);
+      const double step = std::nextafter(f, INFINITY) - static_cast<double>(f);
+      const double below = static_cast<double>(f) - std::nextafter(f, 0.0f);
+      near = std::fabs(q - f) > 0.5 * std::fmin(step, below) - 0x1p-40 * q;
+    }
+    if (!near) return exact::dynamicScale(amax, plan.format, plan.power_of_two);
+    amax = 0;
+    for (size_t c = begin; c < end; c += N) {
+      const auto v = hn::LoadU(d, pm + c);
+      const auto candidate = hn::And(hn::FirstN(d, end - c),
+                                     hn::Or(hn::IsNaN(v), hn::Ge(hn::Abs(v), threshold)));
+      if (!hn::AllFalse(d, candidate))
+        ForEachLane(d, candidate, [&](size_t k) { take(ExactValue<Act, T>(in, c + k)); });
+    }
   }
   return exact::dynamicScale(amax, plan.format, plan.power_of_two);
 }
@@ -176,7 +288,8 @@ HWY_INLINE auto NearAndCodes(D d, V t, VI steps, VI *codes) {
     const V clamped = hn::Min(hn::Max(t, hn::Set(d, -127.0f)), hn::Set(d, 127.0f));
     const V rounded = hn::Round(clamped);
     *codes = hn::ConvertTo(di, rounded);
-    // |t - round(t)| is exact below 2^23; its distance to 1/2 against the bound.
+    // |t - round(t)| is exact below 2^23; its distance to 1/2 against the bound (a step of t
+    // is at most 2^-23 |t|).
     const V a = hn::Abs(t);
     const V bound = hn::Mul(hn::Mul(a, hn::ConvertTo(d, steps)), hn::Set(d, 0x1p-23f));
     const V gap = hn::Sub(hn::Set(d, 0.5f), hn::Abs(hn::Sub(t, rounded)));
@@ -184,22 +297,23 @@ HWY_INLINE auto NearAndCodes(D d, V t, VI steps, VI *codes) {
   } else {
     // FP8 E4M3's midpoints are the F32 values whose low 20 bits are 0x80000, from 2^-6 on; below,
     // |t| + 2^-6 puts the subnormals' (spacing 2^-9, the spacing at 2^-6) there, its rounding
-    // within one more step.
+    // within one more step. 464 (between 448 and the missing 480) saturates either way.
     const V a = hn::Abs(t);
     const V smallest_normal = hn::Set(d, 0x1p-6f);
     const auto sub = hn::Lt(a, smallest_normal);
     const VI shifted = hn::BitCast(di, hn::IfThenElse(sub, hn::Add(a, smallest_normal), a));
     const VI w = hn::Add(steps, hn::Set(di, 1));
-    const VI offset = hn::And(hn::Add(shifted, hn::Sub(w, hn::Set(di, 0x80000))),
-                              hn::Set(di, 0xfffff));
-    const auto near = hn::And(hn::RebindMask(d, hn::Gt(hn::Add(hn::Add(w, w), hn::Set(di, 1)),
-                                                      offset)),
-                              hn::Lt(a, hn::Set(d, 456.0f)));
-    // Rounded by adding half the kept step and truncating: no tie is left (near lanes aside).
+    const VI offset =
+        hn::And(hn::Add(shifted, hn::Sub(w, hn::Set(di, 0x80000))), hn::Set(di, 0xfffff));
+    const auto near =
+        hn::And(hn::RebindMask(d, hn::Gt(hn::Add(hn::Add(w, w), hn::Set(di, 1)), offset)),
+                hn::Lt(a, hn::Set(d, 456.0f)));
+    // Rounded by adding half the kept step and truncating (no tie is left but in near lanes).
     const V clamped = hn::Min(a, hn::Set(d, 448.0f));
-    const VI bits = hn::BitCast(di, hn::IfThenElse(sub, hn::Add(clamped, smallest_normal), clamped));
-    const VI base = hn::IfThenElse(hn::RebindMask(di, sub), hn::Set(di, 121 << 3),
-                                   hn::Set(di, 120 << 3));
+    const VI bits =
+        hn::BitCast(di, hn::IfThenElse(sub, hn::Add(clamped, smallest_normal), clamped));
+    const VI base =
+        hn::IfThenElse(hn::RebindMask(di, sub), hn::Set(di, 121 << 3), hn::Set(di, 120 << 3));
     const VI code = hn::Sub(hn::ShiftRight<20>(hn::Add(bits, hn::Set(di, 0x80000))), base);
     const VI sign = hn::ShiftRight<24>(hn::And(hn::BitCast(di, t), hn::Set(di, int32_t(0x80000000u))));
     *codes = hn::Or(code, hn::And(sign, hn::Set(di, 0x80)));
@@ -207,44 +321,83 @@ HWY_INLINE auto NearAndCodes(D d, V t, VI steps, VI *codes) {
   }
 }
 
+// NearAndCodes, first for the common vector whose every |t| lies inside the grid's plain part
+// (FP8: below 456, where 448, the largest, rounds to itself; INT8: below 127): the test and the
+// bytes there in fewer operations; the whole of it for any other vector.
+template <QuantFormat kFormat, class D, class V, class VI>
+HWY_INLINE auto FastOrFullNear(D d, V t, VI steps, VI *codes) {
+  const hn::RebindToSigned<D> di;
+  const V a = hn::Abs(t);
+  if constexpr (kFormat == QuantFormat::int8) {
+    if (HWY_LIKELY(hn::AllTrue(d, hn::Lt(a, hn::Set(d, 127.0f))))) {
+      const V rounded = hn::Round(t);
+      *codes = hn::ConvertTo(di, rounded);
+      const V bound = hn::Mul(hn::Mul(a, hn::ConvertTo(d, steps)), hn::Set(d, 0x1p-23f));
+      return hn::Le(hn::Sub(hn::Set(d, 0.5f), hn::Abs(hn::Sub(t, rounded))), bound);
+    }
+  } else {
+    if (HWY_LIKELY(hn::AllTrue(d, hn::Lt(a, hn::Set(d, 456.0f))))) {
+      // Below 2^-6, |t| + 2^-6 puts the subnormals' midpoints where the normals' are (see
+      // NearAndCodes), and its code is 8 above theirs.
+      const auto sub = hn::Lt(a, hn::Set(d, 0x1p-6f));
+      const VI bits = hn::BitCast(di, hn::IfThenElse(sub, hn::Add(a, hn::Set(d, 0x1p-6f)), a));
+      const VI w = hn::Add(steps, hn::Set(di, 1));
+      const VI offset =
+          hn::And(hn::Add(bits, hn::Sub(w, hn::Set(di, 0x80000))), hn::Set(di, 0xfffff));
+      const VI base =
+          hn::IfThenElse(hn::RebindMask(di, sub), hn::Set(di, 121 << 3), hn::Set(di, 120 << 3));
+      const VI code = hn::Sub(hn::ShiftRight<20>(hn::Add(bits, hn::Set(di, 0x80000))), base);
+      const VI sign = hn::And(hn::ShiftRight<24>(hn::BitCast(di, t)), hn::Set(di, 0x80));
+      *codes = hn::Or(code, sign);
+      return hn::RebindMask(d, hn::Gt(hn::Add(hn::Add(w, w), hn::Set(di, 1)), offset));
+    }
+  }
+  return NearAndCodes<kFormat>(d, t, steps, codes);
+}
+
 // Step 3 for the group [begin, end) with scale s: bytes[c].
-template <class Act, QuantFormat kFormat>
-void QuantizeGroup(const float *g, const float *b, const float *m, const float *p,
-                   const int32_t *window, float s, size_t begin, size_t end, uint8_t *bytes) {
+// bytes has `row_end` elements (the row's); whole vectors are stored up to it and what passes
+// `end` is the next group's to overwrite.
+template <class Act, class T, QuantFormat kFormat>
+void QuantizeGroup(const RowInputs<T> &in, const float *pm, const int32_t *window, float s,
+                   size_t begin, size_t end, size_t row_end, uint8_t *bytes) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const hn::Rebind<uint8_t, decltype(d)> du8;
   const hn::Rebind<int8_t, decltype(d)> di8;
   const size_t N = hn::Lanes(d);
   const auto oracle = [&](size_t c) {
-    bytes[c] = exact::quantizeByte(ExactValue<Act>(g, b, m, c) / s, kFormat);
+    bytes[c] = exact::quantizeByte(ExactValue<Act, T>(in, c) / s, kFormat);
   };
   if (!(std::fabs(s) >= 0x1p-126f && std::fabs(s) <= 3.4028235e38f)) {
     for (size_t c = begin; c < end; ++c) oracle(c);
     return;
   }
+  // t = (p m) r: three roundings (r = 1 / s, the product) on p's window: 2 w + 8 steps of t.
   const auto r = hn::Set(d, 1.0f / s);
-  const auto one = hn::Set(d, 1.0f);
+  constexpr int32_t kFixed = kFixedWindow<Act, T>;
   for (size_t c = begin; c < end; c += N) {
-    const size_t count = std::min(N, end - c);
-    const auto pv = hn::LoadU(d, p + c);
-    const auto mv = m ? hn::LoadU(d, m + c) : one;
-    const auto pm = hn::Mul(pv, mv);
-    const auto t = hn::Mul(pm, r);
-    const auto w = hn::LoadU(di, window + c);
+    const auto v = hn::LoadU(d, pm + c);
+    const auto t = hn::Mul(v, r);
+    const auto w = kFixed ? hn::Set(di, kFixed) : hn::LoadU(di, window + c);
     const auto steps = hn::Add(hn::Add(w, w), hn::Set(di, 8));
     hn::Vec<decltype(di)> codes;
-    const auto near = NearAndCodes<kFormat>(d, t, steps, &codes);
+    const auto near = FastOrFullNear<kFormat>(d, t, steps, &codes);
+    hn::Vec<decltype(du8)> packed;
     if constexpr (kFormat == QuantFormat::int8) {
-      hn::StoreU(hn::BitCast(du8, hn::DemoteTo(di8, codes)), du8, bytes + c);
+      packed = hn::BitCast(du8, hn::DemoteTo(di8, codes));
     } else {
-      hn::StoreU(hn::DemoteTo(du8, codes), du8, bytes + c);
+      packed = hn::DemoteTo(du8, codes);
     }
-    const auto open = hn::And(hn::FirstN(d, count), hn::Or(near, Unsure(d, pv, mv, pm)));
-    if (HWY_UNLIKELY(!hn::AllFalse(d, open))) {
-      for (size_t k = 0; k < count; ++k)
-        if (hn::ExtractLane(hn::VecFromMask(d, open), k) != 0) oracle(c + k);
+    if (HWY_LIKELY(c + N <= row_end)) {
+      hn::StoreU(packed, du8, bytes + c);
+    } else {
+      HWY_ALIGN uint8_t part[kPad];
+      hn::Store(packed, du8, part);
+      std::copy(part, part + (row_end - c), bytes + c);
     }
+    const auto open = hn::And(hn::FirstN(d, end - c), hn::Or(near, hn::IsNaN(v)));
+    if (HWY_UNLIKELY(!hn::AllFalse(d, open))) ForEachLane(d, open, [&](size_t k) { oracle(c + k); });
   }
 }
 
@@ -254,44 +407,49 @@ void Rows(const GatedQuantPlan &plan, const GatedQuantData &data, const QuantScr
   const size_t H = plan.half;
   for (size_t r = first; r < last; ++r) {
     const ptrdiff_t e = quant::smoothRowOf(plan, data.counts, r);
-    uint8_t *bytes = scratch.bytes;
+    auto *y = static_cast<uint8_t *>(data.y) + plan.y.rowOffset(r);
+    uint8_t *bytes = plan.y.col_stride == 1 ? y : scratch.bytes;
     float *scale = static_cast<float *>(data.scale);
     if (e < 0) {  // past group_index's counts: zeros, and scale 0
       std::memset(bytes, 0, H);
       if (plan.dynamic)
         for (size_t gi = 0; gi < plan.groups; ++gi) scale[plan.scale.offset(r, gi)] = 0.0f;
     } else {
-      LoadRowVec(plan.x, data.x, r, scratch.x);
-      const float *g = scratch.x + plan.gateColumn(0), *b = scratch.x + plan.multiplierColumn(0);
-      const float *m = nullptr;
+      const T *row = static_cast<const T *>(data.x) + plan.x.rowOffset(r);
+      if (plan.x.col_stride != 1) {  // a contiguous copy of the row
+        T *copy = reinterpret_cast<T *>(scratch.x);
+        for (size_t c = 0; c < 2 * H; ++c) copy[c] = row[static_cast<ptrdiff_t>(c) * plan.x.col_stride];
+        row = copy;
+      }
+      RowInputs<T> in{row + plan.gateColumn(0), row + plan.multiplierColumn(0), nullptr,
+                      FactorTable{nullptr, nullptr}};
       if (plan.smooth) {
         LoadRowVec(plan.smooth_scales, data.smooth_scales, static_cast<size_t>(e), scratch.smooth);
-        m = scratch.smooth;
+        in.m = scratch.smooth;
       }
-      RowValues<Act, T>(g, b, H, scratch.p, scratch.window);
+      if constexpr (!std::is_same_v<T, float>) in.table = factorTable<Act::kExact, IsBf16<T>()>();
       for (size_t gi = 0; gi < plan.groups; ++gi) {
         const size_t begin = gi * plan.group_size, end = begin + plan.group_size;
+        bool any_unsure = false;
+        const float top =
+            GroupValues<Act, T>(in, begin, end, scratch.p, scratch.window, &any_unsure);
         float s;
         if (plan.dynamic) {
-          s = GroupScale<Act>(plan, g, b, m, scratch.p, begin, end);
+          s = GroupScale<Act, T>(plan, in, scratch.p, begin, end, top, any_unsure);
           scale[plan.scale.offset(r, gi)] = s;
         } else {
           s = scale[plan.scale.offset(r, gi)];
         }
         if (plan.format == QuantFormat::int8)
-          QuantizeGroup<Act, QuantFormat::int8>(g, b, m, scratch.p, scratch.window, s, begin, end,
-                                                bytes);
+          QuantizeGroup<Act, T, QuantFormat::int8>(in, scratch.p, scratch.window, s, begin, end,
+                                                   H, bytes);
         else
-          QuantizeGroup<Act, QuantFormat::fp8_e4m3>(g, b, m, scratch.p, scratch.window, s, begin,
-                                                    end, bytes);
+          QuantizeGroup<Act, T, QuantFormat::fp8_e4m3>(in, scratch.p, scratch.window, s, begin,
+                                                       end, H, bytes);
       }
     }
-    auto *y = static_cast<uint8_t *>(data.y) + plan.y.rowOffset(r);
-    if (plan.y.col_stride == 1) {
-      std::memcpy(y, bytes, H);
-    } else {
+    if (bytes != y)
       for (size_t c = 0; c < H; ++c) y[static_cast<ptrdiff_t>(c) * plan.y.col_stride] = bytes[c];
-    }
   }
 }
 

@@ -161,6 +161,15 @@ INFINIOP_OPERATOR(MoeExpertCapacity,
                   (out("kept_idx"), nullable(out("weights_out")), in("expert_idx"),
                    nullable(in("weights"))),
                   ("num_experts", "capacity", "drop_policy"));
+// scale is written (dynamic) or read (static): an output slot, as calculate's void *.
+INFINIOP_OPERATOR(SwiGluQuant,
+                  (out("y"), out("scale"), in("x"), nullable(in("smooth_scales")),
+                   nullable(in("group_index"))),
+                  ("activate_left", "quant_mode", "group_size", "scale_format"));
+INFINIOP_OPERATOR(GeluMulQuant,
+                  (out("y"), out("scale"), in("x"), nullable(in("smooth_scales")),
+                   nullable(in("group_index"))),
+                  ("approximate", "activate_left", "quant_mode", "group_size", "scale_format"));
 #undef INFINIOP_OPERATOR
 
 // The V2 creates of ClippedSwiglu(Backward): the same descriptor and calls, one attribute more.
