@@ -36,6 +36,8 @@
 #include "hwy/highway.h"
 #include "ops/gated_quant.h"
 
+#ifndef INFINIOP_CPU_GATED_QUANT_SCRATCH
+#define INFINIOP_CPU_GATED_QUANT_SCRATCH  // once, not per target
 namespace infiniop::cpu {
 // One thread's rows: x's row (2H), the values p and their windows (H each), the bytes (H) and
 // the smooth scales' row (H), each with kPad elements to spare, so that the loops load and store
@@ -47,6 +49,7 @@ struct QuantScratch {
   uint8_t *bytes;
 };
 }  // namespace infiniop::cpu
+#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace infiniop::cpu::HWY_NAMESPACE {
