@@ -22,7 +22,7 @@ import sys
 
 from ._dispatch import run
 from ._operator import AttributeOperator, array_views, check_dim, check_int64
-from .core import array_view, check_out, output
+from .core import array_view, output
 from .enums import DType, GeluApproximate, QuantMode, QuantScaleFormat
 
 __all__ = ["GeluMulQuant", "QuantMode", "QuantScaleFormat", "SwiGluQuant", "gelu_mul_quant",

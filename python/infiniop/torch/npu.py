@@ -98,11 +98,12 @@ def npu_swiglu_quant(x, smooth_scales=None, offsets=None, group_index=None, acti
     activate_left=False, quant_mode=0, group_list_type=0, dst_type=None) -> (y, scale), on
     swiglu_quant per token (no gradient).
 
-    quant_mode 1 (dynamic): scale (x's leading dims, no trailing 1) float32 = amax / 127 of each row's
-    act * smooth_scales, y = round(act * smooth_scales / scale) (amax / 448 for FP8). quant_mode
-    0 (static): CANN's y = round(act * smooth_scales), smooth_scales the multiplier: the static
-    scale 1.0 (a broadcast view of x's leading dims, returned as scale). group_index (E) with smooth_scales (E, H):
-    group_list_type 0 cumsum (made counts by torch.diff), 1 counts; rows past the sum get 0.
+    quant_mode 1 (dynamic): scale (x's leading dims, no trailing 1) float32 = amax / 127 of
+    each row's act * smooth_scales, y = round(act * smooth_scales / scale) (amax / 448 for
+    FP8). quant_mode 0 (static): CANN's y = round(act * smooth_scales), smooth_scales the
+    multiplier: the static scale 1.0 (a broadcast view of x's leading dims, returned as scale).
+    group_index (E) with smooth_scales (E, H): group_list_type 0 cumsum (made counts by
+    torch.diff), 1 counts; rows past the sum get 0.
     dst_type: None / torch.int8 INT8, torch.float8_e4m3fn FP8 E4M3; others ValueError.
     offsets (CANN's asymmetric zero points) are not supported: ValueError."""
     if offsets is not None:
