@@ -668,9 +668,22 @@ def test_opcheck():
 
 @COMPILABLE
 def test_backward_refused():
-    """No gradient: a backward reaching the returned scale raises, naming the function."""
+    """No gradient: a backward reaching the returned scale raises, naming the function (under
+    torch.compile at compile time, where the traced backward reaches it); with the scale
+    detached, a training graph around the operator runs, eager and compiled."""
     x = torch.randn(4, 64, requires_grad=True)
     y, s = iop.swiglu_quant(x, device="cpu_reference")
     assert not y.requires_grad
     with pytest.raises(RuntimeError, match="swiglu_quant: no gradient"):
         s.sum().backward()
+
+    def step(x):  # a training graph quantizing on the side: the scale detached
+        y, s = iop.gelu_mul_quant(x, group_size=2, device="cpu_reference")
+        return y.float() * s.detach().repeat_interleave(2, -1) + x[:, 32:]
+
+    torch._dynamo.reset()
+    for function in (step, torch.compile(step, fullgraph=True)):
+        x.grad = None
+        function(x).sum().backward()
+        assert torch.equal(x.grad, torch.cat([torch.zeros(4, 32), torch.ones(4, 32)], 1))
+    torch._dynamo.reset()

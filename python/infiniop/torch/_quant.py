@@ -5,7 +5,8 @@ their schemas, CPU kernels and fake kernels, for _ops and _compile to register.
 Inference operators: a quantized output has no gradient. The CPU kernel is the functional API;
 on PyTorch 2.4 on, the autograd formula registered for them refuses a backward with a message
 (the int8 / FP8 y is not differentiable; the float32 scale would otherwise carry a silent zero
-or a fallback warning). A static scale is an input, and an operator's output may not alias
+or a fallback warning). torch.compile traces a graph's backward when it compiles it, so there
+the message comes at compile time, where a returned scale that requires grad is not detached. A static scale is an input, and an operator's output may not alias
 its input: the schemas return (y, None) then, and infiniop.torch's functions return the scale
 given, as the functional API does.
 """
