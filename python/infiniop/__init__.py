@@ -26,6 +26,9 @@ package's version, library_version() the loaded library's (major, minor, patch).
     y = infiniop.moe_gating_weights(logits, tid2eid[token_ids], norm_type=1, ...)
     kept_idx, kept_w = infiniop.moe_expert_capacity(expert_idx, E, C, weights=y,
                                                     drop_policy="probability")
+    y, scale = infiniop.swiglu_quant(x, dtype=torch.int8)             # dynamic, per-token
+    y, scale = infiniop.gelu_mul_quant(x, dtype="fp8", group_size=128)  # FP8, per-group
+    y, _ = infiniop.swiglu_quant(x, scale=torch.tensor(0.05).expand(x.shape[0], 1))  # static
 """
 
 from ._library import (
@@ -57,7 +60,8 @@ from .core import (
     devices,
     parse_device,
 )
-from .enums import Device, DType, GeluApproximate, Status
+from .enums import Device, DType, GeluApproximate, QuantMode, QuantScaleFormat, Status
+from .gated_quant import GeluMulQuant, SwiGluQuant, gelu_mul_quant, swiglu_quant
 from .gelu import Gelu, GeluBackwardV2, gelu, gelu_backward_v2
 from .gelu_backward import GeluBackward, gelu_backward
 from .gelu_mul import GeluMul, GeluMulBackward, gelu_mul, gelu_mul_backward
@@ -103,6 +107,7 @@ __all__ = [
     "GeluBackwardV2",
     "GeluMul",
     "GeluMulBackward",
+    "GeluMulQuant",
     "Handle",
     "InfiniopError",
     "LibraryNotFoundError",
@@ -122,9 +127,12 @@ __all__ = [
     "MoeInitRoutingV2Grad",
     "MoeZLoss",
     "MoeZLossGrad",
+    "QuantMode",
+    "QuantScaleFormat",
     "Status",
     "SwiGlu",
     "SwiGluBackward",
+    "SwiGluQuant",
     "TensorDescriptor",
     "array_view",
     "clipped_swiglu",
@@ -139,6 +147,7 @@ __all__ = [
     "gelu_backward_v2",
     "gelu_mul",
     "gelu_mul_backward",
+    "gelu_mul_quant",
     "get_library",
     "last_error",
     "library_candidates",
@@ -164,4 +173,5 @@ __all__ = [
     "status_string",
     "swiglu",
     "swiglu_backward",
+    "swiglu_quant",
 ]

@@ -431,6 +431,20 @@ _PROTOTYPES = {
     "infiniopGetClippedSwigluBackwardWorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopClippedSwigluBackward": (_status, [_ptr, _ptr, _size, _ptr, _ptr, _ptr, _ptr, _ptr]),
     "infiniopDestroyClippedSwigluBackwardDescriptor": (_status, [_ptr]),
+    # ops/swiglu_quant.h, ops/gelu_mul_quant.h (ops/quant.h's enums): y, scale, x,
+    # smooth_scales, group_index, then [infiniopGeluApproximate_t approximate,] int32_t
+    # activate_left, infiniopQuantMode_t quant_mode, int64_t group_size,
+    # infiniopQuantScaleFormat_t scale_format
+    "infiniopCreateSwiGluQuantDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 5 + [_int32, _enum, ctypes.c_int64, _enum]),
+    "infiniopGetSwiGluQuantWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopSwiGluQuant": (_status, [_ptr, _ptr, _size] + [_ptr] * 5 + [_ptr]),
+    "infiniopDestroySwiGluQuantDescriptor": (_status, [_ptr]),
+    "infiniopCreateGeluMulQuantDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 5 + [_enum, _int32, _enum, ctypes.c_int64, _enum]),
+    "infiniopGetGeluMulQuantWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopGeluMulQuant": (_status, [_ptr, _ptr, _size] + [_ptr] * 5 + [_ptr]),
+    "infiniopDestroyGeluMulQuantDescriptor": (_status, [_ptr]),
     # ops/moe_finalize_routing_v2.h: out, expanded_x, expanded_row_idx, x1, x2, bias, scales,
     # expert_idx, then int64_t drop_pad_mode
     "infiniopCreateMoeFinalizeRoutingV2Descriptor": (

@@ -170,6 +170,9 @@ def _torch_dtypes(torch):
                                      (torch.int8, DType.I8), (torch.int16, DType.I16),
                                      (torch.int32, DType.I32), (torch.int64, DType.I64),
                                      (torch.uint8, DType.U8), (torch.bool, DType.BOOL))}
+        # FP8 E4M3 (OCP e4m3fn) is the library's F8 (ops/quant.h); PyTorch has it from 2.1.
+        if hasattr(torch, "float8_e4m3fn"):
+            known[torch.float8_e4m3fn] = (DType.F8, 1)
         _TORCH_DTYPES.update(known)  # at once: another thread never sees it half filled
     return _TORCH_DTYPES
 

@@ -8,7 +8,7 @@ against the header so the two cannot drift apart silently.
 import operator
 from enum import IntEnum
 
-__all__ = ["Status", "DType", "Device"]
+__all__ = ["Status", "DType", "Device", "QuantMode", "QuantScaleFormat"]
 
 
 class Status(IntEnum):
@@ -128,3 +128,17 @@ class GeluApproximate(IntEnum):
 
 
 _APPROXIMATE_NAMES = {"none": GeluApproximate.NONE, "tanh": GeluApproximate.TANH}  # fast path
+
+
+class QuantMode(IntEnum):
+    """infiniopQuantMode_t (ops/quant.h)."""
+
+    STATIC = 0  # the scale tensor is read
+    DYNAMIC = 1  # s = amax / qmax of each group, computed and written
+
+
+class QuantScaleFormat(IntEnum):
+    """infiniopQuantScaleFormat_t (ops/quant.h): how a dynamic scale is rounded."""
+
+    F32 = 0  # amax / qmax rounded once to nearest F32
+    UE8M0 = 1  # rounded up to a power of two (DeepSeek-V3's FP8 recipe, DeepGEMM's scales)

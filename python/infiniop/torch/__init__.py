@@ -48,9 +48,14 @@ node (prim::PythonOp), under torch.fx.symbolic_trace as one call_function node.
                                           w.r.t. x: loss = task_loss + aux just works)
     moe_z_loss(x, coeff)                  MoeZLoss / MoeZLossGrad (the router z-loss, a 0-D
                                           float32 tensor, w.r.t. x)
+    swiglu_quant(x, dtype='int8', group_size=0, scale=None, scale_format='f32',
+                 smooth_scales=None, group_index=None, activate_left=True)
+                                          SwiGluQuant: (y int8 / FP8, scale); no gradient
+    gelu_mul_quant(x, approximate='none', ...)
+                                          GeluMulQuant, as swiglu_quant
 
 plus torch_npu-named aliases (npu_swiglu, npu_gelu, npu_gelu_backward, npu_gelu_mul,
-npu_clipped_swiglu, npu_moe_init_routing_v2, npu_moe_finalize_routing,
+npu_swiglu_quant, npu_clipped_swiglu, npu_moe_init_routing_v2, npu_moe_finalize_routing,
 npu_moe_gating_top_k_softmax, npu_moe_gating_top_k_softmax_v2, npu_moe_gating_top_k) with
 torch_npu's argument names and order, and, where torch.library allows it, the same operators as
 torch.ops.infiniop.<name> (see docs/python.md, section "infiniop.torch").
@@ -98,6 +103,7 @@ __all__ = [
     "clipped_swiglu",
     "gelu",
     "gelu_mul",
+    "gelu_mul_quant",
     "moe_aux_loss",
     "moe_bias_update",
     "moe_expert_capacity",
@@ -118,7 +124,9 @@ __all__ = [
     "npu_moe_gating_top_k_softmax_v2",
     "npu_moe_init_routing_v2",
     "npu_swiglu",
+    "npu_swiglu_quant",
     "swiglu",
+    "swiglu_quant",
 ]
 
 
@@ -397,6 +405,64 @@ def moe_bias_update(bias, counts, update_rate=0.001, *, device="cpu", handle=Non
     return bias
 
 
+def _activate_left(value):
+    """The schemas' bool activate_left (True / False, 1 / 0)."""
+    if value in (0, 1):  # True and False too
+        return bool(value)
+    raise ValueError(f"activate_left={value!r}: True (act(x1) * x2) or False (x1 * act(x2))")
+
+
+def _gated_quant(function, operator, x, scale, smooth_scales, group_index, attributes, device,
+                 handle):
+    _check_tensor(x, "x")
+    for value, name in ((scale, "scale"), (smooth_scales, "smooth_scales"),
+                        (group_index, "group_index")):
+        _check_tensor(value, name, optional=True)
+    if (handle is None and _ops.REGISTERED and _ops.COMPILABLE
+            and isinstance(device, (str, _torch.device))):
+        attributes = {**attributes,
+                      "dtype": _infiniop.gated_quant.quant_dtype_name(attributes["dtype"]),
+                      "scale_format": int(_infiniop.gated_quant.scale_format_code(
+                          attributes["scale_format"])),
+                      "activate_left": _activate_left(attributes["activate_left"])}
+        y, s = getattr(_torch.ops.infiniop, operator)(
+            x, scale, smooth_scales, group_index, **attributes,
+            device=_traced_device(device, handle))
+        return y, scale if scale is not None else s
+    # no gradient: the outputs come from the library, outside autograd
+    return function(x.detach(), scale=scale, smooth_scales=smooth_scales,
+                    group_index=group_index, **attributes, device=device, handle=handle)
+
+
+def swiglu_quant(x, *, dtype="int8", group_size=0, scale=None, scale_format="f32",
+                 smooth_scales=None, group_index=None, activate_left=True, device="cpu",
+                 handle=None):
+    """(y, scale), as infiniop.swiglu_quant (y = the quantized silu(x1) * x2 * m; dynamic scales
+    when scale is None, else the static scale given, returned as given), as
+    torch.ops.infiniop.swiglu_quant where torch.library allows it (torch.compile traces it). An
+    inference operator: no gradient (from PyTorch 2.4 a backward through the returned scale
+    raises)."""
+    attributes = {"dtype": dtype, "group_size": group_size, "scale_format": scale_format,
+                  "activate_left": activate_left}
+    return _gated_quant(_infiniop.swiglu_quant, "swiglu_quant", x, scale, smooth_scales,
+                        group_index, attributes, device, handle)
+
+
+def gelu_mul_quant(x, *, approximate="none", dtype="int8", group_size=0, scale=None,
+                   scale_format="f32", smooth_scales=None, group_index=None, activate_left=True,
+                   device="cpu", handle=None):
+    """(y, scale), as infiniop.gelu_mul_quant (swiglu_quant with gelu, approximate 'none' or
+    'tanh'); no gradient, as swiglu_quant."""
+    if _ops.REGISTERED and _ops.COMPILABLE and handle is None:  # the schema's str
+        parsed = _infiniop.GeluApproximate.parse(approximate)
+        approximate = (parsed.name.lower() if isinstance(parsed, _infiniop.GeluApproximate)
+                       else str(parsed))
+    attributes = {"approximate": approximate, "dtype": dtype, "group_size": group_size,
+                  "scale_format": scale_format, "activate_left": activate_left}
+    return _gated_quant(_infiniop.gelu_mul_quant, "gelu_mul_quant", x, scale, smooth_scales,
+                        group_index, attributes, device, handle)
+
+
 from .npu import (  # noqa: E402  (the aliases build on the functions above)
     npu_clipped_swiglu,
     npu_gelu,
@@ -408,6 +474,7 @@ from .npu import (  # noqa: E402  (the aliases build on the functions above)
     npu_moe_gating_top_k_softmax_v2,
     npu_moe_init_routing_v2,
     npu_swiglu,
+    npu_swiglu_quant,
 )
 from . import _compile, _ops  # noqa: E402,F401  (torch.ops.infiniop.*, where torch.library allows it)
 from . import moe  # noqa: E402,F401

@@ -22,7 +22,7 @@ import torch
 import infiniop
 from infiniop._operator import halved_shape
 
-from . import _compile_moe
+from . import _compile_moe, _quant
 
 BACKWARD_SCHEMAS = {
     "swiglu_backward": (
@@ -156,8 +156,11 @@ def register(library):
         for name, schema in schemas.items():
             library.define(schema)
             library.impl(name, kernels[name], "CPU")
-    for name, fake in {**FAKE, **_compile_moe.FAKE}.items():
+    for name, fake in {**FAKE, **_compile_moe.FAKE, **_quant.FAKE}.items():
         torch.library.register_fake(f"infiniop::{name}", fake, lib=library)
+    for name in _quant.FAKE:  # inference operators: a backward through them is refused
+        torch.library.register_autograd(f"infiniop::{name}", _quant.no_gradient(name),
+                                        setup_context=_nothing_saved, lib=library)
     autograd = {forward: (backward, _setup, _backward_of(backward))
                 for forward, backward in FORWARD_BACKWARD.items()}
     for forward, (backward, setup, formula) in {**autograd, **_compile_moe.AUTOGRAD}.items():

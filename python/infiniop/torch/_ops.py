@@ -40,9 +40,17 @@ torch.compile. Schemas cannot carry an infiniop.Handle, so these take device='cp
     torch.ops.infiniop.moe_aux_loss(Tensor x, Tensor tokens_per_expert, int topk, *,
         int score_function=0, int total_tokens=-1, float coeff=1.0, str device='cpu') -> Tensor
         (total_tokens -1: x's rows)
+    torch.ops.infiniop.swiglu_quant(Tensor x, Tensor? scale=None, Tensor? smooth_scales=None,
+        Tensor? group_index=None, *, str dtype='int8', int group_size=0, int scale_format=0,
+        bool activate_left=True, str device='cpu') -> (Tensor, Tensor?)
+    torch.ops.infiniop.gelu_mul_quant(<swiglu_quant's>, str approximate='none',
+        str device='cpu') -> (Tensor, Tensor?)
+        (y, the dynamic scale; None for a static scale, an input; dtype 'int8' or 'fp8';
+        scale_format 0 F32, 1 UE8M0; no gradient: _quant)
 
 moe_expert_counts and moe_bias_update have no gradient: no Autograd kernel (autograd falls
-through to the CPU kernel), and their fake kernels are _compile_moe's.
+through to the CPU kernel), and their fake kernels are _compile_moe's. Nor have swiglu_quant and
+gelu_mul_quant (fake kernels: _quant's; from PyTorch 2.4 a backward through them raises).
 
 REGISTERED says whether it worked; REASON why not (an older torch without torch.library, or
 the namespace already defined by someone else in this process).
@@ -54,7 +62,7 @@ import torch
 
 import infiniop
 
-from . import _autograd, _aux_loss, _capacity, _compile
+from . import _autograd, _aux_loss, _capacity, _compile, _quant
 
 # PyTorch 2.4 on: the activations are operators torch.compile traces (_compile); before, their
 # Autograd kernels are the autograd.Functions.
@@ -106,6 +114,7 @@ _SCHEMAS = {
         "moe_aux_loss(Tensor x, Tensor tokens_per_expert, int topk, *, int score_function=0, "
         "int total_tokens=-1, float coeff=1.0, str device='cpu') -> Tensor"),
     "moe_z_loss": "moe_z_loss(Tensor x, float coeff, *, str device='cpu') -> Tensor",
+    **_quant.SCHEMAS,
 }
 
 
@@ -306,6 +315,8 @@ _KERNELS = {
     "moe_expert_capacity": (_expert_capacity_cpu, _expert_capacity_autograd),
     "moe_aux_loss": (_aux_loss_cpu, _aux_loss_autograd),
     "moe_z_loss": (_z_loss_cpu, _z_loss_autograd),
+    # inference operators: no Autograd kernel (from PyTorch 2.4 a formula that refuses, _compile)
+    **{name: (kernel, None) for name, kernel in _quant.KERNELS.items()},
 }
 
 def _traced(kernel):

@@ -10,6 +10,9 @@ argument.
     npu_gelu_backward(grad_output, self, approximate='none')
                                                            -> infiniop.gelu_backward_v2
     npu_gelu_mul(input, *, approximate='none')             -> gelu_mul
+    npu_swiglu_quant(x, smooth_scales=None, offsets=None, group_index=None,
+                     activate_left=False, quant_mode=0, group_list_type=0, dst_type=None)
+                                                           -> swiglu_quant
     npu_clipped_swiglu(x, *, group_index=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0,
                        interleaved=True)                   -> clipped_swiglu
     npu_moe_finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales,
@@ -38,7 +41,8 @@ from . import _autograd
 
 __all__ = ["npu_clipped_swiglu", "npu_gelu", "npu_gelu_backward", "npu_gelu_mul",
            "npu_moe_finalize_routing", "npu_moe_gating_top_k", "npu_moe_gating_top_k_softmax",
-           "npu_moe_gating_top_k_softmax_v2", "npu_moe_init_routing_v2", "npu_swiglu"]
+           "npu_moe_gating_top_k_softmax_v2", "npu_moe_init_routing_v2", "npu_swiglu",
+           "npu_swiglu_quant"]
 
 
 def _api():
@@ -74,6 +78,56 @@ def npu_gelu_backward(grad_output, self, approximate="none", *, device="cpu", ha
 def npu_gelu_mul(input, *, approximate="none", device="cpu", handle=None):
     """torch_npu.npu_gelu_mul(input, *, approximate='none'): gelu_mul."""
     return _api().gelu_mul(input, approximate=approximate, device=device, handle=handle)
+
+
+def _dst_type(dst_type):
+    """torch_npu's dst_type as the library's y dtype: None or torch.int8 INT8,
+    torch.float8_e4m3fn FP8 E4M3."""
+    if dst_type is None or dst_type == torch.int8:
+        return "int8"
+    if dst_type == getattr(torch, "float8_e4m3fn", None):
+        return "fp8"
+    raise ValueError(f"dst_type={dst_type!r}: None or torch.int8 (INT8), or "
+                     "torch.float8_e4m3fn (FP8 E4M3) are supported")
+
+
+def npu_swiglu_quant(x, smooth_scales=None, offsets=None, group_index=None, activate_left=False,
+                     quant_mode=0, group_list_type=0, dst_type=None, *, device="cpu",
+                     handle=None):
+    """torch_npu.npu_swiglu_quant(x, smooth_scales=None, offsets=None, group_index=None,
+    activate_left=False, quant_mode=0, group_list_type=0, dst_type=None) -> (y, scale), on
+    swiglu_quant per token (no gradient).
+
+    quant_mode 1 (dynamic): scale (x's leading dims, no trailing 1) float32 = amax / 127 of
+    each row's act * smooth_scales, y = round(act * smooth_scales / scale) (amax / 448 for
+    FP8). quant_mode 0 (static): CANN's y = round(act * smooth_scales), smooth_scales the
+    multiplier: the static scale 1.0 (a broadcast view of x's leading dims, returned as scale).
+    group_index (E) with smooth_scales (E, H): group_list_type 0 cumsum (made counts by
+    torch.diff), 1 counts; rows past the sum get 0.
+    dst_type: None / torch.int8 INT8, torch.float8_e4m3fn FP8 E4M3; others ValueError.
+    offsets (CANN's asymmetric zero points) are not supported: ValueError."""
+    if offsets is not None:
+        raise ValueError("offsets: asymmetric quantization (zero points) is not supported; the "
+                         "library's INT8 and FP8 are symmetric (pass offsets=None)")
+    if quant_mode not in (0, 1):
+        raise ValueError(f"quant_mode={quant_mode!r}: 0 (static) or 1 (dynamic)")
+    if group_list_type not in (0, 1):
+        raise ValueError(f"group_list_type={group_list_type!r}: 0 (cumsum) or 1 (count)")
+    dtype = _dst_type(dst_type)
+    _autograd._check_tensor(x, "x")
+    _autograd._check_tensor(smooth_scales, "smooth_scales", optional=True)
+    _autograd._check_tensor(group_index, "group_index", optional=True)
+    if group_index is not None:
+        group_index = group_index.to(torch.int64)
+        if group_list_type == 0:  # cumsum -> counts (the library's count mode)
+            group_index = torch.diff(group_index, prepend=group_index.new_zeros(1))
+    scale = None
+    if quant_mode == 0:  # per token: one 1.0 broadcast to every row
+        scale = torch.ones((), dtype=torch.float32).expand(*x.shape[:-1], 1)
+    y, scale = _api().swiglu_quant(x, dtype=dtype, scale=scale, smooth_scales=smooth_scales,
+                                   group_index=group_index, activate_left=bool(activate_left),
+                                   device=device, handle=handle)
+    return y, scale.squeeze(-1)  # torch_npu's scale has x's leading dims (no trailing G = 1)
 
 
 def npu_clipped_swiglu(x, *, group_index=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0,

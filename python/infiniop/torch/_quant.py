@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: Apache-2.0
+"""torch.ops.infiniop.swiglu_quant and gelu_mul_quant (infiniop.swiglu_quant, gelu_mul_quant):
+their schemas, CPU kernels and fake kernels, for _ops and _compile to register.
+
+Inference operators: a quantized output has no gradient. The CPU kernel is the functional API;
+on PyTorch 2.4 on, the autograd formula registered for them refuses a backward with a message
+(the int8 / FP8 y is not differentiable; the float32 scale would otherwise carry a silent zero
+or a fallback warning). torch.compile traces a graph's backward when it compiles it, so there
+the message comes at compile time, where a returned scale that requires grad is not detached. A static scale is an input, and an operator's output may not alias
+its input: the schemas return (y, None) then, and infiniop.torch's functions return the scale
+given, as the functional API does.
+"""
+
+import torch
+
+import infiniop
+from infiniop.gated_quant import gated_quant_shapes, quant_dtype_name
+
+_ARGUMENTS = ("Tensor x, Tensor? scale=None, Tensor? smooth_scales=None, "
+              "Tensor? group_index=None, *, str dtype='int8', int group_size=0, "
+              "int scale_format=0, bool activate_left=True")
+
+SCHEMAS = {
+    "swiglu_quant": (f"swiglu_quant({_ARGUMENTS}, str device='cpu') -> (Tensor, Tensor?)"),
+    "gelu_mul_quant": (f"gelu_mul_quant({_ARGUMENTS}, str approximate='none', "
+                       "str device='cpu') -> (Tensor, Tensor?)"),
+}
+
+
+def _swiglu_quant_cpu(x, scale=None, smooth_scales=None, group_index=None, *, dtype="int8",
+                      group_size=0, scale_format=0, activate_left=True, device="cpu"):
+    y, s = infiniop.swiglu_quant(x, dtype=dtype, group_size=group_size, scale=scale,
+                                 scale_format=scale_format, smooth_scales=smooth_scales,
+                                 group_index=group_index, activate_left=activate_left,
+                                 device=device)
+    return y, None if scale is not None else s
+
+
+def _gelu_mul_quant_cpu(x, scale=None, smooth_scales=None, group_index=None, *, dtype="int8",
+                        group_size=0, scale_format=0, activate_left=True, approximate="none",
+                        device="cpu"):
+    y, s = infiniop.gelu_mul_quant(x, approximate=approximate, dtype=dtype,
+                                   group_size=group_size, scale=scale,
+                                   scale_format=scale_format, smooth_scales=smooth_scales,
+                                   group_index=group_index, activate_left=activate_left,
+                                   device=device)
+    return y, None if scale is not None else s
+
+
+KERNELS = {"swiglu_quant": _swiglu_quant_cpu, "gelu_mul_quant": _gelu_mul_quant_cpu}
+
+
+def _fake(x, scale=None, smooth_scales=None, group_index=None, *, dtype="int8", group_size=0,
+          **_):
+    """y and the dynamic scale as the functional API allocates them (contiguous); y's dtype:
+    int8, or torch.float8_e4m3fn (the fake kernels exist from PyTorch 2.4, which has it)."""
+    y_shape, scale_shape = gated_quant_shapes(tuple(x.shape), group_size)
+    y_dtype = torch.int8 if quant_dtype_name(dtype) == "int8" else torch.float8_e4m3fn
+    y = x.new_empty(y_shape, dtype=y_dtype)
+    return y, None if scale is not None else x.new_empty(scale_shape, dtype=torch.float32)
+
+
+FAKE = {"swiglu_quant": _fake, "gelu_mul_quant": _fake}
+
+
+def no_gradient(name):
+    """The autograd formula of a quantizing operator: a backward through it raises."""
+
+    def backward(ctx, *grads):
+        raise RuntimeError(
+            f"infiniop.torch.{name}: no gradient (a quantizing inference operator: y is int8 or "
+            "FP8, and its scale has no derivative the library computes); a backward reached it "
+            "through the float32 scale it returned. Detach the scale (scale.detach()) or "
+            "quantize outside the differentiated graph.")
+
+    return backward
