@@ -47,6 +47,7 @@ struct QuantScratch {
   float *x, *p, *smooth;
   int32_t *window;
   uint8_t *bytes;
+  uint64_t *marks;  // 2 (H + 2): LaneMarks' space
 };
 }  // namespace infiniop::cpu
 #endif
@@ -188,18 +189,32 @@ constexpr int32_t kFixedWindow = !std::is_same_v<T, float>            ? kTablePr
                                  : std::is_same_v<Act, GeluErfActivation> ? 12
                                                                           : 0;
 
-// Calls body(k) for each lane k of `mask` (vector at element c), in order.
-template <class D, class M, class Body>
-HWY_INLINE void ForEachLane(D d, M mask, const Body &body) {
-  uint8_t bytes[8] = {};
-  hn::StoreMaskBits(d, mask, bytes);
-  uint64_t bits;
-  std::memcpy(&bits, bytes, sizeof bits);
-  while (bits) {
-    body(static_cast<size_t>(hwy::Num0BitsBelowLS1Bit_Nonzero64(bits)));
-    bits &= bits - 1;
+// The lanes a vector loop leaves to scalar code after it: (element, lane bits) of each vector
+// that has any. No call then sits in the loop: a call clobbers every vector register, and the
+// loop reloaded its constants on every iteration around the rare one.
+class LaneMarks {
+ public:
+  explicit LaneMarks(uint64_t *space) : space_(space) {}
+  template <class D, class M>
+  HWY_INLINE void Add(D d, M mask, size_t c) {
+    uint8_t bytes[8] = {};
+    hn::StoreMaskBits(d, mask, bytes);
+    std::memcpy(space_ + 2 * count_ + 1, bytes, sizeof(uint64_t));
+    space_[2 * count_] = c;
+    ++count_;
   }
-}
+  // body(element) for each marked lane, in order.
+  template <class Body>
+  void ForEach(const Body &body) const {
+    for (size_t i = 0; i < count_; ++i)
+      for (uint64_t bits = space_[2 * i + 1]; bits; bits &= bits - 1)
+        body(space_[2 * i] + hwy::Num0BitsBelowLS1Bit_Nonzero64(bits));
+  }
+
+ private:
+  uint64_t *space_;
+  size_t count_ = 0;
+};
 
 // z_c from the factor pair (hi + lo within 2^-48 of the reference's double, x2 and m exact): in
 // double, within 2^-46 of the reference's z; NaN where the pair holds no such bound.
@@ -216,7 +231,7 @@ double PairValue(const RowInputs<T> &in, size_t c) {
 // top, any_unsure: GroupValues'.
 template <class Act, class T>
 float GroupScale(const GatedQuantPlan &plan, const RowInputs<T> &in, const float *pm, size_t begin,
-                 size_t end, float top, bool any_unsure) {
+                 size_t end, float top, bool any_unsure, uint64_t *marks) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   if (top == 0.0f && !any_unsure) return exact::dynamicScale(0.0, plan.format, plan.power_of_two);
@@ -239,45 +254,40 @@ float GroupScale(const GatedQuantPlan &plan, const RowInputs<T> &in, const float
   const auto take = [&](double z) {
     amax = std::isnan(z) || std::isnan(amax) ? NAN : std::fmax(amax, std::fabs(z));
   };
+  LaneMarks candidates(marks);
   for (size_t c = begin; c < end; c += N) {
     const auto v = hn::LoadU(d, pm + c);
     const auto candidate = hn::And(hn::FirstN(d, end - c),
                                    hn::Or(hn::IsNaN(v), hn::Ge(hn::Abs(v), threshold)));
-    if (hn::AllFalse(d, candidate)) continue;
-    ForEachLane(d, candidate, [&](size_t k) {
-      double z = NAN;
-      if constexpr (kPairs) {
-        if (!std::isnan(pm[c + k])) z = PairValue<T>(in, c + k);
-      }
-      if (std::isnan(z)) z = ExactValue<Act, T>(in, c + k);
-      take(z);
-    });
+    if (!hn::AllFalse(d, candidate)) candidates.Add(d, candidate, c);
   }
+  candidates.ForEach([&](size_t c) {
+    double z = NAN;
+    if constexpr (kPairs) {
+      if (!std::isnan(pm[c])) z = PairValue<T>(in, c);
+    }
+    if (std::isnan(z)) z = ExactValue<Act, T>(in, c);
+    take(z);
+  });
   if (from_pairs && std::isfinite(amax) && amax > 0) {
     // The pairs' z is within 2^-46 of the reference's: its scale is the reference's unless
     // amax / qmax lies within 2^-40 of where the scale's rounding changes (an F32 midpoint, or a
     // power of two for UE8M0); there the reference's doubles decide.
     const double q = amax / exact::quantMax(plan.format);
-    bool near;
-    if (plan.power_of_two) {
-      int e = 0;
-      const double f = std::frexp(q, &e);  // q = f 2^e, f in [0.5, 1)
-      near = f < 0.5 + 0x1p-40 || f > 1.0 - 0x1p-41;
-    } else {
-      const float f = static_cast<float>(q);
-      const double step = std::nextafter(f, INFINITY) - static_cast<double>(f);
-      const double below = static_cast<double>(f) - std::nextafter(f, 0.0f);
-      near = std::fabs(q - f) > 0.5 * std::fmin(step, below) - 0x1p-40 * q;
+    uint64_t bits;
+    std::memcpy(&bits, &q, sizeof bits);
+    const uint64_t mantissa = bits & ((uint64_t{1} << 52) - 1);
+    bool near = !(q >= 0x1p-126 && q < 0x1p127);  // the scale's clamps: the doubles decide
+    if (plan.power_of_two) {  // just above a power of two, or just below the next
+      near = near || mantissa < (uint64_t{1} << 12) ||
+             mantissa > (uint64_t{1} << 52) - (uint64_t{1} << 12);
+    } else {  // F32's midpoints in q's binade: the low 29 of 52 mantissa bits are 2^28
+      const auto low = static_cast<int64_t>(mantissa & ((uint64_t{1} << 29) - 1));
+      near = near || std::llabs(low - (int64_t{1} << 28)) < (int64_t{1} << 13);
     }
     if (!near) return exact::dynamicScale(amax, plan.format, plan.power_of_two);
     amax = 0;
-    for (size_t c = begin; c < end; c += N) {
-      const auto v = hn::LoadU(d, pm + c);
-      const auto candidate = hn::And(hn::FirstN(d, end - c),
-                                     hn::Or(hn::IsNaN(v), hn::Ge(hn::Abs(v), threshold)));
-      if (!hn::AllFalse(d, candidate))
-        ForEachLane(d, candidate, [&](size_t k) { take(ExactValue<Act, T>(in, c + k)); });
-    }
+    candidates.ForEach([&](size_t c) { take(ExactValue<Act, T>(in, c)); });
   }
   return exact::dynamicScale(amax, plan.format, plan.power_of_two);
 }
@@ -363,7 +373,7 @@ HWY_INLINE auto FastOrFullNear(D d, V t, VI steps, VI *codes) {
 // `end` is the next group's to overwrite.
 template <class Act, class T, QuantFormat kFormat>
 void QuantizeGroup(const RowInputs<T> &in, const float *pm, const int32_t *window, float s,
-                   size_t begin, size_t end, size_t row_end, uint8_t *bytes) {
+                   size_t begin, size_t end, size_t row_end, uint8_t *bytes, uint64_t *marks) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const hn::Rebind<uint8_t, decltype(d)> du8;
@@ -378,6 +388,7 @@ void QuantizeGroup(const RowInputs<T> &in, const float *pm, const int32_t *windo
   }
   // t = (p m) r: three roundings (r = 1 / s, the product) on p's window: 2 w + 8 steps of t.
   const auto r = hn::Set(d, 1.0f / s);
+  LaneMarks near_lanes(marks);
   constexpr int32_t kFixed = kFixedWindow<Act, T>;
   for (size_t c = begin; c < end; c += N) {
     const auto v = hn::LoadU(d, pm + c);
@@ -399,9 +410,11 @@ void QuantizeGroup(const RowInputs<T> &in, const float *pm, const int32_t *windo
       hn::Store(packed, du8, part);
       std::copy(part, part + (row_end - c), bytes + c);
     }
-    const auto open = hn::And(hn::FirstN(d, end - c), hn::Or(near, hn::IsNaN(v)));
-    if (HWY_UNLIKELY(!hn::AllFalse(d, open))) ForEachLane(d, open, [&](size_t k) { oracle(c + k); });
+    auto open = hn::Or(near, hn::IsNaN(v));
+    if (c + N > end) open = hn::And(hn::FirstN(d, end - c), open);
+    if (HWY_UNLIKELY(!hn::AllFalse(d, open))) near_lanes.Add(d, open, c);
   }
+  near_lanes.ForEach(oracle);
 }
 
 template <class Act, class T>
@@ -438,17 +451,17 @@ void Rows(const GatedQuantPlan &plan, const GatedQuantData &data, const QuantScr
             GroupValues<Act, T>(in, begin, end, scratch.p, scratch.window, &any_unsure);
         float s;
         if (plan.dynamic) {
-          s = GroupScale<Act, T>(plan, in, scratch.p, begin, end, top, any_unsure);
+          s = GroupScale<Act, T>(plan, in, scratch.p, begin, end, top, any_unsure, scratch.marks);
           scale[plan.scale.offset(r, gi)] = s;
         } else {
           s = scale[plan.scale.offset(r, gi)];
         }
         if (plan.format == QuantFormat::int8)
           QuantizeGroup<Act, T, QuantFormat::int8>(in, scratch.p, scratch.window, s, begin, end,
-                                                   H, bytes);
+                                                   H, bytes, scratch.marks);
         else
           QuantizeGroup<Act, T, QuantFormat::fp8_e4m3>(in, scratch.p, scratch.window, s, begin,
-                                                       end, H, bytes);
+                                                       end, H, bytes, scratch.marks);
       }
     }
     if (bytes != y)
@@ -518,13 +531,15 @@ void gatedQuant(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d) 
   std::vector<float> space(floats * ranges);
   std::vector<int32_t> windows(per * ranges);
   std::vector<uint8_t> bytes(per * ranges);
+  std::vector<uint64_t> marks(2 * (H + 2) * ranges);
   std::atomic<size_t> next{0};
   const auto run = &HWY_DYNAMIC_DISPATCH(GatedQuantRows);
   parallelRanges(p.rows, 8 * H, [&](size_t first, size_t last) {
     const size_t k = next.fetch_add(1) % ranges;
     float *base = space.data() + k * floats;
     QuantScratch scratch{base, base + 2 * H + kPad, base + 3 * H + 2 * kPad,
-                         windows.data() + k * per, bytes.data() + k * per};
+                         windows.data() + k * per, bytes.data() + k * per,
+                         marks.data() + k * 2 * (H + 2)};
     run(p, d, scratch, first, last);
   });
 }
