@@ -281,4 +281,10 @@ std::string correctlyRoundedDivideOptions(infiniopHandle_t handle) {
   return correct ? " -cl-fp32-correctly-rounded-divide-sqrt -DDIVIDE_OPERATOR" : "";
 }
 
+bool hasFp64(infiniopHandle_t handle) {
+  const std::string extensions =
+      " " + deviceString(stateOf<State>(handle).device, CL_DEVICE_EXTENSIONS) + " ";
+  return extensions.find(" cl_khr_fp64 ") != std::string::npos;
+}
+
 }  // namespace infiniop::opencl

@@ -33,6 +33,10 @@ infiniStatus_t getProgram(const char *where, infiniopHandle_t handle,
 // -DDIVIDE_OPERATOR" where the device divides so when asked to, else "" (divide in double).
 std::string correctlyRoundedDivideOptions(infiniopHandle_t handle);
 
+// Whether the device has double (cl_khr_fp64 among its extensions): the operators computed in
+// double (the *Quant ones) refuse a device without it.
+bool hasFp64(infiniopHandle_t handle);
+
 infiniStatus_t createKernel(const char *where, cl_program program, const char *name,
                             cl_kernel *kernel);
 

@@ -10,8 +10,35 @@
 // (its cpu_reference functor, in double) has its output taken from the oracle, rounded once,
 // where its F32 value lies within the window of a 16-bit rounding boundary. Double needs
 // cl_khr_fp64: a device without it rounds the F32 value (docs/devices.md).
-#if (defined(STORAGE_F16) || defined(STORAGE_BF16)) && defined(cl_khr_fp64)
+//
+// The exact formulas alone are also there in an F32 program built with -DEXACT_FORMULAS (the
+// *Quant operators, whose every value is computed in double); other F32 programs leave double
+// off, so that no unsuffixed literal of theirs turns double.
+#if (defined(STORAGE_F16) || defined(STORAGE_BF16) || defined(EXACT_FORMULAS)) && \
+    defined(cl_khr_fp64)
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+// The reference formulas (src/exact/sigmoid.h, gelu.h, limits.h), in double.
+INLINE double sigmoid_exact(double x) {
+  return 1.0 / (1.0 + exp(-x));
+}
+INLINE double silu_exact(double x) {
+  return x == -INFINITY ? -0.0 : x * sigmoid_exact(x);
+}
+INLINE double gelu_erf_exact(double x) {
+  return x == -INFINITY ? -0.0 : x * (0.5 * erfc(-x / sqrt(2.0)));
+}
+INLINE double gelu_tanh_exact(double x) {
+  const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+  return x == -INFINITY ? -0.0 : x / (1.0 + exp(-2.0 * u));
+}
+// exact/limits.h's timesNegativeTail: a negative factor that underflows is -0.
+INLINE double times_negative_tail_exact(double a, double factor, double x) {
+  if (factor == 0.0 && x < 0.0) return isinf(a) ? (isfinite(x) ? -a : a * factor) : a * -0.0;
+  return a * factor;
+}
+#endif
+
+#if (defined(STORAGE_F16) || defined(STORAGE_BF16)) && defined(cl_khr_fp64)
 #define ROUND_ONCE 1
 
 // src/core/dtype.h's roundToOddFloat: v toward zero with the last bit set where inexact, which
@@ -39,20 +66,6 @@ INLINE bool near_rounding_boundary(float v, uint window) {
 #endif
 }
 
-// The reference formulas (devices/cpu_reference/sigmoid.h, gelu.h, limits.h), in double.
-INLINE double sigmoid_exact(double x) {
-  return 1.0 / (1.0 + exp(-x));
-}
-INLINE double silu_exact(double x) {
-  return x == -INFINITY ? -0.0 : x * sigmoid_exact(x);
-}
-INLINE double gelu_erf_exact(double x) {
-  return x == -INFINITY ? -0.0 : x * (0.5 * erfc(-x / sqrt(2.0)));
-}
-INLINE double gelu_tanh_exact(double x) {
-  const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
-  return x == -INFINITY ? -0.0 : x / (1.0 + exp(-2.0 * u));
-}
 // The windows in F32 steps, 2K + 2 for a bound of K u |value| (2K steps, a step in the binade
 // below being half as large, plus one for a subnormal's absolute 2^-149 and one to spare): silu
 // K = 4, gelu_erf 5, and gelu_tanh per lane: K = 9 + 6 |v| for x < 0 (v taken at x clamped at
@@ -62,11 +75,6 @@ INLINE double gelu_tanh_exact(double x) {
 INLINE uint gelu_tanh_window(float input) {
   const float v = gelu_tanh_argument(fmax(input, -13.0f));
   return input < 0.0f ? (uint)fma(fabs(v), 12.0f, 21.0f) : 21u;
-}
-// cpu_reference/limits.h's timesNegativeTail: a negative factor that underflows is -0.
-INLINE double times_negative_tail_exact(double a, double factor, double x) {
-  if (factor == 0.0 && x < 0.0) return isinf(a) ? (isfinite(x) ? -a : a * factor) : a * -0.0;
-  return a * factor;
 }
 
 // The backward operators' and ClippedSwiglu's oracles (cpu_reference/sigmoid.h, gelu.h,

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: Apache-2.0
+// SwiGluQuant and GeluMulQuant (src/ops/gated_quant.h; docs/swiglu_quant.md), built after `common`
+// with -DEXACT_FORMULAS (rounded.cl's formulas in double, also for F32 x). Every value is
+// devices/cpu_reference/gated_quant.cc's, the same double operations in the same order (src/exact/
+// gated.h, quant.h restated), so every byte of y and every bit of a scale is the reference's.
+// One work-item per (group, row) (global ids 0, 1): it recomputes its group's values twice, once
+// for the amax (dynamic) and once for the bytes, as a group can be any length.
+
+// The views uploaded by the host (GEOMETRY longs each: col_stride, ndim, dims[8], strides[8]),
+// as router_view.h's uploadViewGeometry writes them; a view's row r is the row-major index over
+// its leading dims.
+#define MAX_LEADING 8
+#define GEOMETRY (2 + 2 * MAX_LEADING)
+#define QVIEW_X 0
+#define QVIEW_Y 1
+#define QVIEW_SCALE 2
+#define QVIEW_SMOOTH 3
+#define QVIEW_GROUP_INDEX 4
+
+// The activation (GateActivation) and the output format (QuantFormat), as the host passes them.
+#define ACT_SILU 0u
+#define ACT_GELU_ERF 1u
+#define ACT_GELU_TANH 2u
+
+typedef struct {
+  long base, step;
+} qrow_t;
+
+INLINE qrow_t qrow_of(const __global long *geometry, int view, ulong index, ulong r) {
+  const __global long *g = geometry + view * GEOMETRY;
+  long offset = 0;
+  for (int d = (int)g[1] - 1; d >= 0; --d) {
+    const ulong dim = (ulong)g[2 + d];
+    offset += (long)(r % dim) * g[2 + MAX_LEADING + d];
+    r /= dim;
+  }
+  qrow_t row = {(long)index + offset, g[0]};
+  return row;
+}
+INLINE ulong qelement(qrow_t row, ulong c) {
+  return (ulong)(row.base + (long)c * row.step);
+}
+
+// exact/quant.h's quantizeByte: v (z / s) rounded once to nearest even and saturated; NaN is 0
+// (INT8) or 0x7F (FP8); FP8 keeps the sign of -0 and of what rounds to 0 from below.
+INLINE uchar quantize_byte(double v, uint fp8) {
+  if (!fp8) {
+    if (isnan(v)) return 0;
+    const double q = rint(fmin(fmax(v, -127.0), 127.0));
+    return (uchar)(char)(int)q;
+  }
+  if (isnan(v)) return 0x7f;
+  const uchar sign = signbit(v) ? 0x80 : 0x00;
+  const double a = fabs(v);
+  if (a >= 448.0) return sign | 0x7e;
+  if (a < 0x1p-6) return sign | (uchar)(int)rint(a * 0x1p9);
+  int e = 0;
+  const double f = frexp(a, &e);  // a = f 2^e, f in [0.5, 1)
+  const double k = rint((2.0 * f - 1.0) * 8.0);
+  const int code = ((e - 1 + 7) << 3) + (int)k;  // k = 8 carries into the exponent
+  return sign | (uchar)code;
+}
+
+// exact/quant.h's dynamicScale: amax / qmax rounded once to F32 (or up to a power of two), at
+// least 2^-126; a NaN amax gives 0x7FC00000.
+INLINE float dynamic_scale(double amax, uint fp8, uint power_of_two) {
+  if (isnan(amax)) return as_float(0x7fc00000u);
+  const double q = amax / (fp8 ? 448.0 : 127.0);
+  double s = q;
+  if (power_of_two && q > 0.0 && isfinite(q)) {
+    int e = 0;
+    const double f = frexp(q, &e);
+    s = ldexp(1.0, f == 0.5 ? e - 1 : e);
+  }
+  const float rounded = (float)s;
+  return rounded < 0x1p-126f ? 0x1p-126f : rounded;
+}
+
+// ops/gated_quant.h's smoothRowOf: the smooth scales' row of x's row r, -1 past the counts' sum
+// (which the host has checked: each >= 0, sum <= rows); 0 without group_index.
+INLINE long smooth_row_of(const __global long *geometry, const __global long *group_index,
+                          ulong group_index_index, ulong experts, ulong r) {
+  if (experts == 0) return 0;
+  const qrow_t counts = qrow_of(geometry, QVIEW_GROUP_INDEX, group_index_index, 0);
+  ulong end = 0;
+  for (ulong e = 0; e < experts; ++e) {
+    end += (ulong)group_index[qelement(counts, e)];
+    if (r < end) return (long)e;
+  }
+  return -1;
+}
+
+// exact::Gated<Act>: timesNegativeTail(x2, Act(x1), x1), x1 the activation's input.
+INLINE double gated_exact(uint activation, float x1, float x2) {
+  const double act = activation == ACT_SILU       ? silu_exact(x1)
+                     : activation == ACT_GELU_ERF ? gelu_erf_exact(x1)
+                                                  : gelu_tanh_exact(x1);
+  return times_negative_tail_exact(x2, act, x1);
+}
+
+// z of column c: the gated value, times its smooth scale (F32 as double) where there is one.
+INLINE double z_at(const __global storage_t *x, qrow_t xr, const __global float *smooth, qrow_t sr,
+                   uint has_smooth, uint activation, uint activate_left, ulong H, ulong c) {
+  const ulong gate = activate_left ? c : H + c, multiplier = activate_left ? H + c : c;
+  const double a = gated_exact(activation, load_value(x, qelement(xr, gate)),
+                               load_value(x, qelement(xr, multiplier)));
+  return has_smooth ? a * (double)smooth[qelement(sr, c)] : a;
+}
+
+__kernel void gated_quant(const __global long *geometry, __global uchar *y, ulong y_index,
+                          __global float *scale, ulong scale_index, const __global storage_t *x,
+                          ulong x_index, const __global float *smooth, ulong smooth_index,
+                          const __global long *group_index, ulong group_index_index, ulong H,
+                          ulong group_size, ulong experts, uint activation, uint activate_left,
+                          uint fp8, uint dynamic, uint power_of_two, uint has_smooth) {
+  const ulong g = get_global_id(0), r = get_global_id(1);
+  const ulong begin = g * group_size, end = begin + group_size;
+  const qrow_t yr = qrow_of(geometry, QVIEW_Y, y_index, r);
+  const ulong scale_at = qelement(qrow_of(geometry, QVIEW_SCALE, scale_index, r), g);
+  const long e = smooth_row_of(geometry, group_index, group_index_index, experts, r);
+  if (e < 0) {  // past group_index's counts
+    for (ulong c = begin; c < end; ++c) y[qelement(yr, c)] = 0;
+    if (dynamic) scale[scale_at] = 0.0f;
+    return;
+  }
+  const qrow_t xr = qrow_of(geometry, QVIEW_X, x_index, r);
+  const qrow_t sr = qrow_of(geometry, QVIEW_SMOOTH, smooth_index, (ulong)e);
+  float s;
+  if (dynamic) {
+    double amax = 0.0;
+    for (ulong c = begin; c < end; ++c) {
+      const double z = z_at(x, xr, smooth, sr, has_smooth, activation, activate_left, H, c);
+      amax = isnan(z) || isnan(amax) ? (double)NAN : fmax(amax, fabs(z));
+    }
+    s = dynamic_scale(amax, fp8, power_of_two);
+    scale[scale_at] = s;
+  } else {
+    s = scale[scale_at];
+  }
+  for (ulong c = begin; c < end; ++c) {
+    const double z = z_at(x, xr, smooth, sr, has_smooth, activation, activate_left, H, c);
+    y[qelement(yr, c)] = quantize_byte(z / (double)s, fp8);
+  }
+}
