@@ -220,16 +220,25 @@ void addGenericRows(const OpSpec &op, std::vector<Row> &rows) {
         });
   }
   // The second output present at the first output's address.
+  // Where the second output's elements are wider (an INT8 y, an F32 scale), the first output at
+  // the second's address instead: the other way its pointer would be misaligned, BAD_PARAM first.
   int outputs = 0;
-  for (const Slot &slot : op.slots) outputs += slot.output && !slot.absent;
+  size_t second = 0;
+  for (size_t i = 0; i < op.slots.size(); ++i) {
+    outputs += op.slots[i].output && !op.slots[i].absent;
+    if (outputs == 2 && !second) second = i;
+  }
+  const bool wider = outputs > 1 && infiniop::dtypeSize(op.slots[second].dtype) >
+                                        infiniop::dtypeSize(op.slots[0].dtype);
   if (outputs > 1)
     add("OutputsOverlap", Call::kCalculate, INFINI_STATUS_BAD_TENSOR_STRIDES,
-        "the second output at the first output's address", [](const OpSpec &, Broken &s) {
-          for (size_t i = 1; i < s.slots.size(); ++i)
-            if (s.slots[i].output && !s.slots[i].absent) {
-              s.alias[i] = 0;
-              return;
-            }
+        wider ? "the first output at the second output's address (its elements are wider)"
+              : "the second output at the first output's address",
+        [second, wider](const OpSpec &, Broken &s) {
+          if (wider)
+            s.alias[0] = static_cast<int>(second);
+          else
+            s.alias[second] = 0;
         });
   add("NullDescriptor_Calculate", Call::kCalculate, INFINI_STATUS_NULL_POINTER, "NULL descriptor",
       [](const OpSpec &, Broken &s) { s.desc = Broken::Desc::kNull; });
