@@ -579,6 +579,32 @@ TEST_P(GatedQuant, NanAndInfinities) {
           }
 }
 
+TEST_P(GatedQuant, NanAndInfinityScalesByHand) {
+  // docs/swiglu_quant.md: a NaN in the group makes its scale 0x7FC00000 and every byte NaN's (0,
+  // 0x7F); an infinite z makes it +inf, the finite values +-0 (FP8 keeps the sign) and the
+  // infinite ones NaN's (inf / inf); amax / qmax past F32's range is +inf too.
+  TensorBuffer x({3, 4}, F32);
+  const float v[] = {NAN,  1.0f, 2.0f,     -3.0f,  // row 0: x1 NaN, 1; x2 2, -3
+                     1.0f, 2.0f, INFINITY, -3.0f, 1e4f, -20.0f, 3e38f, 3e38f};
+  for (size_t i = 0; i < 12; ++i) x.set(i, v[i]);
+  for (infiniDtype_t yd : {I8, F8})
+    for (auto format : {kScaleF32, kUe8m0}) {
+      TensorBuffer y({3, 2}, yd), scale({3, 1}, F32);
+      const Config c{Act::silu, 1, kDynamic, 0, format};
+      expectOracle(c, {&y, &scale, &x, nullptr, nullptr}, "NaN and inf by hand");
+      const uint8_t nan_byte = yd == I8 ? 0 : 0x7f;
+      EXPECT_EQ(scaleBits(scale, 0), 0x7fc00000u);
+      EXPECT_EQ(byteAt(y, 0), nan_byte);
+      EXPECT_EQ(byteAt(y, 1), nan_byte);
+      EXPECT_EQ(scaleBits(scale, 1), 0x7f800000u);   // +inf
+      EXPECT_EQ(byteAt(y, 2), nan_byte);             // inf / inf
+      EXPECT_EQ(byteAt(y, 3), yd == I8 ? 0 : 0x80);  // silu(2) (-3) / inf = -0
+      EXPECT_EQ(scaleBits(scale, 2), 0x7f800000u);   // 1e4 x 3e38 / qmax: past F32
+      EXPECT_EQ(byteAt(y, 4), 0);
+      EXPECT_EQ(byteAt(y, 5), yd == I8 ? 0 : 0x80);
+    }
+}
+
 TEST_P(GatedQuant, StaticScales) {
   for (infiniDtype_t yd : {I8, F8})
     for (const Config &c : configs(kStatic, 4, kScaleF32)) {
