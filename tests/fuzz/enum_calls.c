@@ -60,8 +60,8 @@ infiniStatus_t fuzzCreateGeluMulQuantDescriptor(
     infiniopTensorDescriptor_t scale, infiniopTensorDescriptor_t x,
     infiniopTensorDescriptor_t smooth_scales, infiniopTensorDescriptor_t group_index,
     int approximate, int32_t activate_left, int quant_mode, int64_t group_size, int scale_format) {
-  return infiniopCreateGeluMulQuantDescriptor(
-      handle, desc, y, scale, x, smooth_scales, group_index, (infiniopGeluApproximate_t)approximate,
-      activate_left, (infiniopQuantMode_t)quant_mode, group_size,
-      (infiniopQuantScaleFormat_t)scale_format);
+  return infiniopCreateGeluMulQuantDescriptor(handle, desc, y, scale, x, smooth_scales, group_index,
+                                              (infiniopGeluApproximate_t)approximate, activate_left,
+                                              (infiniopQuantMode_t)quant_mode, group_size,
+                                              (infiniopQuantScaleFormat_t)scale_format);
 }

@@ -429,7 +429,7 @@ enum Op {
   kAuxLossGrad,
   kZLoss,  // the router z-loss: a sum over rows (compare()'s bound scaled by coeff, below)
   kZLossGrad,
-  kCapacity,  // MoeExpertCapacity: exact, as the expert counts
+  kCapacity,      // MoeExpertCapacity: exact, as the expert counts
   kSwiGluQuant,   // SwiGluQuant, GeluMulQuant: exact (every byte of y, every scale's bits)
   kGeluMulQuant,  // (appended last, so that the earlier seeds keep their operator)
   kOpCount
@@ -468,8 +468,8 @@ const char *opName(Op op) {
 // mode's, for the elementwise operators (the MoE operators ignore the mode). The routers' K
 // (moe_gating) enters their own bound (compareRouter()); the expert-count operators are exact.
 // The aux losses: (E / 16 + T / 256 + 300) 2^-23 at the fuzzer's sizes (docs/moe_aux_loss.md).
-const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6, 4,   6,   16, 16, 0, 16, 4,
-                          4, 4, 4, 0, 0, 4, 800, 800, 16, 16, 0, 0, 0};
+const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6,   4,   6,  16, 16, 0, 16, 4,
+                          4, 4, 4, 0, 0, 4, 800, 800, 16, 16, 0,  0, 0};
 static_assert(sizeof kBoundU / sizeof kBoundU[0] == kOpCount);
 bool isRouter(Op op) {
   return (op >= kRouterSoftmax && op <= kRouterTopKGrad) || op == kRouterWeights;
@@ -771,15 +771,15 @@ void decodeGatedQuant(Input &in, Case &c, int fd) {
   }
   c.t.push_back(makeT(kOutput, with(H),
                       in.chance(240) ? (in.chance(128) ? INFINI_DTYPE_I8 : INFINI_DTYPE_F8) : fd));
-  c.t.push_back(makeT(mode == 0 ? kInput : kOutput, with(G),
-                      in.chance(240) ? INFINI_DTYPE_F32 : fd));
+  c.t.push_back(
+      makeT(mode == 0 ? kInput : kOutput, with(G), in.chance(240) ? INFINI_DTYPE_F32 : fd));
   Tensor x = makeT(kInput, with(2 * H), fd);
   x.coarse = in.chance(64);  // ties of z / s
   c.t.push_back(x);
   const size_t E = in.pick(4) + 1;
   const bool counts = in.chance(128), smooth = counts ? in.chance(240) : in.chance(128);
-  Tensor m = makeT(kInput, counts ? std::vector<size_t>{E, H} : std::vector<size_t>{H},
-                   INFINI_DTYPE_F32);
+  Tensor m =
+      makeT(kInput, counts ? std::vector<size_t>{E, H} : std::vector<size_t>{H}, INFINI_DTYPE_F32);
   m.present = smooth;
   c.t.push_back(m);
   Tensor g = makeT(kIndex, {E}, INFINI_DTYPE_I64);
