@@ -161,7 +161,7 @@ INFINIOP_OPERATOR(MoeExpertCapacity,
                   (out("kept_idx"), nullable(out("weights_out")), in("expert_idx"),
                    nullable(in("weights"))),
                   ("num_experts", "capacity", "drop_policy"));
-// scale is written (dynamic) or read (static): an output slot, as calculate's void *.
+// scale is written (dynamic) or read (static), a `void *` either way: an output slot.
 INFINIOP_OPERATOR(SwiGluQuant,
                   (out("y"), out("scale"), in("x"), nullable(in("smooth_scales")),
                    nullable(in("group_index"))),
@@ -186,13 +186,13 @@ struct ClippedSwigluBackwardV2 : ClippedSwigluBackward {
 
 // Every operator type (a create function each), for the checks below and any consumer that
 // walks them all.
-using All =
-    std::tuple<GeluBackward, Gelu, GeluBackwardV2, SwiGlu, SwiGluBackward, GeluMul, GeluMulBackward,
-               ClippedSwiglu, ClippedSwigluV2, ClippedSwigluBackward, ClippedSwigluBackwardV2,
-               MoeFinalizeRoutingV2, MoeFinalizeRoutingV2Grad, MoeInitRoutingV2,
-               MoeInitRoutingV2Grad, MoeGatingTopKSoftmax, MoeGatingTopKSoftmaxGrad, MoeGatingTopK,
-               MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate, MoeGatingWeights, MoeAuxLoss,
-               MoeAuxLossGrad, MoeZLoss, MoeZLossGrad, MoeExpertCapacity>;
+using All = std::tuple<GeluBackward, Gelu, GeluBackwardV2, SwiGlu, SwiGluBackward, GeluMul,
+                       GeluMulBackward, ClippedSwiglu, ClippedSwigluV2, ClippedSwigluBackward,
+                       ClippedSwigluBackwardV2, MoeFinalizeRoutingV2, MoeFinalizeRoutingV2Grad,
+                       MoeInitRoutingV2, MoeInitRoutingV2Grad, MoeGatingTopKSoftmax,
+                       MoeGatingTopKSoftmaxGrad, MoeGatingTopK, MoeGatingTopKGrad, MoeExpertCounts,
+                       MoeBiasUpdate, MoeGatingWeights, MoeAuxLoss, MoeAuxLossGrad, MoeZLoss,
+                       MoeZLossGrad, MoeExpertCapacity, SwiGluQuant, GeluMulQuant>;
 
 // ---- attributes ------------------------------------------------------------------------------
 

@@ -110,6 +110,12 @@ bool lastDimFree(const std::string &op, const std::string &slot) {
   return (op == "MoeGatingWeights" || op == "MoeZLoss") && slot == "x";
 }
 
+// A float slot whose dtype is its own: the gated *Quant operators' x (F32, F16 or BF16 whatever
+// the F32 scales and the integer y).
+bool dtypeFree(const std::string &op, const std::string &slot) {
+  return (op == "SwiGluQuant" || op == "GeluMulQuant") && slot == "x";
+}
+
 // Rows every operator has, derived from its slots.
 void addGenericRows(const OpSpec &op, std::vector<Row> &rows) {
   const std::string o = op.name;
@@ -149,7 +155,7 @@ void addGenericRows(const OpSpec &op, std::vector<Row> &rows) {
         scalar |= !isIndexDtype(other.dtype) && other.shape.empty();
       }
       peer |= !scalar;  // the rule only concerns an operator with a 0-D float tensor
-      if (peer || slot.shape.empty())
+      if ((peer || slot.shape.empty()) && !dtypeFree(o, n))
         add("DtypeMismatch_" + n, Call::kCreate, INFINI_STATUS_BAD_TENSOR_DTYPE,
             "`" + n + "` F16, the others F32",
             [i](const OpSpec &, Broken &s) { s.slots[i].dtype = INFINI_DTYPE_F16; });
@@ -206,21 +212,33 @@ void addGenericRows(const OpSpec &op, std::vector<Row> &rows) {
           } else {
             for (size_t i = 0; i < s.slots.size() && target < 0; ++i)
               if (!s.slots[i].output && s.slots[i].dtype == out.dtype) target = static_cast<int>(i);
+            // No input of the output's dtype (an INT8 y of F32 x): any input, as bytes.
+            for (size_t i = 0; i < s.slots.size() && target < 0; ++i)
+              if (!s.slots[i].output && !s.slots[i].absent) target = static_cast<int>(i);
           }
           s.alias[0] = target;
         });
   }
   // The second output present at the first output's address.
+  // Where the second output's elements are wider (an INT8 y, an F32 scale), the first output at
+  // the second's address instead: the other way its pointer would be misaligned, BAD_PARAM first.
   int outputs = 0;
-  for (const Slot &slot : op.slots) outputs += slot.output && !slot.absent;
+  size_t second = 0;
+  for (size_t i = 0; i < op.slots.size(); ++i) {
+    outputs += op.slots[i].output && !op.slots[i].absent;
+    if (outputs == 2 && !second) second = i;
+  }
+  const bool wider = outputs > 1 && infiniop::dtypeSize(op.slots[second].dtype) >
+                                        infiniop::dtypeSize(op.slots[0].dtype);
   if (outputs > 1)
     add("OutputsOverlap", Call::kCalculate, INFINI_STATUS_BAD_TENSOR_STRIDES,
-        "the second output at the first output's address", [](const OpSpec &, Broken &s) {
-          for (size_t i = 1; i < s.slots.size(); ++i)
-            if (s.slots[i].output && !s.slots[i].absent) {
-              s.alias[i] = 0;
-              return;
-            }
+        wider ? "the first output at the second output's address (its elements are wider)"
+              : "the second output at the first output's address",
+        [second, wider](const OpSpec &, Broken &s) {
+          if (wider)
+            s.alias[0] = static_cast<int>(second);
+          else
+            s.alias[second] = 0;
         });
   add("NullDescriptor_Calculate", Call::kCalculate, INFINI_STATUS_NULL_POINTER, "NULL descriptor",
       [](const OpSpec &, Broken &s) { s.desc = Broken::Desc::kNull; });
@@ -445,6 +463,56 @@ void addOperatorRows(std::vector<Row> &rows) {
       setValues("expert_idx", {2, 0, 4, 1}));
   add(xc, "ExpertNegative", K, P, "an `expert_idx` value -1",
       setValues("expert_idx", {2, -1, 3, 1}));
+  // SwiGluQuant and GeluMulQuant: GeluMulQuant's attributes are SwiGluQuant's after
+  // `approximate` (attribute 0). Configuration: y (2, 4) I8 / F8, scale (2, 2), x (2, 8),
+  // smooth_scales (2, 4), group_index (2) = {1, 1}, dynamic, group_size 2.
+  for (const char *op : {"SwiGluQuant", "GeluMulQuant"}) {
+    const size_t a = std::string(op) == "GeluMulQuant" ? 1 : 0;
+    add(op, "ActivateLeftTwo", C, P, "`activate_left` 2", setAttr(a + 0, 2));
+    add(op, "ActivateLeftNegative", C, P, "`activate_left` -1", setAttr(a + 0, -1));
+    add(op, "QuantModeTwo", C, P, "`quant_mode` 2 (0 static, 1 dynamic)", setAttr(a + 1, 2));
+    add(op, "QuantModeNegative", C, P, "`quant_mode` -1", setAttr(a + 1, -1));
+    add(op, "ScaleFormatTwo", C, P, "`scale_format` 2 (0 F32, 1 UE8M0)", setAttr(a + 3, 2));
+    add(op, "StaticUe8m0", C, P, "`scale_format` 1 (UE8M0) with `quant_mode` 0 (static)",
+        both(setAttr(a + 1, 0), setAttr(a + 3, 1)));
+    add(op, "GroupSizeNegative", C, P, "`group_size` -2", setAttr(a + 2, -2));
+    add(op, "GroupSizeNotDividingH", C, S, "`group_size` 3, H = 4",
+        both(setAttr(a + 2, 3), setShape("scale", {2, 1})));
+    add(op, "GroupSizePastH", C, S, "`group_size` 8, H = 4 (G would be 0)",
+        both(setAttr(a + 2, 8), setShape("scale", {2, 0})));
+    add(op, "GroupIndexWithoutSmooth", C, P, "`group_index` given, `smooth_scales` NULL",
+        dropDesc("smooth_scales"));
+    add(op, "XOddLastDim", C, S, "`x`'s last dim odd (2, 7)",
+        both(setShape("x", {2, 7}), setShape("y", {2, 3})));
+    add(op, "XRankZero", C, S, "`x` 0-D", setShape("x", {}));
+    add(op, "XI8", C, T, "`x` INT8", setDtype("x", INFINI_DTYPE_I8));
+    add(op, "YF16", C, T, "`y` F16 (I8 or F8 is required)", setDtype("y", INFINI_DTYPE_F16));
+    add(op, "YU8", C, T, "`y` U8", setDtype("y", INFINI_DTYPE_U8));
+    add(op, "YRowsDiffer", C, S, "`y` (3, 4), `x` (2, 8)", setShape("y", {3, 4}));
+    add(op, "YRankDiffers", C, S, "`y` (1, 2, 4), `x` (2, 8)", setShape("y", {1, 2, 4}));
+    add(op, "ScaleOneGroup", C, S, "`scale` (2, 1) with G = 2", setShape("scale", {2, 1}));
+    add(op, "ScaleRowsDiffer", C, S, "`scale` (1, 2), `x` (2, 8)", setShape("scale", {1, 2}));
+    add(op, "ScaleBF16", C, T, "`scale` BF16 (F32 is required)",
+        setDtype("scale", INFINI_DTYPE_BF16));
+    add(op, "SmoothNotEH", C, S, "`smooth_scales` (3, 4) with `group_index` (2)",
+        setShape("smooth_scales", {3, 4}));
+    add(op, "SmoothRowWithGroupIndex", C, S, "`smooth_scales` (4) with `group_index` (2)",
+        setShape("smooth_scales", {4}));
+    add(op, "SmoothEHWithoutGroupIndex", C, S, "`smooth_scales` (2, 4) without `group_index`",
+        dropDesc("group_index"));
+    add(op, "SmoothF16", C, T, "`smooth_scales` F16 (F32 is required)",
+        setDtype("smooth_scales", INFINI_DTYPE_F16));
+    add(op, "GroupIndexI32", C, T, "`group_index` INT32 (INT64 is required)",
+        setDtype("group_index", I32));
+    add(op, "GroupIndexRankTwo", C, S, "`group_index` (2, 1)", setShape("group_index", {2, 1}));
+    add(op, "CountNegative", K, P, "a `group_index` count -1", setValues("group_index", {-1, 1}));
+    add(op, "CountsPastRows", K, P, "`group_index` counts 2, 1: 3 rows of 2",
+        setValues("group_index", {2, 1}));
+    add(op, "CountPastRowsAlone", K, P, "a `group_index` count 2^63 - 1",
+        setValues("group_index", {0, INT64_MAX}));
+  }
+  add("GeluMulQuant", "ApproximateTwo", C, P, "`approximate` 2", setAttr(0, 2));
+  add("GeluMulQuant", "ApproximateNegative", C, P, "`approximate` -1", setAttr(0, -1));
   const char *bu = "MoeBiasUpdate";
   add(bu, "UpdateRateInfinite", C, P, "`update_rate` 1e39 (infinite in F32)", setAttr(0, 1e39));
   add(bu, "NoExperts", C, S, "`bias` and `counts` (0)",

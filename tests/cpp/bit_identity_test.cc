@@ -287,6 +287,10 @@ const char *dtypeName(infiniDtype_t dtype) {
       return "I32";
     case INFINI_DTYPE_I64:
       return "I64";
+    case INFINI_DTYPE_I8:
+      return "I8";
+    case INFINI_DTYPE_F8:
+      return "F8";
     default:
       return "?";
   }
@@ -381,6 +385,11 @@ std::string showElement(infiniDtype_t dtype, const uint8_t *p) {
     case INFINI_DTYPE_I64:
       std::memcpy(&i64v, p, 8);
       std::snprintf(text, sizeof text, "%" PRId64, i64v);
+      break;
+    case INFINI_DTYPE_I8:  // the quantized outputs: the byte, and INT8's value
+    case INFINI_DTYPE_F8:
+      std::snprintf(text, sizeof text, "0x%02x (%d)", p[0],
+                    static_cast<int>(static_cast<int8_t>(p[0])));
       break;
     default: {
       float f;
@@ -1270,6 +1279,75 @@ void addCapacity(std::vector<Group> &groups) {
   }
 }
 
+// ---- SwiGluQuant, GeluMulQuant: exact (docs/swiglu_quant.md: the byte and the scale of the real
+// values), so cpu_reference joins their runs. x (64, 2 x 1024) hostile (NaN, +-inf, +-0,
+// subnormals, 1e30, FLT_MAX, tails to |x| = 90) in every x dtype; INT8 and FP8; dynamic F32
+// per token and per 128 columns, UE8M0 per 128, static per 128 (scales written after each run's
+// poison: 0, -0, negative, tiny, huge, +inf, NaN among them), smooth scales (H) and (E, H) with
+// group_index counts 10, 0, 30, 15 (rows 55 to 63 past their sum: bytes 0, scale 0).
+float staticScale(size_t i) {
+  const float values[] = {0.01f,     0.0f,     -0.25f, 1e-30f, 1e30f,           -0.0f, 3.0f,
+                          0x1p-149f, INFINITY, NAN,    -7.5f,  0x1.fffffep127f, 0.5f,  1.0f / 448};
+  return values[(i * 7 + i / 13) % (sizeof values / sizeof values[0])];
+}
+void writeStaticScale(Case &c) {
+  c.tensor("scale")->fill(staticScale);
+}
+Describe quantized(size_t d, size_t group) {
+  return [=](Case &c, size_t slot, size_t i) {
+    if (slot != 0) {  // scale: its row and group
+      return "scale of row " + std::to_string(i / (d / group)) + ", columns from " +
+             std::to_string(i % (d / group) * group);
+    }
+    const size_t r = i / d, j = i % d;
+    return "x1: " + named(c, "x", r * 2 * d + j) + ", x2: " + named(c, "x", r * 2 * d + d + j);
+  };
+}
+void addGatedQuant(std::vector<Group> &groups) {
+  constexpr auto I8 = INFINI_DTYPE_I8, F8 = INFINI_DTYPE_F8;
+  const size_t d = kElements / kRows, E = 4;
+  struct Variant {
+    const char *name;
+    infiniDtype_t y;
+    double left, mode, group_size, format;
+    bool smooth, counts;
+  };
+  const Variant variants[] = {
+      {"Int8Token", I8, 1, 1, 0, 0, false, false},
+      {"Fp8Group128Ue8m0", F8, 0, 1, 128, 1, false, false},
+      {"Int8Group128Smooth", I8, 1, 1, 128, 0, true, false},
+      {"Fp8Static128", F8, 1, 0, 128, 0, false, false},
+      {"Fp8Group128SmoothCounts", F8, 0, 1, 128, 0, true, true},
+  };
+  for (const char *op : {"SwiGluQuant", "GeluMulQuant"})
+    for (double approximate : {0.0, 1.0}) {
+      const bool gelu = std::string(op) == "GeluMulQuant";
+      if (!gelu && approximate != 0) continue;
+      for (infiniDtype_t t : kFloatDtypes)
+        for (const Variant &v : variants) {
+          const size_t G = v.group_size > 0 ? d / static_cast<size_t>(v.group_size) : 1;
+          auto s = slotsOf(op);
+          give(s, "y", {kRows, d}, v.y);
+          give(s, "scale", {kRows, G}, INFINI_DTYPE_F32);
+          give(s, "x", {kRows, 2 * d}, t);
+          if (v.counts) {
+            give(s, "smooth_scales", {E, d}, INFINI_DTYPE_F32);
+            give(s, "group_index", {E}, INFINI_DTYPE_I64, {10, 0, 30, 15});
+          } else if (v.smooth) {
+            give(s, "smooth_scales", {d}, INFINI_DTYPE_F32);
+          }
+          Attrs attrs = {v.left, v.mode, v.group_size, v.format};
+          if (gelu) attrs.insert(attrs.begin(), approximate);
+          const std::string variant =
+              gelu ? std::string(approximate != 0 ? "Tanh_" : "Erf_") + v.name : v.name;
+          groups.push_back(
+              {groupName(op, variant, t), op, s, attrs, Data::kHostile,
+               quantized(d, v.group_size > 0 ? static_cast<size_t>(v.group_size) : d)});
+          if (v.mode == 0) groups.back().before_run = writeStaticScale;
+        }
+    }
+}
+
 const std::vector<Group> &groups() {
   static const std::vector<Group> all = [] {
     std::vector<Group> g;
@@ -1279,6 +1357,7 @@ const std::vector<Group> &groups() {
     addRouter(g);
     addCounts(g);
     addCapacity(g);
+    addGatedQuant(g);
     addAuxLoss(g);
     addZLoss(g);
     addRelaxed(g);
@@ -1295,6 +1374,7 @@ const std::vector<Group> &groups() {
 // expert), so cpu_reference joins their runs too.
 bool correctlyRounded(const Group &g) {
   if (g.data == Data::kCounts) return true;
+  if (g.op == "SwiGluQuant" || g.op == "GeluMulQuant") return true;  // exact bytes and scales
   const bool half = g.slots.front().dtype != INFINI_DTYPE_F32;
   return half && g.data == Data::kHostile;
 }

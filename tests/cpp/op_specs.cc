@@ -167,6 +167,22 @@ const std::vector<OpSpec> &specs() {
       // capacity, drop_policy (probability).
       make<ops::MoeExpertCapacity>(
           {{{2, 2}, I32}, {{2, 2}, F32}, {{2, 2}, I32, {2, 0, 3, 0}}, {{2, 2}, F32}}, {3, 1, 1}),
+      // y (INT8), scale (2 groups of 2), x (R = 2, 2H = 8), smooth_scales (E = 2, H),
+      // group_index (counts 1, 1); attrs: activate_left, quant_mode (dynamic), group_size,
+      // scale_format (F32).
+      make<ops::SwiGluQuant>({{{2, 4}, INFINI_DTYPE_I8},
+                              {{2, 2}, F32},
+                              {{2, 8}, F32},
+                              {{2, 4}, F32},
+                              {{2}, I64, {1, 1}}},
+                             {1, 1, 2, 0}),
+      // As SwiGluQuant with FP8 and UE8M0; attrs: approximate (tanh) first.
+      make<ops::GeluMulQuant>({{{2, 4}, INFINI_DTYPE_F8},
+                               {{2, 2}, F32},
+                               {{2, 8}, F32},
+                               {{2, 4}, F32},
+                               {{2}, I64, {1, 1}}},
+                              {1, 0, 1, 2, 1}),
   };
   static const std::vector<OpSpec> all = withClampAfter(base);
   return all;

@@ -44,3 +44,24 @@ infiniStatus_t fuzzCreateGeluMulBackwardDescriptor(infiniopHandle_t handle,
   return infiniopCreateGeluMulBackwardDescriptor(handle, desc, input_grad, out_grad, input,
                                                  (infiniopGeluApproximate_t)approximate);
 }
+
+infiniStatus_t fuzzCreateSwiGluQuantDescriptor(
+    infiniopHandle_t handle, infiniopSwiGluQuantDescriptor_t *desc, infiniopTensorDescriptor_t y,
+    infiniopTensorDescriptor_t scale, infiniopTensorDescriptor_t x,
+    infiniopTensorDescriptor_t smooth_scales, infiniopTensorDescriptor_t group_index,
+    int32_t activate_left, int quant_mode, int64_t group_size, int scale_format) {
+  return infiniopCreateSwiGluQuantDescriptor(handle, desc, y, scale, x, smooth_scales, group_index,
+                                             activate_left, (infiniopQuantMode_t)quant_mode,
+                                             group_size, (infiniopQuantScaleFormat_t)scale_format);
+}
+
+infiniStatus_t fuzzCreateGeluMulQuantDescriptor(
+    infiniopHandle_t handle, infiniopGeluMulQuantDescriptor_t *desc, infiniopTensorDescriptor_t y,
+    infiniopTensorDescriptor_t scale, infiniopTensorDescriptor_t x,
+    infiniopTensorDescriptor_t smooth_scales, infiniopTensorDescriptor_t group_index,
+    int approximate, int32_t activate_left, int quant_mode, int64_t group_size, int scale_format) {
+  return infiniopCreateGeluMulQuantDescriptor(handle, desc, y, scale, x, smooth_scales, group_index,
+                                              (infiniopGeluApproximate_t)approximate, activate_left,
+                                              (infiniopQuantMode_t)quant_mode, group_size,
+                                              (infiniopQuantScaleFormat_t)scale_format);
+}

@@ -72,6 +72,8 @@ ENUM_AS_INT(Gelu);
 ENUM_AS_INT(GeluMul);
 ENUM_AS_INT(GeluBackwardV2);
 ENUM_AS_INT(GeluMulBackward);
+ENUM_AS_INT(SwiGluQuant);
+ENUM_AS_INT(GeluMulQuant);
 #undef ENUM_AS_INT
 
 namespace {
@@ -427,7 +429,9 @@ enum Op {
   kAuxLossGrad,
   kZLoss,  // the router z-loss: a sum over rows (compare()'s bound scaled by coeff, below)
   kZLossGrad,
-  kCapacity,  // MoeExpertCapacity: exact, as the expert counts
+  kCapacity,      // MoeExpertCapacity: exact, as the expert counts
+  kSwiGluQuant,   // SwiGluQuant, GeluMulQuant: exact (every byte of y, every scale's bits)
+  kGeluMulQuant,  // (appended last, so that the earlier seeds keep their operator)
   kOpCount
 };
 // The table's operator of each Op (ClippedSwiglu(Backward) with a clamp_mode: their V2, see
@@ -439,7 +443,8 @@ using FuzzOps =
                ops::MoeInitRoutingV2, ops::MoeInitRoutingV2Grad, ops::MoeGatingTopKSoftmax,
                ops::MoeGatingTopKSoftmaxGrad, ops::MoeGatingTopK, ops::MoeGatingTopKGrad,
                ops::MoeExpertCounts, ops::MoeBiasUpdate, ops::MoeGatingWeights, ops::MoeAuxLoss,
-               ops::MoeAuxLossGrad, ops::MoeZLoss, ops::MoeZLossGrad, ops::MoeExpertCapacity>;
+               ops::MoeAuxLossGrad, ops::MoeZLoss, ops::MoeZLossGrad, ops::MoeExpertCapacity,
+               ops::SwiGluQuant, ops::GeluMulQuant>;
 static_assert(std::tuple_size_v<FuzzOps> == kOpCount);
 
 // f(Op's type from the table).
@@ -463,14 +468,15 @@ const char *opName(Op op) {
 // mode's, for the elementwise operators (the MoE operators ignore the mode). The routers' K
 // (moe_gating) enters their own bound (compareRouter()); the expert-count operators are exact.
 // The aux losses: (E / 16 + T / 256 + 300) 2^-23 at the fuzzer's sizes (docs/moe_aux_loss.md).
-const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6, 4,   6,   16, 16, 0, 16,
-                          4, 4, 4, 4, 0, 0, 4, 800, 800, 16, 16, 0};
+const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6,   4,   6,  16, 16, 0, 16, 4,
+                          4, 4, 4, 0, 0, 4, 800, 800, 16, 16, 0,  0, 0};
 static_assert(sizeof kBoundU / sizeof kBoundU[0] == kOpCount);
 bool isRouter(Op op) {
   return (op >= kRouterSoftmax && op <= kRouterTopKGrad) || op == kRouterWeights;
 }
 bool isExact(Op op) {
-  return op == kExpertCounts || op == kBiasUpdate || op == kCapacity;
+  return op == kExpertCounts || op == kBiasUpdate || op == kCapacity || op == kSwiGluQuant ||
+         op == kGeluMulQuant;
 }
 constexpr double kRelaxedBoundU = 8;
 
@@ -482,6 +488,9 @@ struct Case {
   double d[2] = {};       // double attributes (MoeGatingTopK's routed_scaling_factor, eps)
   bool flag = false;
   int approximate = 0;
+  // The enum attributes after the first (whose value is `approximate`), by rank: GeluMulQuant's
+  // quant_mode and scale_format (SwiGluQuant's quant_mode is its first, in `approximate`).
+  int enums[3] = {};
   // Faults: 0 none; else which pointer is NULL (see call()).
   int null_what = 0;
   int workspace_mode = 0;  // 0 exact, 1 one byte short, 2 NULL, 3 larger
@@ -498,7 +507,7 @@ struct CaseAttrs {
     if constexpr (std::is_same_v<T, bool>)
       return c.flag;
     else if constexpr (std::is_enum_v<T>)
-      return c.approximate;
+      return a.rank == 0 ? c.approximate : c.enums[a.rank];
     else if constexpr (std::is_integral_v<T>)
       return static_cast<T>(c.i[a.rank]);
     else if constexpr (std::is_same_v<T, float>)
@@ -726,6 +735,58 @@ void decodeCapacity(Input &in, Case &c, int fd) {
   weights.present = weighted;
   weights.coarse = in.chance(96);
   c.t.push_back(weights);
+}
+
+// SwiGluQuant, GeluMulQuant (docs/swiglu_quant.md): x (lead..., 2H) of any float dtype, rank 1-4
+// (rows 0 too), H 0-8; y (lead..., H) INT8 or FP8 (else any float dtype); scale (lead..., G) F32,
+// written (dynamic: an output) or read (static: an input, any float values); group_size 0, a
+// divisor of H or H, else an edge; smooth_scales (H), or (E, H) with group_index (E) I64 counts
+// mostly summing within the rows (else -1, past them, any value), or group_index alone;
+// activate_left, quant_mode, scale_format and approximate mostly valid, else any int.
+void decodeGatedQuant(Input &in, Case &c, int fd) {
+  std::vector<size_t> lead(in.pick(4));
+  for (auto &d : lead) d = in.pick(5);
+  const size_t H = in.pick(9);
+  size_t rows = 1;
+  for (size_t d : lead) rows *= d;
+  const auto with = [&](size_t last) {
+    std::vector<size_t> s = lead;
+    s.push_back(last);
+    return s;
+  };
+  const size_t usual_gs[] = {0, 1, H % 2 == 0 ? 2 : H, H};
+  const int64_t gs = fuzzInt(in, static_cast<int64_t>(usual_gs[in.pick(4)]));
+  const size_t G = gs > 0 && H % static_cast<size_t>(gs) == 0 ? H / static_cast<size_t>(gs) : 1;
+  c.i[0] = fuzzInt(in, static_cast<int64_t>(in.pick(2)));  // activate_left
+  c.i[1] = gs;                                             // group_size
+  const int mode = in.chance(240) ? static_cast<int>(in.pick(2)) : static_cast<int>(in.u32());
+  const int format = in.chance(240) ? (mode == 1 ? static_cast<int>(in.pick(2)) : 0)
+                                    : static_cast<int>(in.u32() % 4);
+  if (c.op == kSwiGluQuant) {
+    c.approximate = mode;  // quant_mode: its first enum
+    c.enums[1] = format;
+  } else {
+    c.enums[1] = mode;
+    c.enums[2] = format;
+  }
+  c.t.push_back(makeT(kOutput, with(H),
+                      in.chance(240) ? (in.chance(128) ? INFINI_DTYPE_I8 : INFINI_DTYPE_F8) : fd));
+  c.t.push_back(
+      makeT(mode == 0 ? kInput : kOutput, with(G), in.chance(240) ? INFINI_DTYPE_F32 : fd));
+  Tensor x = makeT(kInput, with(2 * H), fd);
+  x.coarse = in.chance(64);  // ties of z / s
+  c.t.push_back(x);
+  const size_t E = in.pick(4) + 1;
+  const bool counts = in.chance(128), smooth = counts ? in.chance(240) : in.chance(128);
+  Tensor m =
+      makeT(kInput, counts ? std::vector<size_t>{E, H} : std::vector<size_t>{H}, INFINI_DTYPE_F32);
+  m.present = smooth;
+  c.t.push_back(m);
+  Tensor g = makeT(kIndex, {E}, INFINI_DTYPE_I64);
+  g.lo = 0;
+  g.hi = static_cast<int64_t>(rows / E) + 1;  // sums mostly within the rows
+  g.present = counts;
+  c.t.push_back(g);
 }
 
 // The aux losses (docs/moe_aux_loss.md): x (T, E) of any float dtype, logits now and then in
@@ -963,6 +1024,10 @@ Case decode(Input &in) {
       break;
     case kCapacity:
       decodeCapacity(in, c, fd);
+      break;
+    case kSwiGluQuant:
+    case kGeluMulQuant:
+      decodeGatedQuant(in, c, fd);
       break;
     default:
       break;
