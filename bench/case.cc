@@ -107,7 +107,7 @@ std::vector<size_t> Case::shapeOf(Extent e, std::vector<size_t> base) {
   }
   if (e == Extent::kInt8 || e == Extent::kFp8) return base;
   if (e == Extent::kGroupScales || e == Extent::kTokenScales) {
-    base.back() = e == Extent::kTokenScales ? 1 : base.back() / kQuantGroup;
+    base.back() = e == Extent::kTokenScales ? 1 : quantGroups(base.back());
     return base;
   }
   // R x K x H, or R x H with K = 4 (the routers: R x K x E).

@@ -82,6 +82,18 @@ double topk(const Shape &shape) {
 
 constexpr double kNone = INFINIOP_GELU_APPROXIMATE_NONE, kTanh = INFINIOP_GELU_APPROXIMATE_TANH;
 
+// A grouped *Quant operator's attributes: `leading`, then group_size (kQuantGroup, or 0 where
+// the last dim is no multiple of it: quantGroups) and scale_format.
+std::function<std::vector<double>(const Shape &)> quantAttrs(std::vector<double> leading,
+                                                             double scale_format) {
+  return [leading, scale_format](const Shape &s) {
+    std::vector<double> a = leading;
+    a.push_back(s.back() % kQuantGroup == 0 ? static_cast<double>(kQuantGroup) : 0.0);
+    a.push_back(scale_format);
+    return a;
+  };
+}
+
 }  // namespace
 
 bool OpInfo::gathers() const {
@@ -250,11 +262,11 @@ const std::vector<OpInfo> &allOps() {
       {"swiglu_quant_fp8",
        {Extent::kFp8, Extent::kGroupScales},  // y, scale;
        {S2},                                  // x
-       bindOp<ops::SwiGluQuant>({1, 1, kQuantGroup, 0})},
+       bindOpByShape<ops::SwiGluQuant>(quantAttrs({1, 1}, 0))},
       {"swiglu_quant_fp8_ue8m0",
        {Extent::kFp8, Extent::kGroupScales},
        {S2},
-       bindOp<ops::SwiGluQuant>({1, 1, kQuantGroup, 1})},
+       bindOpByShape<ops::SwiGluQuant>(quantAttrs({1, 1}, 1))},
       {"swiglu_quant_int8",
        {Extent::kInt8, Extent::kTokenScales},
        {S2},
@@ -262,7 +274,7 @@ const std::vector<OpInfo> &allOps() {
       {"gelu_mul_quant_fp8",
        {Extent::kFp8, Extent::kGroupScales},
        {S2},
-       bindOp<ops::GeluMulQuant>({kNone, 1, 1, kQuantGroup, 0})},
+       bindOpByShape<ops::GeluMulQuant>(quantAttrs({kNone, 1, 1}, 0))},
       {"gelu_mul_quant_tanh_int8",
        {Extent::kInt8, Extent::kTokenScales},
        {S2},

@@ -58,10 +58,15 @@ enum class Extent {
   // The *Quant operators' outputs, whatever the case's dtype (compared bit for bit):
   kInt8,          // S, INT8
   kFp8,           // S, FP8 E4M3
-  kGroupScales,   // S with its last dim / kQuantGroup, F32: per-group scales
+  kGroupScales,   // S with its last dim / kQuantGroup (quantGroups), F32: per-group scales
   kTokenScales,   // S with its last dim 1, F32: per-token scales
 };
 constexpr size_t kQuantGroup = 128;
+// Groups of kQuantGroup along a last dim of h elements (one per row where h is no multiple: the
+// smoke shapes).
+inline size_t quantGroups(size_t h) {
+  return h % kQuantGroup == 0 ? h / kQuantGroup : 1;
+}
 constexpr size_t kMoeExperts = 64;
 inline size_t moeTopk(const std::vector<size_t> &shape) {
   return shape.size() == 3 ? shape[1] : 4;
