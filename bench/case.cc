@@ -278,9 +278,7 @@ size_t Case::elementsOf(const OpInfo &op, const std::vector<size_t> &shape) {
 size_t Case::bytesOf(const OpInfo &op, infiniDtype_t dtype, const std::vector<size_t> &shape) {
   size_t n = 0;
   for (const std::vector<Extent> *extents : {&op.outputs, &op.inputs})
-    for (Extent e : *extents)
-      n += product(shapeOf(e, shape)) *
-           dtypeSize(extentDtype(e, dtype));
+    for (Extent e : *extents) n += product(shapeOf(e, shape)) * dtypeSize(extentDtype(e, dtype));
   return n;
 }
 

@@ -68,9 +68,7 @@ class Case {
   static void *pointer(Tensor &t) { return t.device ? t.device : t.data.get(); }
   static std::vector<size_t> shapeOf(Extent e, std::vector<size_t> base);
   Tensor allocate(Extent e, std::vector<size_t> shape) const;
-  infiniDtype_t dtypeOf(Extent e) const {
-    return extentDtype(e, dtype_);
-  }
+  infiniDtype_t dtypeOf(Extent e) const { return extentDtype(e, dtype_); }
   // Creates the operator on `handle` for the case's tensors with shape `base`.
   infiniStatus_t bindOn(infiniopHandle_t handle, const std::vector<size_t> &base, Bound *bound);
 

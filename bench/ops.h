@@ -56,10 +56,10 @@ enum class Extent {
   kLoss,          // () F32 whatever the case's dtype: MoeAuxLoss's and MoeZLoss's loss, their
                   // grads' grad_loss
   // The *Quant operators' outputs, whatever the case's dtype (compared bit for bit):
-  kInt8,          // S, INT8
-  kFp8,           // S, FP8 E4M3
-  kGroupScales,   // S with its last dim / kQuantGroup (quantGroups), F32: per-group scales
-  kTokenScales,   // S with its last dim 1, F32: per-token scales
+  kInt8,         // S, INT8
+  kFp8,          // S, FP8 E4M3
+  kGroupScales,  // S with its last dim / kQuantGroup (quantGroups), F32: per-group scales
+  kTokenScales,  // S with its last dim 1, F32: per-token scales
 };
 constexpr size_t kQuantGroup = 128;
 // Groups of kQuantGroup along a last dim of h elements (one per row where h is no multiple: the

@@ -51,8 +51,8 @@ void QuantizeRow(const hwy::bfloat16_t *in, size_t H, size_t group, bool int8, u
     for (size_t i = 0; i < group; i += N) {
       const auto t = hn::Mul(hn::PromoteTo(d, hn::LoadU(dbf, x + i)), inv);
       if (int8) {
-        const auto q = hn::ConvertTo(di, hn::Round(hn::Min(hn::Max(t, hn::Set(d, -127.0f)),
-                                                          hn::Set(d, 127.0f))));
+        const auto q = hn::ConvertTo(
+            di, hn::Round(hn::Min(hn::Max(t, hn::Set(d, -127.0f)), hn::Set(d, 127.0f))));
         hn::StoreU(hn::BitCast(du8, hn::DemoteTo(di8, q)), du8, out + g * group + i);
       } else {
         const auto a = hn::Min(hn::Abs(t), hn::Set(d, 448.0f));
@@ -82,13 +82,13 @@ void quantizeRow(const hwy::bfloat16_t *in, size_t H, size_t group, bool int8, u
 
 namespace {
 
-#define CHECK(call)                                                              \
-  do {                                                                           \
-    const infiniStatus_t s_ = (call);                                            \
-    if (s_ != INFINI_STATUS_SUCCESS) {                                           \
-      std::fprintf(stderr, "%s: %s\n", #call, infiniopGetLastError());           \
-      std::exit(1);                                                              \
-    }                                                                            \
+#define CHECK(call)                                                    \
+  do {                                                                 \
+    const infiniStatus_t s_ = (call);                                  \
+    if (s_ != INFINI_STATUS_SUCCESS) {                                 \
+      std::fprintf(stderr, "%s: %s\n", #call, infiniopGetLastError()); \
+      std::exit(1);                                                    \
+    }                                                                  \
   } while (0)
 
 // The separate quantization pass over y (rows x H BF16), rows over the threads.
@@ -107,8 +107,8 @@ double bestSeconds(int reps, const F &f) {
   for (int i = 0; i < reps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-                              .count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
 }
@@ -158,13 +158,11 @@ int main(int argc, char **argv) {
   infiniopSwiGluDescriptor_t swiglu = nullptr;
   infiniopSwiGluQuantDescriptor_t fused = nullptr;
   CHECK(infiniopCreateSwiGluDescriptor(handle, &swiglu, yd, xd, -1));
-  CHECK(infiniopCreateSwiGluQuantDescriptor(handle, &fused, qd, sd, xd, nullptr, nullptr, 1,
-                                            INFINIOP_QUANT_DYNAMIC,
-                                            static_cast<int64_t>(int8 ? 0 : group),
-                                            INFINIOP_QUANT_SCALE_F32));
-  const double t_swiglu = bestSeconds(reps, [&] {
-    CHECK(infiniopSwiGlu(swiglu, nullptr, 0, y.data(), x.data(), nullptr));
-  });
+  CHECK(infiniopCreateSwiGluQuantDescriptor(
+      handle, &fused, qd, sd, xd, nullptr, nullptr, 1, INFINIOP_QUANT_DYNAMIC,
+      static_cast<int64_t>(int8 ? 0 : group), INFINIOP_QUANT_SCALE_F32));
+  const double t_swiglu = bestSeconds(
+      reps, [&] { CHECK(infiniopSwiGlu(swiglu, nullptr, 0, y.data(), x.data(), nullptr)); });
   const double t_quant =
       bestSeconds(reps, [&] { quantize(y.data(), rows, H, group, int8, q.data(), scales.data()); });
   const double t_pair = bestSeconds(reps, [&] {

@@ -81,7 +81,9 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> ValueWindow(D d, V x1) {
 }
 
 // A storage value as F32 (exact).
-inline float AsFloat(float v) { return v; }
+inline float AsFloat(float v) {
+  return v;
+}
 template <class T>
 float AsFloat(T v) {
   uint16_t bits;
@@ -107,16 +109,16 @@ double ExactValue(const RowInputs<T> &in, size_t c) {
   return in.m ? a * in.m[c] : a;
 }
 
-// Step 1 for one group [begin, end): pm[c] = p_c m_c, p_c the activation in F32 (16-bit x: from the factor
-// tables, within 4 F32 steps; F32 x: the activation's fast path, its window in steps per lane),
-// NaN where the bound does not hold: p non-finite or tiny, the fast path's exact lanes (the
+// Step 1 for one group [begin, end): pm[c] = p_c m_c, p_c the activation in F32 (16-bit x: from the
+// factor tables, within 4 F32 steps; F32 x: the activation's fast path, its window in steps per
+// lane), NaN where the bound does not hold: p non-finite or tiny, the fast path's exact lanes (the
 // far-left tails), p m beyond F32's range or a non-zero p m below kSmallest; an exact zero
 // (x1 or x2 or m is 0, all finite) is the signed 0 of the product. window[c]: p's window (only
-// where it varies per lane). Returns the largest |pm| of the lanes that are not NaN; *unsure: whether
-// any is.
+// where it varies per lane). Returns the largest |pm| of the lanes that are not NaN; *unsure:
+// whether any is.
 template <class Act, class T>
-float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_out,
-                  int32_t *window, bool *any_unsure) {
+float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_out, int32_t *window,
+                  bool *any_unsure) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const size_t N = hn::Lanes(d);
@@ -153,7 +155,8 @@ float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_ou
     auto pm = hn::Mul(value, m);
     auto a = hn::Abs(pm);
     // The common case: every lane's p m in [kSmallest, F32's max] (a NaN fails), a whole vector.
-    const auto fine = hn::AndNot(unsure, hn::And(hn::Ge(a, hn::Set(d, kSmallest)), hn::Le(a, huge)));
+    const auto fine =
+        hn::AndNot(unsure, hn::And(hn::Ge(a, hn::Set(d, kSmallest)), hn::Le(a, huge)));
     if (HWY_LIKELY(c + N <= end && hn::AllTrue(d, fine))) {
       hn::StoreU(pm, d, pm_out + c);
       largest = hn::Max(largest, a);
@@ -184,8 +187,8 @@ float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_ou
 
 // p's window in F32 steps where it is one for every lane (0: per lane, in window[]).
 template <class Act, class T>
-constexpr int32_t kFixedWindow = !std::is_same_v<T, float>            ? kTableProductWindow
-                                 : std::is_same_v<Act, SiluActivation> ? 10
+constexpr int32_t kFixedWindow = !std::is_same_v<T, float>                ? kTableProductWindow
+                                 : std::is_same_v<Act, SiluActivation>    ? 10
                                  : std::is_same_v<Act, GeluErfActivation> ? 12
                                                                           : 0;
 
@@ -222,8 +225,7 @@ template <class T>
 double PairValue(const RowInputs<T> &in, size_t c) {
   uint16_t bits;
   std::memcpy(&bits, in.x1 + c, sizeof bits);
-  const double v =
-      (static_cast<double>(in.table.hi[bits]) + in.table.lo[bits]) * AsFloat(in.x2[c]);
+  const double v = (static_cast<double>(in.table.hi[bits]) + in.table.lo[bits]) * AsFloat(in.x2[c]);
   return in.m ? v * in.m[c] : v;
 }
 
@@ -237,7 +239,7 @@ float GroupScale(const GatedQuantPlan &plan, const RowInputs<T> &in, const float
   if (top == 0.0f && !any_unsure) return exact::dynamicScale(0.0, plan.format, plan.power_of_two);
   // UE8M0: the largest |p m|, within its window of the exact amax, decides the power of two but
   // where one lies within that window.
-  if constexpr (kFixedWindow<Act, T> > 0) {
+  if constexpr (kFixedWindow < Act, T >> 0) {
     if (plan.power_of_two && !any_unsure) {
       const double margin = (2 * kFixedWindow<Act, T> + 8) * 0x1p-23;
       const float low = exact::dynamicScale(top * (1 - margin), plan.format, true);
@@ -257,8 +259,8 @@ float GroupScale(const GatedQuantPlan &plan, const RowInputs<T> &in, const float
   LaneMarks candidates(marks);
   for (size_t c = begin; c < end; c += N) {
     const auto v = hn::LoadU(d, pm + c);
-    const auto candidate = hn::And(hn::FirstN(d, end - c),
-                                   hn::Or(hn::IsNaN(v), hn::Ge(hn::Abs(v), threshold)));
+    const auto candidate =
+        hn::And(hn::FirstN(d, end - c), hn::Or(hn::IsNaN(v), hn::Ge(hn::Abs(v), threshold)));
     if (!hn::AllFalse(d, candidate)) candidates.Add(d, candidate, c);
   }
   candidates.ForEach([&](size_t c) {
@@ -328,7 +330,8 @@ HWY_INLINE auto NearAndCodes(D d, V t, VI steps, VI *codes) {
     const VI base =
         hn::IfThenElse(hn::RebindMask(di, sub), hn::Set(di, 121 << 3), hn::Set(di, 120 << 3));
     const VI code = hn::Sub(hn::ShiftRight<20>(hn::Add(bits, hn::Set(di, 0x80000))), base);
-    const VI sign = hn::ShiftRight<24>(hn::And(hn::BitCast(di, t), hn::Set(di, int32_t(0x80000000u))));
+    const VI sign =
+        hn::ShiftRight<24>(hn::And(hn::BitCast(di, t), hn::Set(di, int32_t(0x80000000u))));
     *codes = hn::Or(code, hn::And(sign, hn::Set(di, 0x80)));
     return near;
   }
@@ -434,7 +437,8 @@ void Rows(const GatedQuantPlan &plan, const GatedQuantData &data, const QuantScr
       const T *row = static_cast<const T *>(data.x) + plan.x.rowOffset(r);
       if (plan.x.col_stride != 1) {  // a contiguous copy of the row
         T *copy = reinterpret_cast<T *>(scratch.x);
-        for (size_t c = 0; c < 2 * H; ++c) copy[c] = row[static_cast<ptrdiff_t>(c) * plan.x.col_stride];
+        for (size_t c = 0; c < 2 * H; ++c)
+          copy[c] = row[static_cast<ptrdiff_t>(c) * plan.x.col_stride];
         row = copy;
       }
       RowInputs<T> in{row + plan.gateColumn(0), row + plan.multiplierColumn(0), nullptr,
@@ -457,11 +461,11 @@ void Rows(const GatedQuantPlan &plan, const GatedQuantData &data, const QuantScr
           s = scale[plan.scale.offset(r, gi)];
         }
         if (plan.format == QuantFormat::int8)
-          QuantizeGroup<Act, T, QuantFormat::int8>(in, scratch.p, scratch.window, s, begin, end,
-                                                   H, bytes, scratch.marks);
+          QuantizeGroup<Act, T, QuantFormat::int8>(in, scratch.p, scratch.window, s, begin, end, H,
+                                                   bytes, scratch.marks);
         else
-          QuantizeGroup<Act, T, QuantFormat::fp8_e4m3>(in, scratch.p, scratch.window, s, begin,
-                                                       end, H, bytes, scratch.marks);
+          QuantizeGroup<Act, T, QuantFormat::fp8_e4m3>(in, scratch.p, scratch.window, s, begin, end,
+                                                       H, bytes, scratch.marks);
       }
     }
     if (bytes != y)
@@ -537,8 +541,11 @@ void gatedQuant(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d) 
   parallelRanges(p.rows, 8 * H, [&](size_t first, size_t last) {
     const size_t k = next.fetch_add(1) % ranges;
     float *base = space.data() + k * floats;
-    QuantScratch scratch{base, base + 2 * H + kPad, base + 3 * H + 2 * kPad,
-                         windows.data() + k * per, bytes.data() + k * per,
+    QuantScratch scratch{base,
+                         base + 2 * H + kPad,
+                         base + 3 * H + 2 * kPad,
+                         windows.data() + k * per,
+                         bytes.data() + k * per,
                          marks.data() + k * 2 * (H + 2)};
     run(p, d, scratch, first, last);
   });

@@ -69,8 +69,8 @@ int main(int argc, char **argv) {
   CHECK(infiniopCreateTensorDescriptor(&scale_desc, 2, scale_shape, NULL, INFINI_DTYPE_F32));
   /* y = silu(x1) * x2 quantized to FP8 per group of 128 columns, scale = amax / 448 (dynamic);
    * no smooth scales, no group_index; activate_left 1: the activation on x's first half. */
-  CHECK(infiniopCreateSwiGluQuantDescriptor(handle, &quant, y_desc, scale_desc, x_desc, NULL,
-                                            NULL, 1, INFINIOP_QUANT_DYNAMIC, GROUP,
+  CHECK(infiniopCreateSwiGluQuantDescriptor(handle, &quant, y_desc, scale_desc, x_desc, NULL, NULL,
+                                            1, INFINIOP_QUANT_DYNAMIC, GROUP,
                                             INFINIOP_QUANT_SCALE_F32));
   CHECK(infiniopSwiGluQuant(quant, NULL, 0, y, scale, x, NULL, NULL, NULL));
 
@@ -98,8 +98,8 @@ int main(int argc, char **argv) {
         }
       }
     }
-  printf("scale[0] = %g %g; y[0][0..3] = 0x%02x 0x%02x 0x%02x 0x%02x\n", scale[0][0],
-         scale[0][1], y[0][0], y[0][1], y[0][2], y[0][3]);
+  printf("scale[0] = %g %g; y[0][0..3] = 0x%02x 0x%02x 0x%02x 0x%02x\n", scale[0][0], scale[0][1],
+         y[0][0], y[0][1], y[0][2], y[0][3]);
   printf("%s\n", bad ? "MISMATCH" : "all values match");
   status = bad != 0;
 

@@ -37,8 +37,8 @@ inline uint8_t quantizeByte(double v, QuantFormat format) {
     return sign | static_cast<uint8_t>(std::nearbyint(a * 0x1p9));
   }
   int e = 0;
-  const double f = std::frexp(a, &e);                      // a = f 2^e, f in [0.5, 1)
-  const double k = std::nearbyint((2.0 * f - 1.0) * 8.0);  // the 3 mantissa bits, exact scaling
+  const double f = std::frexp(a, &e);                         // a = f 2^e, f in [0.5, 1)
+  const double k = std::nearbyint((2.0 * f - 1.0) * 8.0);     // the 3 mantissa bits, exact scaling
   const int code = ((e - 1 + 7) << 3) + static_cast<int>(k);  // k = 8 carries into the exponent
   return sign | static_cast<uint8_t>(code);
 }

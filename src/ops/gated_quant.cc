@@ -43,9 +43,9 @@ infiniStatus_t checkAttributes(const Checker &check, const QuantAttributes &a) {
     return check.fail(INFINI_STATUS_BAD_PARAM,
                       "activate_left " + std::to_string(a.activate_left) + " is not 0 or 1");
   if (a.quant_mode != INFINIOP_QUANT_STATIC && a.quant_mode != INFINIOP_QUANT_DYNAMIC)
-    return check.fail(INFINI_STATUS_BAD_PARAM,
-                      "quant_mode " + std::to_string(static_cast<int>(a.quant_mode)) +
-                          " is not 0 (static) or 1 (dynamic)");
+    return check.fail(INFINI_STATUS_BAD_PARAM, "quant_mode " +
+                                                   std::to_string(static_cast<int>(a.quant_mode)) +
+                                                   " is not 0 (static) or 1 (dynamic)");
   if (a.scale_format != INFINIOP_QUANT_SCALE_F32 && a.scale_format != INFINIOP_QUANT_SCALE_UE8M0)
     return check.fail(INFINI_STATUS_BAD_PARAM,
                       "scale_format " + std::to_string(static_cast<int>(a.scale_format)) +
@@ -69,9 +69,9 @@ std::vector<size_t> rowsShape(const Tensor *x, size_t last) {
 
 template <class Public>
 infiniStatus_t create(const char *op, infiniop::KernelId kernel, quant::GateActivation activation,
-                      infiniopHandle_t handle, Public *desc_ptr, const Tensor *y, const Tensor *scale,
-                      const Tensor *x, const Tensor *smooth, const Tensor *group_index,
-                      const QuantAttributes &a) {
+                      infiniopHandle_t handle, Public *desc_ptr, const Tensor *y,
+                      const Tensor *scale, const Tensor *x, const Tensor *smooth,
+                      const Tensor *group_index, const QuantAttributes &a) {
   Checker check(op);
   INFINIOP_CHECK(check.opening(desc_ptr, handle));
   INFINIOP_CHECK(check.required("y descriptor", y));
@@ -97,8 +97,9 @@ infiniStatus_t create(const char *op, infiniop::KernelId kernel, quant::GateActi
     group_size = static_cast<size_t>(a.group_size);
     if (H % group_size != 0)
       return check.fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
-                        "H = " + std::to_string(H) + " (x's last dim / 2) is not a multiple of "
-                                                     "group_size " +
+                        "H = " + std::to_string(H) +
+                            " (x's last dim / 2) is not a multiple of "
+                            "group_size " +
                             std::to_string(group_size));
     groups = H / group_size;
   }
@@ -147,8 +148,8 @@ infiniStatus_t create(const char *op, infiniop::KernelId kernel, quant::GateActi
 }
 
 // group_index's counts: each >= 0, their sum at most the rows.
-infiniStatus_t readCounts(const char *op, const quant::GatedQuantPlan &p,
-                          const HostValues &values, std::vector<int64_t> *counts) {
+infiniStatus_t readCounts(const char *op, const quant::GatedQuantPlan &p, const HostValues &values,
+                          std::vector<int64_t> *counts) {
   counts->resize(p.experts);
   size_t sum = 0;
   for (size_t e = 0; e < p.experts; ++e) {
@@ -168,8 +169,8 @@ infiniStatus_t readCounts(const char *op, const quant::GatedQuantPlan &p,
 }
 
 infiniStatus_t run(void *public_desc, const char *op, size_t workspace_size, void *workspace,
-                   void *y, void *scale, const void *x, const void *smooth,
-                   const void *group_index, void *stream) {
+                   void *y, void *scale, const void *x, const void *smooth, const void *group_index,
+                   void *stream) {
   Descriptor *desc = nullptr;
   INFINIOP_CHECK(infiniop::unwrapDescriptor(op, public_desc, &desc));
   return infiniop::guarded(op, [&] {
@@ -215,8 +216,9 @@ quant::GateActivation geluActivation(infiniopGeluApproximate_t approximate) {
 namespace infiniop::family {
 infiniStatus_t GatedQuant::hostRunner(HostKernel *kernel, const Plan &plan,
                                       std::unique_ptr<Runner> *runner) {
-  *runner = std::make_unique<
-      HostCallRunner<quant::GatedQuantRunner, GatedQuant, quant::GatedQuantData>>(kernel, plan);
+  *runner =
+      std::make_unique<HostCallRunner<quant::GatedQuantRunner, GatedQuant, quant::GatedQuantData>>(
+          kernel, plan);
   return INFINI_STATUS_SUCCESS;
 }
 }  // namespace infiniop::family
@@ -238,13 +240,12 @@ extern "C" infiniStatus_t infiniopCreateSwiGluQuantDescriptor(
 
 INFINIOP_DESCRIPTOR_QUERIES(SwiGluQuant, kSwiGluQuant)
 
-extern "C" infiniStatus_t infiniopSwiGluQuant(infiniopSwiGluQuantDescriptor_t desc,
-                                              void *workspace, size_t workspace_size, void *y,
-                                              void *scale, const void *x,
-                                              const void *smooth_scales, const void *group_index,
-                                              void *stream) {
-  return run(desc, kSwiGluQuant, workspace_size, workspace, y, scale, x, smooth_scales,
-             group_index, stream);
+extern "C" infiniStatus_t infiniopSwiGluQuant(infiniopSwiGluQuantDescriptor_t desc, void *workspace,
+                                              size_t workspace_size, void *y, void *scale,
+                                              const void *x, const void *smooth_scales,
+                                              const void *group_index, void *stream) {
+  return run(desc, kSwiGluQuant, workspace_size, workspace, y, scale, x, smooth_scales, group_index,
+             stream);
 }
 
 extern "C" infiniStatus_t infiniopCreateGeluMulQuantDescriptor(
@@ -259,9 +260,9 @@ extern "C" infiniStatus_t infiniopCreateGeluMulQuantDescriptor(
     if (approximate != INFINIOP_GELU_APPROXIMATE_NONE &&
         approximate != INFINIOP_GELU_APPROXIMATE_TANH) {
       INFINIOP_CHECK(check.opening(desc_ptr, handle));
-      return check.fail(INFINI_STATUS_BAD_PARAM,
-                        "approximate " + std::to_string(static_cast<int>(approximate)) +
-                            " is not 0 (none) or 1 (tanh)");
+      return check.fail(INFINI_STATUS_BAD_PARAM, "approximate " +
+                                                     std::to_string(static_cast<int>(approximate)) +
+                                                     " is not 0 (none) or 1 (tanh)");
     }
     return create(kGeluMulQuant, infiniop::KernelId::gelu_mul_quant, geluActivation(approximate),
                   handle, desc_ptr, y_desc, scale_desc, x_desc, smooth_scales_desc,

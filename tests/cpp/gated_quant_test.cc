@@ -8,14 +8,14 @@
 // midpoint, of the byte grid or of F32 for a scale, the element is skipped and counted (printed):
 // in practice only exact midpoints from a gate so large that its activation is x itself in long
 // double (gelu(9) x 7.5 = 67.5), whose real value lies just below: there the float64 value
-// decides (docs/quantization.md), ties to even, as ExactMidpointsTieToEven checks. Cases: worked by hand (zeros, +-qmax, 448 vs 464,
-// FP8 subnormals, -0, the NaN and infinity scales), random signed inputs, huge and tiny values,
-// far left tails (also over a static scale 0, where float64's underflow to 0 shows:
-// FarTailOverZeroScale), NaN and infinities, every x
-// dtype, both formats, dynamic F32 and UE8M0 and static scales (per group, broadcast, 0,
-// negative), smooth scales with and without group_index, both gate sides, the three
-// activations, group sizes, strided / reversed / many-dim layouts, a threaded size, zero rows
-// and H = 0, and bad counts (nothing written). Outputs are poisoned before each call.
+// decides (docs/quantization.md), ties to even, as ExactMidpointsTieToEven checks. Cases: worked by
+// hand (zeros, +-qmax, 448 vs 464, FP8 subnormals, -0, the NaN and infinity scales), random signed
+// inputs, huge and tiny values, far left tails (also over a static scale 0, where float64's
+// underflow to 0 shows: FarTailOverZeroScale), NaN and infinities, every x dtype, both formats,
+// dynamic F32 and UE8M0 and static scales (per group, broadcast, 0, negative), smooth scales with
+// and without group_index, both gate sides, the three activations, group sizes, strided / reversed
+// / many-dim layouts, a threaded size, zero rows and H = 0, and bad counts (nothing written).
+// Outputs are poisoned before each call.
 #include <gtest/gtest.h>
 
 #include <cfloat>

@@ -35,6 +35,7 @@ __INFINI_C infiniStatus_t infiniopSwiGluQuant(infiniopSwiGluQuantDescriptor_t de
                                               size_t workspace_size, void *y, void *scale,
                                               const void *x, const void *smooth_scales,
                                               const void *group_index, void *stream);
-__INFINI_C infiniStatus_t infiniopDestroySwiGluQuantDescriptor(infiniopSwiGluQuantDescriptor_t desc);
+__INFINI_C infiniStatus_t
+infiniopDestroySwiGluQuantDescriptor(infiniopSwiGluQuantDescriptor_t desc);
 
 #endif /* INFINIOP_OPS_SWIGLU_QUANT_H */
