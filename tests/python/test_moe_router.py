@@ -119,7 +119,14 @@ def test_router_matches_float64(case, device):
                        _selection(router, logits).sort(-1).values)
     assert torch.equal(out.tokens_per_expert,
                        torch.bincount(out.expert_idx.long().flatten(), minlength=router.num_experts))
-    assert router.weight.grad is not None and router.weight.grad.abs().sum() > 0
+    assert router.weight.grad is not None
+    # A normalized top-1 weight is exactly 1 and has no aux or z loss: its exact gradient is 0
+    # (a device's is 0 or rounding noise, within the terms' bound _check applied); any other
+    # case's gradient reaches the router's weight.
+    constant = router.topk == 1 and CASES[case].get("normalize") and out.aux_loss is None \
+        and out.z_loss is None
+    if not constant:
+        assert router.weight.grad.abs().sum() > 0
 
 
 @pytest.mark.parametrize("case", ["softmax_post", "softmax_pre_scaled", "deepseek_v3",

@@ -6,11 +6,7 @@
 // One work-item per (group, row) (global ids 0, 1): it recomputes its group's values twice, once
 // for the amax (dynamic) and once for the bytes, as a group can be any length.
 
-// The views uploaded by the host (GEOMETRY longs each: col_stride, ndim, dims[8], strides[8]),
-// as router_view.h's uploadViewGeometry writes them; a view's row r is the row-major index over
-// its leading dims.
-#define MAX_LEADING 8
-#define GEOMETRY (2 + 2 * MAX_LEADING)
+// The views (views.cl, in `common`), in the order the host uploads them:
 #define QVIEW_X 0
 #define QVIEW_Y 1
 #define QVIEW_SCALE 2
@@ -21,25 +17,6 @@
 #define ACT_SILU 0u
 #define ACT_GELU_ERF 1u
 #define ACT_GELU_TANH 2u
-
-typedef struct {
-  long base, step;
-} qrow_t;
-
-INLINE qrow_t qrow_of(const __global long *geometry, int view, ulong index, ulong r) {
-  const __global long *g = geometry + view * GEOMETRY;
-  long offset = 0;
-  for (int d = (int)g[1] - 1; d >= 0; --d) {
-    const ulong dim = (ulong)g[2 + d];
-    offset += (long)(r % dim) * g[2 + MAX_LEADING + d];
-    r /= dim;
-  }
-  qrow_t row = {(long)index + offset, g[0]};
-  return row;
-}
-INLINE ulong qelement(qrow_t row, ulong c) {
-  return (ulong)(row.base + (long)c * row.step);
-}
 
 // exact/quant.h's quantizeByte: v (z / s) rounded once to nearest even and saturated; NaN is 0
 // (INT8) or 0x7F (FP8); FP8 keeps the sign of -0 and of what rounds to 0 from below.
@@ -81,10 +58,10 @@ INLINE float dynamic_scale(double amax, uint fp8, uint power_of_two) {
 INLINE long smooth_row_of(const __global long *geometry, const __global long *group_index,
                           ulong group_index_index, ulong experts, ulong r) {
   if (experts == 0) return 0;
-  const qrow_t counts = qrow_of(geometry, QVIEW_GROUP_INDEX, group_index_index, 0);
+  const row_t counts = row_of(geometry, QVIEW_GROUP_INDEX, group_index_index, 0);
   ulong end = 0;
   for (ulong e = 0; e < experts; ++e) {
-    end += (ulong)group_index[qelement(counts, e)];
+    end += (ulong)group_index[element(counts, e)];
     if (r < end) return (long)e;
   }
   return -1;
@@ -99,12 +76,12 @@ INLINE double gated_exact(uint activation, float x1, float x2) {
 }
 
 // z of column c: the gated value, times its smooth scale (F32 as double) where there is one.
-INLINE double z_at(const __global storage_t *x, qrow_t xr, const __global float *smooth, qrow_t sr,
+INLINE double z_at(const __global storage_t *x, row_t xr, const __global float *smooth, row_t sr,
                    uint has_smooth, uint activation, uint activate_left, ulong H, ulong c) {
   const ulong gate = activate_left ? c : H + c, multiplier = activate_left ? H + c : c;
-  const double a = gated_exact(activation, load_value(x, qelement(xr, gate)),
-                               load_value(x, qelement(xr, multiplier)));
-  return has_smooth ? a * (double)smooth[qelement(sr, c)] : a;
+  const double a = gated_exact(activation, load_value(x, element(xr, gate)),
+                               load_value(x, element(xr, multiplier)));
+  return has_smooth ? a * (double)smooth[element(sr, c)] : a;
 }
 
 __kernel void gated_quant(const __global long *geometry, __global uchar *y, ulong y_index,
@@ -115,16 +92,16 @@ __kernel void gated_quant(const __global long *geometry, __global uchar *y, ulon
                           uint fp8, uint dynamic, uint power_of_two, uint has_smooth) {
   const ulong g = get_global_id(0), r = get_global_id(1);
   const ulong begin = g * group_size, end = begin + group_size;
-  const qrow_t yr = qrow_of(geometry, QVIEW_Y, y_index, r);
-  const ulong scale_at = qelement(qrow_of(geometry, QVIEW_SCALE, scale_index, r), g);
+  const row_t yr = row_of(geometry, QVIEW_Y, y_index, r);
+  const ulong scale_at = element(row_of(geometry, QVIEW_SCALE, scale_index, r), g);
   const long e = smooth_row_of(geometry, group_index, group_index_index, experts, r);
   if (e < 0) {  // past group_index's counts
-    for (ulong c = begin; c < end; ++c) y[qelement(yr, c)] = 0;
+    for (ulong c = begin; c < end; ++c) y[element(yr, c)] = 0;
     if (dynamic) scale[scale_at] = 0.0f;
     return;
   }
-  const qrow_t xr = qrow_of(geometry, QVIEW_X, x_index, r);
-  const qrow_t sr = qrow_of(geometry, QVIEW_SMOOTH, smooth_index, (ulong)e);
+  const row_t xr = row_of(geometry, QVIEW_X, x_index, r);
+  const row_t sr = row_of(geometry, QVIEW_SMOOTH, smooth_index, (ulong)e);
   float s;
   if (dynamic) {
     double amax = 0.0;
@@ -139,6 +116,6 @@ __kernel void gated_quant(const __global long *geometry, __global uchar *y, ulon
   }
   for (ulong c = begin; c < end; ++c) {
     const double z = z_at(x, xr, smooth, sr, has_smooth, activation, activate_left, H, c);
-    y[qelement(yr, c)] = quantize_byte(z / (double)s, fp8);
+    y[element(yr, c)] = quantize_byte(z / (double)s, fp8);
   }
 }

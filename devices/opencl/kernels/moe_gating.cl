@@ -48,11 +48,7 @@ INLINE float divide(float a, float b) {
 }
 #endif
 
-// The views of moe_gating.h's RouterView: the host uploads, per view, GEOMETRY longs (col_stride,
-// ndim, dims[8], strides[8]) at descriptor creation; a call passes each view's element index in
-// its buffer. Row r is the row-major index over the leading dims.
-#define MAX_LEADING 8
-#define GEOMETRY (2 + 2 * MAX_LEADING)
+// The views (views.cl, in `common`) of the router programs:
 #define VIEW_Y 0
 #define VIEW_EXPERT_IDX 1
 #define VIEW_ROW_IDX 2
@@ -63,25 +59,6 @@ INLINE float divide(float a, float b) {
 #define VIEW_GRAD_X 7
 #define VIEW_GRAD_Y 8
 
-// A view's row: where (r, 0) is and the column step.
-typedef struct {
-  long base, step;
-} row_t;
-
-INLINE row_t row_of(const __global long *geometry, int view, ulong index, ulong r) {
-  const __global long *g = geometry + view * GEOMETRY;
-  long offset = 0;
-  for (int d = (int)g[1] - 1; d >= 0; --d) {
-    const ulong dim = (ulong)g[2 + d];
-    offset += (long)(r % dim) * g[2 + MAX_LEADING + d];
-    r /= dim;
-  }
-  row_t row = {(long)index + offset, g[0]};
-  return row;
-}
-INLINE ulong element(row_t row, ulong c) {
-  return (ulong)(row.base + (long)c * row.step);
-}
 
 INLINE void store_f32(__global float *p, ulong i, float v) {
   p[i] = isnan(v) ? CANONICAL_NAN : v;
