@@ -128,18 +128,11 @@ float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_ou
   const auto huge = hn::Set(d, 3.4028235e38f), zero = hn::Zero(d), one = hn::Set(d, 1.0f);
   auto largest = hn::Zero(d);
   auto unsure_lanes = hn::FirstN(d, 0);
-  for (size_t c = begin; c < end; c += N) {  // whole vectors: pm_out and window have kPad spare
-    hn::Vec<decltype(d)> x1, x2;
-    if (HWY_LIKELY(c + N <= end)) {
-      x1 = LoadF32(d, in.x1 + c);
-      x2 = LoadF32(d, in.x2 + c);
-    } else {  // the last part of a vector: zeros past the group (exact zeros, not stored)
-      HWY_ALIGN T part1[kPad] = {}, part2[kPad] = {};
-      std::copy(in.x1 + c, in.x1 + end, part1);
-      std::copy(in.x2 + c, in.x2 + end, part2);
-      x1 = LoadF32(d, part1);
-      x2 = LoadF32(d, part2);
-    }
+  // One vector at element c (whole: pm_out and window have kPad to spare). The loop below takes
+  // the whole ones and the group's last part once after it, so that no call (a copy) sits in
+  // the loop: a call clobbers every vector register, and the loop then reloads its constants.
+  const auto vector = [&](size_t c, hn::Vec<decltype(d)> x1, hn::Vec<decltype(d)> x2)
+                          __attribute__((always_inline)) {
     auto value = hn::Zero(d);
     auto unsure = hn::FirstN(d, 0);
     if constexpr (kTabled) {
@@ -160,7 +153,7 @@ float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_ou
     if (HWY_LIKELY(c + N <= end && hn::AllTrue(d, fine))) {
       hn::StoreU(pm, d, pm_out + c);
       largest = hn::Max(largest, a);
-      continue;
+      return;
     }
     const auto finite = hn::And(hn::Le(hn::Abs(x1), huge), hn::Le(hn::Abs(x2), huge));
     const auto exact_zero = hn::And(finite, hn::Or(hn::Eq(x1, zero), hn::Eq(x2, zero)));
@@ -180,6 +173,14 @@ float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_ou
     const auto lanes = hn::FirstN(d, end - c);
     unsure_lanes = hn::Or(unsure_lanes, hn::And(lanes, unsure));
     largest = hn::Max(largest, hn::IfThenElseZero(hn::AndNot(unsure, lanes), a));
+  };
+  size_t c = begin;
+  for (; c + N <= end; c += N) vector(c, LoadF32(d, in.x1 + c), LoadF32(d, in.x2 + c));
+  if (c < end) {  // the last part of a vector: zeros past the group (exact zeros, not stored)
+    HWY_ALIGN T part1[kPad] = {}, part2[kPad] = {};
+    std::copy(in.x1 + c, in.x1 + end, part1);
+    std::copy(in.x2 + c, in.x2 + end, part2);
+    vector(c, LoadF32(d, part1), LoadF32(d, part2));
   }
   *any_unsure = !hn::AllFalse(d, unsure_lanes);
   return hn::GetLane(hn::MaxOfLanes(d, largest));
@@ -392,6 +393,8 @@ void QuantizeGroup(const RowInputs<T> &in, const float *pm, const int32_t *windo
   // t = (p m) r: three roundings (r = 1 / s, the product) on p's window: 2 w + 8 steps of t.
   const auto r = hn::Set(d, 1.0f / s);
   LaneMarks near_lanes(marks);
+  HWY_ALIGN uint8_t last[kPad];
+  size_t last_at = row_end;
   constexpr int32_t kFixed = kFixedWindow<Act, T>;
   for (size_t c = begin; c < end; c += N) {
     const auto v = hn::LoadU(d, pm + c);
@@ -408,15 +411,15 @@ void QuantizeGroup(const RowInputs<T> &in, const float *pm, const int32_t *windo
     }
     if (HWY_LIKELY(c + N <= row_end)) {
       hn::StoreU(packed, du8, bytes + c);
-    } else {
-      HWY_ALIGN uint8_t part[kPad];
-      hn::Store(packed, du8, part);
-      std::copy(part, part + (row_end - c), bytes + c);
+    } else {  // past the row's end: after the loop (a copy is a call)
+      hn::Store(packed, du8, last);
+      last_at = c;
     }
     auto open = hn::Or(near, hn::IsNaN(v));
     if (c + N > end) open = hn::And(hn::FirstN(d, end - c), open);
     if (HWY_UNLIKELY(!hn::AllFalse(d, open))) near_lanes.Add(d, open, c);
   }
+  if (last_at < row_end) std::copy(last, last + (row_end - last_at), bytes + last_at);
   near_lanes.ForEach(oracle);
 }
 
