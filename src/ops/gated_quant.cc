@@ -30,12 +30,13 @@ checks::Operand operand(const char *name, const void *data, const infiniop::moe:
   return infiniop::moe_gating::routerOperand(name, data, v);
 }
 
-// The attributes every *Quant operator shares.
+// The attributes every *Quant operator shares, the enums as ints (infiniop::enumValue: a C caller
+// may pass any int, which a C++ enum may not hold).
 struct QuantAttributes {
   int32_t activate_left;
-  infiniopQuantMode_t quant_mode;
+  int quant_mode;
   int64_t group_size;
-  infiniopQuantScaleFormat_t scale_format;
+  int scale_format;
 };
 
 infiniStatus_t checkAttributes(const Checker &check, const QuantAttributes &a) {
@@ -43,13 +44,11 @@ infiniStatus_t checkAttributes(const Checker &check, const QuantAttributes &a) {
     return check.fail(INFINI_STATUS_BAD_PARAM,
                       "activate_left " + std::to_string(a.activate_left) + " is not 0 or 1");
   if (a.quant_mode != INFINIOP_QUANT_STATIC && a.quant_mode != INFINIOP_QUANT_DYNAMIC)
-    return check.fail(INFINI_STATUS_BAD_PARAM, "quant_mode " +
-                                                   std::to_string(static_cast<int>(a.quant_mode)) +
+    return check.fail(INFINI_STATUS_BAD_PARAM, "quant_mode " + std::to_string(a.quant_mode) +
                                                    " is not 0 (static) or 1 (dynamic)");
   if (a.scale_format != INFINIOP_QUANT_SCALE_F32 && a.scale_format != INFINIOP_QUANT_SCALE_UE8M0)
-    return check.fail(INFINI_STATUS_BAD_PARAM,
-                      "scale_format " + std::to_string(static_cast<int>(a.scale_format)) +
-                          " is not 0 (F32) or 1 (UE8M0)");
+    return check.fail(INFINI_STATUS_BAD_PARAM, "scale_format " + std::to_string(a.scale_format) +
+                                                   " is not 0 (F32) or 1 (UE8M0)");
   if (a.quant_mode == INFINIOP_QUANT_STATIC && a.scale_format != INFINIOP_QUANT_SCALE_F32)
     return check.fail(INFINI_STATUS_BAD_PARAM,
                       "scale_format UE8M0 rounds dynamic scales; a static scale is used as given "
@@ -204,7 +203,7 @@ infiniStatus_t run(void *public_desc, const char *op, size_t workspace_size, voi
   });
 }
 
-quant::GateActivation geluActivation(infiniopGeluApproximate_t approximate) {
+quant::GateActivation geluActivation(int approximate) {
   return approximate == INFINIOP_GELU_APPROXIMATE_TANH ? quant::GateActivation::gelu_tanh
                                                        : quant::GateActivation::gelu_erf;
 }
@@ -234,7 +233,9 @@ extern "C" infiniStatus_t infiniopCreateSwiGluQuantDescriptor(
   return infiniop::guarded(kSwiGluQuant, [&] {
     return create(kSwiGluQuant, infiniop::KernelId::swiglu_quant, quant::GateActivation::silu,
                   handle, desc_ptr, y_desc, scale_desc, x_desc, smooth_scales_desc,
-                  group_index_desc, {activate_left, quant_mode, group_size, scale_format});
+                  group_index_desc,
+                  {activate_left, infiniop::enumValue(quant_mode), group_size,
+                   infiniop::enumValue(scale_format)});
   });
 }
 
@@ -257,16 +258,16 @@ extern "C" infiniStatus_t infiniopCreateGeluMulQuantDescriptor(
     infiniopQuantScaleFormat_t scale_format) {
   return infiniop::guarded(kGeluMulQuant, [&] {
     Checker check(kGeluMulQuant);
-    if (approximate != INFINIOP_GELU_APPROXIMATE_NONE &&
-        approximate != INFINIOP_GELU_APPROXIMATE_TANH) {
+    const int raw = infiniop::enumValue(approximate);
+    if (raw != INFINIOP_GELU_APPROXIMATE_NONE && raw != INFINIOP_GELU_APPROXIMATE_TANH) {
       INFINIOP_CHECK(check.opening(desc_ptr, handle));
-      return check.fail(INFINI_STATUS_BAD_PARAM, "approximate " +
-                                                     std::to_string(static_cast<int>(approximate)) +
-                                                     " is not 0 (none) or 1 (tanh)");
+      return check.fail(INFINI_STATUS_BAD_PARAM,
+                        "approximate " + std::to_string(raw) + " is not 0 (none) or 1 (tanh)");
     }
-    return create(kGeluMulQuant, infiniop::KernelId::gelu_mul_quant, geluActivation(approximate),
-                  handle, desc_ptr, y_desc, scale_desc, x_desc, smooth_scales_desc,
-                  group_index_desc, {activate_left, quant_mode, group_size, scale_format});
+    return create(kGeluMulQuant, infiniop::KernelId::gelu_mul_quant, geluActivation(raw), handle,
+                  desc_ptr, y_desc, scale_desc, x_desc, smooth_scales_desc, group_index_desc,
+                  {activate_left, infiniop::enumValue(quant_mode), group_size,
+                   infiniop::enumValue(scale_format)});
   });
 }
 
