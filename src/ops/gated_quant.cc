@@ -115,6 +115,9 @@ infiniStatus_t create(const char *op, infiniop::KernelId kernel, quant::GateActi
   if (group_index) {
     INFINIOP_CHECK(check.rank("group_index", group_index, 1, "(E)"));
     experts = group_index->shape[0];
+    if (experts == 0)
+      return check.fail(INFINI_STATUS_BAD_TENSOR_SHAPE,
+                        "group_index shape (0) has no groups: E must be >= 1");
     INFINIOP_CHECK(
         check.shape("smooth_scales", smooth, {experts, H}, "(E, H), E from group_index"));
   } else if (smooth) {

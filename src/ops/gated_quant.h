@@ -33,7 +33,7 @@ struct GatedQuantPlan : Plan {
   size_t groups = 0;          // G = H / group_size (1 for per-token; 0 where H is 0)
   // The smooth scales: none, one row (H), or E rows (E, H) chosen by group_index's counts.
   bool smooth = false;
-  size_t experts = 0;                                       // group_index's length E (0: none)
+  size_t experts = 0;  // group_index's length E >= 1 (0: no group_index)
   moe::RouterView x, y, scale, smooth_scales, group_index;  // group_index: rows E, cols 1
 
   // Column c's activation input and multiplier columns of x.

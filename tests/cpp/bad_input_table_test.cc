@@ -505,6 +505,8 @@ void addOperatorRows(std::vector<Row> &rows) {
     add(op, "GroupIndexI32", C, T, "`group_index` INT32 (INT64 is required)",
         setDtype("group_index", I32));
     add(op, "GroupIndexRankTwo", C, S, "`group_index` (2, 1)", setShape("group_index", {2, 1}));
+    add(op, "GroupIndexEmpty", C, S, "`group_index` (0), `smooth_scales` (0, 4): no groups",
+        both(setShape("group_index", {0}), setShape("smooth_scales", {0, 4})));
     add(op, "CountNegative", K, P, "a `group_index` count -1", setValues("group_index", {-1, 1}));
     add(op, "CountsPastRows", K, P, "`group_index` counts 2, 1: 3 rows of 2",
         setValues("group_index", {2, 1}));

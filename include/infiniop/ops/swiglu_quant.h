@@ -11,8 +11,8 @@
  * x (..., 2H), F32, F16 or BF16, any strides, rank >= 1: split on its LAST dim into x1 (first
  * half) and x2; the activation is a = silu(x1) x2 (activate_left 1, as SwiGlu) or x1 silu(x2)
  * (activate_left 0, CANN's default). z = a m with m the smooth scale of its column (smooth_scales
- * (H) F32; or (E, H) F32 with group_index (E) INT64: counts of rows, expert e's rows taking row e;
- * NULL: m = 1). Each row's H values form G = H / group_size groups of group_size consecutive
+ * (H) F32; or (E, H) F32 with group_index (E) INT64, E >= 1: counts of rows, expert e's rows taking
+ * row e; NULL: m = 1). Each row's H values form G = H / group_size groups of group_size consecutive
  * columns (group_size 0: one group per row, per-token). y (..., H), INT8 or FP8
  * (quant.h): y = z / s rounded once to nearest even, saturated, with s the group's scale.
  * scale (..., G) F32: written (INFINIOP_QUANT_DYNAMIC: s = amax / qmax rounded as scale_format
