@@ -84,13 +84,9 @@ struct Operands {
 // skipped element.
 constexpr long double kTolerance = 0x1p-56L;
 
-// A value of the oracle: v in long double, and whether v is exact while the true value is
-// strictly smaller in magnitude by less than long double resolves (a positive gate whose
-// activation is x itself in long double: silu(x), gelu(x) < x for every x > 0). Such a v exactly
-// at a midpoint rounds towards 0; without the flag it would be undecided.
+// A value of the oracle, in long double.
 struct Value {
   long double v;
-  bool below = false;
   // A far-left tail that float64 takes as 0 (docs/quantization.md): v is a tiny negative number,
   // so that an infinite multiplier gives the infinity of the right sign (as the reference's
   // timesNegativeTail), but over a zero scale it is float64's 0 / 0, NaN.
@@ -133,29 +129,22 @@ Value activation(Act act, long double x) {
       break;
     }
   }
-  if (zeroInFloat64(act, x)) return {-0x1p-16000L, false, true};
-  return {value, x > 0 && std::isfinite(x) && value == x};
+  if (zeroInFloat64(act, x)) return {-0x1p-16000L, true};
+  return {value};
 }
 
-// a b, still `below` where both the flag and the product are exact.
 Value times(Value a, long double b) {
-  const long double p = a.v * b;
-  return {p, a.below && p != 0 && std::isfinite(p) && std::fma(a.v, b, -p) == 0,
-          a.zero_in_float64 && std::isfinite(b)};
+  return {a.v * b, a.zero_in_float64 && std::isfinite(b)};
 }
-// a / b likewise (b > 0 or < 0, finite).
 Value over(Value a, long double b) {
   if (a.zero_in_float64 && b == 0) return {NAN};
-  const long double q = a.v / b;
-  return {q,
-          a.below && q != 0 && std::isfinite(q) && std::isfinite(b) && std::fma(q, b, -a.v) == 0};
+  return {a.v / b};
 }
 
-// u >= 0 in units of a rounding grid, rounded to nearest even (towards 0 at an exact midpoint
-// that is truly below it). *ambiguous: within the tolerance of a midpoint otherwise.
-long double roundUnits(long double u, bool below, bool *ambiguous) {
+// u >= 0 in units of a rounding grid, rounded to nearest even. *ambiguous: within the tolerance
+// of a midpoint (exactly on one too: float64's value decides there, docs/quantization.md).
+long double roundUnits(long double u, bool *ambiguous) {
   const long double frac = u - std::floor(u);
-  if (below && frac == 0.5L) return std::floor(u);
   if (std::fabs(frac - 0.5L) <= kTolerance * (u > 1 ? u : 1)) *ambiguous = true;
   return std::nearbyint(u);  // the default rounding: nearest, ties to even
 }
@@ -165,7 +154,7 @@ uint8_t int8Byte(Value v, bool *ambiguous) {
   if (std::isnan(v.v)) return 0;
   if (v.v >= 127) return 0x7f;  // 127 itself, or just below it: 127 either way
   if (v.v <= -127) return 0x81;
-  const long double q = roundUnits(std::fabs(v.v), v.below, ambiguous);
+  const long double q = roundUnits(std::fabs(v.v), ambiguous);
   return static_cast<uint8_t>(static_cast<int8_t>(v.v < 0 ? -q : q));
 }
 
@@ -176,11 +165,11 @@ uint8_t fp8Byte(Value v, bool *ambiguous) {
   const long double a = std::fabs(v.v);
   if (a >= 448) return sign | 0x7e;  // saturated (448 itself, and from 464 up would round past)
   if (a < 0x1p-6L)                   // subnormal: k 2^-9, k = 8 is 2^-6's code
-    return sign | static_cast<uint8_t>(roundUnits(a * 0x1p9L, v.below, ambiguous));
+    return sign | static_cast<uint8_t>(roundUnits(a * 0x1p9L, ambiguous));
   int e = 0;
   std::frexp(a, &e);                           // a in [2^(e-1), 2^e)
   const long double u = std::ldexp(a, 4 - e);  // a / 2^(e-1-3): in [8, 16)
-  const int k = static_cast<int>(roundUnits(u, v.below, ambiguous));
+  const int k = static_cast<int>(roundUnits(u, ambiguous));
   return sign | static_cast<uint8_t>(((e - 1 + 7) << 3) + k - 8);  // k = 16 carries
 }
 
@@ -195,10 +184,8 @@ float scaleOf(Value amax, long double qmax, bool ue8m0, bool *ambiguous) {
   if (ue8m0) {
     int e = 0;
     const long double f = std::frexp(q.v, &e);  // q = f 2^e, f in [0.5, 1)
-    // Exactly 2^(e-1): that power (and truly just below it, too).
-    // Exactly a power of two: no gated value is one (they are transcendental), so only a value
-    // known to be just below it is decided.
-    if (f == 0.5L ? !q.below : f - 0.5L <= kTolerance || 1 - f <= kTolerance) *ambiguous = true;
+    // Exactly a power of two, or within the tolerance of one: float64 decides.
+    if (f - 0.5L <= kTolerance || 1 - f <= kTolerance) *ambiguous = true;
     const int k = f == 0.5L ? e - 1 : e;
     if (k > 127) return INFINITY;
     if (k < -126) return smallest;
@@ -208,7 +195,7 @@ float scaleOf(Value amax, long double qmax, bool ue8m0, bool *ambiguous) {
   if (q.v >= 0x1p128L) return INFINITY;
   const int e = std::ilogb(q.v);
   const long double spacing = std::ldexp(1.0L, e - 23);
-  const long double f = roundUnits(q.v / spacing, q.below, ambiguous) * spacing;
+  const long double f = roundUnits(q.v / spacing, ambiguous) * spacing;
   return f >= 0x1p128L ? INFINITY : static_cast<float>(f);  // exact: on the F32 grid
 }
 
@@ -219,9 +206,7 @@ struct Expected {
   size_t skipped = 0;
 };
 
-// strict: decide the values known to lie just below an exact midpoint (Value::below) as the real
-// numbers round; else they are undecided, skipped and counted like any value at a midpoint.
-Expected oracle(Operands &o, const Config &c, bool strict) {
+Expected oracle(Operands &o, const Config &c) {
   const size_t H = o.x->shape().back() / 2;
   const size_t rows = H ? o.y->numel() / H : o.scale->numel();
   const size_t G = rows ? o.scale->numel() / rows : 0;
@@ -253,8 +238,7 @@ Expected oracle(Operands &o, const Config &c, bool strict) {
     if (expert < 0) continue;  // past the counts: bytes 0, dynamic scale 0
     for (size_t col = 0; col < H; ++col) {
       const long double x1 = o.x->get(r * 2 * H + col), x2 = o.x->get(r * 2 * H + H + col);
-      Value act = activation(c.act, c.activate_left ? x1 : x2);
-      act.below = act.below && strict;
+      const Value act = activation(c.act, c.activate_left ? x1 : x2);
       const Value a = times(act, c.activate_left ? x2 : x1);
       const long double m = o.smooth ? o.smooth->get(static_cast<size_t>(expert) * H + col) : 1.0L;
       z[col] = times(a, m);
@@ -263,16 +247,13 @@ Expected oracle(Operands &o, const Config &c, bool strict) {
       float s = 0;
       bool scale_ambiguous = false;
       if (c.mode == kDynamic) {
-        // amax is below only if every value attaining it is.
         Value amax{0};
         for (size_t col = g * gs; col < (g + 1) * gs; ++col) {
           const long double m = std::fabs(z[col].v);
           if (std::isnan(m) || std::isnan(amax.v))
             amax = {NAN};
           else if (m > amax.v)
-            amax = {m, z[col].below};
-          else if (m == amax.v)
-            amax.below = amax.below && z[col].below;
+            amax = {m};
         }
         s = scaleOf(amax, qmax, c.format == kUe8m0, &scale_ambiguous);
         out.scale[r * G + g] = s;
@@ -388,7 +369,7 @@ class GatedQuant : public DeviceTest {
     SCOPED_TRACE(what + ": " + describe(c));
     const std::vector<uint8_t> static_scale = o.scale->storage();
     ASSERT_EQ(run(c, o), INFINI_STATUS_SUCCESS) << error_;
-    const Expected want = oracle(o, c, strict_);
+    const Expected want = oracle(o, c);
     skipped_ += want.skipped;
     const size_t n = o.y->numel(), ns = o.scale->numel();
     for (size_t i = 0; i < n; i += checkStride(n))
@@ -440,8 +421,8 @@ class GatedQuant : public DeviceTest {
   }
 
   // The elements skipped at a midpoint, reported (a value exactly at one in long double, from a
-  // gate whose activation rounds to x itself, is one: its real value is just below; the strict
-  // tests below decide those).
+  // gate whose activation rounds to x itself, is one: float64 decides there, as
+  // ExactMidpointsTieToEven checks).
   void TearDown() override {
     if (skipped_) std::printf("GatedQuant: %zu elements skipped at a midpoint\n", skipped_);
     RecordProperty("skipped_at_midpoint", static_cast<int>(skipped_));
@@ -450,7 +431,6 @@ class GatedQuant : public DeviceTest {
 
   std::string error_;
   size_t skipped_ = 0;
-  bool strict_ = false;
 };
 
 // Every config of the three activations, both formats and both gate sides.
