@@ -60,8 +60,11 @@ using exact::QuantFormat;
 using quant::GatedQuantData;
 using quant::GatedQuantPlan;
 
-// Below this |p m| the relative windows do not hold (subnormal roundings): the double decides.
-constexpr float kSmallest = 0x1p-100f;
+// Below this |p| or |p m| the relative windows do not hold: the double decides. The tables'
+// entries are normal F32 (activation_table.h), and their products' roundings are relative down to
+// F32's normal range; the F32 fast path's low parts lose bits below 2^-102 (docs/accuracy.md).
+template <class T>
+constexpr float kSmallest = std::is_same_v<T, float> ? 0x1p-100f : 0x1p-126f;
 
 // The window in F32 steps of an F32 activation value (docs/accuracy.md, the windows of opencl's
 // rounded.cl: 2K + 2 for K u |value|): silu 10, gelu_erf 12, gelu_tanh 21 + 12 |v| left of 0 (v
@@ -147,9 +150,9 @@ float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_ou
     const auto m = in.m ? hn::LoadU(d, in.m + c) : one;  // the smooth row has kPad spare
     auto pm = hn::Mul(value, m);
     auto a = hn::Abs(pm);
-    // The common case: every lane's p m in [kSmallest, F32's max] (a NaN fails), a whole vector.
+    // The common case: every lane's p m in [kSmallest<T>, F32's max] (a NaN fails), a whole vector.
     const auto fine =
-        hn::AndNot(unsure, hn::And(hn::Ge(a, hn::Set(d, kSmallest)), hn::Le(a, huge)));
+        hn::AndNot(unsure, hn::And(hn::Ge(a, hn::Set(d, kSmallest<T>)), hn::Le(a, huge)));
     if (HWY_LIKELY(c + N <= end && hn::AllTrue(d, fine))) {
       hn::StoreU(pm, d, pm_out + c);
       largest = hn::Max(largest, a);
@@ -159,7 +162,7 @@ float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_ou
     const auto exact_zero = hn::And(finite, hn::Or(hn::Eq(x1, zero), hn::Eq(x2, zero)));
     const auto signed_zero =
         hn::BitCast(d, hn::And(hn::Xor(hn::BitCast(di, x1), hn::BitCast(di, x2)), sign));
-    unsure = hn::Or(unsure, hn::Not(hn::And(hn::Ge(hn::Abs(value), hn::Set(d, kSmallest)),
+    unsure = hn::Or(unsure, hn::Not(hn::And(hn::Ge(hn::Abs(value), hn::Set(d, kSmallest<T>)),
                                             hn::Le(hn::Abs(value), huge))));
     const auto p = hn::IfThenElse(exact_zero, signed_zero, value);
     unsure = hn::AndNot(exact_zero, unsure);
@@ -168,7 +171,7 @@ float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_ou
     a = hn::Abs(pm);
     const auto exact = hn::And(hn::Eq(pm, zero), hn::Or(hn::Eq(p, zero), hn::Eq(m, zero)));
     unsure = hn::Or(unsure, hn::Not(hn::Le(a, huge)));
-    unsure = hn::Or(unsure, hn::AndNot(exact, hn::Lt(a, hn::Set(d, kSmallest))));
+    unsure = hn::Or(unsure, hn::AndNot(exact, hn::Lt(a, hn::Set(d, kSmallest<T>))));
     hn::StoreU(hn::IfThenElse(unsure, hn::Set(d, NAN), pm), d, pm_out + c);
     const auto lanes = hn::FirstN(d, end - c);
     unsure_lanes = hn::Or(unsure_lanes, hn::And(lanes, unsure));
