@@ -3,15 +3,16 @@
 // Each byte is the reference's (exact/quant.h on the double value), decided as correctly rounded
 // maths libraries decide (Ziv): an F32 value with a proven bound per lane, a test of whether a
 // rounding boundary of the output grid lies within that bound, and the reference's double for
-// the lanes where one does. A row at a time per thread:
-//   1. RowValues: p_c, the activation a_c in F32 (16-bit x: the factor tables, within 4 F32 steps;
-//      F32 x: the activation's fast path, its window in steps per lane), or NaN where the
-//      bound does not hold (non-finite, tiny, the far-left tails), or a signed 0 where a_c is
-//      exactly 0 (x1 or x2 is 0).
-//   2. Dynamic scales: amax is the largest exact |z_c| = |a_c m_c|, and it lies among the lanes
-//      whose F32 |p_c m_c| is within 2^-8 of the largest (or is unsure): those take the double,
-//      and the scale is exact/quant.h's from their largest, as the reference computes it.
-//   3. QuantizeGroup: t = (p m) (1 / s) within 2w + 8 steps (w: p's window; three roundings), its
+// the lanes where one does. A row at a time per thread, then a group of it at a time:
+//   1. GroupValues: pm_c = p_c m_c, p_c the activation in F32 (16-bit x: the factor tables,
+//      within 4 F32 steps; F32 x: the activation's fast path, its window in steps per lane), NaN
+//      where the bound does not hold (non-finite, tiny, the far-left tails), a signed 0 where
+//      the value is exactly 0 (x1, x2 or m is 0).
+//   2. GroupScale (dynamic): amax is the largest exact |z_c| = |a_c m_c|, and it lies among the
+//      lanes whose |pm_c| is within 2^-8 of the largest, or NaN: those take a finer value (the
+//      tables' hi + lo pair, else the double), and the scale is exact/quant.h's from their
+//      largest; where that scale's rounding is near, from the doubles, as the reference's.
+//   3. QuantizeGroup: t = pm (1 / s) within 2w + 8 steps (w: p's window; three roundings), its
 //      byte where no boundary (a half-integer, an FP8 midpoint) is that near, the double's
 //      elsewhere.
 // The bytes and scales are therefore the reference's on every target and thread count; nothing
@@ -39,9 +40,10 @@
 #ifndef INFINIOP_CPU_GATED_QUANT_SCRATCH
 #define INFINIOP_CPU_GATED_QUANT_SCRATCH  // once, not per target
 namespace infiniop::cpu {
-// One thread's rows: x's row (2H), the values p and their windows (H each), the bytes (H) and
-// the smooth scales' row (H), each with kPad elements to spare, so that the loops load and store
-// whole vectors (of up to 64 lanes: SVE's widest) past a row's end.
+// One thread's rows: a contiguous copy of x's row where its columns are strided (2H), the values
+// pm and their windows (H each), the bytes where y's columns are strided (H) and the smooth
+// scales' row (H), each with kPad elements to spare, so that the loops load and store whole
+// vectors (of up to 64 lanes: SVE's widest) past a group's end.
 constexpr size_t kPad = 64;
 struct QuantScratch {
   float *x, *p, *smooth;
@@ -135,7 +137,7 @@ float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_ou
   // the whole ones and the group's last part once after it, so that no call (a copy) sits in
   // the loop: a call clobbers every vector register, and the loop then reloads its constants.
   const auto vector = [&](size_t c, hn::Vec<decltype(d)> x1, hn::Vec<decltype(d)> x2)
-                          __attribute__((always_inline)) {
+      __attribute__((always_inline)) {
     auto value = hn::Zero(d);
     auto unsure = hn::FirstN(d, 0);
     if constexpr (kTabled) {

@@ -59,7 +59,6 @@ INLINE float divide(float a, float b) {
 #define VIEW_GRAD_X 7
 #define VIEW_GRAD_Y 8
 
-
 INLINE void store_f32(__global float *p, ulong i, float v) {
   p[i] = isnan(v) ? CANONICAL_NAN : v;
 }
