@@ -82,6 +82,9 @@ infiniStatus_t createCounts(infiniopHandle_t handle, infiniopMoeExpertCountsDesc
   p.sequences = B;
   INFINIOP_CHECK(routerView(check, "counts", counts, true, &p.counts));
   INFINIOP_CHECK(routerView(check, "expert_idx", expert_idx, true, &p.expert_idx));
+  // An expert_idx of k = 0 columns holds no value however many rows it has (2^40 x 0): no rows
+  // for the checks and kernels to walk.
+  if (p.expert_idx.cols == 0) p.expert_idx.rows = 0;
   return publishRunner(kCounts, handle, desc_ptr, std::move(desc));
 }
 
@@ -89,6 +92,7 @@ infiniStatus_t createCounts(infiniopHandle_t handle, infiniopMoeExpertCountsDesc
 infiniStatus_t checkExperts(const char *op, const moe::RouterView &v, const HostValues &values,
                             size_t experts) {
   const auto E = static_cast<int64_t>(experts);
+  if (v.cols == 0) return INFINI_STATUS_SUCCESS;  // no values, however many rows (2^40 x 0)
   for (size_t r = 0; r < v.rows; ++r)
     for (size_t c = 0; c < v.cols; ++c) {
       const int64_t value = values.integer(v, r, c);
@@ -259,6 +263,10 @@ infiniStatus_t createCapacity(infiniopHandle_t handle,
   INFINIOP_CHECK(routerView(check, "expert_idx", expert_idx, true, &p.expert_idx));
   INFINIOP_CHECK(routerView(check, "weights", weights, true, &p.weights));
   INFINIOP_CHECK(routerView(check, "weights_out", weights_out, true, &p.weights_out));
+  // k = 0 columns: no slots however many rows (2^40 x 0), so no rows to walk.
+  if (p.expert_idx.cols == 0)
+    for (infiniop::moe::RouterView *v : {&p.kept_idx, &p.expert_idx, &p.weights, &p.weights_out})
+      v->rows = 0;
   return publishRunner(kCapacity, handle, desc_ptr, std::move(desc));
 }
 
