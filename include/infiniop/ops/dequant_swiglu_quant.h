@@ -16,8 +16,10 @@
  * after the scales where it is F32, F16 or BF16 (bias_f), each operation one double rounding, in
  * that order. d is then split on its last dim into d1 (first half) and d2, and
  * z = silu(d1) d2 m (activate_left 1) or d1 silu(d2) m (activate_left 0, CANN's default), m the
- * smooth scale of its column (CANN's quant_scale). y, scale, smooth_scales, group_index,
- * quant_mode, group_size and scale_format, and every rule on them, are SwiGluQuant's
+ * smooth scale of its column (CANN's quant_scale). With group_index (E) (a MoE layer's grouped
+ * matmul: expert e's rows are the next group_index[e] rows), weight_scale and bias may also be
+ * (E, 2H), expert e's rows taking row e, as smooth_scales (E, H) do. y, scale, smooth_scales,
+ * group_index, quant_mode, group_size and scale_format, and every rule on them, are SwiGluQuant's
  * (swiglu_quant.h): y = z / s rounded once and saturated, the values z the float64 ones of the
  * formula. docs/dequant_swiglu_quant.md. */
 typedef struct InfiniopDequantSwigluQuantDescriptor *infiniopDequantSwigluQuantDescriptor_t;
