@@ -26,7 +26,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <vector>
+#include <limits>
+#include <memory>
+#include <type_traits>
 
 #include "cpu/gated-inl.h"
 #include "cpu/parallel.h"
@@ -49,7 +51,9 @@ struct QuantScratch {
   float *x, *p, *smooth;
   int32_t *window;
   uint8_t *bytes;
-  uint64_t *marks;  // 2 (H + 2): LaneMarks' space
+  uint64_t *marks;     // 2 (H + 2): LaneMarks' space
+  float *top, *scale;  // per group (G): step 1's largest |p m|, the scale
+  bool *unsure;        // per group: whether step 1 left a lane unsure
 };
 }  // namespace infiniop::cpu
 #endif
@@ -114,6 +118,48 @@ double ExactValue(const RowInputs<T> &in, size_t c) {
   return in.m ? a * in.m[c] : a;
 }
 
+// Step 1 for the common group of 16-bit x: whole vectors whose every |p m| lies in [kSmallest,
+// F32's max] (no lane unsure, none an exact zero). The bounds are checked once after the loop, on
+// the largest and smallest |p m| as integers (their bits order as the values do, and a NaN's lie
+// above every finite's): no test per vector. Returns the largest |p m|, or -1 where a lane is
+// outside those bounds (the caller then takes the group vector by vector, rewriting pm_out).
+template <bool kSmooth, class T>
+HWY_INLINE float TabledGroupValues(const RowInputs<T> &in, size_t begin, size_t end,
+                                   float *HWY_RESTRICT pm_out) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  const hn::Rebind<uint16_t, decltype(d)> du16;
+  const size_t N = hn::Lanes(d);
+  // Local copies: the stores to pm_out may not alias them, so they stay in registers.
+  const auto *HWY_RESTRICT bits1 = reinterpret_cast<const uint16_t *>(in.x1);
+  const T *HWY_RESTRICT x2 = in.x2;
+  const float *HWY_RESTRICT m = in.m;
+  const float *HWY_RESTRICT hi = in.table.hi;
+  auto largest = hn::Zero(di);
+  auto smallest = hn::Set(di, std::numeric_limits<int32_t>::max());
+  for (size_t c = begin; c < end; c += N) {
+    const auto index = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(du16, bits1 + c)));
+    auto pm = hn::Mul(hn::GatherIndex(d, hi, index), LoadF32(d, x2 + c));
+    if constexpr (kSmooth) pm = hn::Mul(pm, hn::LoadU(d, m + c));
+    hn::StoreU(pm, d, pm_out + c);
+    const auto a = hn::BitCast(di, hn::Abs(pm));
+    largest = hn::Max(largest, a);
+    smallest = hn::Min(smallest, a);
+  }
+  const int32_t high = hn::GetLane(hn::MaxOfLanes(di, largest));
+  const int32_t low = hn::GetLane(hn::MinOfLanes(di, smallest));
+  const auto bits = [](float v) {
+    int32_t b;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+  };
+  if (high > bits(3.4028235e38f) || low < bits(kSmallest<T>)) return -1.0f;
+  float top;
+  std::memcpy(&top, &high, sizeof top);
+  return top;
+}
+
 // Step 1 for one group [begin, end): pm[c] = p_c m_c, p_c the activation in F32 (16-bit x: from the
 // factor tables, within 4 F32 steps; F32 x: the activation's fast path, its window in steps per
 // lane), NaN where the bound does not hold: p non-finite or tiny, the fast path's exact lanes (the
@@ -131,6 +177,16 @@ float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_ou
   const T *storage = nullptr;
   const auto sign = hn::Set(di, static_cast<int32_t>(0x80000000u));
   const auto huge = hn::Set(d, 3.4028235e38f), zero = hn::Zero(d), one = hn::Set(d, 1.0f);
+  if constexpr (kTabled) {
+    if ((end - begin) % N == 0) {
+      const float top = in.m ? TabledGroupValues<true>(in, begin, end, pm_out)
+                             : TabledGroupValues<false>(in, begin, end, pm_out);
+      if (top >= 0.0f) {
+        *any_unsure = false;
+        return top;
+      }
+    }
+  }
   auto largest = hn::Zero(d);
   auto unsure_lanes = hn::FirstN(d, 0);
   // One vector at element c (whole: pm_out and window have kPad to spare). The loop below takes
@@ -253,21 +309,33 @@ float GroupScale(const GatedQuantPlan &plan, const RowInputs<T> &in, const float
       if (low == high) return low;
     }
   }
-  // The candidates for the largest exact |z|: the unsure lanes, and those within 2^-8 of the
-  // largest |p m| (the windows are below 2^-12).
-  const auto threshold = hn::Set(d, top * (1.0f - 0x1p-8f));
+  // The candidates for the largest exact |z|: the unsure lanes, and those whose |p m| may hold
+  // it. Each |p m| is within w steps (relative 2^-23 w) of its |z|, so the largest |z|'s lies
+  // within 2^-22 w of the largest |p m|: 2^-16 for a fixed window (w <= 12), else 2^-8 (the
+  // per-lane windows are below 2^-12).
+  constexpr float kReach = kFixedWindow < Act, T >> 0 ? 0x1p-16f : 0x1p-8f;
+  static_assert(kFixedWindow<Act, T> <= 12);
+  const auto threshold = hn::Set(d, top * (1.0f - kReach));
   constexpr bool kPairs = !std::is_same_v<T, float>;
   bool from_pairs = kPairs;
   double amax = 0;
   const auto take = [&](double z) {
-    amax = std::isnan(z) || std::isnan(amax) ? NAN : std::fmax(amax, std::fabs(z));
+    const double a = std::fabs(z);  // a NaN stays (no call to fmax: this runs per group)
+    amax = std::isnan(a) || std::isnan(amax) ? NAN : (a > amax ? a : amax);
   };
   LaneMarks candidates(marks);
-  for (size_t c = begin; c < end; c += N) {
-    const auto v = hn::LoadU(d, pm + c);
-    const auto candidate =
-        hn::And(hn::FirstN(d, end - c), hn::Or(hn::IsNaN(v), hn::Ge(hn::Abs(v), threshold)));
-    if (!hn::AllFalse(d, candidate)) candidates.Add(d, candidate, c);
+  if (!any_unsure && (end - begin) % N == 0) {  // the common group: whole vectors, no NaN
+    for (size_t c = begin; c < end; c += N) {
+      const auto candidate = hn::Ge(hn::Abs(hn::LoadU(d, pm + c)), threshold);
+      if (HWY_UNLIKELY(!hn::AllFalse(d, candidate))) candidates.Add(d, candidate, c);
+    }
+  } else {
+    for (size_t c = begin; c < end; c += N) {
+      const auto v = hn::LoadU(d, pm + c);
+      const auto candidate =
+          hn::And(hn::FirstN(d, end - c), hn::Or(hn::IsNaN(v), hn::Ge(hn::Abs(v), threshold)));
+      if (!hn::AllFalse(d, candidate)) candidates.Add(d, candidate, c);
+    }
   }
   candidates.ForEach([&](size_t c) {
     double z = NAN;
@@ -371,76 +439,112 @@ HWY_INLINE auto FastOrFullNear(D d, V t, VI steps, VI *codes) {
       const VI code = hn::Sub(hn::ShiftRight<20>(hn::Add(bits, hn::Set(di, 0x80000))), base);
       const VI sign = hn::And(hn::ShiftRight<24>(hn::BitCast(di, t)), hn::Set(di, 0x80));
       *codes = hn::Or(code, sign);
-      return hn::RebindMask(d, hn::Gt(hn::Add(hn::Add(w, w), hn::Set(di, 1)), offset));
+      // offset < 2 w + 1 as the sign of their difference: one subtraction and a shift (the
+      // compare of a constant turns into two operations where a signed compare is only >).
+      const VI gap = hn::Sub(offset, hn::Add(hn::Add(w, w), hn::Set(di, 1)));
+      return hn::RebindMask(d, hn::MaskFromVec(hn::BroadcastSignBit(gap)));
     }
   }
   return NearAndCodes<kFormat>(d, t, steps, codes);
 }
 
-// Step 3 for the group [begin, end) with scale s: bytes[c].
-// bytes has `row_end` elements (the row's); whole vectors are stored up to it and what passes
-// `end` is the next group's to overwrite.
+// Whether the F32 path takes a group of scale s: a normal F32 (1 / s then is one too).
+inline bool F32PathScale(float s) {
+  return std::fabs(s) >= 0x1p-126f && std::fabs(s) <= 3.4028235e38f;
+}
+
+// Step 3 for a row: bytes[c] for every group g, with scale s[g] (H = groups * group_size bytes).
+// unsure: whether any group has an unsure lane (a NaN in pm). The oracle's lanes (near a
+// boundary, NaN, or a group whose scale the F32 path cannot take) are done after every group, so
+// that no call sits in the loops (a call clobbers every vector register).
 template <class Act, class T, QuantFormat kFormat>
-void QuantizeGroup(const RowInputs<T> &in, const float *pm, const int32_t *window, float s,
-                   size_t begin, size_t end, size_t row_end, uint8_t *bytes, uint64_t *marks) {
+void QuantizeRow(const RowInputs<T> &in, const float *pm, const int32_t *window, bool unsure,
+                 const float *s, size_t groups, size_t group_size, uint8_t *bytes,
+                 uint64_t *marks) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const hn::Rebind<uint8_t, decltype(d)> du8;
   const hn::Rebind<int8_t, decltype(d)> di8;
-  const size_t N = hn::Lanes(d);
-  const auto oracle = [&](size_t c) {
-    bytes[c] = exact::quantizeByte(ExactValue<Act, T>(in, c) / s, kFormat);
-  };
-  if (!(std::fabs(s) >= 0x1p-126f && std::fabs(s) <= 3.4028235e38f)) {
-    for (size_t c = begin; c < end; ++c) oracle(c);
-    return;
-  }
-  // t = (p m) r: three roundings (r = 1 / s, the product) on p's window: 2 w + 8 steps of t.
-  const auto r = hn::Set(d, 1.0f / s);
-  LaneMarks near_lanes(marks);
-  HWY_ALIGN uint8_t last[kPad];
-  size_t last_at = row_end;
+  const size_t N = hn::Lanes(d), H = groups * group_size;
   constexpr int32_t kFixed = kFixedWindow<Act, T>;
-  for (size_t c = begin; c < end; c += N) {
+  LaneMarks oracle_lanes(marks);
+  // The bytes of the vector at c (packed) with t = pm r, and its lanes the oracle must take
+  // (near a boundary, or NaN where check_nan says a lane may be). t = (p m) r: three roundings
+  // (r = 1 / s, the product) on p's window: 2 w + 8 steps of t.
+  const auto vector = [&](size_t c, hn::Vec<decltype(d)> r, auto check_nan,
+                          hn::Vec<decltype(du8)> &packed) __attribute__((always_inline)) {
     const auto v = hn::LoadU(d, pm + c);
     const auto t = hn::Mul(v, r);
     const auto w = kFixed ? hn::Set(di, kFixed) : hn::LoadU(di, window + c);
     const auto steps = hn::Add(hn::Add(w, w), hn::Set(di, 8));
     hn::Vec<decltype(di)> codes;
-    const auto near = FastOrFullNear<kFormat>(d, t, steps, &codes);
-    hn::Vec<decltype(du8)> packed;
+    auto open = FastOrFullNear<kFormat>(d, t, steps, &codes);
+    if constexpr (decltype(check_nan)::value) open = hn::Or(open, hn::IsNaN(v));
     if constexpr (kFormat == QuantFormat::int8) {
       packed = hn::BitCast(du8, hn::DemoteTo(di8, codes));
     } else {
       packed = hn::DemoteTo(du8, codes);
     }
-    if (HWY_LIKELY(c + N <= row_end)) {
-      hn::StoreU(packed, du8, bytes + c);
-    } else {  // past the row's end: after the loop (a copy is a call)
-      hn::Store(packed, du8, last);
-      last_at = c;
+    return open;
+  };
+  HWY_ALIGN uint8_t last[kPad];
+  const size_t whole = group_size / N * N;  // each group's whole vectors
+  const auto all = [&](auto check_nan) __attribute__((always_inline)) {
+    for (size_t g = 0; g < groups; ++g) {
+      const size_t begin = g * group_size, end = begin + group_size;
+      if (HWY_UNLIKELY(!F32PathScale(s[g]))) continue;  // the oracle's, below
+      const auto r = hn::Set(d, 1.0f / s[g]);
+      for (size_t c = begin; c < begin + whole; c += N) {
+        hn::Vec<decltype(du8)> packed;
+        const auto open = vector(c, r, check_nan, packed);
+        hn::StoreU(packed, du8, bytes + c);
+        if (HWY_UNLIKELY(!hn::AllFalse(d, open))) oracle_lanes.Add(d, open, c);
+      }
+      if (begin + whole < end) {  // the group's last part of a vector
+        const size_t c = begin + whole;
+        hn::Vec<decltype(du8)> packed;
+        const auto near = vector(c, r, std::true_type(), packed);
+        if (c + N <= H) {  // what passes the group's end is the next group's to overwrite
+          hn::StoreU(packed, du8, bytes + c);
+        } else {  // past the row's end: stored whole, then copied (a call: at the row's end)
+          hn::Store(packed, du8, last);
+          std::copy(last, last + (H - c), bytes + c);
+        }
+        const auto open = hn::And(hn::FirstN(d, end - c), near);
+        if (!hn::AllFalse(d, open)) oracle_lanes.Add(d, open, c);
+      }
     }
-    auto open = hn::Or(near, hn::IsNaN(v));
-    if (c + N > end) open = hn::And(hn::FirstN(d, end - c), open);
-    if (HWY_UNLIKELY(!hn::AllFalse(d, open))) near_lanes.Add(d, open, c);
-  }
-  if (last_at < row_end) std::copy(last, last + (row_end - last_at), bytes + last_at);
-  near_lanes.ForEach(oracle);
+  };
+  if (unsure)
+    all(std::true_type());
+  else
+    all(std::false_type());
+  oracle_lanes.ForEach([&](size_t c) {
+    bytes[c] = exact::quantizeByte(ExactValue<Act, T>(in, c) / s[c / group_size], kFormat);
+  });
+  for (size_t g = 0; g < groups; ++g)  // a scale of 0, tiny or not finite: every byte z / s
+    if (HWY_UNLIKELY(!F32PathScale(s[g])))
+      for (size_t c = g * group_size; c < (g + 1) * group_size; ++c)
+        bytes[c] = exact::quantizeByte(ExactValue<Act, T>(in, c) / s[g], kFormat);
 }
 
 template <class Act, class T>
 void Rows(const GatedQuantPlan &plan, const GatedQuantData &data, const QuantScratch &scratch,
           size_t first, size_t last) {
-  const size_t H = plan.half;
+  const size_t H = plan.half, G = plan.groups;
   for (size_t r = first; r < last; ++r) {
     const ptrdiff_t e = quant::smoothRowOf(plan, data.counts, r);
     auto *y = static_cast<uint8_t *>(data.y) + plan.y.rowOffset(r);
     uint8_t *bytes = plan.y.col_stride == 1 ? y : scratch.bytes;
-    float *scale = static_cast<float *>(data.scale);
+    // The row's scales (a division per leading dim to find: once per row, not per group).
+    float *scale = static_cast<float *>(data.scale) + plan.scale.rowOffset(r);
+    const auto scale_at = [&](size_t g) -> float & {
+      return scale[static_cast<ptrdiff_t>(g) * plan.scale.col_stride];
+    };
     if (e < 0) {  // past group_index's counts: zeros, and scale 0
       std::memset(bytes, 0, H);
       if (plan.dynamic)
-        for (size_t gi = 0; gi < plan.groups; ++gi) scale[plan.scale.offset(r, gi)] = 0.0f;
+        for (size_t g = 0; g < G; ++g) scale_at(g) = 0.0f;
     } else {
       const T *row = static_cast<const T *>(data.x) + plan.x.rowOffset(r);
       if (plan.x.col_stride != 1) {  // a contiguous copy of the row
@@ -456,25 +560,34 @@ void Rows(const GatedQuantPlan &plan, const GatedQuantData &data, const QuantScr
         in.m = scratch.smooth;
       }
       if constexpr (!std::is_same_v<T, float>) in.table = factorTable<Act::kExact, IsBf16<T>()>();
-      for (size_t gi = 0; gi < plan.groups; ++gi) {
-        const size_t begin = gi * plan.group_size, end = begin + plan.group_size;
-        bool any_unsure = false;
-        const float top =
-            GroupValues<Act, T>(in, begin, end, scratch.p, scratch.window, &any_unsure);
-        float s;
-        if (plan.dynamic) {
-          s = GroupScale<Act, T>(plan, in, scratch.p, begin, end, top, any_unsure, scratch.marks);
-          scale[plan.scale.offset(r, gi)] = s;
-        } else {
-          s = scale[plan.scale.offset(r, gi)];
-        }
-        if (plan.format == QuantFormat::int8)
-          QuantizeGroup<Act, T, QuantFormat::int8>(in, scratch.p, scratch.window, s, begin, end, H,
-                                                   bytes, scratch.marks);
-        else
-          QuantizeGroup<Act, T, QuantFormat::fp8_e4m3>(in, scratch.p, scratch.window, s, begin, end,
-                                                       H, bytes, scratch.marks);
+      // Each step for every group of the row before the next, so that each step's loops keep
+      // their constants in registers from group to group.
+      bool row_unsure = false;
+      for (size_t g = 0; g < G; ++g) {
+        const size_t begin = g * plan.group_size, end = begin + plan.group_size;
+        bool unsure = false;
+        scratch.top[g] = GroupValues<Act, T>(in, begin, end, scratch.p, scratch.window, &unsure);
+        scratch.unsure[g] = unsure;
+        row_unsure = row_unsure || unsure;
       }
+      for (size_t g = 0; g < G; ++g) {
+        if (plan.dynamic) {
+          const size_t begin = g * plan.group_size, end = begin + plan.group_size;
+          scratch.scale[g] = GroupScale<Act, T>(plan, in, scratch.p, begin, end, scratch.top[g],
+                                                scratch.unsure[g], scratch.marks);
+          scale_at(g) = scratch.scale[g];
+        } else {
+          scratch.scale[g] = scale_at(g);
+        }
+      }
+      if (plan.format == QuantFormat::int8)
+        QuantizeRow<Act, T, QuantFormat::int8>(in, scratch.p, scratch.window, row_unsure,
+                                               scratch.scale, G, plan.group_size, bytes,
+                                               scratch.marks);
+      else
+        QuantizeRow<Act, T, QuantFormat::fp8_e4m3>(in, scratch.p, scratch.window, row_unsure,
+                                                   scratch.scale, G, plan.group_size, bytes,
+                                                   scratch.marks);
     }
     if (bytes != y)
       for (size_t c = 0; c < H; ++c) y[static_cast<ptrdiff_t>(c) * plan.y.col_stride] = bytes[c];
@@ -538,23 +651,32 @@ namespace {
 void gatedQuant(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d) {
   HWY_DYNAMIC_DISPATCH(GatedQuantTables)(p);
   // Every thread's rows, allocated before the threads start.
-  const size_t H = p.half, ranges = static_cast<size_t>(std::max(1, callThreads()));
-  const size_t floats = 2 * H + H + H + 3 * kPad, per = H + kPad;  // x, p, smooth; window; bytes
-  std::vector<float> space(floats * ranges);
-  std::vector<int32_t> windows(per * ranges);
-  std::vector<uint8_t> bytes(per * ranges);
-  std::vector<uint64_t> marks(2 * (H + 2) * ranges);
+  const size_t H = p.half, G = p.groups;
+  const size_t ranges = static_cast<size_t>(std::max(1, callThreads()));
+  // x, p, smooth, each with kPad to spare; the groups' top and scale
+  const size_t floats = 2 * H + H + H + 3 * kPad + 2 * G, per = H + kPad;  // window; bytes
+  // Not value-initialized (every element is written before it is read, but the lanes past a
+  // group's end, which no result takes): zeroing them cost more than a small call's work.
+  const std::unique_ptr<float[]> space(new float[floats * ranges]);
+  const std::unique_ptr<int32_t[]> windows(new int32_t[per * ranges]);
+  const std::unique_ptr<uint8_t[]> bytes(new uint8_t[per * ranges]);
+  const std::unique_ptr<uint64_t[]> marks(new uint64_t[2 * (H + 2) * ranges]);
+  const std::unique_ptr<bool[]> unsure(new bool[G * ranges + 1]);
   std::atomic<size_t> next{0};
   const auto run = &HWY_DYNAMIC_DISPATCH(GatedQuantRows);
   parallelRanges(p.rows, 8 * H, [&](size_t first, size_t last) {
     const size_t k = next.fetch_add(1) % ranges;
-    float *base = space.data() + k * floats;
+    float *base = space.get() + k * floats;
+    float *groups = base + 4 * H + 3 * kPad;
     QuantScratch scratch{base,
                          base + 2 * H + kPad,
                          base + 3 * H + 2 * kPad,
-                         windows.data() + k * per,
-                         bytes.data() + k * per,
-                         marks.data() + k * 2 * (H + 2)};
+                         windows.get() + k * per,
+                         bytes.get() + k * per,
+                         marks.get() + k * 2 * (H + 2),
+                         groups,
+                         groups + G,
+                         unsure.get() + k * G};
     run(p, d, scratch, first, last);
   });
 }
