@@ -36,6 +36,7 @@
 #include "cpu/table-inl.h"
 #include "exact/gated.h"
 #include "exact/quant.h"
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "ops/gated_quant.h"
 
@@ -368,6 +369,18 @@ float GroupScale(const GatedQuantPlan &plan, const RowInputs<T> &in, const float
   return exact::dynamicScale(amax, plan.format, plan.power_of_two);
 }
 
+// Whether F32 bits lie within w (integer steps) of an FP8 E4M3 midpoint's, whose low 20 bits are
+// 0x80000: ((bits + w) << 12) puts the distance in the top 20 bits, offset by 2^31 so that the
+// near ones are the smallest signed values. Three operations, wrapping as integers do.
+template <class VI>
+HWY_INLINE auto Fp8MidpointNear(VI bits, VI w) {
+  const hn::DFromV<VI> di;
+  const VI at = hn::ShiftLeft<12>(hn::Add(bits, w));
+  const VI limit = hn::Add(hn::ShiftLeft<12>(hn::Add(hn::Add(w, w), hn::Set(di, 1))),
+                           hn::Set(di, std::numeric_limits<int32_t>::min()));
+  return hn::Lt(at, limit);
+}
+
 // Step 3's test and bytes for one vector of t = p m / s (as t = pm r): the lanes near a rounding
 // boundary of the grid (within `steps` F32 steps of t), and the bytes of the others.
 template <QuantFormat kFormat, class D, class V, class VI>
@@ -392,11 +405,8 @@ HWY_INLINE auto NearAndCodes(D d, V t, VI steps, VI *codes) {
     const auto sub = hn::Lt(a, smallest_normal);
     const VI shifted = hn::BitCast(di, hn::IfThenElse(sub, hn::Add(a, smallest_normal), a));
     const VI w = hn::Add(steps, hn::Set(di, 1));
-    const VI offset =
-        hn::And(hn::Add(shifted, hn::Sub(w, hn::Set(di, 0x80000))), hn::Set(di, 0xfffff));
     const auto near =
-        hn::And(hn::RebindMask(d, hn::Gt(hn::Add(hn::Add(w, w), hn::Set(di, 1)), offset)),
-                hn::Lt(a, hn::Set(d, 456.0f)));
+        hn::And(hn::RebindMask(d, Fp8MidpointNear(shifted, w)), hn::Lt(a, hn::Set(d, 456.0f)));
     // Rounded by adding half the kept step and truncating (no tie is left but in near lanes).
     const V clamped = hn::Min(a, hn::Set(d, 448.0f));
     const VI bits =
@@ -432,17 +442,12 @@ HWY_INLINE auto FastOrFullNear(D d, V t, VI steps, VI *codes) {
       const auto sub = hn::Lt(a, hn::Set(d, 0x1p-6f));
       const VI bits = hn::BitCast(di, hn::IfThenElse(sub, hn::Add(a, hn::Set(d, 0x1p-6f)), a));
       const VI w = hn::Add(steps, hn::Set(di, 1));
-      const VI offset =
-          hn::And(hn::Add(bits, hn::Sub(w, hn::Set(di, 0x80000))), hn::Set(di, 0xfffff));
       const VI base =
           hn::IfThenElse(hn::RebindMask(di, sub), hn::Set(di, 121 << 3), hn::Set(di, 120 << 3));
       const VI code = hn::Sub(hn::ShiftRight<20>(hn::Add(bits, hn::Set(di, 0x80000))), base);
       const VI sign = hn::And(hn::ShiftRight<24>(hn::BitCast(di, t)), hn::Set(di, 0x80));
       *codes = hn::Or(code, sign);
-      // offset < 2 w + 1 as the sign of their difference: one subtraction and a shift (the
-      // compare of a constant turns into two operations where a signed compare is only >).
-      const VI gap = hn::Sub(offset, hn::Add(hn::Add(w, w), hn::Set(di, 1)));
-      return hn::RebindMask(d, hn::MaskFromVec(hn::BroadcastSignBit(gap)));
+      return hn::RebindMask(d, Fp8MidpointNear(bits, w));
     }
   }
   return NearAndCodes<kFormat>(d, t, steps, codes);
@@ -463,8 +468,8 @@ void QuantizeRow(const RowInputs<T> &in, const float *pm, const int32_t *window,
                  uint64_t *marks) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
+  const hn::RebindToUnsigned<decltype(d)> du32;
   const hn::Rebind<uint8_t, decltype(d)> du8;
-  const hn::Rebind<int8_t, decltype(d)> di8;
   const size_t N = hn::Lanes(d), H = groups * group_size;
   constexpr int32_t kFixed = kFixedWindow<Act, T>;
   LaneMarks oracle_lanes(marks);
@@ -480,11 +485,9 @@ void QuantizeRow(const RowInputs<T> &in, const float *pm, const int32_t *window,
     hn::Vec<decltype(di)> codes;
     auto open = FastOrFullNear<kFormat>(d, t, steps, &codes);
     if constexpr (decltype(check_nan)::value) open = hn::Or(open, hn::IsNaN(v));
-    if constexpr (kFormat == QuantFormat::int8) {
-      packed = hn::BitCast(du8, hn::DemoteTo(di8, codes));
-    } else {
-      packed = hn::DemoteTo(du8, codes);
-    }
+    // Every code is a byte's already (INT8's in [-127, 127] as two's complement; a lane the
+    // oracle takes may hold anything): its low byte, with no saturation to do.
+    packed = hn::TruncateTo(du8, hn::BitCast(du32, codes));
     return open;
   };
   HWY_ALIGN uint8_t last[kPad];
@@ -528,14 +531,32 @@ void QuantizeRow(const RowInputs<T> &in, const float *pm, const int32_t *window,
         bytes[c] = exact::quantizeByte(ExactValue<Act, T>(in, c) / s[g], kFormat);
 }
 
+// A row's bytes (n of them, in the L1-resident scratch) to y with non-temporal stores: whole
+// aligned vectors, the unaligned head and tail plainly. Only where kStreamingStores.
+inline void StreamRow(uint8_t *HWY_RESTRICT y, const uint8_t *HWY_RESTRICT bytes, size_t n) {
+  const hn::ScalableTag<uint8_t> d8;
+  const size_t N = hn::Lanes(d8);
+  size_t head = (N - reinterpret_cast<uintptr_t>(y) % N) % N;
+  if (head > n) head = n;
+  std::memcpy(y, bytes, head);
+  size_t c = head;
+  for (; c + N <= n; c += N) hn::Stream(hn::LoadU(d8, bytes + c), d8, y + c);
+  std::memcpy(y + c, bytes + c, n - c);
+}
+
 template <class Act, class T>
 void Rows(const GatedQuantPlan &plan, const GatedQuantData &data, const QuantScratch &scratch,
           size_t first, size_t last) {
   const size_t H = plan.half, G = plan.groups;
+  // A large call's y rows are written with non-temporal stores from the scratch (as the
+  // elementwise operators' outputs are: docs/performance.md): plain stores would first read each
+  // line of y into the cache.
+  const bool stream = kStreamingStores && plan.y.col_stride == 1 &&
+                      plan.rows * H * (4 * sizeof(T) + 1) >= streamMinBytes();
   for (size_t r = first; r < last; ++r) {
     const ptrdiff_t e = quant::smoothRowOf(plan, data.counts, r);
     auto *y = static_cast<uint8_t *>(data.y) + plan.y.rowOffset(r);
-    uint8_t *bytes = plan.y.col_stride == 1 ? y : scratch.bytes;
+    uint8_t *bytes = plan.y.col_stride == 1 && !stream ? y : scratch.bytes;
     // The row's scales (a division per leading dim to find: once per row, not per group).
     float *scale = static_cast<float *>(data.scale) + plan.scale.rowOffset(r);
     const auto scale_at = [&](size_t g) -> float & {
@@ -589,9 +610,13 @@ void Rows(const GatedQuantPlan &plan, const GatedQuantData &data, const QuantScr
                                                    scratch.scale, G, plan.group_size, bytes,
                                                    scratch.marks);
     }
-    if (bytes != y)
+    if (bytes == y) continue;
+    if (plan.y.col_stride == 1)
+      StreamRow(y, bytes, H);
+    else
       for (size_t c = 0; c < H; ++c) y[static_cast<ptrdiff_t>(c) * plan.y.col_stride] = bytes[c];
   }
+  if (stream) hwy::FlushStream();
 }
 
 template <class Act>
