@@ -170,6 +170,11 @@ INFINIOP_OPERATOR(GeluMulQuant,
                   (out("y"), out("scale"), in("x"), nullable(in("smooth_scales")),
                    nullable(in("group_index"))),
                   ("approximate", "activate_left", "quant_mode", "group_size", "scale_format"));
+INFINIOP_OPERATOR(ClippedSwigluQuant,
+                  (out("y"), out("scale"), in("x"), nullable(in("smooth_scales")),
+                   nullable(in("group_index"))),
+                  ("alpha", "limit", "bias", "interleaved", "quant_mode", "group_size",
+                   "scale_format"));
 #undef INFINIOP_OPERATOR
 
 // The V2 creates of ClippedSwiglu(Backward): the same descriptor and calls, one attribute more.
@@ -192,7 +197,8 @@ using All = std::tuple<GeluBackward, Gelu, GeluBackwardV2, SwiGlu, SwiGluBackwar
                        MoeInitRoutingV2, MoeInitRoutingV2Grad, MoeGatingTopKSoftmax,
                        MoeGatingTopKSoftmaxGrad, MoeGatingTopK, MoeGatingTopKGrad, MoeExpertCounts,
                        MoeBiasUpdate, MoeGatingWeights, MoeAuxLoss, MoeAuxLossGrad, MoeZLoss,
-                       MoeZLossGrad, MoeExpertCapacity, SwiGluQuant, GeluMulQuant>;
+                       MoeZLossGrad, MoeExpertCapacity, SwiGluQuant, GeluMulQuant,
+                       ClippedSwigluQuant>;
 
 // ---- attributes ------------------------------------------------------------------------------
 

@@ -1348,6 +1348,42 @@ void addGatedQuant(std::vector<Group> &groups) {
     }
 }
 
+// ClippedSwigluQuant, exact as the two above, on the same hostile x: the vendor's attributes
+// (alpha 1.702, limit 7, bias 1) interleaved and halved, and limit +inf (nothing clipped).
+void addClippedSwigluQuant(std::vector<Group> &groups) {
+  constexpr auto I8 = INFINI_DTYPE_I8, F8 = INFINI_DTYPE_F8;
+  const char *op = "ClippedSwigluQuant";
+  const size_t d = kElements / kRows, E = 4;
+  struct Variant {
+    const char *name;
+    infiniDtype_t y;
+    double limit, interleaved, mode, group_size, format;
+    bool counts;
+  };
+  const Variant variants[] = {
+      {"Int8TokenInterleaved", I8, 7, 1, 1, 0, 0, false},
+      {"Fp8Group128Ue8m0Halves", F8, 7, 0, 1, 128, 1, false},
+      {"Fp8Static128Interleaved", F8, 7, 1, 0, 128, 0, false},
+      {"Int8Group128SmoothCountsNoLimit", I8, INFINITY, 1, 1, 128, 0, true},
+  };
+  for (infiniDtype_t t : kFloatDtypes)
+    for (const Variant &v : variants) {
+      const size_t G = v.group_size > 0 ? d / static_cast<size_t>(v.group_size) : 1;
+      auto s = slotsOf(op);
+      give(s, "y", {kRows, d}, v.y);
+      give(s, "scale", {kRows, G}, INFINI_DTYPE_F32);
+      give(s, "x", {kRows, 2 * d}, t);
+      if (v.counts) {
+        give(s, "smooth_scales", {E, d}, INFINI_DTYPE_F32);
+        give(s, "group_index", {E}, INFINI_DTYPE_I64, {10, 0, 30, 15});
+      }
+      const Attrs attrs = {1.702, v.limit, 1.0, v.interleaved, v.mode, v.group_size, v.format};
+      groups.push_back({groupName(op, v.name, t), op, s, attrs, Data::kHostile,
+                        quantized(d, v.group_size > 0 ? static_cast<size_t>(v.group_size) : d)});
+      if (v.mode == 0) groups.back().before_run = writeStaticScale;
+    }
+}
+
 const std::vector<Group> &groups() {
   static const std::vector<Group> all = [] {
     std::vector<Group> g;
@@ -1361,6 +1397,7 @@ const std::vector<Group> &groups() {
     addAuxLoss(g);
     addZLoss(g);
     addRelaxed(g);
+    addClippedSwigluQuant(g);
     return g;
   }();
   return all;
@@ -1374,7 +1411,8 @@ const std::vector<Group> &groups() {
 // expert), so cpu_reference joins their runs too.
 bool correctlyRounded(const Group &g) {
   if (g.data == Data::kCounts) return true;
-  if (g.op == "SwiGluQuant" || g.op == "GeluMulQuant") return true;  // exact bytes and scales
+  if (g.op == "SwiGluQuant" || g.op == "GeluMulQuant" || g.op == "ClippedSwigluQuant")
+    return true;  // exact bytes and scales
   const bool half = g.slots.front().dtype != INFINI_DTYPE_F32;
   return half && g.data == Data::kHostile;
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// SwiGluQuant and GeluMulQuant (docs/swiglu_quant.md) on every device against this file's oracle,
-// in long double and independent of src/exact: z = act(x1) x2 m, each dynamic scale amax / qmax
+// SwiGluQuant, GeluMulQuant and ClippedSwigluQuant (docs/swiglu_quant.md) on every device against
+// this file's oracle, in long double and independent of src/exact: z = act(x1) x2 m (clipped:
+// min(A, limit) sigmoid(alpha min(A, limit)) (clamp(B, +-limit) + bias) m), each dynamic scale amax / qmax
 // rounded to F32 (or up to a power of two), each byte z / s rounded once to nearest even with this
 // file's own INT8 and FP8 E4M3 encoders. Every y byte and every dynamic scale's bits must equal
 // the oracle's, and every device's must equal cpu_reference's, bit for bit (the bit-identity
@@ -49,21 +50,33 @@ constexpr auto kStatic = INFINIOP_QUANT_STATIC;
 constexpr auto kScaleF32 = INFINIOP_QUANT_SCALE_F32;
 constexpr auto kUe8m0 = INFINIOP_QUANT_SCALE_UE8M0;
 
-enum class Act { silu, gelu_erf, gelu_tanh };
+enum class Act { silu, gelu_erf, gelu_tanh, clipped };
 
 const char *actName(Act a) {
-  return a == Act::silu ? "silu" : a == Act::gelu_erf ? "gelu_erf" : "gelu_tanh";
+  return a == Act::silu       ? "silu"
+         : a == Act::gelu_erf ? "gelu_erf"
+         : a == Act::clipped  ? "clipped"
+                              : "gelu_tanh";
 }
 
 struct Config {
   Act act = Act::silu;
-  int32_t activate_left = 1;
+  int32_t activate_left = 1;  // not ClippedSwigluQuant's
   infiniopQuantMode_t mode = kDynamic;
   int64_t group_size = 0;
   infiniopQuantScaleFormat_t format = kScaleF32;
+  // ClippedSwigluQuant's (the vendor API's defaults).
+  float alpha = 1.702f, limit = 7.0f, bias = 1.0f;
+  bool interleaved = true;
 };
 
 std::string describe(const Config &c) {
+  if (c.act == Act::clipped)
+    return "clipped alpha=" + std::to_string(c.alpha) + " limit=" + std::to_string(c.limit) +
+           " bias=" + std::to_string(c.bias) + (c.interleaved ? " interleaved" : " halves") +
+           (c.mode == kDynamic ? (c.format == kUe8m0 ? " dynamic UE8M0" : " dynamic F32")
+                               : " static") +
+           " group_size=" + std::to_string(c.group_size);
   return std::string(actName(c.act)) + " left=" + std::to_string(c.activate_left) +
          (c.mode == kDynamic ? (c.format == kUe8m0 ? " dynamic UE8M0" : " dynamic F32")
                              : " static") +
@@ -131,6 +144,24 @@ Value activation(Act act, long double x) {
   }
   if (zeroInFloat64(act, x)) return {-0x1p-16000L, true};
   return {value};
+}
+
+// ClippedSwiglu (clamp_mode 0) of (A, B): a = min(A, limit), b = clamp(B, -limit, limit),
+// a sigmoid(alpha a) (b + bias); alpha a = -inf gives the limit, a zero of a's sign, and alpha 0
+// gives z = 0 even for an infinite a. NaN passes the clamps.
+Value clippedGate(const Config &c, long double A, long double B) {
+  const long double limit = c.limit;
+  const long double a = A > limit ? limit : A;
+  const long double b = B > limit ? limit : (B < -limit ? -limit : B);
+  const long double z = c.alpha == 0 ? 0.0L : static_cast<long double>(c.alpha) * a;
+  const long double v = b + c.bias;
+  if (z == -INFINITY) return {std::copysign(0.0L, a) * v};
+  // float64's gate a / (1 + e^-z) underflows to 0 for a finite a far left (e^-z overflows, or
+  // the quotient is below double's subnormals): a tiny value of a's sign (Value::zero_in_float64).
+  const double gate64 = static_cast<double>(a) / (1 + std::exp(-static_cast<double>(z)));
+  if (gate64 == 0 && a != 0 && std::isfinite(a))
+    return {std::copysign(0x1p-16000L, a) * v, std::isfinite(v)};
+  return {a / (1 + std::exp(-z)) * v};
 }
 
 Value times(Value a, long double b) {
@@ -238,8 +269,13 @@ Expected oracle(Operands &o, const Config &c) {
     if (expert < 0) continue;  // past the counts: bytes 0, dynamic scale 0
     for (size_t col = 0; col < H; ++col) {
       const long double x1 = o.x->get(r * 2 * H + col), x2 = o.x->get(r * 2 * H + H + col);
-      const Value act = activation(c.act, c.activate_left ? x1 : x2);
-      const Value a = times(act, c.activate_left ? x2 : x1);
+      Value a{0};
+      if (c.act == Act::clipped) {
+        const size_t ia = c.interleaved ? 2 * col : col, ib = c.interleaved ? 2 * col + 1 : H + col;
+        a = clippedGate(c, o.x->get(r * 2 * H + ia), o.x->get(r * 2 * H + ib));
+      } else {
+        a = times(activation(c.act, c.activate_left ? x1 : x2), c.activate_left ? x2 : x1);
+      }
       const long double m = o.smooth ? o.smooth->get(static_cast<size_t>(expert) * H + col) : 1.0L;
       z[col] = times(a, m);
     }
@@ -314,7 +350,12 @@ infiniStatus_t callOp(infiniopHandle_t handle, const Config &c, Operands &o, std
   infiniStatus_t status = INFINI_STATUS_SUCCESS;
   infiniopSwiGluQuantDescriptor_t silu = nullptr;
   infiniopGeluMulQuantDescriptor_t gelu = nullptr;
-  if (c.act == Act::silu)
+  infiniopClippedSwigluQuantDescriptor_t clipped = nullptr;
+  if (c.act == Act::clipped)
+    status = infiniopCreateClippedSwigluQuantDescriptor(handle, &clipped, yd, sd, xd, md, gd,
+                                                        c.alpha, c.limit, c.bias, c.interleaved,
+                                                        c.mode, c.group_size, c.format);
+  else if (c.act == Act::silu)
     status = infiniopCreateSwiGluQuantDescriptor(handle, &silu, yd, sd, xd, md, gd, c.activate_left,
                                                  c.mode, c.group_size, c.format);
   else
@@ -327,8 +368,9 @@ infiniStatus_t callOp(infiniopHandle_t handle, const Config &c, Operands &o, std
     if (d) infiniopDestroyTensorDescriptor(d);
   if (status != INFINI_STATUS_SUCCESS) return status;
   size_t size = 0;
-  EXPECT_EQ(silu ? infiniopGetSwiGluQuantWorkspaceSize(silu, &size)
-                 : infiniopGetGeluMulQuantWorkspaceSize(gelu, &size),
+  EXPECT_EQ(silu    ? infiniopGetSwiGluQuantWorkspaceSize(silu, &size)
+            : gelu ? infiniopGetGeluMulQuantWorkspaceSize(gelu, &size)
+                   : infiniopGetClippedSwigluQuantWorkspaceSize(clipped, &size),
             INFINI_STATUS_SUCCESS);
   DeviceMirror device(handle);
   device.add(o.y);
@@ -337,14 +379,19 @@ infiniStatus_t callOp(infiniopHandle_t handle, const Config &c, Operands &o, std
   device.add(o.smooth);
   device.add(o.group_index);
   void *ws = device.scratch(size);
-  status = silu ? infiniopSwiGluQuant(silu, ws, size, device(o.y), device(o.scale), device(o.x),
-                                      device(o.smooth), device(o.group_index), nullptr)
-                : infiniopGeluMulQuant(gelu, ws, size, device(o.y), device(o.scale), device(o.x),
-                                       device(o.smooth), device(o.group_index), nullptr);
+  status = silu   ? infiniopSwiGluQuant(silu, ws, size, device(o.y), device(o.scale), device(o.x),
+                                        device(o.smooth), device(o.group_index), nullptr)
+           : gelu ? infiniopGeluMulQuant(gelu, ws, size, device(o.y), device(o.scale), device(o.x),
+                                         device(o.smooth), device(o.group_index), nullptr)
+                  : infiniopClippedSwigluQuant(clipped, ws, size, device(o.y), device(o.scale),
+                                               device(o.x), device(o.smooth), device(o.group_index),
+                                               nullptr);
   *error = infiniopGetLastError();
   device.download();
   if (silu) EXPECT_EQ(infiniopDestroySwiGluQuantDescriptor(silu), INFINI_STATUS_SUCCESS);
   if (gelu) EXPECT_EQ(infiniopDestroyGeluMulQuantDescriptor(gelu), INFINI_STATUS_SUCCESS);
+  if (clipped)
+    EXPECT_EQ(infiniopDestroyClippedSwigluQuantDescriptor(clipped), INFINI_STATUS_SUCCESS);
   return status;
 }
 
@@ -808,6 +855,186 @@ TEST_P(GatedQuant, BadCountsWriteNothing) {
         for (uint8_t byte : y.storage()) ASSERT_EQ(byte, 0xA5) << "y written";
         for (uint8_t byte : scale.storage()) ASSERT_EQ(byte, 0xA5) << "scale written";
       }
+}
+
+// ---- ClippedSwigluQuant -------------------------------------------------------------------------
+
+// The attribute sets: the vendor's defaults, alpha 0, limit +inf, a negative alpha and bias, and a
+// tight limit that clips most inputs; each split.
+std::vector<Config> clippedConfigs(infiniopQuantMode_t mode, int64_t group_size,
+                                   infiniopQuantScaleFormat_t format) {
+  struct Attributes {
+    float alpha, limit, bias;
+  };
+  const Attributes sets[] = {
+      {1.702f, 7.0f, 1.0f}, {0.0f, 7.0f, 1.0f}, {1.702f, INFINITY, 1.0f}, {-1.5f, 3.0f, -0.5f},
+      {40.0f, 0.5f, 0.0f}};
+  std::vector<Config> out;
+  for (const Attributes &a : sets)
+    for (bool interleaved : {true, false})
+      out.push_back({Act::clipped, 1, mode, group_size, format, a.alpha, a.limit, a.bias,
+                     interleaved});
+  return out;
+}
+
+TEST_P(GatedQuant, ClippedByHand) {
+  // One (A, B) pair (H = 1), static scale 1: values worked by hand.
+  struct Row {
+    float alpha, limit, bias, A, B;
+    uint8_t int8, fp8;
+  };
+  const Row rows[] = {
+      {0.0f, 7.0f, 1.0f, 4.0f, 1.0f, 4, 0x48},          // 4 0.5 (1 + 1) = 4
+      {0.0f, 7.0f, 1.0f, 100.0f, 100.0f, 28, 0x5e},     // both clipped: 7 0.5 (7 + 1) = 28
+      {0.0f, 7.0f, 1.0f, 100.0f, -100.0f, 0xeb, 0xda},  // 7 0.5 (-7 + 1) = -21: FP8's tie -> 20
+      {0.0f, 7.0f, 1.0f, -INFINITY, 1.0f, 0x81, 0xfe},  // alpha 0: -inf 0.5 2 = -inf, saturated
+      {1.702f, INFINITY, 1.0f, 1e30f, 2.0f, 127, 0x7e},  // no clipping: 3e30, saturated
+      {1.702f, 7.0f, 1.0f, -INFINITY, 2.0f, 0, 0x80},    // the gate's limit -0: -0 3
+      {1.702f, 7.0f, 0.0f, 3.0f, 0.0f, 0, 0x00},         // b + bias = 0
+  };
+  for (const Row &row : rows)
+    for (infiniDtype_t yd : {I8, F8})
+      for (bool interleaved : {true, false}) {
+        TensorBuffer x({1, 2}, F32), y({1, 1}, yd), scale({1, 1}, F32);
+        x.set(0, row.A);
+        x.set(1, row.B);
+        scale.set(0, 1.0f);
+        const Config c{Act::clipped, 1,         kStatic,  0,          kScaleF32,
+                       row.alpha,    row.limit, row.bias, interleaved};
+        expectOracle(c, {&y, &scale, &x, nullptr, nullptr},
+                     "by hand A=" + std::to_string(row.A) + " B=" + std::to_string(row.B));
+        EXPECT_EQ(int(byteAt(y, 0)), int(yd == I8 ? row.int8 : row.fp8)) << row.A << " " << row.B;
+      }
+  // Halves against interleaved: x = (A0, A1, B0, B1) read interleaved is (A0, B0), (A1, B1) =
+  // (x0, x1), (x2, x3). alpha 0, limit 7, bias 1: halves 2 0.5 (4 + 1) = 5, 3 0.5 (-8 + 1) ->
+  // -7 clipped: 3 0.5 (-6) = -9; interleaved: 2 0.5 (3 + 1) = 4, 4 0.5 (-7 + 1) = -12.
+  TensorBuffer x({1, 4}, F32), y({1, 2}, I8), scale({1, 1}, F32);
+  const float v[] = {2.0f, 3.0f, 4.0f, -8.0f};
+  for (size_t i = 0; i < 4; ++i) x.set(i, v[i]);
+  scale.set(0, 1.0f);
+  for (bool interleaved : {false, true}) {
+    const Config c{Act::clipped, 1, kStatic, 0, kScaleF32, 0.0f, 7.0f, 1.0f, interleaved};
+    expectOracle(c, {&y, &scale, &x, nullptr, nullptr}, "split");
+    EXPECT_EQ(int(static_cast<int8_t>(byteAt(y, 0))), interleaved ? 4 : 5);
+    EXPECT_EQ(int(static_cast<int8_t>(byteAt(y, 1))), interleaved ? -12 : -9);
+  }
+}
+
+TEST_P(GatedQuant, ClippedRandomEveryDtype) {
+  // Inputs in +-12: beyond limit 7 on both halves (A clipped above only, B both ways).
+  uint64_t seed = 500;
+  for (infiniDtype_t xd : kFloatDtypes) {
+    if (isDeviceMemory(GetParam()) && xd == BF16) continue;  // staged: fewer dtypes
+    for (infiniDtype_t yd : {I8, F8})
+      for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kDynamic, kUe8m0},
+                                  std::pair{kStatic, kScaleF32}})
+        for (int64_t gs : {int64_t{0}, int64_t{4}})
+          for (const Config &c : clippedConfigs(mode, gs, format)) {
+            TensorBuffer x({7, 32}, xd);
+            ++seed;
+            x.fill([&](size_t i) { return signedValue(seed, i, 12.0f); });
+            expectShape(c, x, yd, "clipped random " + std::string(infiniop::dtypeName(xd)));
+          }
+  }
+}
+
+TEST_P(GatedQuant, ClippedHugeTinyNanAndTails) {
+  // Row 0 huge (F32 1e30: limit +inf lets it through, the scale overflows), row 1 near 0, row 2
+  // far-left A (alpha a below -745: float64's gate is 0) and B clipped below, row 3 NaN and infinities on both halves, row 4 ordinary.
+  const float nan = NAN, inf = INFINITY;
+  for (infiniDtype_t xd : kFloatDtypes)
+    for (infiniDtype_t yd : {I8, F8})
+      for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kDynamic, kUe8m0},
+                                  std::pair{kStatic, kScaleF32}})
+        for (const Config &c : clippedConfigs(mode, 4, format)) {
+          TensorBuffer x({5, 16}, xd);
+          const float big = xd == F32 ? 1e30f : 1e4f;
+          x.fill([&](size_t i) {
+            const size_t r = i / 16, col = i % 16;
+            const float sign = (i * 7 + r) % 3 == 0 ? -1.0f : 1.0f;
+            switch (r) {
+              case 0:
+                return sign * big / (1 + static_cast<float>(col));
+              case 1:
+                return sign * 1e-30f * static_cast<float>(col + 1);
+              case 2:
+                return col < 8 || col % 2 == 0 ? -1e4f * static_cast<float>(col % 5 + 1)
+                                               : sign * 5.0f;
+              default:
+                return signedValue(r, col, 9.0f);
+            }
+          });
+          const float specials[] = {nan, inf, -inf, 0.0f};
+          for (size_t k = 0; k < 8; ++k) x.set(3 * 16 + 2 * k, specials[k % 4]);
+          x.set(3 * 16 + 1, inf);
+          x.set(3 * 16 + 3, -inf);
+          x.set(3 * 16 + 9, nan);
+          expectShape(c, x, yd, "clipped huge/tiny/nan " + std::string(infiniop::dtypeName(xd)));
+        }
+  // Far-left A over a static scale 0: 0 / 0 where float64's gate underflows.
+  for (infiniDtype_t yd : {I8, F8})
+    for (const Config &c : clippedConfigs(kStatic, 0, kScaleF32)) {
+      TensorBuffer x({3, 8}, F32), y({3, 4}, yd), scale({3, 1}, {0, 1}, F32);
+      x.fill([&](size_t i) { return i % 2 ? (i % 4 == 1 ? 3.0f : -0.5f) : -1e4f; });
+      x.set(4, -100.0f);
+      scale.set(0, 0.0f);
+      expectOracle(c, {&y, &scale, &x, nullptr, nullptr}, "clipped far tail over 0");
+    }
+}
+
+TEST_P(GatedQuant, ClippedSmoothScalesAndCounts) {
+  const size_t R = 9, H = 16, E = 3;
+  for (infiniDtype_t yd : {I8, F8})
+    for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kDynamic, kUe8m0},
+                                std::pair{kStatic, kScaleF32}})
+      for (const Config &c : clippedConfigs(mode, 8, format)) {
+        TensorBuffer x({R, 2 * H}, F16);
+        x.fill([&](size_t i) { return signedValue(19, i, 10.0f); });
+        TensorBuffer smooth({H}, F32);
+        smooth.fill([](size_t i) { return signedValue(3, i, 2.0f); });
+        smooth.set(3, 0.0f);
+        expectShape(c, x, yd, "clipped smooth (H)", &smooth);
+        TensorBuffer smooth_e({E, H}, F32), counts({E}, I64);
+        smooth_e.fill([](size_t i) { return signedValue(4, i, 3.0f); });
+        setInt(counts, 0, 2), setInt(counts, 1, 0), setInt(counts, 2, 4);
+        expectShape(c, x, yd, "clipped smooth (E, H) + group_index", &smooth_e, &counts);
+        setInt(counts, 0, 3), setInt(counts, 1, 3), setInt(counts, 2, 3);
+        expectShape(c, x, yd, "clipped counts = rows", &smooth_e, &counts);
+      }
+}
+
+TEST_P(GatedQuant, ClippedLayoutsAndThreads) {
+  for (infiniDtype_t yd : {I8, F8})
+    for (auto mode : {kDynamic, kStatic})
+      for (const Config &c : clippedConfigs(mode, 4, kScaleF32)) {
+        TensorBuffer xt({3, 5, 16}, {16, 48, 1}, F16);
+        xt.fill([](size_t i) { return signedValue(31, i, 9.0f); });
+        expectShape(c, xt, yd, "clipped transposed leading dims");
+        TensorBuffer xs({7, 16}, {40, 1}, F32);
+        xs.fill([](size_t i) { return signedValue(32, i, 9.0f); });
+        TensorBuffer ys({7, 8}, {11, 1}, yd), ss({7, 2}, {1, 7}, F32);
+        if (c.mode == kStatic) ss.fill([](size_t i) { return 0.02f * static_cast<float>(i + 1); });
+        expectOracle(c, {&ys, &ss, &xs, nullptr, nullptr}, "clipped row stride 40");
+        TensorBuffer xr({6, 16}, {-16, -1}, BF16), yr({6, 8}, {-8, -1}, yd),
+            sr({6, 2}, {-2, -1}, F32);
+        xr.fill([](size_t i) { return signedValue(33, i, 9.0f); });
+        if (c.mode == kStatic) sr.fill([](size_t i) { return 0.05f * static_cast<float>(i + 1); });
+        expectOracle(c, {&yr, &sr, &xr, nullptr, nullptr}, "clipped reversed");
+        // x's columns strided (stride 2): the interleaved pairs are 4 elements apart.
+        TensorBuffer xc({4, 16}, {40, 2}, F32);
+        xc.fill([](size_t i) { return signedValue(34, i, 9.0f); });
+        expectShape(c, xc, yd, "clipped column stride 2");
+      }
+  // H = 256, 512 rows: the cpu device splits rows over threads.
+  const size_t R = 512, H = 256;
+  for (infiniDtype_t yd : {I8, F8})
+    for (int64_t gs : {int64_t{0}, int64_t{128}}) {
+      Config c{Act::clipped, 1, kDynamic, gs, gs == 128 ? kUe8m0 : kScaleF32};
+      c.interleaved = gs == 0;
+      TensorBuffer x({R, 2 * H}, BF16);
+      x.fill([&](size_t i) { return signedValue(300 + static_cast<uint64_t>(gs), i, 10.0f); });
+      expectShape(c, x, yd, "clipped threaded");
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, GatedQuant, ::testing::ValuesIn(allDeviceParams()),
