@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// SwiGluQuant, GeluMulQuant and ClippedSwigluQuant on OpenCL (kernels/gated_quant.cl): every value in double, as
-// devices/cpu_reference/gated_quant.cc computes it, so y's bytes and the scales' bits are the
-// reference's. That needs cl_khr_fp64: a device without it is refused at descriptor creation.
-// The views' geometry is uploaded once at creation; a call passes each tensor's buffer and element
-// index. group_index's counts (checked on the host before the call) are read by the kernel from
-// group_index itself, so a call writes no buffer of its own (the operator has no workspace).
+// SwiGluQuant, GeluMulQuant and ClippedSwigluQuant on OpenCL (kernels/gated_quant.cl): every value
+// in double, as devices/cpu_reference/gated_quant.cc computes it, so y's bytes and the scales' bits
+// are the reference's. That needs cl_khr_fp64: a device without it is refused at descriptor
+// creation. The views' geometry is uploaded once at creation; a call passes each tensor's buffer
+// and element index. group_index's counts (checked on the host before the call) are read by the
+// kernel from group_index itself, so a call writes no buffer of its own (the operator has no
+// workspace).
 #include <mutex>
 #include <string>
 
@@ -83,8 +84,8 @@ class GatedQuant final : public quant::GatedQuantRunner {
     INFINIOP_CHECK(setArgs(op_, kernel_.get(), 0, geometry_, y.mem, y.index, scale.mem, scale.index,
                            x.mem, x.index, smooth.mem, smooth.index, group_index.mem,
                            group_index.index, half, group_size, experts, activation, activate_left,
-                           fp8, dynamic, power_of_two, has_smooth, interleaved, alpha, limit,
-                           bias, a_limit));
+                           fp8, dynamic, power_of_two, has_smooth, interleaved, alpha, limit, bias,
+                           a_limit));
     return launch(op_, queue, kernel_.get(), p.groups, group_, p.rows);
   }
 

@@ -86,13 +86,13 @@ infiniStatus_t infiniop::clippedSwigluAttributes(const char *op, float alpha, fl
     *attributes = {1.0f, limit, 0.0f, -87.0f, -175.0f, INFINITY, gatePassLimit(limit), 1};
   else
     *attributes = {alpha,
-                         limit,
-                         bias,
-                         alpha == 0.0f ? 0.0f : -87.0f / alpha,
-                         alpha == 0.0f ? 0.0f : -175.0f / alpha,
-                         limit,
-                         limit,
-                         0};
+                   limit,
+                   bias,
+                   alpha == 0.0f ? 0.0f : -87.0f / alpha,
+                   alpha == 0.0f ? 0.0f : -175.0f / alpha,
+                   limit,
+                   limit,
+                   0};
   return INFINI_STATUS_SUCCESS;
 }
 

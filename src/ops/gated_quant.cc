@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// SwiGluQuant, GeluMulQuant and ClippedSwigluQuant (family GatedQuant, ops/gated_quant.h): the C ABI, the descriptors
-// and their checks, and the family's host runner (the arithmetic is the device's:
-// docs/swiglu_quant.md).
+// SwiGluQuant, GeluMulQuant and ClippedSwigluQuant (family GatedQuant, ops/gated_quant.h): the C
+// ABI, the descriptors and their checks, and the family's host runner (the arithmetic is the
+// device's: docs/swiglu_quant.md).
 #include <limits>
 #include <memory>
 #include <string>
@@ -313,12 +313,11 @@ extern "C" infiniStatus_t infiniopCreateClippedSwigluQuantDescriptor(
     ClippedGate gate{interleaved, {}};
     INFINIOP_CHECK(infiniop::clippedSwigluAttributes(kClippedSwigluQuant, alpha, limit, bias, 0,
                                                      &gate.attributes));
-    return create(kClippedSwigluQuant, infiniop::KernelId::clipped_swiglu_quant,
-                  quant::GateActivation::clipped, handle, desc_ptr, y_desc, scale_desc, x_desc,
-                  smooth_scales_desc, group_index_desc,
-                  {1, infiniop::enumValue(quant_mode), group_size,
-                   infiniop::enumValue(scale_format)},
-                  &gate);
+    return create(
+        kClippedSwigluQuant, infiniop::KernelId::clipped_swiglu_quant,
+        quant::GateActivation::clipped, handle, desc_ptr, y_desc, scale_desc, x_desc,
+        smooth_scales_desc, group_index_desc,
+        {1, infiniop::enumValue(quant_mode), group_size, infiniop::enumValue(scale_format)}, &gate);
   });
 }
 

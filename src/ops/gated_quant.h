@@ -90,7 +90,8 @@ inline ptrdiff_t smoothRowOf(const GatedQuantPlan &p, const int64_t *counts, siz
 
 namespace infiniop::family {
 
-// SwiGluQuant, GeluMulQuant and ClippedSwigluQuant as host devices run them: a synchronous function of host memory.
+// SwiGluQuant, GeluMulQuant and ClippedSwigluQuant as host devices run them: a synchronous function
+// of host memory.
 INFINIOP_HOST_FAMILY(GatedQuant, quant::GatedQuantPlan, const quant::GatedQuantData &data);
 
 }  // namespace infiniop::family

@@ -191,14 +191,14 @@ struct ClippedSwigluBackwardV2 : ClippedSwigluBackward {
 
 // Every operator type (a create function each), for the checks below and any consumer that
 // walks them all.
-using All = std::tuple<GeluBackward, Gelu, GeluBackwardV2, SwiGlu, SwiGluBackward, GeluMul,
-                       GeluMulBackward, ClippedSwiglu, ClippedSwigluV2, ClippedSwigluBackward,
-                       ClippedSwigluBackwardV2, MoeFinalizeRoutingV2, MoeFinalizeRoutingV2Grad,
-                       MoeInitRoutingV2, MoeInitRoutingV2Grad, MoeGatingTopKSoftmax,
-                       MoeGatingTopKSoftmaxGrad, MoeGatingTopK, MoeGatingTopKGrad, MoeExpertCounts,
-                       MoeBiasUpdate, MoeGatingWeights, MoeAuxLoss, MoeAuxLossGrad, MoeZLoss,
-                       MoeZLossGrad, MoeExpertCapacity, SwiGluQuant, GeluMulQuant,
-                       ClippedSwigluQuant>;
+using All =
+    std::tuple<GeluBackward, Gelu, GeluBackwardV2, SwiGlu, SwiGluBackward, GeluMul, GeluMulBackward,
+               ClippedSwiglu, ClippedSwigluV2, ClippedSwigluBackward, ClippedSwigluBackwardV2,
+               MoeFinalizeRoutingV2, MoeFinalizeRoutingV2Grad, MoeInitRoutingV2,
+               MoeInitRoutingV2Grad, MoeGatingTopKSoftmax, MoeGatingTopKSoftmaxGrad, MoeGatingTopK,
+               MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate, MoeGatingWeights, MoeAuxLoss,
+               MoeAuxLossGrad, MoeZLoss, MoeZLossGrad, MoeExpertCapacity, SwiGluQuant, GeluMulQuant,
+               ClippedSwigluQuant>;
 
 // ---- attributes ------------------------------------------------------------------------------
 

@@ -113,8 +113,7 @@ bool lastDimFree(const std::string &op, const std::string &slot) {
 // A float slot whose dtype is its own: the gated *Quant operators' x (F32, F16 or BF16 whatever
 // the F32 scales and the integer y).
 bool dtypeFree(const std::string &op, const std::string &slot) {
-  return (op == "SwiGluQuant" || op == "GeluMulQuant" || op == "ClippedSwigluQuant") &&
-         slot == "x";
+  return (op == "SwiGluQuant" || op == "GeluMulQuant" || op == "ClippedSwigluQuant") && slot == "x";
 }
 
 // Rows every operator has, derived from its slots.

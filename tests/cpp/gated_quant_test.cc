@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // SwiGluQuant, GeluMulQuant and ClippedSwigluQuant (docs/swiglu_quant.md) on every device against
 // this file's oracle, in long double and independent of src/exact: z = act(x1) x2 m (clipped:
-// min(A, limit) sigmoid(alpha min(A, limit)) (clamp(B, +-limit) + bias) m), each dynamic scale amax / qmax
-// rounded to F32 (or up to a power of two), each byte z / s rounded once to nearest even with this
-// file's own INT8 and FP8 E4M3 encoders. Every y byte and every dynamic scale's bits must equal
-// the oracle's, and every device's must equal cpu_reference's, bit for bit (the bit-identity
+// min(A, limit) sigmoid(alpha min(A, limit)) (clamp(B, +-limit) + bias) m), each dynamic scale amax
+// / qmax rounded to F32 (or up to a power of two), each byte z / s rounded once to nearest even
+// with this file's own INT8 and FP8 E4M3 encoders. Every y byte and every dynamic scale's bits must
+// equal the oracle's, and every device's must equal cpu_reference's, bit for bit (the bit-identity
 // promise). Where the long double value lies within 2^-56 (relative, kTolerance) of a rounding
 // midpoint, of the byte grid or of F32 for a scale, the element is skipped and counted (printed):
 // in practice only exact midpoints from a gate so large that its activation is x itself in long
@@ -368,7 +368,7 @@ infiniStatus_t callOp(infiniopHandle_t handle, const Config &c, Operands &o, std
     if (d) infiniopDestroyTensorDescriptor(d);
   if (status != INFINI_STATUS_SUCCESS) return status;
   size_t size = 0;
-  EXPECT_EQ(silu    ? infiniopGetSwiGluQuantWorkspaceSize(silu, &size)
+  EXPECT_EQ(silu   ? infiniopGetSwiGluQuantWorkspaceSize(silu, &size)
             : gelu ? infiniopGetGeluMulQuantWorkspaceSize(gelu, &size)
                    : infiniopGetClippedSwigluQuantWorkspaceSize(clipped, &size),
             INFINI_STATUS_SUCCESS);
@@ -866,14 +866,16 @@ std::vector<Config> clippedConfigs(infiniopQuantMode_t mode, int64_t group_size,
   struct Attributes {
     float alpha, limit, bias;
   };
-  const Attributes sets[] = {
-      {1.702f, 7.0f, 1.0f}, {0.0f, 7.0f, 1.0f}, {1.702f, INFINITY, 1.0f}, {-1.5f, 3.0f, -0.5f},
-      {40.0f, 0.5f, 0.0f}};
+  const Attributes sets[] = {{1.702f, 7.0f, 1.0f},
+                             {0.0f, 7.0f, 1.0f},
+                             {1.702f, INFINITY, 1.0f},
+                             {-1.5f, 3.0f, -0.5f},
+                             {40.0f, 0.5f, 0.0f}};
   std::vector<Config> out;
   for (const Attributes &a : sets)
     for (bool interleaved : {true, false})
-      out.push_back({Act::clipped, 1, mode, group_size, format, a.alpha, a.limit, a.bias,
-                     interleaved});
+      out.push_back(
+          {Act::clipped, 1, mode, group_size, format, a.alpha, a.limit, a.bias, interleaved});
   return out;
 }
 
@@ -884,10 +886,10 @@ TEST_P(GatedQuant, ClippedByHand) {
     uint8_t int8, fp8;
   };
   const Row rows[] = {
-      {0.0f, 7.0f, 1.0f, 4.0f, 1.0f, 4, 0x48},          // 4 0.5 (1 + 1) = 4
-      {0.0f, 7.0f, 1.0f, 100.0f, 100.0f, 28, 0x5e},     // both clipped: 7 0.5 (7 + 1) = 28
-      {0.0f, 7.0f, 1.0f, 100.0f, -100.0f, 0xeb, 0xda},  // 7 0.5 (-7 + 1) = -21: FP8's tie -> 20
-      {0.0f, 7.0f, 1.0f, -INFINITY, 1.0f, 0x81, 0xfe},  // alpha 0: -inf 0.5 2 = -inf, saturated
+      {0.0f, 7.0f, 1.0f, 4.0f, 1.0f, 4, 0x48},           // 4 0.5 (1 + 1) = 4
+      {0.0f, 7.0f, 1.0f, 100.0f, 100.0f, 28, 0x5e},      // both clipped: 7 0.5 (7 + 1) = 28
+      {0.0f, 7.0f, 1.0f, 100.0f, -100.0f, 0xeb, 0xda},   // 7 0.5 (-7 + 1) = -21: FP8's tie -> 20
+      {0.0f, 7.0f, 1.0f, -INFINITY, 1.0f, 0x81, 0xfe},   // alpha 0: -inf 0.5 2 = -inf, saturated
       {1.702f, INFINITY, 1.0f, 1e30f, 2.0f, 127, 0x7e},  // no clipping: 3e30, saturated
       {1.702f, 7.0f, 1.0f, -INFINITY, 2.0f, 0, 0x80},    // the gate's limit -0: -0 3
       {1.702f, 7.0f, 0.0f, 3.0f, 0.0f, 0, 0x00},         // b + bias = 0
@@ -940,7 +942,8 @@ TEST_P(GatedQuant, ClippedRandomEveryDtype) {
 
 TEST_P(GatedQuant, ClippedHugeTinyNanAndTails) {
   // Row 0 huge (F32 1e30: limit +inf lets it through, the scale overflows), row 1 near 0, row 2
-  // far-left A (alpha a below -745: float64's gate is 0) and B clipped below, row 3 NaN and infinities on both halves, row 4 ordinary.
+  // far-left A (alpha a below -745: float64's gate is 0) and B clipped below, row 3 NaN and
+  // infinities on both halves, row 4 ordinary.
   const float nan = NAN, inf = INFINITY;
   for (infiniDtype_t xd : kFloatDtypes)
     for (infiniDtype_t yd : {I8, F8})

@@ -430,9 +430,9 @@ enum Op {
   kAuxLossGrad,
   kZLoss,  // the router z-loss: a sum over rows (compare()'s bound scaled by coeff, below)
   kZLossGrad,
-  kCapacity,      // MoeExpertCapacity: exact, as the expert counts
-  kSwiGluQuant,   // SwiGluQuant, GeluMulQuant: exact (every byte of y, every scale's bits)
-  kGeluMulQuant,  // (appended last, so that the earlier seeds keep their operator)
+  kCapacity,            // MoeExpertCapacity: exact, as the expert counts
+  kSwiGluQuant,         // SwiGluQuant, GeluMulQuant: exact (every byte of y, every scale's bits)
+  kGeluMulQuant,        // (appended last, so that the earlier seeds keep their operator)
   kClippedSwigluQuant,  // exact, as SwiGluQuant (appended last too)
   kOpCount
 };
@@ -471,7 +471,7 @@ const char *opName(Op op) {
 // (moe_gating) enters their own bound (compareRouter()); the expert-count operators are exact.
 // The aux losses: (E / 16 + T / 256 + 300) 2^-23 at the fuzzer's sizes (docs/moe_aux_loss.md).
 const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6,   4,   6,  16, 16, 0, 16, 4,
-                          4, 4, 4, 0, 0, 4, 800, 800, 16, 16, 0,  0, 0, 0};
+                          4, 4, 4, 0, 0, 4, 800, 800, 16, 16, 0,  0, 0,  0};
 static_assert(sizeof kBoundU / sizeof kBoundU[0] == kOpCount);
 bool isRouter(Op op) {
   return (op >= kRouterSoftmax && op <= kRouterTopKGrad) || op == kRouterWeights;

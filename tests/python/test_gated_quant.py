@@ -765,7 +765,7 @@ def test_clipped_static_smooth_and_layouts(device, qdtype):
     x = wide(g, (6, 256), torch.bfloat16) * 0.01
     for interleaved in (True, False):
         attributes = {**CLIPPED["defaults"], "interleaved": interleaved}
-        per_group = torch.rand(6, 128 * 2, generator=g)[:, ::2] * 0.1 + 0.001  # (6, 64)
+        per_group = torch.rand(6, 64 * 2, generator=g)[:, ::2] * 0.1 + 0.001  # (6, 64)
         run_checked(device, "clipped", x, qdtype, 2, scale=per_group, clipped=attributes)
         run_checked(device, "clipped", x, qdtype, 0, scale=torch.tensor(0.05).expand(6, 1),
                     clipped=attributes)

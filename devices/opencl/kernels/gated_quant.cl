@@ -95,7 +95,8 @@ INLINE double z_at(const __global storage_t *x, row_t xr, const __global float *
                    uint activate_left, uint interleaved, ulong H, ulong c) {
   const bool clipped = activation == ACT_CLIPPED;
   const ulong gate = clipped ? (interleaved ? 2 * c : c) : (activate_left ? c : H + c);
-  const ulong multiplier = clipped ? (interleaved ? 2 * c + 1 : H + c) : (activate_left ? H + c : c);
+  const ulong multiplier =
+      clipped ? (interleaved ? 2 * c + 1 : H + c) : (activate_left ? H + c : c);
   const double a = gated_exact(activation, at, load_value(x, element(xr, gate)),
                                load_value(x, element(xr, multiplier)));
   return has_smooth ? a * (double)smooth[element(sr, c)] : a;
@@ -125,8 +126,8 @@ __kernel void gated_quant(const __global long *geometry, __global uchar *y, ulon
   if (dynamic) {
     double amax = 0.0;
     for (ulong c = begin; c < end; ++c) {
-      const double z = z_at(x, xr, smooth, sr, has_smooth, activation, at, activate_left, interleaved,
-                            H, c);
+      const double z =
+          z_at(x, xr, smooth, sr, has_smooth, activation, at, activate_left, interleaved, H, c);
       amax = isnan(z) || isnan(amax) ? (double)NAN : fmax(amax, fabs(z));
     }
     s = dynamic_scale(amax, fp8, power_of_two);
@@ -135,8 +136,8 @@ __kernel void gated_quant(const __global long *geometry, __global uchar *y, ulon
     s = scale[scale_at];
   }
   for (ulong c = begin; c < end; ++c) {
-    const double z = z_at(x, xr, smooth, sr, has_smooth, activation, at, activate_left, interleaved,
-                            H, c);
+    const double z =
+        z_at(x, xr, smooth, sr, has_smooth, activation, at, activate_left, interleaved, H, c);
     y[element(yr, c)] = quantize_byte(z / (double)s, fp8);
   }
 }
