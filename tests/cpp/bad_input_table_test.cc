@@ -302,18 +302,23 @@ void addOperatorRows(std::vector<Row> &rows) {
     add(op, "ClampModeTwo", C, P, "`clamp_mode` 2", setAttr(5, 2));
     add(op, "ClampModeNegative", C, P, "`clamp_mode` -1", setAttr(5, -1));
   }
+  // ClippedSwiglu's alpha, limit and bias, attributes `alpha`, alpha + 1 and alpha + 2 (also
+  // ClippedSwigluQuant's).
+  const auto clippedAttributeRows = [&](const char *op, size_t alpha) {
+    add(op, "LimitZero", C, P, "`limit` 0", setAttr(alpha + 1, 0));
+    add(op, "LimitNegative", C, P, "`limit` -1", setAttr(alpha + 1, -1));
+    add(op, "LimitNaN", C, P, "`limit` NaN", setAttr(alpha + 1, std::nan("")));
+    add(op, "AlphaNaN", C, P, "`alpha` NaN", setAttr(alpha, std::nan("")));
+    add(op, "AlphaInfinite", C, P, "`alpha` +inf",
+        setAttr(alpha, std::numeric_limits<double>::infinity()));
+    add(op, "BiasInfinite", C, P, "`bias` -inf",
+        setAttr(alpha + 2, -std::numeric_limits<double>::infinity()));
+  };
   for (const char *op :
        {"ClippedSwiglu", "ClippedSwigluBackward", "ClippedSwigluV2", "ClippedSwigluBackwardV2"}) {
     add(op, "DimTooLarge", C, P, "`dim` 2 (rank 2)", setAttr(0, 2));
     add(op, "DimTooSmall", C, P, "`dim` -3 (rank 2)", setAttr(0, -3));
-    add(op, "LimitZero", C, P, "`limit` 0", setAttr(2, 0));
-    add(op, "LimitNegative", C, P, "`limit` -1", setAttr(2, -1));
-    add(op, "LimitNaN", C, P, "`limit` NaN", setAttr(2, std::nan("")));
-    add(op, "AlphaNaN", C, P, "`alpha` NaN", setAttr(1, std::nan("")));
-    add(op, "AlphaInfinite", C, P, "`alpha` +inf",
-        setAttr(1, std::numeric_limits<double>::infinity()));
-    add(op, "BiasInfinite", C, P, "`bias` -inf",
-        setAttr(3, -std::numeric_limits<double>::infinity()));
+    clippedAttributeRows(op, 1);
     add(op, "GroupIndexRank2", C, S, "`group_index` of rank 2", setShape("group_index", {1, 1}));
     add(op, "GroupIndexI32", C, INFINI_STATUS_BAD_TENSOR_DTYPE, "`group_index` INT32",
         setDtype("group_index", I32));
@@ -520,16 +525,8 @@ void addOperatorRows(std::vector<Row> &rows) {
   }
   add("GeluMulQuant", "ApproximateTwo", C, P, "`approximate` 2", setAttr(0, 2));
   // ClippedSwigluQuant's alpha, limit, bias: ClippedSwiglu's rules.
-  const char *cq = "ClippedSwigluQuant";
-  add(cq, "LimitZero", C, P, "`limit` 0", setAttr(1, 0));
-  add(cq, "LimitNegative", C, P, "`limit` -1", setAttr(1, -1));
-  add(cq, "LimitNaN", C, P, "`limit` NaN", setAttr(1, std::nan("")));
-  add(cq, "AlphaNaN", C, P, "`alpha` NaN", setAttr(0, std::nan("")));
-  add(cq, "AlphaInfinite", C, P, "`alpha` +inf",
-      setAttr(0, std::numeric_limits<double>::infinity()));
-  add(cq, "BiasInfinite", C, P, "`bias` -inf",
-      setAttr(2, -std::numeric_limits<double>::infinity()));
-  add(cq, "BiasNaN", C, P, "`bias` NaN", setAttr(2, std::nan("")));
+  clippedAttributeRows("ClippedSwigluQuant", 0);
+  add("ClippedSwigluQuant", "BiasNaN", C, P, "`bias` NaN", setAttr(2, std::nan("")));
   add("GeluMulQuant", "ApproximateNegative", C, P, "`approximate` -1", setAttr(0, -1));
   const char *bu = "MoeBiasUpdate";
   add(bu, "UpdateRateInfinite", C, P, "`update_rate` 1e39 (infinite in F32)", setAttr(0, 1e39));

@@ -14,9 +14,10 @@
 // inputs, huge and tiny values, far left tails (also over a static scale 0, where float64's
 // underflow to 0 shows: FarTailOverZeroScale), NaN and infinities, every x dtype, both formats,
 // dynamic F32 and UE8M0 and static scales (per group, broadcast, 0, negative), smooth scales with
-// and without group_index, both gate sides, the three activations, group sizes, strided / reversed
-// / many-dim layouts, a threaded size, zero rows and H = 0, and bad counts (nothing written).
-// Outputs are poisoned before each call.
+// and without group_index, both gate sides, the three activations, ClippedSwigluQuant's attribute
+// sets (defaults, alpha 0, limit +inf, negative alpha and bias, a tight limit) interleaved and
+// halved, group sizes, strided / reversed / many-dim layouts, a threaded size, zero rows and H = 0,
+// and bad counts (nothing written). Outputs are poisoned before each call.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -489,6 +490,35 @@ std::vector<Config> configs(infiniopQuantMode_t mode, int64_t group_size,
   return out;
 }
 
+// The attribute sets: the vendor's defaults, alpha 0, limit +inf, a negative alpha and bias, and a
+// tight limit that clips most inputs; each split.
+std::vector<Config> clippedConfigs(infiniopQuantMode_t mode, int64_t group_size,
+                                   infiniopQuantScaleFormat_t format) {
+  struct Attributes {
+    float alpha, limit, bias;
+  };
+  const Attributes sets[] = {{1.702f, 7.0f, 1.0f},
+                             {0.0f, 7.0f, 1.0f},
+                             {1.702f, INFINITY, 1.0f},
+                             {-1.5f, 3.0f, -0.5f},
+                             {40.0f, 0.5f, 0.0f}};
+  std::vector<Config> out;
+  for (const Attributes &a : sets)
+    for (bool interleaved : {true, false})
+      out.push_back(
+          {Act::clipped, 1, mode, group_size, format, a.alpha, a.limit, a.bias, interleaved});
+  return out;
+}
+
+// SwiGluQuant's and GeluMulQuant's configs, then ClippedSwigluQuant's: the cases below run all
+// three operators.
+std::vector<Config> everyOp(infiniopQuantMode_t mode, int64_t group_size,
+                            infiniopQuantScaleFormat_t format) {
+  std::vector<Config> out = configs(mode, group_size, format);
+  for (const Config &c : clippedConfigs(mode, group_size, format)) out.push_back(c);
+  return out;
+}
+
 TEST_P(GatedQuant, ByHand) {
   // One element (H = 1), static scale s: silu(20) = 20 (1 - 2.1e-9) over s = 20 and silu(40) =
   // 40 (1 - 4.2e-18) over s = 40 2^9 give x2 (1 - tiny) and x2 2^-9 (1 - tiny): just below the
@@ -557,7 +587,7 @@ TEST_P(GatedQuant, RandomEveryDtype) {
       for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kDynamic, kUe8m0},
                                   std::pair{kStatic, kScaleF32}})
         for (int64_t gs : {int64_t{0}, int64_t{4}})
-          for (const Config &c : configs(mode, gs, format)) {
+          for (const Config &c : everyOp(mode, gs, format)) {
             TensorBuffer x({7, 32}, xd);
             ++seed;
             x.fill([&](size_t i) { return signedValue(seed, i, 10.0f); });
@@ -574,7 +604,7 @@ TEST_P(GatedQuant, HugeTinyAndTails) {
     for (infiniDtype_t yd : {I8, F8})
       for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kDynamic, kUe8m0},
                                   std::pair{kStatic, kScaleF32}})
-        for (const Config &c : configs(mode, 8, format)) {
+        for (const Config &c : everyOp(mode, 8, format)) {
           TensorBuffer x({6, 32}, xd);
           const float big = xd == F32 ? 1e30f : 1e4f;
           x.fill([&](size_t i) {
@@ -610,7 +640,7 @@ TEST_P(GatedQuant, NanAndInfinities) {
       for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kDynamic, kUe8m0},
                                   std::pair{kStatic, kScaleF32}})
         for (int64_t gs : {int64_t{0}, int64_t{4}})
-          for (const Config &c : configs(mode, gs, format)) {
+          for (const Config &c : everyOp(mode, gs, format)) {
             TensorBuffer x({5, 16}, xd);
             x.fill([&](size_t i) { return signedValue(77, i, 4.0f); });
             const size_t g = c.activate_left ? 0 : 8, m = c.activate_left ? 8 : 0;
@@ -657,7 +687,7 @@ TEST_P(GatedQuant, NanAndInfinityScalesByHand) {
 
 TEST_P(GatedQuant, StaticScales) {
   for (infiniDtype_t yd : {I8, F8})
-    for (const Config &c : configs(kStatic, 4, kScaleF32)) {
+    for (const Config &c : everyOp(kStatic, 4, kScaleF32)) {
       TensorBuffer x({6, 16}, F32);
       x.fill([&](size_t i) { return signedValue(5, i, 8.0f); });
       // Per group, with 0, negative, tiny and huge scales among them.
@@ -715,7 +745,7 @@ TEST_P(GatedQuant, FarTailOverZeroScale) {
   // gelu erf from about -38.5, gelu tanh from about -20) gives 0 / 0, NaN's byte (0, 0x7F); where
   // it does not (silu(-100) = -3.7e-42), z / 0 is -+inf, saturated.
   for (infiniDtype_t yd : {I8, F8})
-    for (const Config &c : configs(kStatic, 0, kScaleF32)) {
+    for (const Config &c : everyOp(kStatic, 0, kScaleF32)) {
       TensorBuffer x({4, 8}, F32), y({4, 4}, yd), scale({4, 1}, {0, 1}, F32);
       const float gates[] = {-1e4f, -800.0f, -40.0f, -100.0f};
       x.fill([&](size_t i) {
@@ -734,7 +764,7 @@ TEST_P(GatedQuant, SmoothScales) {
     for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kDynamic, kUe8m0},
                                 std::pair{kStatic, kScaleF32}})
       for (int64_t gs : {int64_t{0}, int64_t{8}})
-        for (const Config &c : configs(mode, gs, format)) {
+        for (const Config &c : everyOp(mode, gs, format)) {
           TensorBuffer x({R, 2 * H}, BF16);
           x.fill([&](size_t i) { return signedValue(9, i, 6.0f); });
           TensorBuffer smooth({H}, F32);
@@ -758,7 +788,7 @@ TEST_P(GatedQuant, SmoothScales) {
 TEST_P(GatedQuant, Layouts) {
   for (infiniDtype_t yd : {I8, F8})
     for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kStatic, kScaleF32}})
-      for (const Config &c : configs(mode, 4, format)) {
+      for (const Config &c : everyOp(mode, 4, format)) {
         // Leading dims transposed: x (3, 5, 16) whose first dim moves faster than the second.
         TensorBuffer xt({3, 5, 16}, {16, 48, 1}, F16);
         xt.fill([](size_t i) { return signedValue(11, i, 5.0f); });
@@ -782,6 +812,10 @@ TEST_P(GatedQuant, Layouts) {
         x4.fill([](size_t i) { return signedValue(15, i, 5.0f); });
         expectShape(c, x3, yd, "3-D");
         expectShape(c, x4, yd, "4-D");
+        // x's columns strided (stride 2): ClippedSwigluQuant's interleaved pairs 4 elements apart.
+        TensorBuffer xc({4, 16}, {40, 2}, F32);
+        xc.fill([](size_t i) { return signedValue(17, i, 9.0f); });
+        expectShape(c, xc, yd, "column stride 2");
         // Rank 1: one row.
         TensorBuffer x1({16}, F32);
         x1.fill([](size_t i) { return signedValue(16, i, 5.0f); });
@@ -796,8 +830,9 @@ TEST_P(GatedQuant, ThreadedSize) {
   const size_t R = 512, H = 256;
   for (infiniDtype_t yd : {I8, F8})
     for (int64_t gs : {int64_t{0}, int64_t{2}, int64_t{128}})
-      for (Act act : {Act::silu, Act::gelu_erf, Act::gelu_tanh}) {
-        const Config c{act, gs == 2 ? 0 : 1, kDynamic, gs, gs == 128 ? kUe8m0 : kScaleF32};
+      for (Act act : {Act::silu, Act::gelu_erf, Act::gelu_tanh, Act::clipped}) {
+        Config c{act, gs == 2 ? 0 : 1, kDynamic, gs, gs == 128 ? kUe8m0 : kScaleF32};
+        c.interleaved = gs != 2;
         TensorBuffer x({R, 2 * H}, act == Act::silu ? BF16 : F32);
         x.fill([&](size_t i) { return signedValue(100 + static_cast<uint64_t>(gs), i, 10.0f); });
         expectShape(c, x, yd, "threaded");
@@ -815,7 +850,7 @@ TEST_P(GatedQuant, ThreadedSize) {
 
 TEST_P(GatedQuant, ZeroRowsAndEmptyH) {
   for (infiniDtype_t yd : {I8, F8})
-    for (const Config &c : configs(kDynamic, 0, kScaleF32)) {
+    for (const Config &c : everyOp(kDynamic, 0, kScaleF32)) {
       TensorBuffer x({0, 16}, F32);
       expectShape(c, x, yd, "zero rows");
       TensorBuffer x3({4, 0, 8}, F16);
@@ -857,27 +892,7 @@ TEST_P(GatedQuant, BadCountsWriteNothing) {
       }
 }
 
-// ---- ClippedSwigluQuant -------------------------------------------------------------------------
-
-// The attribute sets: the vendor's defaults, alpha 0, limit +inf, a negative alpha and bias, and a
-// tight limit that clips most inputs; each split.
-std::vector<Config> clippedConfigs(infiniopQuantMode_t mode, int64_t group_size,
-                                   infiniopQuantScaleFormat_t format) {
-  struct Attributes {
-    float alpha, limit, bias;
-  };
-  const Attributes sets[] = {{1.702f, 7.0f, 1.0f},
-                             {0.0f, 7.0f, 1.0f},
-                             {1.702f, INFINITY, 1.0f},
-                             {-1.5f, 3.0f, -0.5f},
-                             {40.0f, 0.5f, 0.0f}};
-  std::vector<Config> out;
-  for (const Attributes &a : sets)
-    for (bool interleaved : {true, false})
-      out.push_back(
-          {Act::clipped, 1, mode, group_size, format, a.alpha, a.limit, a.bias, interleaved});
-  return out;
-}
+// ---- ClippedSwigluQuant ---------------------------------------------------------------------
 
 TEST_P(GatedQuant, ClippedByHand) {
   // One (A, B) pair (H = 1), static scale 1: values worked by hand.
@@ -920,124 +935,6 @@ TEST_P(GatedQuant, ClippedByHand) {
     EXPECT_EQ(int(static_cast<int8_t>(byteAt(y, 0))), interleaved ? 4 : 5);
     EXPECT_EQ(int(static_cast<int8_t>(byteAt(y, 1))), interleaved ? -12 : -9);
   }
-}
-
-TEST_P(GatedQuant, ClippedRandomEveryDtype) {
-  // Inputs in +-12: beyond limit 7 on both halves (A clipped above only, B both ways).
-  uint64_t seed = 500;
-  for (infiniDtype_t xd : kFloatDtypes) {
-    if (isDeviceMemory(GetParam()) && xd == BF16) continue;  // staged: fewer dtypes
-    for (infiniDtype_t yd : {I8, F8})
-      for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kDynamic, kUe8m0},
-                                  std::pair{kStatic, kScaleF32}})
-        for (int64_t gs : {int64_t{0}, int64_t{4}})
-          for (const Config &c : clippedConfigs(mode, gs, format)) {
-            TensorBuffer x({7, 32}, xd);
-            ++seed;
-            x.fill([&](size_t i) { return signedValue(seed, i, 12.0f); });
-            expectShape(c, x, yd, "clipped random " + std::string(infiniop::dtypeName(xd)));
-          }
-  }
-}
-
-TEST_P(GatedQuant, ClippedHugeTinyNanAndTails) {
-  // Row 0 huge (F32 1e30: limit +inf lets it through, the scale overflows), row 1 near 0, row 2
-  // far-left A (alpha a below -745: float64's gate is 0) and B clipped below, row 3 NaN and
-  // infinities on both halves, row 4 ordinary.
-  const float nan = NAN, inf = INFINITY;
-  for (infiniDtype_t xd : kFloatDtypes)
-    for (infiniDtype_t yd : {I8, F8})
-      for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kDynamic, kUe8m0},
-                                  std::pair{kStatic, kScaleF32}})
-        for (const Config &c : clippedConfigs(mode, 4, format)) {
-          TensorBuffer x({5, 16}, xd);
-          const float big = xd == F32 ? 1e30f : 1e4f;
-          x.fill([&](size_t i) {
-            const size_t r = i / 16, col = i % 16;
-            const float sign = (i * 7 + r) % 3 == 0 ? -1.0f : 1.0f;
-            switch (r) {
-              case 0:
-                return sign * big / (1 + static_cast<float>(col));
-              case 1:
-                return sign * 1e-30f * static_cast<float>(col + 1);
-              case 2:
-                return col < 8 || col % 2 == 0 ? -1e4f * static_cast<float>(col % 5 + 1)
-                                               : sign * 5.0f;
-              default:
-                return signedValue(r, col, 9.0f);
-            }
-          });
-          const float specials[] = {nan, inf, -inf, 0.0f};
-          for (size_t k = 0; k < 8; ++k) x.set(3 * 16 + 2 * k, specials[k % 4]);
-          x.set(3 * 16 + 1, inf);
-          x.set(3 * 16 + 3, -inf);
-          x.set(3 * 16 + 9, nan);
-          expectShape(c, x, yd, "clipped huge/tiny/nan " + std::string(infiniop::dtypeName(xd)));
-        }
-  // Far-left A over a static scale 0: 0 / 0 where float64's gate underflows.
-  for (infiniDtype_t yd : {I8, F8})
-    for (const Config &c : clippedConfigs(kStatic, 0, kScaleF32)) {
-      TensorBuffer x({3, 8}, F32), y({3, 4}, yd), scale({3, 1}, {0, 1}, F32);
-      x.fill([&](size_t i) { return i % 2 ? (i % 4 == 1 ? 3.0f : -0.5f) : -1e4f; });
-      x.set(4, -100.0f);
-      scale.set(0, 0.0f);
-      expectOracle(c, {&y, &scale, &x, nullptr, nullptr}, "clipped far tail over 0");
-    }
-}
-
-TEST_P(GatedQuant, ClippedSmoothScalesAndCounts) {
-  const size_t R = 9, H = 16, E = 3;
-  for (infiniDtype_t yd : {I8, F8})
-    for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kDynamic, kUe8m0},
-                                std::pair{kStatic, kScaleF32}})
-      for (const Config &c : clippedConfigs(mode, 8, format)) {
-        TensorBuffer x({R, 2 * H}, F16);
-        x.fill([&](size_t i) { return signedValue(19, i, 10.0f); });
-        TensorBuffer smooth({H}, F32);
-        smooth.fill([](size_t i) { return signedValue(3, i, 2.0f); });
-        smooth.set(3, 0.0f);
-        expectShape(c, x, yd, "clipped smooth (H)", &smooth);
-        TensorBuffer smooth_e({E, H}, F32), counts({E}, I64);
-        smooth_e.fill([](size_t i) { return signedValue(4, i, 3.0f); });
-        setInt(counts, 0, 2), setInt(counts, 1, 0), setInt(counts, 2, 4);
-        expectShape(c, x, yd, "clipped smooth (E, H) + group_index", &smooth_e, &counts);
-        setInt(counts, 0, 3), setInt(counts, 1, 3), setInt(counts, 2, 3);
-        expectShape(c, x, yd, "clipped counts = rows", &smooth_e, &counts);
-      }
-}
-
-TEST_P(GatedQuant, ClippedLayoutsAndThreads) {
-  for (infiniDtype_t yd : {I8, F8})
-    for (auto mode : {kDynamic, kStatic})
-      for (const Config &c : clippedConfigs(mode, 4, kScaleF32)) {
-        TensorBuffer xt({3, 5, 16}, {16, 48, 1}, F16);
-        xt.fill([](size_t i) { return signedValue(31, i, 9.0f); });
-        expectShape(c, xt, yd, "clipped transposed leading dims");
-        TensorBuffer xs({7, 16}, {40, 1}, F32);
-        xs.fill([](size_t i) { return signedValue(32, i, 9.0f); });
-        TensorBuffer ys({7, 8}, {11, 1}, yd), ss({7, 2}, {1, 7}, F32);
-        if (c.mode == kStatic) ss.fill([](size_t i) { return 0.02f * static_cast<float>(i + 1); });
-        expectOracle(c, {&ys, &ss, &xs, nullptr, nullptr}, "clipped row stride 40");
-        TensorBuffer xr({6, 16}, {-16, -1}, BF16), yr({6, 8}, {-8, -1}, yd),
-            sr({6, 2}, {-2, -1}, F32);
-        xr.fill([](size_t i) { return signedValue(33, i, 9.0f); });
-        if (c.mode == kStatic) sr.fill([](size_t i) { return 0.05f * static_cast<float>(i + 1); });
-        expectOracle(c, {&yr, &sr, &xr, nullptr, nullptr}, "clipped reversed");
-        // x's columns strided (stride 2): the interleaved pairs are 4 elements apart.
-        TensorBuffer xc({4, 16}, {40, 2}, F32);
-        xc.fill([](size_t i) { return signedValue(34, i, 9.0f); });
-        expectShape(c, xc, yd, "clipped column stride 2");
-      }
-  // H = 256, 512 rows: the cpu device splits rows over threads.
-  const size_t R = 512, H = 256;
-  for (infiniDtype_t yd : {I8, F8})
-    for (int64_t gs : {int64_t{0}, int64_t{128}}) {
-      Config c{Act::clipped, 1, kDynamic, gs, gs == 128 ? kUe8m0 : kScaleF32};
-      c.interleaved = gs == 0;
-      TensorBuffer x({R, 2 * H}, BF16);
-      x.fill([&](size_t i) { return signedValue(300 + static_cast<uint64_t>(gs), i, 10.0f); });
-      expectShape(c, x, yd, "clipped threaded");
-    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, GatedQuant, ::testing::ValuesIn(allDeviceParams()),

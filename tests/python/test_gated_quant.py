@@ -57,7 +57,8 @@ OPS = {"swiglu": (infiniop.swiglu_quant, {}),
        "gelu_tanh": (infiniop.gelu_mul_quant, {"approximate": "tanh"})}
 TORCH_OPS = {"swiglu": (iop.swiglu_quant, {}),
              "gelu_none": (iop.gelu_mul_quant, {"approximate": "none"}),
-             "gelu_tanh": (iop.gelu_mul_quant, {"approximate": "tanh"})}
+             "gelu_tanh": (iop.gelu_mul_quant, {"approximate": "tanh"}),
+             "clipped": (iop.clipped_swiglu_quant, {"limit": 5.0, "interleaved": False})}
 F32_NAN_BITS = 0x7FC00000
 POISON = 0x5A  # y's bytes before a call
 SCALE_POISON = -1234.5
@@ -586,25 +587,27 @@ def test_fp8_raw_bytes_out(device):
 # infiniop.torch, torch_npu's name, torch.compile
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.parametrize("op", list(TORCH_OPS))
 @pytest.mark.parametrize("qdtype", ["int8", "fp8"])
 def test_torch_functions(device, op, qdtype):
-    """infiniop.torch.swiglu_quant / gelu_mul_quant (torch.ops.infiniop where registered): the
-    oracle's bits; a static scale comes back as given."""
+    """infiniop.torch.swiglu_quant / gelu_mul_quant / clipped_swiglu_quant (torch.ops.infiniop
+    where registered): the oracle's bits; a static scale comes back as given."""
     function, keywords = TORCH_OPS[op]
+    clipped = keywords if op == "clipped" else None
+    left = {} if clipped else {"activate_left": False}  # ClippedSwigluQuant has none
     g = seeded("torch", op, qdtype)
     x = wide(g, (2, 3, 256), torch.bfloat16)
     smooth = torch.rand(128, generator=g) + 0.5
     y, s = function(x, **keywords, dtype=qdtype, group_size=128, smooth_scales=smooth,
                     scale_format="ue8m0", **on(device))
-    want_y, want_s = oracle(x, op, qdtype, 128, None, "ue8m0", smooth)
+    want_y, want_s = oracle(x, op, qdtype, 128, None, "ue8m0", smooth, clipped=clipped)
     assert y.dtype == y_dtype(qdtype)
     assert torch.equal(as_bytes(y), want_y) and same_bits(s, want_s)
     static = torch.tensor(0.125).expand(2, 3, 1)
-    y, s = function(x, **keywords, dtype=qdtype, scale=static, activate_left=False,
-                    **on(device))
+    y, s = function(x, **keywords, dtype=qdtype, scale=static, **left, **on(device))
     assert s is static
-    assert torch.equal(as_bytes(y), oracle(x, op, qdtype, 0, static, activate_left=False)[0])
+    assert torch.equal(as_bytes(y), oracle(x, op, qdtype, 0, static, activate_left=False,
+                                           clipped=clipped)[0])
 
 
 def cann_dynamic_golden(x, smooth=None, activate_left=False):
@@ -832,25 +835,6 @@ def test_clipped_errors(device):
         infiniop.clipped_swiglu_quant(x, interleaved=1, **on(device))
     with pytest.raises(TypeError):
         infiniop.clipped_swiglu_quant(x, activate_left=True, **on(device))
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("qdtype", ["int8", "fp8"])
-def test_clipped_torch_function(device, qdtype):
-    """infiniop.torch.clipped_swiglu_quant (torch.ops.infiniop where registered): the oracle's
-    bits; a static scale comes back as given."""
-    g = seeded("clipped_torch", qdtype)
-    x = wide(g, (2, 3, 256), torch.bfloat16) * 0.01
-    y, s = iop.clipped_swiglu_quant(x, dtype=qdtype, group_size=128, scale_format="ue8m0",
-                                    limit=5.0, interleaved=False, **on(device))
-    want_y, want_s = oracle(x, "clipped", qdtype, 128, None, "ue8m0",
-                            clipped={"limit": 5.0, "interleaved": False})
-    assert y.dtype == y_dtype(qdtype)
-    assert torch.equal(as_bytes(y), want_y) and same_bits(s, want_s)
-    static = torch.tensor(0.125).expand(2, 3, 1)
-    y, s = iop.clipped_swiglu_quant(x, dtype=qdtype, scale=static, **on(device))
-    assert s is static
-    assert torch.equal(as_bytes(y), oracle(x, "clipped", qdtype, 0, static)[0])
 
 
 @COMPILABLE
