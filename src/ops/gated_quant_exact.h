@@ -15,36 +15,34 @@
 
 namespace infiniop::quant {
 
-inline float loadFloat(const moe::RouterView &v, const void *data, size_t r, size_t c) {
-  float value = 0;
-  visitFloatStorage(v.dtype, [&](auto t) {
-    value = toFloat(static_cast<const decltype(t) *>(data)[v.offset(r, c)]);
-  });
-  return value;
-}
-
-// Rows [first, last) of y and scale. gate(double &a, float gate_input, float multiplier) is the
-// exact activation (exact/gated.h's Gated, exact/clipped_swiglu.h's ClippedSwiglu); z holds H
-// doubles of the caller's.
-template <class Gate>
-void exactGatedQuantRows(const GatedQuantPlan &p, const GatedQuantData &d, const Gate &gate,
-                         size_t first, size_t last, double *z) {
+// Rows [first, last) of y and scale, x's storage type T. gate(double &a, float gate_input, float
+// multiplier) is the exact activation (exact/gated.h's Gated, exact/clipped_swiglu.h's
+// ClippedSwiglu); z holds H doubles of the caller's. Each row's offsets are found once.
+template <class T, class Gate>
+void exactGatedQuantRowsOf(const GatedQuantPlan &p, const GatedQuantData &d, const Gate &gate,
+                           size_t first, size_t last, double *z) {
+  const auto *x = static_cast<const T *>(d.x);
   auto *y = static_cast<uint8_t *>(d.y);
   auto *scale = static_cast<float *>(d.scale);
   const auto *smooth = static_cast<const float *>(d.smooth_scales);
+  const ptrdiff_t xc = p.x.col_stride, yc = p.y.col_stride, sc = p.scale.col_stride;
   for (size_t r = first; r < last; ++r) {
     const ptrdiff_t e = smoothRowOf(p, d.counts, r);
+    // offsets, not pointers: an empty tensor's data may be NULL
+    const ptrdiff_t yr = p.y.rowOffset(r), sr = p.scale.rowOffset(r);
     if (e < 0) {  // past group_index's counts
-      for (size_t c = 0; c < p.half; ++c) y[p.y.offset(r, c)] = 0;
+      for (size_t c = 0; c < p.half; ++c) y[yr + static_cast<ptrdiff_t>(c) * yc] = 0;
       if (p.dynamic)
-        for (size_t g = 0; g < p.groups; ++g) scale[p.scale.offset(r, g)] = 0.0f;
+        for (size_t g = 0; g < p.groups; ++g) scale[sr + static_cast<ptrdiff_t>(g) * sc] = 0.0f;
       continue;
     }
+    const ptrdiff_t xr = p.x.rowOffset(r);
+    const ptrdiff_t mr = p.smooth ? p.smooth_scales.rowOffset(static_cast<size_t>(e)) : 0;
     for (size_t c = 0; c < p.half; ++c) {
       double a = 0;
-      gate(a, loadFloat(p.x, d.x, r, p.gateColumn(c)),
-           loadFloat(p.x, d.x, r, p.multiplierColumn(c)));
-      z[c] = p.smooth ? a * smooth[p.smooth_scales.offset(static_cast<size_t>(e), c)] : a;
+      gate(a, toFloat(x[xr + static_cast<ptrdiff_t>(p.gateColumn(c)) * xc]),
+           toFloat(x[xr + static_cast<ptrdiff_t>(p.multiplierColumn(c)) * xc]));
+      z[c] = p.smooth ? a * smooth[mr + static_cast<ptrdiff_t>(c) * p.smooth_scales.col_stride] : a;
     }
     for (size_t g = 0; g < p.groups; ++g) {
       const size_t begin = g * p.group_size, end = begin + p.group_size;
@@ -54,14 +52,21 @@ void exactGatedQuantRows(const GatedQuantPlan &p, const GatedQuantData &d, const
         for (size_t c = begin; c < end; ++c)
           amax = std::isnan(z[c]) || std::isnan(amax) ? NAN : std::fmax(amax, std::fabs(z[c]));
         s = exact::dynamicScale(amax, p.format, p.power_of_two);
-        scale[p.scale.offset(r, g)] = s;
+        scale[sr + static_cast<ptrdiff_t>(g) * sc] = s;
       } else {
-        s = scale[p.scale.offset(r, g)];
+        s = scale[sr + static_cast<ptrdiff_t>(g) * sc];
       }
       for (size_t c = begin; c < end; ++c)
-        y[p.y.offset(r, c)] = exact::quantizeByte(z[c] / s, p.format);
+        y[yr + static_cast<ptrdiff_t>(c) * yc] = exact::quantizeByte(z[c] / s, p.format);
     }
   }
+}
+
+template <class Gate>
+void exactGatedQuantRows(const GatedQuantPlan &p, const GatedQuantData &d, const Gate &gate,
+                         size_t first, size_t last, double *z) {
+  visitFloatStorage(
+      p.dtype, [&](auto t) { exactGatedQuantRowsOf<decltype(t)>(p, d, gate, first, last, z); });
 }
 
 }  // namespace infiniop::quant
