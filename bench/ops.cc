@@ -279,6 +279,11 @@ const std::vector<OpInfo> &allOps() {
        {Extent::kInt8, Extent::kTokenScales},
        {S2},
        bindOp<ops::GeluMulQuant>({kTanh, 1, 1, 0, 0})},
+      // ClippedSwigluQuant at the vendor's defaults (alpha 1.702, limit 7, bias 1, interleaved).
+      {"clipped_swiglu_quant_fp8",
+       {Extent::kFp8, Extent::kGroupScales},
+       {S2},
+       bindOpByShape<ops::ClippedSwigluQuant>(quantAttrs({1.702, 7.0, 1.0, 1, 1}, 0))},
   };
   return ops;
 }

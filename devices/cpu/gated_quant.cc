@@ -643,6 +643,8 @@ void GatedQuantRows(const GatedQuantPlan &plan, const GatedQuantData &data,
       return RowsOf<GeluErfActivation>(plan, data, scratch, first, last);
     case quant::GateActivation::gelu_tanh:
       return RowsOf<GeluTanhActivation>(plan, data, scratch, first, last);
+    case quant::GateActivation::clipped:  // its own kernel: clipped_swiglu_quant.cc
+      return;
   }
 }
 
@@ -661,6 +663,8 @@ void GatedQuantTables(const GatedQuantPlan &plan) {
       return build(GeluErfActivation());
     case quant::GateActivation::gelu_tanh:
       return build(GeluTanhActivation());
+    case quant::GateActivation::clipped:
+      return;
   }
 }
 

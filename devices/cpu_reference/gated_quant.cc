@@ -1,17 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// SwiGluQuant and GeluMulQuant as the formulas read (docs/swiglu_quant.md): each row's values
-// z = act(x1) x2 m in double (exact/gated.h's formula), each group's scale from their amax and
-// each byte z / s rounded once (exact/quant.h). The oracle of the other devices.
-#include <cmath>
-#include <cstdint>
+// SwiGluQuant, GeluMulQuant and ClippedSwigluQuant as the formulas read (docs/swiglu_quant.md):
+// each row's values z = act(x1) x2 m in double (exact/gated.h's formula; ClippedSwiglu's,
+// exact/clipped_swiglu.h, clamp_mode 0), each group's scale from their amax and each byte z / s
+// rounded once (ops/gated_quant_exact.h). The oracle of the other devices.
 #include <vector>
 
-#include "core/dtype.h"
+#include "exact/clipped_swiglu.h"
 #include "exact/gated.h"
 #include "exact/gelu.h"
-#include "exact/quant.h"
 #include "exact/sigmoid.h"
 #include "ops/gated_quant.h"
+#include "ops/gated_quant_exact.h"
 
 namespace infiniop::cpu_reference {
 namespace {
@@ -19,64 +18,27 @@ namespace {
 using quant::GatedQuantData;
 using quant::GatedQuantPlan;
 
-float loadFloat(const moe::RouterView &v, const void *data, size_t r, size_t c) {
-  float value = 0;
-  visitFloatStorage(v.dtype, [&](auto t) {
-    value = toFloat(static_cast<const decltype(t) *>(data)[v.offset(r, c)]);
-  });
-  return value;
-}
-
-template <double (*Act)(double)>
-void gatedQuant(const GatedQuantPlan &p, const GatedQuantData &d) {
-  const exact::Gated<Act> gated;
-  auto *y = static_cast<uint8_t *>(d.y);
-  auto *scale = static_cast<float *>(d.scale);
-  const auto *smooth = static_cast<const float *>(d.smooth_scales);
+template <class Gate>
+void gatedQuant(const GatedQuantPlan &p, const GatedQuantData &d, const Gate &gate) {
   std::vector<double> z(p.half);
-  for (size_t r = 0; r < p.rows; ++r) {
-    const ptrdiff_t e = quant::smoothRowOf(p, d.counts, r);
-    if (e < 0) {  // past group_index's counts
-      for (size_t c = 0; c < p.half; ++c) y[p.y.offset(r, c)] = 0;
-      if (p.dynamic)
-        for (size_t g = 0; g < p.groups; ++g) scale[p.scale.offset(r, g)] = 0.0f;
-      continue;
-    }
-    for (size_t c = 0; c < p.half; ++c) {
-      double a = 0;
-      gated(a, loadFloat(p.x, d.x, r, p.gateColumn(c)),
-            loadFloat(p.x, d.x, r, p.multiplierColumn(c)));
-      z[c] = p.smooth ? a * smooth[p.smooth_scales.offset(static_cast<size_t>(e), c)] : a;
-    }
-    for (size_t g = 0; g < p.groups; ++g) {
-      const size_t begin = g * p.group_size, end = begin + p.group_size;
-      float s = 0;
-      if (p.dynamic) {
-        double amax = 0;
-        for (size_t c = begin; c < end; ++c)
-          amax = std::isnan(z[c]) || std::isnan(amax) ? NAN : std::fmax(amax, std::fabs(z[c]));
-        s = exact::dynamicScale(amax, p.format, p.power_of_two);
-        scale[p.scale.offset(r, g)] = s;
-      } else {
-        s = scale[p.scale.offset(r, g)];
-      }
-      for (size_t c = begin; c < end; ++c)
-        y[p.y.offset(r, c)] = exact::quantizeByte(z[c] / s, p.format);
-    }
-  }
+  quant::exactGatedQuantRows(p, d, gate, 0, p.rows, z.data());
 }
 
 }  // namespace
 
 void swiglu_quant(const GatedQuantPlan &p, const GatedQuantData &d) {
-  gatedQuant<exact::silu>(p, d);
+  gatedQuant(p, d, exact::Gated<exact::silu>());
 }
 
 void gelu_mul_quant(const GatedQuantPlan &p, const GatedQuantData &d) {
   if (p.activation == quant::GateActivation::gelu_tanh)
-    gatedQuant<exact::geluTanh>(p, d);
+    gatedQuant(p, d, exact::Gated<exact::geluTanh>());
   else
-    gatedQuant<exact::geluErf>(p, d);
+    gatedQuant(p, d, exact::Gated<exact::geluErf>());
+}
+
+void clipped_swiglu_quant(const GatedQuantPlan &p, const GatedQuantData &d) {
+  gatedQuant(p, d, exact::ClippedSwiglu{p.clipped});
 }
 
 }  // namespace infiniop::cpu_reference

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// SwiGluQuant and GeluMulQuant on OpenCL (kernels/gated_quant.cl): every value in double, as
-// devices/cpu_reference/gated_quant.cc computes it, so y's bytes and the scales' bits are the
-// reference's. That needs cl_khr_fp64: a device without it is refused at descriptor creation.
-// The views' geometry is uploaded once at creation; a call passes each tensor's buffer and element
-// index. group_index's counts (checked on the host before the call) are read by the kernel from
-// group_index itself, so a call writes no buffer of its own (the operator has no workspace).
+// SwiGluQuant, GeluMulQuant and ClippedSwigluQuant on OpenCL (kernels/gated_quant.cl): every value
+// in double, as devices/cpu_reference/gated_quant.cc computes it, so y's bytes and the scales' bits
+// are the reference's. That needs cl_khr_fp64: a device without it is refused at descriptor
+// creation. The views' geometry is uploaded once at creation; a call passes each tensor's buffer
+// and element index. group_index's counts (checked on the host before the call) are read by the
+// kernel from group_index itself, so a call writes no buffer of its own (the operator has no
+// workspace).
 #include <mutex>
 #include <string>
 
@@ -74,13 +75,17 @@ class GatedQuant final : public quant::GatedQuantRunner {
                   activate_left = p.activate_left ? 1 : 0,
                   fp8 = p.format == quant::QuantFormat::fp8_e4m3 ? 1 : 0,
                   dynamic = p.dynamic ? 1 : 0, power_of_two = p.power_of_two ? 1 : 0,
-                  has_smooth = p.smooth ? 1 : 0;
+                  has_smooth = p.smooth ? 1 : 0, interleaved = p.interleaved ? 1 : 0;
+    // The clipped gate's attributes (unused by the others).
+    const cl_float alpha = p.clipped.alpha, limit = p.clipped.limit, bias = p.clipped.bias,
+                   a_limit = p.clipped.a_limit;
     // A cl_kernel's arguments are shared state: set them and enqueue as one step.
     std::lock_guard<std::mutex> lock(mutex_);
     INFINIOP_CHECK(setArgs(op_, kernel_.get(), 0, geometry_, y.mem, y.index, scale.mem, scale.index,
                            x.mem, x.index, smooth.mem, smooth.index, group_index.mem,
                            group_index.index, half, group_size, experts, activation, activate_left,
-                           fp8, dynamic, power_of_two, has_smooth));
+                           fp8, dynamic, power_of_two, has_smooth, interleaved, alpha, limit, bias,
+                           a_limit));
     return launch(op_, queue, kernel_.get(), p.groups, group_, p.rows);
   }
 
@@ -96,7 +101,8 @@ class GatedQuant final : public quant::GatedQuantRunner {
 
 static_assert(static_cast<int>(quant::GateActivation::silu) == 0 &&
                   static_cast<int>(quant::GateActivation::gelu_erf) == 1 &&
-                  static_cast<int>(quant::GateActivation::gelu_tanh) == 2,
+                  static_cast<int>(quant::GateActivation::gelu_tanh) == 2 &&
+                  static_cast<int>(quant::GateActivation::clipped) == 3,
               "kernels/gated_quant.cl's ACT_* values");
 
 }  // namespace

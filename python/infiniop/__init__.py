@@ -61,7 +61,14 @@ from .core import (
     parse_device,
 )
 from .enums import Device, DType, GeluApproximate, QuantMode, QuantScaleFormat, Status
-from .gated_quant import GeluMulQuant, SwiGluQuant, gelu_mul_quant, swiglu_quant
+from .gated_quant import (
+    ClippedSwigluQuant,
+    GeluMulQuant,
+    SwiGluQuant,
+    clipped_swiglu_quant,
+    gelu_mul_quant,
+    swiglu_quant,
+)
 from .gelu import Gelu, GeluBackwardV2, gelu, gelu_backward_v2
 from .gelu_backward import GeluBackward, gelu_backward
 from .gelu_mul import GeluMul, GeluMulBackward, gelu_mul, gelu_mul_backward
@@ -98,6 +105,7 @@ __all__ = [
     "ArrayView",
     "ClippedSwiglu",
     "ClippedSwigluBackward",
+    "ClippedSwigluQuant",
     "Device",
     "DeviceInfo",
     "DType",
@@ -138,6 +146,7 @@ __all__ = [
     "clipped_swiglu",
     "clipped_swiglu_backward",
     "cpu_isa_name",
+    "clipped_swiglu_quant",
     "default_handle",
     "device_info",
     "devices",

@@ -445,6 +445,14 @@ _PROTOTYPES = {
     "infiniopGetGeluMulQuantWorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopGeluMulQuant": (_status, [_ptr, _ptr, _size] + [_ptr] * 5 + [_ptr]),
     "infiniopDestroyGeluMulQuantDescriptor": (_status, [_ptr]),
+    # ops/clipped_swiglu_quant.h: y, scale, x, smooth_scales, group_index, then float alpha,
+    # float limit, float bias, bool interleaved, and SwiGluQuant's after activate_left
+    "infiniopCreateClippedSwigluQuantDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 5
+        + [ctypes.c_float] * 3 + [ctypes.c_bool, _enum, ctypes.c_int64, _enum]),
+    "infiniopGetClippedSwigluQuantWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopClippedSwigluQuant": (_status, [_ptr, _ptr, _size] + [_ptr] * 5 + [_ptr]),
+    "infiniopDestroyClippedSwigluQuantDescriptor": (_status, [_ptr]),
     # ops/moe_finalize_routing_v2.h: out, expanded_x, expanded_row_idx, x1, x2, bias, scales,
     # expert_idx, then int64_t drop_pad_mode
     "infiniopCreateMoeFinalizeRoutingV2Descriptor": (

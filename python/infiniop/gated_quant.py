@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""SwiGluQuant and GeluMulQuant: a gated activation with a quantized output (family GatedQuant,
-docs/swiglu_quant.md; CANN's SwiGluQuant, vLLM's silu_and_mul / gelu_and_mul followed by a
-per-token or per-group quantization).
+"""SwiGluQuant, GeluMulQuant and ClippedSwigluQuant: a gated activation with a quantized output
+(family GatedQuant, docs/swiglu_quant.md; CANN's SwiGluQuant, vLLM's silu_and_mul / gelu_and_mul
+followed by a per-token or per-group quantization; GPT-OSS's clipped SwiGLU, clamp_mode 0).
 
 x (..., 2H) is split on its LAST dim into x1 and x2; a = act(x1) x2 (activate_left True) or
 x1 act(x2) (False, CANN's default); z = a m with m the smooth scale of the column (1 without
@@ -15,18 +15,23 @@ y dtype: INT8 (int8, qmax 127) or FP8 E4M3 (OCP e4m3fn, qmax 448): torch.float8_
 the installed PyTorch has it, else its raw bytes as torch.uint8 (NumPy: numpy.uint8); ask for
 it with dtype='fp8' on any PyTorch. The values are exact: the same bytes and scale bits on every
 device.
+ClippedSwigluQuant splits x's last dim into A and B (interleaved: A = x[..., 0::2], B =
+x[..., 1::2]; else the halves) and takes a = min(A, limit) sigmoid(alpha min(A, limit)) (clamp(B,
+-limit, limit) + bias), ClippedSwiglu's (infiniop.clipped_swiglu); the rest is SwiGluQuant's.
 """
 
 import operator
 import sys
 
 from ._dispatch import run
-from ._operator import AttributeOperator, array_views, check_dim, check_int64
+from .clipped_swiglu import _check_real, _zero_signs
+from ._operator import AttributeOperator, array_views, check_bool, check_dim, check_int64
 from .core import array_view, output
 from .enums import DType, GeluApproximate, QuantMode, QuantScaleFormat
 
-__all__ = ["GeluMulQuant", "QuantMode", "QuantScaleFormat", "SwiGluQuant", "gelu_mul_quant",
-           "quant_dtype", "quant_dtype_name", "swiglu_quant"]
+__all__ = ["ClippedSwigluQuant", "GeluMulQuant", "QuantMode", "QuantScaleFormat", "SwiGluQuant",
+           "clipped_swiglu_quant", "gelu_mul_quant", "quant_dtype", "quant_dtype_name",
+           "swiglu_quant"]
 
 # dtype names -> the library's y dtype (ops/quant.h)
 _DTYPE_NAMES = {"int8": DType.I8, "i8": DType.I8, "fp8": DType.F8, "f8": DType.F8,
@@ -154,6 +159,27 @@ class GeluMulQuant(SwiGluQuant):
         return checked, [int(v) for v in checked.values()]
 
 
+class ClippedSwigluQuant(SwiGluQuant):
+    """An infiniopClippedSwigluQuantDescriptor_t: ClippedSwigluQuant(handle, y_desc, scale_desc,
+    x_desc, smooth_scales_desc=None, group_index_desc=None, alpha=1.702, limit=7.0, bias=1.0,
+    interleaved=True, quant_mode='dynamic', group_size=0, scale_format='f32'), or
+    ClippedSwigluQuant.for_arrays(...). Called as SwiGluQuant."""
+
+    _NAME = "ClippedSwigluQuant"
+
+    @classmethod
+    def _attributes(cls, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=True,
+                    quant_mode=QuantMode.DYNAMIC, group_size=0,
+                    scale_format=QuantScaleFormat.F32):
+        quant = cls._quant_attributes(1, quant_mode, group_size, scale_format)
+        del quant["activate_left"]  # not this operator's
+        checked = {"alpha": _check_real("alpha", alpha), "limit": _check_real("limit", limit),
+                   "bias": _check_real("bias", bias),
+                   "interleaved": check_bool("interleaved", interleaved), **quant}
+        values = [checked[k] for k in ("alpha", "limit", "bias", "interleaved")]
+        return checked, values + [int(checked[k]) for k in quant]
+
+
 # --------------------------------------------------------------------------------------------
 # Functions on arrays
 
@@ -172,16 +198,18 @@ def gated_quant_shapes(x_shape, group_size):
 
 
 def _gated_quant(cls, x, extra, dtype, group_size, scale, scale_format, smooth_scales,
-                 group_index, activate_left, device, out, scale_out, handle, stage):
+                 group_index, activate_left, device, out, scale_out, handle, stage,
+                 key_extra=None):
     code = quant_dtype(dtype)
     dynamic = scale is None
     if not dynamic and scale_out is not None:
         raise ValueError("scale_out: a static scale (scale=...) is read, not written; pass "
                          "scale_out only without scale")
+    if activate_left is not None:
+        extra = {**extra, "activate_left": activate_left}
     attributes = cls._attributes(
-        **extra, activate_left=activate_left,
-        quant_mode=QuantMode.DYNAMIC if dynamic else QuantMode.STATIC, group_size=group_size,
-        scale_format=scale_format)[0]
+        **extra, quant_mode=QuantMode.DYNAMIC if dynamic else QuantMode.STATIC,
+        group_size=group_size, scale_format=scale_format)[0]
     x_view = array_view(x, "x")
     views = array_views(x_view.kind, scale=scale, smooth_scales=smooth_scales,
                         group_index=group_index)
@@ -200,7 +228,7 @@ def _gated_quant(cls, x, extra, dtype, group_size, scale, scale_format, smooth_s
     names = [("y", "out" if out is not None else "y", out is not None),
              ("scale", "scale_out" if scale_out is not None else "scale", scale_out is not None)]
     run(cls, [y_view, s_view, x_view, views["smooth_scales"], views["group_index"]], attributes,
-        device, handle, stage, names=names)
+        device, handle, stage, key_extra(attributes) if key_extra else (), names=names)
     return y, scale
 
 
@@ -238,3 +266,19 @@ def gelu_mul_quant(x, *, approximate="none", dtype="int8", group_size=0, scale=N
     return _gated_quant(GeluMulQuant, x, {"approximate": approximate}, dtype, group_size, scale,
                         scale_format, smooth_scales, group_index, activate_left, device, out,
                         scale_out, handle, _stage)
+
+
+def clipped_swiglu_quant(x, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=True, dtype="int8",
+                         group_size=0, scale=None, scale_format="f32", smooth_scales=None,
+                         group_index=None, device="cpu", out=None, scale_out=None, handle=None,
+                         _stage=None):
+    """(y, scale): y = quantize(a * sigmoid(alpha a) * (b + bias) * m), a = min(A, limit),
+    b = clamp(B, -limit, limit), A and B x's LAST dim split as ClippedSwiglu splits it
+    (interleaved True: A = x[..., 0::2], B = x[..., 1::2]; False: the first and second halves).
+    alpha, limit, bias: real numbers passed as float32 (limit > 0, +inf for no clipping; alpha
+    and bias finite: BAD_PARAM otherwise). Every other argument is swiglu_quant's (there is no
+    activate_left)."""
+    return _gated_quant(ClippedSwigluQuant, x,
+                        {"alpha": alpha, "limit": limit, "bias": bias, "interleaved": interleaved},
+                        dtype, group_size, scale, scale_format, smooth_scales, group_index, None,
+                        device, out, scale_out, handle, _stage, _zero_signs)

@@ -65,6 +65,39 @@ float gatePassLimit(float limit) {
   return value(below);
 }
 
+}  // namespace
+
+// ops/clipped_swiglu.h: alpha, limit and bias checked (clamp_mode 0 or 1, checked before), and the
+// attributes the kernels receive; also ClippedSwigluQuant's (ops/gated_quant.cc).
+infiniStatus_t infiniop::clippedSwigluAttributes(const char *op, float alpha, float limit,
+                                                 float bias, int64_t clamp_mode,
+                                                 ClippedSwigluAttributes *attributes) {
+  const std::string prefix = std::string(op) + ": ";
+  if (!(limit > 0.0f))  // NaN too
+    return fail(INFINI_STATUS_BAD_PARAM,
+                prefix + "limit " + std::to_string(limit) + " must be > 0 (+inf: no clipping)");
+  if (!std::isfinite(alpha))
+    return fail(INFINI_STATUS_BAD_PARAM,
+                prefix + "alpha " + std::to_string(alpha) + " is not finite");
+  if (!std::isfinite(bias))
+    return fail(INFINI_STATUS_BAD_PARAM,
+                prefix + "bias " + std::to_string(bias) + " is not finite");
+  if (clamp_mode == 1)
+    *attributes = {1.0f, limit, 0.0f, -87.0f, -175.0f, INFINITY, gatePassLimit(limit), 1};
+  else
+    *attributes = {alpha,
+                   limit,
+                   bias,
+                   alpha == 0.0f ? 0.0f : -87.0f / alpha,
+                   alpha == 0.0f ? 0.0f : -175.0f / alpha,
+                   limit,
+                   limit,
+                   0};
+  return INFINI_STATUS_SUCCESS;
+}
+
+namespace {
+
 // Everything validated from the attributes and group_index before the tensors are looked at.
 struct Setup {
   int split = 0;
@@ -83,26 +116,8 @@ infiniStatus_t prepare(const char *op, infiniopTensorDescriptor_t x,
                 prefix + "clamp_mode " + std::to_string(clamp_mode) +
                     " must be 0 (clamp A, then the gate) or 1 (the gate silu(A), then clamp it)");
   INFINIOP_CHECK(infiniop::normalizeSplitDim(op, "x", x, dim, &setup->split));
-  if (!(limit > 0.0f))  // NaN too
-    return fail(INFINI_STATUS_BAD_PARAM,
-                prefix + "limit " + std::to_string(limit) + " must be > 0 (+inf: no clipping)");
-  if (!std::isfinite(alpha))
-    return fail(INFINI_STATUS_BAD_PARAM,
-                prefix + "alpha " + std::to_string(alpha) + " is not finite");
-  if (!std::isfinite(bias))
-    return fail(INFINI_STATUS_BAD_PARAM,
-                prefix + "bias " + std::to_string(bias) + " is not finite");
-  if (clamp_mode == 1)
-    setup->attributes = {1.0f, limit, 0.0f, -87.0f, -175.0f, INFINITY, gatePassLimit(limit), 1};
-  else
-    setup->attributes = {alpha,
-                         limit,
-                         bias,
-                         alpha == 0.0f ? 0.0f : -87.0f / alpha,
-                         alpha == 0.0f ? 0.0f : -175.0f / alpha,
-                         limit,
-                         limit,
-                         0};
+  INFINIOP_CHECK(
+      infiniop::clippedSwigluAttributes(op, alpha, limit, bias, clamp_mode, &setup->attributes));
   if (!group_index) return INFINI_STATUS_SUCCESS;
   INFINIOP_CHECK(infiniop::checkTensor(op, "group_index descriptor", group_index));
   if (group_index->dtype != INFINI_DTYPE_I64)

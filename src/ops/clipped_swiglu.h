@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "infinicore.h"
+
 namespace infiniop {
 
 struct ClippedSwigluAttributes {
@@ -23,5 +25,11 @@ struct ClippedSwigluAttributes {
   float a_pass;
   int32_t clamp_mode;  // 0: clamp A, then the gate; 1: the gate silu(A), then clamp it
 };
+
+// alpha (finite), limit (> 0, +inf: no clipping) and bias (finite) checked, in that order, with
+// op's messages, and the attributes filled for clamp_mode (0 or 1, checked by the caller).
+// ClippedSwiglu's and ClippedSwigluQuant's (clamp_mode 0).
+infiniStatus_t clippedSwigluAttributes(const char *op, float alpha, float limit, float bias,
+                                       int64_t clamp_mode, ClippedSwigluAttributes *attributes);
 
 }  // namespace infiniop

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// SwiGluQuant and GeluMulQuant (family GatedQuant, ops/gated_quant.h): the C ABI, the descriptors
-// and their checks, and the family's host runner (the arithmetic is the device's:
-// docs/swiglu_quant.md).
+// SwiGluQuant, GeluMulQuant and ClippedSwigluQuant (family GatedQuant, ops/gated_quant.h): the C
+// ABI, the descriptors and their checks, and the family's host runner (the arithmetic is the
+// device's: docs/swiglu_quant.md).
 #include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "infiniop/ops/clipped_swiglu_quant.h"
 #include "infiniop/ops/gelu_mul_quant.h"
 #include "infiniop/ops/swiglu_quant.h"
 #include "ops/gated_quant.h"
@@ -21,6 +22,7 @@ namespace quant = infiniop::quant;
 
 constexpr const char *kSwiGluQuant = "SwiGluQuant";
 constexpr const char *kGeluMulQuant = "GeluMulQuant";
+constexpr const char *kClippedSwigluQuant = "ClippedSwigluQuant";
 
 using Descriptor =
     infiniop::moe_gating::RunnerDescriptor<quant::GatedQuantPlan, quant::GatedQuantRunner>;
@@ -37,6 +39,12 @@ struct QuantAttributes {
   int quant_mode;
   int64_t group_size;
   int scale_format;
+};
+
+// ClippedSwigluQuant's gate: its split and ClippedSwiglu's attributes (checked).
+struct ClippedGate {
+  bool interleaved;
+  infiniop::ClippedSwigluAttributes attributes;
 };
 
 infiniStatus_t checkAttributes(const Checker &check, const QuantAttributes &a) {
@@ -70,7 +78,8 @@ template <class Public>
 infiniStatus_t create(const char *op, infiniop::KernelId kernel, quant::GateActivation activation,
                       infiniopHandle_t handle, Public *desc_ptr, const Tensor *y,
                       const Tensor *scale, const Tensor *x, const Tensor *smooth,
-                      const Tensor *group_index, const QuantAttributes &a) {
+                      const Tensor *group_index, const QuantAttributes &a,
+                      const ClippedGate *clipped = nullptr) {
   Checker check(op);
   INFINIOP_CHECK(check.opening(desc_ptr, handle));
   INFINIOP_CHECK(check.required("y descriptor", y));
@@ -133,6 +142,10 @@ infiniStatus_t create(const char *op, infiniop::KernelId kernel, quant::GateActi
   p.dtype = x->dtype;
   p.format = y->dtype == INFINI_DTYPE_I8 ? quant::QuantFormat::int8 : quant::QuantFormat::fp8_e4m3;
   p.activate_left = a.activate_left == 1;
+  if (clipped) {
+    p.interleaved = clipped->interleaved;
+    p.clipped = clipped->attributes;
+  }
   p.dynamic = dynamic;
   p.power_of_two = a.scale_format == INFINIOP_QUANT_SCALE_UE8M0;
   p.half = H;
@@ -283,5 +296,38 @@ extern "C" infiniStatus_t infiniopGeluMulQuant(infiniopGeluMulQuantDescriptor_t 
                                                const void *smooth_scales, const void *group_index,
                                                void *stream) {
   return run(desc, kGeluMulQuant, workspace_size, workspace, y, scale, x, smooth_scales,
+             group_index, stream);
+}
+
+extern "C" infiniStatus_t infiniopCreateClippedSwigluQuantDescriptor(
+    infiniopHandle_t handle, infiniopClippedSwigluQuantDescriptor_t *desc_ptr,
+    infiniopTensorDescriptor_t y_desc, infiniopTensorDescriptor_t scale_desc,
+    infiniopTensorDescriptor_t x_desc, infiniopTensorDescriptor_t smooth_scales_desc,
+    infiniopTensorDescriptor_t group_index_desc, float alpha, float limit, float bias,
+    bool interleaved, infiniopQuantMode_t quant_mode, int64_t group_size,
+    infiniopQuantScaleFormat_t scale_format) {
+  return infiniop::guarded(kClippedSwigluQuant, [&] {
+    Checker check(kClippedSwigluQuant);
+    INFINIOP_CHECK(check.opening(desc_ptr, handle));
+    // ClippedSwiglu's checks and attributes (clamp_mode 0); activate_left has no part here.
+    ClippedGate gate{interleaved, {}};
+    INFINIOP_CHECK(infiniop::clippedSwigluAttributes(kClippedSwigluQuant, alpha, limit, bias, 0,
+                                                     &gate.attributes));
+    return create(
+        kClippedSwigluQuant, infiniop::KernelId::clipped_swiglu_quant,
+        quant::GateActivation::clipped, handle, desc_ptr, y_desc, scale_desc, x_desc,
+        smooth_scales_desc, group_index_desc,
+        {1, infiniop::enumValue(quant_mode), group_size, infiniop::enumValue(scale_format)}, &gate);
+  });
+}
+
+INFINIOP_DESCRIPTOR_QUERIES(ClippedSwigluQuant, kClippedSwigluQuant)
+
+extern "C" infiniStatus_t infiniopClippedSwigluQuant(infiniopClippedSwigluQuantDescriptor_t desc,
+                                                     void *workspace, size_t workspace_size,
+                                                     void *y, void *scale, const void *x,
+                                                     const void *smooth_scales,
+                                                     const void *group_index, void *stream) {
+  return run(desc, kClippedSwigluQuant, workspace_size, workspace, y, scale, x, smooth_scales,
              group_index, stream);
 }

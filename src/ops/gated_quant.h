@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The gated activations with a quantized output (SwiGluQuant, GeluMulQuant; family GatedQuant)
+// The gated activations with a quantized output (SwiGluQuant, GeluMulQuant, ClippedSwigluQuant;
+// family GatedQuant)
 // as the devices see them: one validated plan per descriptor, fixed at creation, and the data
 // pointers of one call, whose group_index counts have been checked on the host before a kernel
 // runs. What every device computes is docs/swiglu_quant.md; the formats are exact/quant.h.
@@ -12,13 +13,15 @@
 #include "exact/quant.h"
 #include "infinicore.h"
 #include "kernels/host_family.h"
+#include "ops/clipped_swiglu.h"
 #include "ops/moe_gating.h"
 
 namespace infiniop::quant {
 
 using exact::QuantFormat;
 
-enum class GateActivation : int { silu, gelu_erf, gelu_tanh };
+// clipped: ClippedSwiglu's gate (clamp_mode 0) of (A, B), the attributes in `clipped`.
+enum class GateActivation : int { silu, gelu_erf, gelu_tanh, clipped };
 
 // rows rows of x (2H columns), y (H), scale (G), smooth_scales and group_index as given.
 struct GatedQuantPlan : Plan {
@@ -26,6 +29,10 @@ struct GatedQuantPlan : Plan {
   infiniDtype_t dtype = INFINI_DTYPE_INVALID;  // x's: F32, F16 or BF16
   QuantFormat format = QuantFormat::int8;      // y's
   bool activate_left = true;  // the activation on x's first half (x1), the multiplier x2
+  // clipped only: A = x[..., 0::2], B = x[..., 1::2] (else A the first half, B the second), and
+  // ClippedSwiglu's attributes as its descriptor fills them (clamp_mode 0).
+  bool interleaved = false;
+  ClippedSwigluAttributes clipped{};
   bool dynamic = true;        // scale written (else read)
   bool power_of_two = false;  // UE8M0 dynamic scales
   size_t rows = 0, half = 0;  // H = half, x has 2H columns
@@ -36,9 +43,15 @@ struct GatedQuantPlan : Plan {
   size_t experts = 0;  // group_index's length E >= 1 (0: no group_index)
   moe::RouterView x, y, scale, smooth_scales, group_index;  // group_index: rows E, cols 1
 
-  // Column c's activation input and multiplier columns of x.
-  size_t gateColumn(size_t c) const { return activate_left ? c : half + c; }
-  size_t multiplierColumn(size_t c) const { return activate_left ? half + c : c; }
+  // Column c's activation input (A) and multiplier (B) columns of x.
+  size_t gateColumn(size_t c) const {
+    if (activation == GateActivation::clipped) return interleaved ? 2 * c : c;
+    return activate_left ? c : half + c;
+  }
+  size_t multiplierColumn(size_t c) const {
+    if (activation == GateActivation::clipped) return interleaved ? 2 * c + 1 : half + c;
+    return activate_left ? half + c : c;
+  }
 };
 
 // One call's device addresses (NULL where the operator has no such tensor).
@@ -77,7 +90,8 @@ inline ptrdiff_t smoothRowOf(const GatedQuantPlan &p, const int64_t *counts, siz
 
 namespace infiniop::family {
 
-// SwiGluQuant and GeluMulQuant as host devices run them: a synchronous function of host memory.
+// SwiGluQuant, GeluMulQuant and ClippedSwigluQuant as host devices run them: a synchronous function
+// of host memory.
 INFINIOP_HOST_FAMILY(GatedQuant, quant::GatedQuantPlan, const quant::GatedQuantData &data);
 
 }  // namespace infiniop::family

@@ -113,7 +113,7 @@ bool lastDimFree(const std::string &op, const std::string &slot) {
 // A float slot whose dtype is its own: the gated *Quant operators' x (F32, F16 or BF16 whatever
 // the F32 scales and the integer y).
 bool dtypeFree(const std::string &op, const std::string &slot) {
-  return (op == "SwiGluQuant" || op == "GeluMulQuant") && slot == "x";
+  return (op == "SwiGluQuant" || op == "GeluMulQuant" || op == "ClippedSwigluQuant") && slot == "x";
 }
 
 // Rows every operator has, derived from its slots.
@@ -302,18 +302,23 @@ void addOperatorRows(std::vector<Row> &rows) {
     add(op, "ClampModeTwo", C, P, "`clamp_mode` 2", setAttr(5, 2));
     add(op, "ClampModeNegative", C, P, "`clamp_mode` -1", setAttr(5, -1));
   }
+  // ClippedSwiglu's alpha, limit and bias, attributes `alpha`, alpha + 1 and alpha + 2 (also
+  // ClippedSwigluQuant's).
+  const auto clippedAttributeRows = [&](const char *op, size_t alpha) {
+    add(op, "LimitZero", C, P, "`limit` 0", setAttr(alpha + 1, 0));
+    add(op, "LimitNegative", C, P, "`limit` -1", setAttr(alpha + 1, -1));
+    add(op, "LimitNaN", C, P, "`limit` NaN", setAttr(alpha + 1, std::nan("")));
+    add(op, "AlphaNaN", C, P, "`alpha` NaN", setAttr(alpha, std::nan("")));
+    add(op, "AlphaInfinite", C, P, "`alpha` +inf",
+        setAttr(alpha, std::numeric_limits<double>::infinity()));
+    add(op, "BiasInfinite", C, P, "`bias` -inf",
+        setAttr(alpha + 2, -std::numeric_limits<double>::infinity()));
+  };
   for (const char *op :
        {"ClippedSwiglu", "ClippedSwigluBackward", "ClippedSwigluV2", "ClippedSwigluBackwardV2"}) {
     add(op, "DimTooLarge", C, P, "`dim` 2 (rank 2)", setAttr(0, 2));
     add(op, "DimTooSmall", C, P, "`dim` -3 (rank 2)", setAttr(0, -3));
-    add(op, "LimitZero", C, P, "`limit` 0", setAttr(2, 0));
-    add(op, "LimitNegative", C, P, "`limit` -1", setAttr(2, -1));
-    add(op, "LimitNaN", C, P, "`limit` NaN", setAttr(2, std::nan("")));
-    add(op, "AlphaNaN", C, P, "`alpha` NaN", setAttr(1, std::nan("")));
-    add(op, "AlphaInfinite", C, P, "`alpha` +inf",
-        setAttr(1, std::numeric_limits<double>::infinity()));
-    add(op, "BiasInfinite", C, P, "`bias` -inf",
-        setAttr(3, -std::numeric_limits<double>::infinity()));
+    clippedAttributeRows(op, 1);
     add(op, "GroupIndexRank2", C, S, "`group_index` of rank 2", setShape("group_index", {1, 1}));
     add(op, "GroupIndexI32", C, INFINI_STATUS_BAD_TENSOR_DTYPE, "`group_index` INT32",
         setDtype("group_index", I32));
@@ -463,13 +468,18 @@ void addOperatorRows(std::vector<Row> &rows) {
       setValues("expert_idx", {2, 0, 4, 1}));
   add(xc, "ExpertNegative", K, P, "an `expert_idx` value -1",
       setValues("expert_idx", {2, -1, 3, 1}));
-  // SwiGluQuant and GeluMulQuant: GeluMulQuant's attributes are SwiGluQuant's after
-  // `approximate` (attribute 0). Configuration: y (2, 4) I8 / F8, scale (2, 2), x (2, 8),
-  // smooth_scales (2, 4), group_index (2) = {1, 1}, dynamic, group_size 2.
-  for (const char *op : {"SwiGluQuant", "GeluMulQuant"}) {
-    const size_t a = std::string(op) == "GeluMulQuant" ? 1 : 0;
-    add(op, "ActivateLeftTwo", C, P, "`activate_left` 2", setAttr(a + 0, 2));
-    add(op, "ActivateLeftNegative", C, P, "`activate_left` -1", setAttr(a + 0, -1));
+  // SwiGluQuant, GeluMulQuant and ClippedSwigluQuant: GeluMulQuant's attributes are SwiGluQuant's
+  // after `approximate` (attribute 0); ClippedSwigluQuant's quant_mode, group_size and
+  // scale_format are attributes 4-6 (after alpha, limit, bias, interleaved; no activate_left).
+  // Configuration: y (2, 4) I8 / F8, scale (2, 2), x (2, 8), smooth_scales (2, 4), group_index
+  // (2) = {1, 1}, dynamic, group_size 2.
+  for (const char *op : {"SwiGluQuant", "GeluMulQuant", "ClippedSwigluQuant"}) {
+    const bool clipped = std::string(op) == "ClippedSwigluQuant";
+    const size_t a = std::string(op) == "GeluMulQuant" ? 1 : clipped ? 3 : 0;
+    if (!clipped) {
+      add(op, "ActivateLeftTwo", C, P, "`activate_left` 2", setAttr(a + 0, 2));
+      add(op, "ActivateLeftNegative", C, P, "`activate_left` -1", setAttr(a + 0, -1));
+    }
     add(op, "QuantModeTwo", C, P, "`quant_mode` 2 (0 static, 1 dynamic)", setAttr(a + 1, 2));
     add(op, "QuantModeNegative", C, P, "`quant_mode` -1", setAttr(a + 1, -1));
     add(op, "ScaleFormatTwo", C, P, "`scale_format` 2 (0 F32, 1 UE8M0)", setAttr(a + 3, 2));
@@ -514,6 +524,9 @@ void addOperatorRows(std::vector<Row> &rows) {
         setValues("group_index", {0, INT64_MAX}));
   }
   add("GeluMulQuant", "ApproximateTwo", C, P, "`approximate` 2", setAttr(0, 2));
+  // ClippedSwigluQuant's alpha, limit, bias: ClippedSwiglu's rules.
+  clippedAttributeRows("ClippedSwigluQuant", 0);
+  add("ClippedSwigluQuant", "BiasNaN", C, P, "`bias` NaN", setAttr(2, std::nan("")));
   add("GeluMulQuant", "ApproximateNegative", C, P, "`approximate` -1", setAttr(0, -1));
   const char *bu = "MoeBiasUpdate";
   add(bu, "UpdateRateInfinite", C, P, "`update_rate` 1e39 (infinite in F32)", setAttr(0, 1e39));

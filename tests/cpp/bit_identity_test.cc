@@ -1303,9 +1303,26 @@ Describe quantized(size_t d, size_t group) {
     return "x1: " + named(c, "x", r * 2 * d + j) + ", x2: " + named(c, "x", r * 2 * d + d + j);
   };
 }
+// A GatedQuant operator's slots: y (kRows, d), scale (kRows, G), x (kRows, 2d), and smooth
+// scales (d), or (E, d) with group_index counts 10, 0, 30, 15 (E = 4).
+std::vector<Slot> gatedQuantSlots(const char *op, size_t d, size_t G, infiniDtype_t y,
+                                  infiniDtype_t x, bool smooth, bool counts) {
+  auto s = slotsOf(op);
+  give(s, "y", {kRows, d}, y);
+  give(s, "scale", {kRows, G}, INFINI_DTYPE_F32);
+  give(s, "x", {kRows, 2 * d}, x);
+  if (counts) {
+    give(s, "smooth_scales", {4, d}, INFINI_DTYPE_F32);
+    give(s, "group_index", {4}, INFINI_DTYPE_I64, {10, 0, 30, 15});
+  } else if (smooth) {
+    give(s, "smooth_scales", {d}, INFINI_DTYPE_F32);
+  }
+  return s;
+}
+
 void addGatedQuant(std::vector<Group> &groups) {
   constexpr auto I8 = INFINI_DTYPE_I8, F8 = INFINI_DTYPE_F8;
-  const size_t d = kElements / kRows, E = 4;
+  const size_t d = kElements / kRows;
   struct Variant {
     const char *name;
     infiniDtype_t y;
@@ -1326,16 +1343,7 @@ void addGatedQuant(std::vector<Group> &groups) {
       for (infiniDtype_t t : kFloatDtypes)
         for (const Variant &v : variants) {
           const size_t G = v.group_size > 0 ? d / static_cast<size_t>(v.group_size) : 1;
-          auto s = slotsOf(op);
-          give(s, "y", {kRows, d}, v.y);
-          give(s, "scale", {kRows, G}, INFINI_DTYPE_F32);
-          give(s, "x", {kRows, 2 * d}, t);
-          if (v.counts) {
-            give(s, "smooth_scales", {E, d}, INFINI_DTYPE_F32);
-            give(s, "group_index", {E}, INFINI_DTYPE_I64, {10, 0, 30, 15});
-          } else if (v.smooth) {
-            give(s, "smooth_scales", {d}, INFINI_DTYPE_F32);
-          }
+          const auto s = gatedQuantSlots(op, d, G, v.y, t, v.smooth, v.counts);
           Attrs attrs = {v.left, v.mode, v.group_size, v.format};
           if (gelu) attrs.insert(attrs.begin(), approximate);
           const std::string variant =
@@ -1345,6 +1353,36 @@ void addGatedQuant(std::vector<Group> &groups) {
                quantized(d, v.group_size > 0 ? static_cast<size_t>(v.group_size) : d)});
           if (v.mode == 0) groups.back().before_run = writeStaticScale;
         }
+    }
+}
+
+// ClippedSwigluQuant, exact as the two above, on the same hostile x (per group: a per-token row
+// holds a NaN, so its bytes would all be NaN's): the vendor's attributes
+// (alpha 1.702, limit 7, bias 1) interleaved and halved, and limit +inf (nothing clipped).
+void addClippedSwigluQuant(std::vector<Group> &groups) {
+  constexpr auto I8 = INFINI_DTYPE_I8, F8 = INFINI_DTYPE_F8;
+  const char *op = "ClippedSwigluQuant";
+  const size_t d = kElements / kRows;
+  struct Variant {
+    const char *name;
+    infiniDtype_t y;
+    double limit, interleaved, mode, group_size, format;
+    bool counts;
+  };
+  const Variant variants[] = {
+      {"Int8Group128Interleaved", I8, 7, 1, 1, 128, 0, false},
+      {"Fp8Group128Ue8m0Halves", F8, 7, 0, 1, 128, 1, false},
+      {"Fp8Static128Interleaved", F8, 7, 1, 0, 128, 0, false},
+      {"Int8Group128SmoothCountsNoLimit", I8, INFINITY, 1, 1, 128, 0, true},
+  };
+  for (infiniDtype_t t : kFloatDtypes)
+    for (const Variant &v : variants) {
+      const size_t G = v.group_size > 0 ? d / static_cast<size_t>(v.group_size) : 1;
+      const auto s = gatedQuantSlots(op, d, G, v.y, t, v.counts, v.counts);
+      const Attrs attrs = {1.702, v.limit, 1.0, v.interleaved, v.mode, v.group_size, v.format};
+      groups.push_back({groupName(op, v.name, t), op, s, attrs, Data::kHostile,
+                        quantized(d, v.group_size > 0 ? static_cast<size_t>(v.group_size) : d)});
+      if (v.mode == 0) groups.back().before_run = writeStaticScale;
     }
 }
 
@@ -1361,6 +1399,7 @@ const std::vector<Group> &groups() {
     addAuxLoss(g);
     addZLoss(g);
     addRelaxed(g);
+    addClippedSwigluQuant(g);
     return g;
   }();
   return all;
@@ -1374,7 +1413,8 @@ const std::vector<Group> &groups() {
 // expert), so cpu_reference joins their runs too.
 bool correctlyRounded(const Group &g) {
   if (g.data == Data::kCounts) return true;
-  if (g.op == "SwiGluQuant" || g.op == "GeluMulQuant") return true;  // exact bytes and scales
+  if (g.op == "SwiGluQuant" || g.op == "GeluMulQuant" || g.op == "ClippedSwigluQuant")
+    return true;  // exact bytes and scales
   const bool half = g.slots.front().dtype != INFINI_DTYPE_F32;
   return half && g.data == Data::kHostile;
 }

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// SwiGluQuant and GeluMulQuant (docs/swiglu_quant.md) on every device against this file's oracle,
-// in long double and independent of src/exact: z = act(x1) x2 m, each dynamic scale amax / qmax
-// rounded to F32 (or up to a power of two), each byte z / s rounded once to nearest even with this
-// file's own INT8 and FP8 E4M3 encoders. Every y byte and every dynamic scale's bits must equal
-// the oracle's, and every device's must equal cpu_reference's, bit for bit (the bit-identity
+// SwiGluQuant, GeluMulQuant and ClippedSwigluQuant (docs/swiglu_quant.md) on every device against
+// this file's oracle, in long double and independent of src/exact: z = act(x1) x2 m (clipped:
+// min(A, limit) sigmoid(alpha min(A, limit)) (clamp(B, +-limit) + bias) m), each dynamic scale amax
+// / qmax rounded to F32 (or up to a power of two), each byte z / s rounded once to nearest even
+// with this file's own INT8 and FP8 E4M3 encoders. Every y byte and every dynamic scale's bits must
+// equal the oracle's, and every device's must equal cpu_reference's, bit for bit (the bit-identity
 // promise). Where the long double value lies within 2^-56 (relative, kTolerance) of a rounding
 // midpoint, of the byte grid or of F32 for a scale, the element is skipped and counted (printed):
 // in practice only exact midpoints from a gate so large that its activation is x itself in long
@@ -13,9 +14,10 @@
 // inputs, huge and tiny values, far left tails (also over a static scale 0, where float64's
 // underflow to 0 shows: FarTailOverZeroScale), NaN and infinities, every x dtype, both formats,
 // dynamic F32 and UE8M0 and static scales (per group, broadcast, 0, negative), smooth scales with
-// and without group_index, both gate sides, the three activations, group sizes, strided / reversed
-// / many-dim layouts, a threaded size, zero rows and H = 0, and bad counts (nothing written).
-// Outputs are poisoned before each call.
+// and without group_index, both gate sides, the three activations, ClippedSwigluQuant's attribute
+// sets (defaults, alpha 0, limit +inf, negative alpha and bias, a tight limit) interleaved and
+// halved, group sizes, strided / reversed / many-dim layouts, a threaded size, zero rows and H = 0,
+// and bad counts (nothing written). Outputs are poisoned before each call.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -49,21 +51,33 @@ constexpr auto kStatic = INFINIOP_QUANT_STATIC;
 constexpr auto kScaleF32 = INFINIOP_QUANT_SCALE_F32;
 constexpr auto kUe8m0 = INFINIOP_QUANT_SCALE_UE8M0;
 
-enum class Act { silu, gelu_erf, gelu_tanh };
+enum class Act { silu, gelu_erf, gelu_tanh, clipped };
 
 const char *actName(Act a) {
-  return a == Act::silu ? "silu" : a == Act::gelu_erf ? "gelu_erf" : "gelu_tanh";
+  return a == Act::silu       ? "silu"
+         : a == Act::gelu_erf ? "gelu_erf"
+         : a == Act::clipped  ? "clipped"
+                              : "gelu_tanh";
 }
 
 struct Config {
   Act act = Act::silu;
-  int32_t activate_left = 1;
+  int32_t activate_left = 1;  // not ClippedSwigluQuant's
   infiniopQuantMode_t mode = kDynamic;
   int64_t group_size = 0;
   infiniopQuantScaleFormat_t format = kScaleF32;
+  // ClippedSwigluQuant's (the vendor API's defaults).
+  float alpha = 1.702f, limit = 7.0f, bias = 1.0f;
+  bool interleaved = true;
 };
 
 std::string describe(const Config &c) {
+  if (c.act == Act::clipped)
+    return "clipped alpha=" + std::to_string(c.alpha) + " limit=" + std::to_string(c.limit) +
+           " bias=" + std::to_string(c.bias) + (c.interleaved ? " interleaved" : " halves") +
+           (c.mode == kDynamic ? (c.format == kUe8m0 ? " dynamic UE8M0" : " dynamic F32")
+                               : " static") +
+           " group_size=" + std::to_string(c.group_size);
   return std::string(actName(c.act)) + " left=" + std::to_string(c.activate_left) +
          (c.mode == kDynamic ? (c.format == kUe8m0 ? " dynamic UE8M0" : " dynamic F32")
                              : " static") +
@@ -131,6 +145,24 @@ Value activation(Act act, long double x) {
   }
   if (zeroInFloat64(act, x)) return {-0x1p-16000L, true};
   return {value};
+}
+
+// ClippedSwiglu (clamp_mode 0) of (A, B): a = min(A, limit), b = clamp(B, -limit, limit),
+// a sigmoid(alpha a) (b + bias); alpha a = -inf gives the limit, a zero of a's sign, and alpha 0
+// gives z = 0 even for an infinite a. NaN passes the clamps.
+Value clippedGate(const Config &c, long double A, long double B) {
+  const long double limit = c.limit;
+  const long double a = A > limit ? limit : A;
+  const long double b = B > limit ? limit : (B < -limit ? -limit : B);
+  const long double z = c.alpha == 0 ? 0.0L : static_cast<long double>(c.alpha) * a;
+  const long double v = b + c.bias;
+  if (z == -INFINITY) return {std::copysign(0.0L, a) * v};
+  // float64's gate a / (1 + e^-z) underflows to 0 for a finite a far left (e^-z overflows, or
+  // the quotient is below double's subnormals): a tiny value of a's sign (Value::zero_in_float64).
+  const double gate64 = static_cast<double>(a) / (1 + std::exp(-static_cast<double>(z)));
+  if (gate64 == 0 && a != 0 && std::isfinite(a))
+    return {std::copysign(0x1p-16000L, a) * v, std::isfinite(v)};
+  return {a / (1 + std::exp(-z)) * v};
 }
 
 Value times(Value a, long double b) {
@@ -238,8 +270,13 @@ Expected oracle(Operands &o, const Config &c) {
     if (expert < 0) continue;  // past the counts: bytes 0, dynamic scale 0
     for (size_t col = 0; col < H; ++col) {
       const long double x1 = o.x->get(r * 2 * H + col), x2 = o.x->get(r * 2 * H + H + col);
-      const Value act = activation(c.act, c.activate_left ? x1 : x2);
-      const Value a = times(act, c.activate_left ? x2 : x1);
+      Value a{0};
+      if (c.act == Act::clipped) {
+        const size_t ia = c.interleaved ? 2 * col : col, ib = c.interleaved ? 2 * col + 1 : H + col;
+        a = clippedGate(c, o.x->get(r * 2 * H + ia), o.x->get(r * 2 * H + ib));
+      } else {
+        a = times(activation(c.act, c.activate_left ? x1 : x2), c.activate_left ? x2 : x1);
+      }
       const long double m = o.smooth ? o.smooth->get(static_cast<size_t>(expert) * H + col) : 1.0L;
       z[col] = times(a, m);
     }
@@ -314,7 +351,12 @@ infiniStatus_t callOp(infiniopHandle_t handle, const Config &c, Operands &o, std
   infiniStatus_t status = INFINI_STATUS_SUCCESS;
   infiniopSwiGluQuantDescriptor_t silu = nullptr;
   infiniopGeluMulQuantDescriptor_t gelu = nullptr;
-  if (c.act == Act::silu)
+  infiniopClippedSwigluQuantDescriptor_t clipped = nullptr;
+  if (c.act == Act::clipped)
+    status = infiniopCreateClippedSwigluQuantDescriptor(handle, &clipped, yd, sd, xd, md, gd,
+                                                        c.alpha, c.limit, c.bias, c.interleaved,
+                                                        c.mode, c.group_size, c.format);
+  else if (c.act == Act::silu)
     status = infiniopCreateSwiGluQuantDescriptor(handle, &silu, yd, sd, xd, md, gd, c.activate_left,
                                                  c.mode, c.group_size, c.format);
   else
@@ -327,8 +369,9 @@ infiniStatus_t callOp(infiniopHandle_t handle, const Config &c, Operands &o, std
     if (d) infiniopDestroyTensorDescriptor(d);
   if (status != INFINI_STATUS_SUCCESS) return status;
   size_t size = 0;
-  EXPECT_EQ(silu ? infiniopGetSwiGluQuantWorkspaceSize(silu, &size)
-                 : infiniopGetGeluMulQuantWorkspaceSize(gelu, &size),
+  EXPECT_EQ(silu   ? infiniopGetSwiGluQuantWorkspaceSize(silu, &size)
+            : gelu ? infiniopGetGeluMulQuantWorkspaceSize(gelu, &size)
+                   : infiniopGetClippedSwigluQuantWorkspaceSize(clipped, &size),
             INFINI_STATUS_SUCCESS);
   DeviceMirror device(handle);
   device.add(o.y);
@@ -337,14 +380,19 @@ infiniStatus_t callOp(infiniopHandle_t handle, const Config &c, Operands &o, std
   device.add(o.smooth);
   device.add(o.group_index);
   void *ws = device.scratch(size);
-  status = silu ? infiniopSwiGluQuant(silu, ws, size, device(o.y), device(o.scale), device(o.x),
-                                      device(o.smooth), device(o.group_index), nullptr)
-                : infiniopGeluMulQuant(gelu, ws, size, device(o.y), device(o.scale), device(o.x),
-                                       device(o.smooth), device(o.group_index), nullptr);
+  status = silu   ? infiniopSwiGluQuant(silu, ws, size, device(o.y), device(o.scale), device(o.x),
+                                        device(o.smooth), device(o.group_index), nullptr)
+           : gelu ? infiniopGeluMulQuant(gelu, ws, size, device(o.y), device(o.scale), device(o.x),
+                                         device(o.smooth), device(o.group_index), nullptr)
+                  : infiniopClippedSwigluQuant(clipped, ws, size, device(o.y), device(o.scale),
+                                               device(o.x), device(o.smooth), device(o.group_index),
+                                               nullptr);
   *error = infiniopGetLastError();
   device.download();
   if (silu) EXPECT_EQ(infiniopDestroySwiGluQuantDescriptor(silu), INFINI_STATUS_SUCCESS);
   if (gelu) EXPECT_EQ(infiniopDestroyGeluMulQuantDescriptor(gelu), INFINI_STATUS_SUCCESS);
+  if (clipped)
+    EXPECT_EQ(infiniopDestroyClippedSwigluQuantDescriptor(clipped), INFINI_STATUS_SUCCESS);
   return status;
 }
 
@@ -442,6 +490,35 @@ std::vector<Config> configs(infiniopQuantMode_t mode, int64_t group_size,
   return out;
 }
 
+// The attribute sets: the vendor's defaults, alpha 0, limit +inf, a negative alpha and bias, and a
+// tight limit that clips most inputs; each split.
+std::vector<Config> clippedConfigs(infiniopQuantMode_t mode, int64_t group_size,
+                                   infiniopQuantScaleFormat_t format) {
+  struct Attributes {
+    float alpha, limit, bias;
+  };
+  const Attributes sets[] = {{1.702f, 7.0f, 1.0f},
+                             {0.0f, 7.0f, 1.0f},
+                             {1.702f, INFINITY, 1.0f},
+                             {-1.5f, 3.0f, -0.5f},
+                             {40.0f, 0.5f, 0.0f}};
+  std::vector<Config> out;
+  for (const Attributes &a : sets)
+    for (bool interleaved : {true, false})
+      out.push_back(
+          {Act::clipped, 1, mode, group_size, format, a.alpha, a.limit, a.bias, interleaved});
+  return out;
+}
+
+// SwiGluQuant's and GeluMulQuant's configs, then ClippedSwigluQuant's: the cases below run all
+// three operators.
+std::vector<Config> everyOp(infiniopQuantMode_t mode, int64_t group_size,
+                            infiniopQuantScaleFormat_t format) {
+  std::vector<Config> out = configs(mode, group_size, format);
+  for (const Config &c : clippedConfigs(mode, group_size, format)) out.push_back(c);
+  return out;
+}
+
 TEST_P(GatedQuant, ByHand) {
   // One element (H = 1), static scale s: silu(20) = 20 (1 - 2.1e-9) over s = 20 and silu(40) =
   // 40 (1 - 4.2e-18) over s = 40 2^9 give x2 (1 - tiny) and x2 2^-9 (1 - tiny): just below the
@@ -510,7 +587,7 @@ TEST_P(GatedQuant, RandomEveryDtype) {
       for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kDynamic, kUe8m0},
                                   std::pair{kStatic, kScaleF32}})
         for (int64_t gs : {int64_t{0}, int64_t{4}})
-          for (const Config &c : configs(mode, gs, format)) {
+          for (const Config &c : everyOp(mode, gs, format)) {
             TensorBuffer x({7, 32}, xd);
             ++seed;
             x.fill([&](size_t i) { return signedValue(seed, i, 10.0f); });
@@ -527,7 +604,7 @@ TEST_P(GatedQuant, HugeTinyAndTails) {
     for (infiniDtype_t yd : {I8, F8})
       for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kDynamic, kUe8m0},
                                   std::pair{kStatic, kScaleF32}})
-        for (const Config &c : configs(mode, 8, format)) {
+        for (const Config &c : everyOp(mode, 8, format)) {
           TensorBuffer x({6, 32}, xd);
           const float big = xd == F32 ? 1e30f : 1e4f;
           x.fill([&](size_t i) {
@@ -563,7 +640,7 @@ TEST_P(GatedQuant, NanAndInfinities) {
       for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kDynamic, kUe8m0},
                                   std::pair{kStatic, kScaleF32}})
         for (int64_t gs : {int64_t{0}, int64_t{4}})
-          for (const Config &c : configs(mode, gs, format)) {
+          for (const Config &c : everyOp(mode, gs, format)) {
             TensorBuffer x({5, 16}, xd);
             x.fill([&](size_t i) { return signedValue(77, i, 4.0f); });
             const size_t g = c.activate_left ? 0 : 8, m = c.activate_left ? 8 : 0;
@@ -610,7 +687,7 @@ TEST_P(GatedQuant, NanAndInfinityScalesByHand) {
 
 TEST_P(GatedQuant, StaticScales) {
   for (infiniDtype_t yd : {I8, F8})
-    for (const Config &c : configs(kStatic, 4, kScaleF32)) {
+    for (const Config &c : everyOp(kStatic, 4, kScaleF32)) {
       TensorBuffer x({6, 16}, F32);
       x.fill([&](size_t i) { return signedValue(5, i, 8.0f); });
       // Per group, with 0, negative, tiny and huge scales among them.
@@ -668,7 +745,7 @@ TEST_P(GatedQuant, FarTailOverZeroScale) {
   // gelu erf from about -38.5, gelu tanh from about -20) gives 0 / 0, NaN's byte (0, 0x7F); where
   // it does not (silu(-100) = -3.7e-42), z / 0 is -+inf, saturated.
   for (infiniDtype_t yd : {I8, F8})
-    for (const Config &c : configs(kStatic, 0, kScaleF32)) {
+    for (const Config &c : everyOp(kStatic, 0, kScaleF32)) {
       TensorBuffer x({4, 8}, F32), y({4, 4}, yd), scale({4, 1}, {0, 1}, F32);
       const float gates[] = {-1e4f, -800.0f, -40.0f, -100.0f};
       x.fill([&](size_t i) {
@@ -687,7 +764,7 @@ TEST_P(GatedQuant, SmoothScales) {
     for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kDynamic, kUe8m0},
                                 std::pair{kStatic, kScaleF32}})
       for (int64_t gs : {int64_t{0}, int64_t{8}})
-        for (const Config &c : configs(mode, gs, format)) {
+        for (const Config &c : everyOp(mode, gs, format)) {
           TensorBuffer x({R, 2 * H}, BF16);
           x.fill([&](size_t i) { return signedValue(9, i, 6.0f); });
           TensorBuffer smooth({H}, F32);
@@ -711,7 +788,7 @@ TEST_P(GatedQuant, SmoothScales) {
 TEST_P(GatedQuant, Layouts) {
   for (infiniDtype_t yd : {I8, F8})
     for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kStatic, kScaleF32}})
-      for (const Config &c : configs(mode, 4, format)) {
+      for (const Config &c : everyOp(mode, 4, format)) {
         // Leading dims transposed: x (3, 5, 16) whose first dim moves faster than the second.
         TensorBuffer xt({3, 5, 16}, {16, 48, 1}, F16);
         xt.fill([](size_t i) { return signedValue(11, i, 5.0f); });
@@ -735,6 +812,10 @@ TEST_P(GatedQuant, Layouts) {
         x4.fill([](size_t i) { return signedValue(15, i, 5.0f); });
         expectShape(c, x3, yd, "3-D");
         expectShape(c, x4, yd, "4-D");
+        // x's columns strided (stride 2): ClippedSwigluQuant's interleaved pairs 4 elements apart.
+        TensorBuffer xc({4, 16}, {40, 2}, F32);
+        xc.fill([](size_t i) { return signedValue(17, i, 9.0f); });
+        expectShape(c, xc, yd, "column stride 2");
         // Rank 1: one row.
         TensorBuffer x1({16}, F32);
         x1.fill([](size_t i) { return signedValue(16, i, 5.0f); });
@@ -749,9 +830,12 @@ TEST_P(GatedQuant, ThreadedSize) {
   const size_t R = 512, H = 256;
   for (infiniDtype_t yd : {I8, F8})
     for (int64_t gs : {int64_t{0}, int64_t{2}, int64_t{128}})
-      for (Act act : {Act::silu, Act::gelu_erf, Act::gelu_tanh}) {
-        const Config c{act, gs == 2 ? 0 : 1, kDynamic, gs, gs == 128 ? kUe8m0 : kScaleF32};
-        TensorBuffer x({R, 2 * H}, act == Act::silu ? BF16 : F32);
+      for (Act act : {Act::silu, Act::gelu_erf, Act::gelu_tanh, Act::clipped}) {
+        Config c{act, gs == 2 ? 0 : 1, kDynamic, gs, gs == 128 ? kUe8m0 : kScaleF32};
+        c.interleaved = gs != 2;
+        // ClippedSwigluQuant: 16-bit x of this size takes the cpu device's gate table.
+        const infiniDtype_t xd = act == Act::clipped ? (gs == 128 ? F16 : BF16) : F32;
+        TensorBuffer x({R, 2 * H}, act == Act::silu ? BF16 : xd);
         x.fill([&](size_t i) { return signedValue(100 + static_cast<uint64_t>(gs), i, 10.0f); });
         expectShape(c, x, yd, "threaded");
       }
@@ -768,7 +852,7 @@ TEST_P(GatedQuant, ThreadedSize) {
 
 TEST_P(GatedQuant, ZeroRowsAndEmptyH) {
   for (infiniDtype_t yd : {I8, F8})
-    for (const Config &c : configs(kDynamic, 0, kScaleF32)) {
+    for (const Config &c : everyOp(kDynamic, 0, kScaleF32)) {
       TensorBuffer x({0, 16}, F32);
       expectShape(c, x, yd, "zero rows");
       TensorBuffer x3({4, 0, 8}, F16);
@@ -808,6 +892,51 @@ TEST_P(GatedQuant, BadCountsWriteNothing) {
         for (uint8_t byte : y.storage()) ASSERT_EQ(byte, 0xA5) << "y written";
         for (uint8_t byte : scale.storage()) ASSERT_EQ(byte, 0xA5) << "scale written";
       }
+}
+
+// ---- ClippedSwigluQuant ---------------------------------------------------------------------
+
+TEST_P(GatedQuant, ClippedByHand) {
+  // One (A, B) pair (H = 1), static scale 1: values worked by hand.
+  struct Row {
+    float alpha, limit, bias, A, B;
+    uint8_t int8, fp8;
+  };
+  const Row rows[] = {
+      {0.0f, 7.0f, 1.0f, 4.0f, 1.0f, 4, 0x48},           // 4 0.5 (1 + 1) = 4
+      {0.0f, 7.0f, 1.0f, 100.0f, 100.0f, 28, 0x5e},      // both clipped: 7 0.5 (7 + 1) = 28
+      {0.0f, 7.0f, 1.0f, 100.0f, -100.0f, 0xeb, 0xda},   // 7 0.5 (-7 + 1) = -21: FP8's tie -> 20
+      {0.0f, 7.0f, 1.0f, -INFINITY, 1.0f, 0x81, 0xfe},   // alpha 0: -inf 0.5 2 = -inf, saturated
+      {1.702f, INFINITY, 1.0f, 1e30f, 2.0f, 127, 0x7e},  // no clipping: 3e30, saturated
+      {1.702f, 7.0f, 1.0f, -INFINITY, 2.0f, 0, 0x80},    // the gate's limit -0: -0 3
+      {1.702f, 7.0f, 0.0f, 3.0f, 0.0f, 0, 0x00},         // b + bias = 0
+  };
+  for (const Row &row : rows)
+    for (infiniDtype_t yd : {I8, F8})
+      for (bool interleaved : {true, false}) {
+        TensorBuffer x({1, 2}, F32), y({1, 1}, yd), scale({1, 1}, F32);
+        x.set(0, row.A);
+        x.set(1, row.B);
+        scale.set(0, 1.0f);
+        const Config c{Act::clipped, 1,         kStatic,  0,          kScaleF32,
+                       row.alpha,    row.limit, row.bias, interleaved};
+        expectOracle(c, {&y, &scale, &x, nullptr, nullptr},
+                     "by hand A=" + std::to_string(row.A) + " B=" + std::to_string(row.B));
+        EXPECT_EQ(int(byteAt(y, 0)), int(yd == I8 ? row.int8 : row.fp8)) << row.A << " " << row.B;
+      }
+  // Halves against interleaved: x = (A0, A1, B0, B1) read interleaved is (A0, B0), (A1, B1) =
+  // (x0, x1), (x2, x3). alpha 0, limit 7, bias 1: halves 2 0.5 (4 + 1) = 5, 3 0.5 (-8 + 1) ->
+  // -7 clipped: 3 0.5 (-6) = -9; interleaved: 2 0.5 (3 + 1) = 4, 4 0.5 (-7 + 1) = -12.
+  TensorBuffer x({1, 4}, F32), y({1, 2}, I8), scale({1, 1}, F32);
+  const float v[] = {2.0f, 3.0f, 4.0f, -8.0f};
+  for (size_t i = 0; i < 4; ++i) x.set(i, v[i]);
+  scale.set(0, 1.0f);
+  for (bool interleaved : {false, true}) {
+    const Config c{Act::clipped, 1, kStatic, 0, kScaleF32, 0.0f, 7.0f, 1.0f, interleaved};
+    expectOracle(c, {&y, &scale, &x, nullptr, nullptr}, "split");
+    EXPECT_EQ(int(static_cast<int8_t>(byteAt(y, 0))), interleaved ? 4 : 5);
+    EXPECT_EQ(int(static_cast<int8_t>(byteAt(y, 1))), interleaved ? -12 : -9);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, GatedQuant, ::testing::ValuesIn(allDeviceParams()),

@@ -183,6 +183,14 @@ const std::vector<OpSpec> &specs() {
                                {{2, 4}, F32},
                                {{2}, I64, {1, 1}}},
                               {1, 0, 1, 2, 1}),
+      // As SwiGluQuant; attrs: alpha, limit, bias, interleaved, then SwiGluQuant's after
+      // activate_left (dynamic, group_size 2, F32).
+      make<ops::ClippedSwigluQuant>({{{2, 4}, INFINI_DTYPE_I8},
+                                     {{2, 2}, F32},
+                                     {{2, 8}, F32},
+                                     {{2, 4}, F32},
+                                     {{2}, I64, {1, 1}}},
+                                    {1.702, 7.0, 1.0, 1, 1, 2, 0}),
   };
   static const std::vector<OpSpec> all = withClampAfter(base);
   return all;

@@ -65,3 +65,14 @@ infiniStatus_t fuzzCreateGeluMulQuantDescriptor(
                                               (infiniopQuantMode_t)quant_mode, group_size,
                                               (infiniopQuantScaleFormat_t)scale_format);
 }
+
+infiniStatus_t fuzzCreateClippedSwigluQuantDescriptor(
+    infiniopHandle_t handle, infiniopClippedSwigluQuantDescriptor_t *desc,
+    infiniopTensorDescriptor_t y, infiniopTensorDescriptor_t scale, infiniopTensorDescriptor_t x,
+    infiniopTensorDescriptor_t smooth_scales, infiniopTensorDescriptor_t group_index, float alpha,
+    float limit, float bias, bool interleaved, int quant_mode, int64_t group_size,
+    int scale_format) {
+  return infiniopCreateClippedSwigluQuantDescriptor(
+      handle, desc, y, scale, x, smooth_scales, group_index, alpha, limit, bias, interleaved,
+      (infiniopQuantMode_t)quant_mode, group_size, (infiniopQuantScaleFormat_t)scale_format);
+}

@@ -74,6 +74,7 @@ ENUM_AS_INT(GeluBackwardV2);
 ENUM_AS_INT(GeluMulBackward);
 ENUM_AS_INT(SwiGluQuant);
 ENUM_AS_INT(GeluMulQuant);
+ENUM_AS_INT(ClippedSwigluQuant);
 #undef ENUM_AS_INT
 
 namespace {
@@ -429,9 +430,10 @@ enum Op {
   kAuxLossGrad,
   kZLoss,  // the router z-loss: a sum over rows (compare()'s bound scaled by coeff, below)
   kZLossGrad,
-  kCapacity,      // MoeExpertCapacity: exact, as the expert counts
-  kSwiGluQuant,   // SwiGluQuant, GeluMulQuant: exact (every byte of y, every scale's bits)
-  kGeluMulQuant,  // (appended last, so that the earlier seeds keep their operator)
+  kCapacity,            // MoeExpertCapacity: exact, as the expert counts
+  kSwiGluQuant,         // SwiGluQuant, GeluMulQuant: exact (every byte of y, every scale's bits)
+  kGeluMulQuant,        // (appended last, so that the earlier seeds keep their operator)
+  kClippedSwigluQuant,  // exact, as SwiGluQuant (appended last too)
   kOpCount
 };
 // The table's operator of each Op (ClippedSwiglu(Backward) with a clamp_mode: their V2, see
@@ -444,7 +446,7 @@ using FuzzOps =
                ops::MoeGatingTopKSoftmaxGrad, ops::MoeGatingTopK, ops::MoeGatingTopKGrad,
                ops::MoeExpertCounts, ops::MoeBiasUpdate, ops::MoeGatingWeights, ops::MoeAuxLoss,
                ops::MoeAuxLossGrad, ops::MoeZLoss, ops::MoeZLossGrad, ops::MoeExpertCapacity,
-               ops::SwiGluQuant, ops::GeluMulQuant>;
+               ops::SwiGluQuant, ops::GeluMulQuant, ops::ClippedSwigluQuant>;
 static_assert(std::tuple_size_v<FuzzOps> == kOpCount);
 
 // f(Op's type from the table).
@@ -469,14 +471,14 @@ const char *opName(Op op) {
 // (moe_gating) enters their own bound (compareRouter()); the expert-count operators are exact.
 // The aux losses: (E / 16 + T / 256 + 300) 2^-23 at the fuzzer's sizes (docs/moe_aux_loss.md).
 const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6,   4,   6,  16, 16, 0, 16, 4,
-                          4, 4, 4, 0, 0, 4, 800, 800, 16, 16, 0,  0, 0};
+                          4, 4, 4, 0, 0, 4, 800, 800, 16, 16, 0,  0, 0,  0};
 static_assert(sizeof kBoundU / sizeof kBoundU[0] == kOpCount);
 bool isRouter(Op op) {
   return (op >= kRouterSoftmax && op <= kRouterTopKGrad) || op == kRouterWeights;
 }
 bool isExact(Op op) {
   return op == kExpertCounts || op == kBiasUpdate || op == kCapacity || op == kSwiGluQuant ||
-         op == kGeluMulQuant;
+         op == kGeluMulQuant || op == kClippedSwigluQuant;
 }
 constexpr double kRelaxedBoundU = 8;
 
@@ -737,12 +739,15 @@ void decodeCapacity(Input &in, Case &c, int fd) {
   c.t.push_back(weights);
 }
 
-// SwiGluQuant, GeluMulQuant (docs/swiglu_quant.md): x (lead..., 2H) of any float dtype, rank 1-4
+// SwiGluQuant, GeluMulQuant, ClippedSwigluQuant (docs/swiglu_quant.md): x (lead..., 2H) of any
+// float dtype, rank 1-4
 // (rows 0 too), H 0-8; y (lead..., H) INT8 or FP8 (else any float dtype); scale (lead..., G) F32,
 // written (dynamic: an output) or read (static: an input, any float values); group_size 0, a
 // divisor of H or H, else an edge; smooth_scales (H), or (E, H) with group_index (E) I64 counts
 // mostly summing within the rows (else -1, past them, any value), or group_index alone;
-// activate_left, quant_mode, scale_format and approximate mostly valid, else any int.
+// activate_left, quant_mode, scale_format and approximate mostly valid, else any int;
+// ClippedSwigluQuant's alpha, limit and bias mostly the vendor's defaults, else any float (as
+// ClippedSwiglu's), interleaved either way.
 void decodeGatedQuant(Input &in, Case &c, int fd) {
   std::vector<size_t> lead(in.pick(4));
   for (auto &d : lead) d = in.pick(5);
@@ -762,7 +767,14 @@ void decodeGatedQuant(Input &in, Case &c, int fd) {
   const int mode = in.chance(240) ? static_cast<int>(in.pick(2)) : static_cast<int>(in.u32());
   const int format = in.chance(240) ? (mode == 1 ? static_cast<int>(in.pick(2)) : 0)
                                     : static_cast<int>(in.u32() % 4);
-  if (c.op == kSwiGluQuant) {
+  if (c.op == kClippedSwigluQuant) {  // its only integer is group_size; no activate_left
+    c.i[0] = gs;
+    c.f[0] = in.chance(200) ? 1.702f : fuzzFloat(in);  // alpha
+    c.f[1] = in.chance(200) ? 7.0f : fuzzFloat(in);    // limit
+    c.f[2] = in.chance(200) ? 1.0f : fuzzFloat(in);    // bias
+    c.flag = in.chance(128);                           // interleaved
+  }
+  if (c.op == kSwiGluQuant || c.op == kClippedSwigluQuant) {
     c.approximate = mode;  // quant_mode: its first enum
     c.enums[1] = format;
   } else {
@@ -1027,6 +1039,7 @@ Case decode(Input &in) {
       break;
     case kSwiGluQuant:
     case kGeluMulQuant:
+    case kClippedSwigluQuant:
       decodeGatedQuant(in, c, fd);
       break;
     default:

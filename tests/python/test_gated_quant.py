@@ -1,11 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-"""SwiGluQuant and GeluMulQuant from Python (docs/swiglu_quant.md): infiniop.swiglu_quant and
-gelu_mul_quant, infiniop.torch's ops and npu_swiglu_quant, bit for bit against a float64
-oracle written here from the definition (not calling the library):
+"""SwiGluQuant, GeluMulQuant and ClippedSwigluQuant from Python (docs/swiglu_quant.md):
+infiniop.swiglu_quant, gelu_mul_quant and clipped_swiglu_quant, infiniop.torch's ops and
+npu_swiglu_quant, bit for bit against a float64 oracle written here from the definition (not
+calling the library):
 
     a = act(x1) * x2 (activate_left; x1 * act(x2) otherwise) in float64, act(-inf) = -0 and a
         factor that underflowed to 0 left of its zero taken as -0 (an infinite multiplier then
         gives -x2, not NaN: the limits SEMANTICS.md states);
+    clipped: a = min(A, limit) sigmoid(alpha min(A, limit)) (clamp(B, +-limit) + bias) (A, B
+        interleaved or the halves; the attributes as float32; a gate that is 0 in float64 times
+        an infinity is that infinity; alpha a = -inf gives the gate's limit, a zero of a's sign);
     z = a * m (smooth_scales' row; (E, H) with group_index counts, rows past their sum 0);
     dynamic s = amax / qmax rounded to F32 ((amax / qmax).float()), or up to a power of two
         (UE8M0: from torch.frexp, exact), at least 2^-126; a NaN amax gives 0x7FC00000;
@@ -53,7 +57,8 @@ OPS = {"swiglu": (infiniop.swiglu_quant, {}),
        "gelu_tanh": (infiniop.gelu_mul_quant, {"approximate": "tanh"})}
 TORCH_OPS = {"swiglu": (iop.swiglu_quant, {}),
              "gelu_none": (iop.gelu_mul_quant, {"approximate": "none"}),
-             "gelu_tanh": (iop.gelu_mul_quant, {"approximate": "tanh"})}
+             "gelu_tanh": (iop.gelu_mul_quant, {"approximate": "tanh"}),
+             "clipped": (iop.clipped_swiglu_quant, {"limit": 5.0, "interleaved": False})}
 F32_NAN_BITS = 0x7FC00000
 POISON = 0x5A  # y's bytes before a call
 SCALE_POISON = -1234.5
@@ -138,17 +143,47 @@ def int8_bytes(v):
     return q.to(torch.int8).view(torch.uint8)
 
 
+def f32(value):
+    """A Python float rounded to float32, as the C API's float attributes take it."""
+    return float(np.float32(value))
+
+
+def clipped_gate(A, B, alpha=1.702, limit=7.0, bias=1.0):
+    """ClippedSwiglu (clamp_mode 0) of float64 A and B with float32 attributes."""
+    alpha, limit, bias = f32(alpha), f32(limit), f32(bias)
+    a = torch.where(A > limit, torch.full_like(A, limit), A)  # NaN passes
+    b = torch.where(B > limit, torch.full_like(B, limit),
+                    torch.where(B < -limit, torch.full_like(B, -limit), B))
+    z = torch.zeros_like(a) if alpha == 0 else alpha * a  # alpha 0: z = 0 even for inf a
+    g = torch.where(z == -math.inf, torch.copysign(torch.zeros_like(a), a),
+                    a * torch.sigmoid(z))
+    v = b + bias
+    # a gate that underflowed to 0 for a finite non-zero a: an infinite v gives its infinity,
+    # with the sign of the real product
+    tail = (g == 0) & torch.isinf(v) & torch.isfinite(a) & (a != 0)
+    signed_inf = torch.where((a < 0) == (v < 0), math.inf, -math.inf).double()
+    return torch.where(tail, signed_inf, v * g)
+
+
 def oracle(x, op, qdtype, group_size=0, scale=None, scale_format="f32", smooth=None,
-           group_index=None, activate_left=True):
+           group_index=None, activate_left=True, clipped=None):
     """(y's bytes as uint8 (..., H), the scale as float32 (..., G): the dynamic one computed,
-    or the static one given) from the definition."""
+    or the static one given) from the definition. op "clipped": ClippedSwigluQuant with the
+    attributes `clipped` (alpha, limit, bias, interleaved)."""
     half = x.shape[-1] // 2
     lead = tuple(x.shape[:-1])
     xd = x.double()
-    x1, x2 = xd[..., :half], xd[..., half:]
-    gate, multiplier = (x1, x2) if activate_left else (x2, x1)
     rows = math.prod(lead)
-    a = gated(gate, multiplier, op).reshape(rows, half)
+    if op == "clipped":
+        attributes = dict(clipped or {})
+        interleaved = attributes.pop("interleaved", True)
+        A, B = ((xd[..., 0::2], xd[..., 1::2]) if interleaved
+                else (xd[..., :half], xd[..., half:]))
+        a = clipped_gate(A, B, **attributes).reshape(rows, half)
+    else:
+        x1, x2 = xd[..., :half], xd[..., half:]
+        gate, multiplier = (x1, x2) if activate_left else (x2, x1)
+        a = gated(gate, multiplier, op).reshape(rows, half)
     size = group_size if group_size > 0 else half
     groups = half // group_size if group_size > 0 else 1
     routed = rows
@@ -197,10 +232,15 @@ def poisoned(shape, qdtype):
 
 
 def run_checked(device, op, x, qdtype, group_size=0, scale=None, scale_format="f32",
-                smooth=None, group_index=None, activate_left=True, out=None):
+                smooth=None, group_index=None, activate_left=True, out=None, clipped=None):
     """Runs the library with poisoned outputs and checks y's bytes and the scale's bits against
-    the oracle; returns (y, scale)."""
-    function, keywords = OPS[op]
+    the oracle; returns (y, scale). op "clipped": clipped_swiglu_quant with `clipped`'s
+    attributes (activate_left unused)."""
+    if op == "clipped":
+        function, keywords = infiniop.clipped_swiglu_quant, dict(clipped or {})
+    else:
+        function, keywords = OPS[op]
+        keywords = {**keywords, "activate_left": activate_left}
     half = x.shape[-1] // 2
     lead = tuple(x.shape[:-1])
     groups = half // group_size if group_size > 0 else 1
@@ -210,10 +250,10 @@ def run_checked(device, op, x, qdtype, group_size=0, scale=None, scale_format="f
     dtype = qdtype if qdtype == "fp8" else torch.int8
     y, s = function(x, **keywords, dtype=dtype, group_size=group_size, scale=scale,
                     scale_format=scale_format, smooth_scales=smooth, group_index=group_index,
-                    activate_left=activate_left, out=out, scale_out=scale_out, **on(device))
+                    out=out, scale_out=scale_out, **on(device))
     assert y is out and y.dtype == y_dtype(qdtype)
     want_y, want_s = oracle(x, op, qdtype, group_size, scale, scale_format, smooth, group_index,
-                            activate_left)
+                            activate_left, clipped)
     got = as_bytes(y)
     if not torch.equal(got, want_y):
         bad = (got != want_y).nonzero()[:8].tolist()
@@ -547,25 +587,27 @@ def test_fp8_raw_bytes_out(device):
 # infiniop.torch, torch_npu's name, torch.compile
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.parametrize("op", list(TORCH_OPS))
 @pytest.mark.parametrize("qdtype", ["int8", "fp8"])
 def test_torch_functions(device, op, qdtype):
-    """infiniop.torch.swiglu_quant / gelu_mul_quant (torch.ops.infiniop where registered): the
-    oracle's bits; a static scale comes back as given."""
+    """infiniop.torch.swiglu_quant / gelu_mul_quant / clipped_swiglu_quant (torch.ops.infiniop
+    where registered): the oracle's bits; a static scale comes back as given."""
     function, keywords = TORCH_OPS[op]
+    clipped = keywords if op == "clipped" else None
+    left = {} if clipped else {"activate_left": False}  # ClippedSwigluQuant has none
     g = seeded("torch", op, qdtype)
     x = wide(g, (2, 3, 256), torch.bfloat16)
     smooth = torch.rand(128, generator=g) + 0.5
     y, s = function(x, **keywords, dtype=qdtype, group_size=128, smooth_scales=smooth,
                     scale_format="ue8m0", **on(device))
-    want_y, want_s = oracle(x, op, qdtype, 128, None, "ue8m0", smooth)
+    want_y, want_s = oracle(x, op, qdtype, 128, None, "ue8m0", smooth, clipped=clipped)
     assert y.dtype == y_dtype(qdtype)
     assert torch.equal(as_bytes(y), want_y) and same_bits(s, want_s)
     static = torch.tensor(0.125).expand(2, 3, 1)
-    y, s = function(x, **keywords, dtype=qdtype, scale=static, activate_left=False,
-                    **on(device))
+    y, s = function(x, **keywords, dtype=qdtype, scale=static, **left, **on(device))
     assert s is static
-    assert torch.equal(as_bytes(y), oracle(x, op, qdtype, 0, static, activate_left=False)[0])
+    assert torch.equal(as_bytes(y), oracle(x, op, qdtype, 0, static, activate_left=False,
+                                           clipped=clipped)[0])
 
 
 def cann_dynamic_golden(x, smooth=None, activate_left=False):
@@ -686,4 +728,132 @@ def test_backward_refused():
         x.grad = None
         function(x).sum().backward()
         assert torch.equal(x.grad, torch.cat([torch.zeros(4, 32), torch.ones(4, 32)], 1))
+    torch._dynamo.reset()
+
+
+# ----------------------------------------------------------------------------------------------
+# ClippedSwigluQuant
+
+# The vendor's defaults, alpha 0, no clipping, a negative alpha and bias, a tight limit.
+CLIPPED = {"defaults": {"alpha": 1.702, "limit": 7.0, "bias": 1.0},
+           "alpha0": {"alpha": 0.0, "limit": 7.0, "bias": 1.0},
+           "no_limit": {"alpha": 1.702, "limit": math.inf, "bias": 1.0},
+           "negative": {"alpha": -1.5, "limit": 3.0, "bias": -0.5},
+           "tight": {"alpha": 40.0, "limit": 0.5, "bias": 0.0}}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("attributes", list(CLIPPED))
+@pytest.mark.parametrize("qdtype", ["int8", "fp8"])
+@pytest.mark.parametrize("x_dtype", list(X_DTYPES))
+@pytest.mark.parametrize("group_size", [0, 2, 128])
+def test_clipped_dynamic_random(device, attributes, qdtype, x_dtype, group_size):
+    """Inputs from 1e-5 to 1e3 (most beyond the limit: A clipped above, B both ways) and a row
+    of -12..12; interleaved and halves; F32 and UE8M0 scales."""
+    g = seeded("clipped", attributes, qdtype, x_dtype, group_size)
+    x = wide(g, (5, 512), X_DTYPES[x_dtype])
+    x[1] = torch.linspace(-12, 12, 512).to(x.dtype)
+    for interleaved in (True, False):
+        for scale_format in ("f32", "ue8m0"):
+            run_checked(device, "clipped", x, qdtype, group_size, scale_format=scale_format,
+                        clipped={**CLIPPED[attributes], "interleaved": interleaved})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("qdtype", ["int8", "fp8"])
+def test_clipped_static_smooth_and_layouts(device, qdtype):
+    """Static scales (strided per group, a broadcast scalar), smooth scales (H) and (E, H) with
+    group_index counts, non-contiguous x and y, 3-D x."""
+    g = seeded("clipped_static", qdtype)
+    x = wide(g, (6, 256), torch.bfloat16) * 0.01
+    for interleaved in (True, False):
+        attributes = {**CLIPPED["defaults"], "interleaved": interleaved}
+        per_group = torch.rand(6, 64 * 2, generator=g)[:, ::2] * 0.1 + 0.001  # (6, 64)
+        run_checked(device, "clipped", x, qdtype, 2, scale=per_group, clipped=attributes)
+        run_checked(device, "clipped", x, qdtype, 0, scale=torch.tensor(0.05).expand(6, 1),
+                    clipped=attributes)
+        run_checked(device, "clipped", x, qdtype, 128, smooth=torch.rand(128, generator=g) * 2,
+                    clipped=attributes)
+        experts = torch.rand(3, 128, generator=g) + 0.5
+        run_checked(device, "clipped", x, qdtype, 64, smooth=experts,
+                    group_index=torch.tensor([2, 0, 3]), clipped=attributes)
+        strided = wide(g, (4, 512), torch.float32)[:, ::2]  # (4, 256), column stride 2
+        out = poisoned((4, 2, 128), qdtype)[:, 1]  # non-contiguous y
+        run_checked(device, "clipped", strided, qdtype, 16, out=out, clipped=attributes)
+        run_checked(device, "clipped", wide(g, (2, 3, 64), torch.float16), qdtype, 8,
+                    clipped=attributes)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("qdtype", ["int8", "fp8"])
+def test_clipped_specials(device, qdtype):
+    """NaN and +-inf on both halves; far-left A (float64's gate underflows to 0: an infinite B
+    with limit +inf gives an infinity); alpha 0 with an infinite A; by hand: alpha 0, limit 7,
+    bias 1, static scale 1: (A, B) = (100, -100) -> 7 0.5 (-7 + 1) = -21 (INT8 -21; FP8 ties to
+    the even 20, 0xDA) and (4, 1) -> 4."""
+    specials = torch.tensor([math.nan, math.inf, -math.inf, 0.0, -0.0, -1e4, 3.0, -3.0])
+    x = torch.stack([specials.roll(k) for k in range(8)]).repeat(1, 2)  # (8, 16)
+    for name, attributes in CLIPPED.items():
+        for interleaved in (True, False):
+            clipped = {**attributes, "interleaved": interleaved}
+            for group_size in (0, 2):
+                run_checked(device, "clipped", x, qdtype, group_size, clipped=clipped)
+            run_checked(device, "clipped", x, qdtype, 0, scale=torch.ones(8, 1), clipped=clipped)
+    hand = torch.tensor([[100.0, -100.0], [4.0, 1.0]])
+    y, _ = run_checked(device, "clipped", hand, qdtype, 0, scale=torch.ones(2, 1),
+                       clipped=CLIPPED["alpha0"])
+    assert as_bytes(y).flatten().tolist() == ([256 - 21, 4] if qdtype == "int8"
+                                              else [0xDA, 0x48])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_clipped_bias_zero_sign(device):
+    """bias -0.0 and 0.0 compare equal but give -0 and +0 for B = -0 (FP8 0x80 and 0x00): the
+    descriptor cache tells them apart."""
+    x = torch.tensor([[1.0, -0.0]])
+    got = []
+    for bias in (-0.0, 0.0):
+        y, _ = run_checked(device, "clipped", x, "fp8", 0, scale=torch.ones(1, 1),
+                           clipped={"bias": bias})
+        got.append(as_bytes(y).item())
+    assert got == [0x80, 0x00]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_clipped_errors(device):
+    x = torch.ones(4, 16)
+    y = poisoned((4, 8), "int8")
+    for bad in ({"limit": 0.0}, {"limit": -1.0}, {"limit": math.nan}, {"alpha": math.inf},
+                {"alpha": math.nan}, {"bias": -math.inf}, {"bias": 1e39}):
+        expect_error(Status.BAD_PARAM, infiniop.clipped_swiglu_quant, x, **bad, out=y,
+                     **on(device), outputs=[y])
+    expect_error(Status.BAD_TENSOR_SHAPE, infiniop.clipped_swiglu_quant, torch.ones(4, 15),
+                 **on(device))
+    expect_error(Status.BAD_PARAM, infiniop.clipped_swiglu_quant, x, group_size=-1,
+                 **on(device))
+    with pytest.raises(TypeError, match="interleaved"):
+        infiniop.clipped_swiglu_quant(x, interleaved=1, **on(device))
+    with pytest.raises(TypeError):
+        infiniop.clipped_swiglu_quant(x, activate_left=True, **on(device))
+
+
+@COMPILABLE
+def test_clipped_opcheck_and_compile():
+    x = torch.randn(4, 64)
+    op = torch.ops.infiniop.clipped_swiglu_quant
+    for args, kwargs in (((x,), {"dtype": "int8", "group_size": 2, "limit": 2.0,
+                                 "device": "cpu_reference"}),
+                         ((x, torch.tensor(0.5).expand(4, 1)),
+                          {"dtype": "fp8", "interleaved": False, "device": "cpu_reference"})):
+        torch.library.opcheck(op, args, kwargs, test_utils=("test_schema", "test_faketensor"))
+    torch._dynamo.reset()
+
+    def step(x):
+        return iop.clipped_swiglu_quant(x, dtype="fp8", group_size=32, device="cpu")
+
+    eager = step(x)
+    for got, want in zip(torch.compile(step, fullgraph=True)(x), eager):
+        assert same_bits(got, want)
+    want_y, want_s = oracle(x, "clipped", "fp8", 32)
+    assert torch.equal(as_bytes(eager[0]), want_y) and same_bits(eager[1], want_s)
     torch._dynamo.reset()

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// SwiGluQuant and GeluMulQuant (src/ops/gated_quant.h; docs/swiglu_quant.md), built after `common`
+// SwiGluQuant, GeluMulQuant and ClippedSwigluQuant (src/ops/gated_quant.h; docs/swiglu_quant.md),
+// built after `common`
 // with -DEXACT_FORMULAS (rounded.cl's formulas in double, also for F32 x). Every value is
 // devices/cpu_reference/gated_quant.cc's, the same double operations in the same order (src/exact/
 // gated.h, quant.h restated), so every byte of y and every bit of a scale is the reference's.
@@ -17,6 +18,12 @@
 #define ACT_SILU 0u
 #define ACT_GELU_ERF 1u
 #define ACT_GELU_TANH 2u
+#define ACT_CLIPPED 3u
+
+// ClippedSwigluQuant's gate (ClippedSwigluAttributes, clamp_mode 0): alpha, limit, bias, a_limit.
+typedef struct {
+  float alpha, limit, bias, a_limit;
+} clipped_gate_attributes_t;
 
 // exact/quant.h's quantizeByte: v (z / s) rounded once to nearest even and saturated; NaN is 0
 // (INT8) or 0x7F (FP8); FP8 keeps the sign of -0 and of what rounds to 0 from below.
@@ -67,8 +74,13 @@ INLINE long smooth_row_of(const __global long *geometry, const __global long *gr
   return -1;
 }
 
-// exact::Gated<Act>: timesNegativeTail(x2, Act(x1), x1), x1 the activation's input.
-INLINE double gated_exact(uint activation, float x1, float x2) {
+// exact::Gated<Act>: timesNegativeTail(x2, Act(x1), x1), x1 the activation's input; clipped:
+// exact::ClippedSwiglu (clamp_mode 0) of (A, B) = (x1, x2).
+INLINE double gated_exact(uint activation, clipped_gate_attributes_t at, float x1, float x2) {
+  if (activation == ACT_CLIPPED) {
+    const clipped_exact_t c = clipped_exact(at.alpha, at.limit, at.a_limit, x1, x2);
+    return times_gate_exact(c.b + at.bias, c.g, c.a);
+  }
   const double act = activation == ACT_SILU       ? silu_exact(x1)
                      : activation == ACT_GELU_ERF ? gelu_erf_exact(x1)
                                                   : gelu_tanh_exact(x1);
@@ -76,10 +88,16 @@ INLINE double gated_exact(uint activation, float x1, float x2) {
 }
 
 // z of column c: the gated value, times its smooth scale (F32 as double) where there is one.
+// The columns are ops/gated_quant.h's gateColumn and multiplierColumn (split: 0 halves, 1
+// interleaved, for the clipped gate; activate_left for the others).
 INLINE double z_at(const __global storage_t *x, row_t xr, const __global float *smooth, row_t sr,
-                   uint has_smooth, uint activation, uint activate_left, ulong H, ulong c) {
-  const ulong gate = activate_left ? c : H + c, multiplier = activate_left ? H + c : c;
-  const double a = gated_exact(activation, load_value(x, element(xr, gate)),
+                   uint has_smooth, uint activation, clipped_gate_attributes_t at,
+                   uint activate_left, uint interleaved, ulong H, ulong c) {
+  const bool clipped = activation == ACT_CLIPPED;
+  const ulong gate = clipped ? (interleaved ? 2 * c : c) : (activate_left ? c : H + c);
+  const ulong multiplier =
+      clipped ? (interleaved ? 2 * c + 1 : H + c) : (activate_left ? H + c : c);
+  const double a = gated_exact(activation, at, load_value(x, element(xr, gate)),
                                load_value(x, element(xr, multiplier)));
   return has_smooth ? a * (double)smooth[element(sr, c)] : a;
 }
@@ -89,7 +107,9 @@ __kernel void gated_quant(const __global long *geometry, __global uchar *y, ulon
                           ulong x_index, const __global float *smooth, ulong smooth_index,
                           const __global long *group_index, ulong group_index_index, ulong H,
                           ulong group_size, ulong experts, uint activation, uint activate_left,
-                          uint fp8, uint dynamic, uint power_of_two, uint has_smooth) {
+                          uint fp8, uint dynamic, uint power_of_two, uint has_smooth,
+                          uint interleaved, float alpha, float limit, float bias, float a_limit) {
+  const clipped_gate_attributes_t at = {alpha, limit, bias, a_limit};
   const ulong g = get_global_id(0), r = get_global_id(1);
   const ulong begin = g * group_size, end = begin + group_size;
   const row_t yr = row_of(geometry, QVIEW_Y, y_index, r);
@@ -106,7 +126,8 @@ __kernel void gated_quant(const __global long *geometry, __global uchar *y, ulon
   if (dynamic) {
     double amax = 0.0;
     for (ulong c = begin; c < end; ++c) {
-      const double z = z_at(x, xr, smooth, sr, has_smooth, activation, activate_left, H, c);
+      const double z =
+          z_at(x, xr, smooth, sr, has_smooth, activation, at, activate_left, interleaved, H, c);
       amax = isnan(z) || isnan(amax) ? (double)NAN : fmax(amax, fabs(z));
     }
     s = dynamic_scale(amax, fp8, power_of_two);
@@ -115,7 +136,8 @@ __kernel void gated_quant(const __global long *geometry, __global uchar *y, ulon
     s = scale[scale_at];
   }
   for (ulong c = begin; c < end; ++c) {
-    const double z = z_at(x, xr, smooth, sr, has_smooth, activation, activate_left, H, c);
+    const double z =
+        z_at(x, xr, smooth, sr, has_smooth, activation, at, activate_left, interleaved, H, c);
     y[element(yr, c)] = quantize_byte(z / (double)s, fp8);
   }
 }

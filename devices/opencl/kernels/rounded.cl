@@ -36,6 +36,25 @@ INLINE double times_negative_tail_exact(double a, double factor, double x) {
   if (factor == 0.0 && x < 0.0) return isinf(a) ? (isfinite(x) ? -a : a * factor) : a * -0.0;
   return a * factor;
 }
+// exact/clipped_swiglu.h's timesGate and Clipped (ClippedSwiglu's oracle; ClippedSwigluQuant's
+// every value).
+INLINE double times_gate_exact(double v, double g, double a) {
+  if (g == 0.0 && isinf(v) && isfinite(a) && a != 0.0)
+    return (a < 0.0) == (v < 0.0) ? INFINITY : -INFINITY;
+  return v * g;
+}
+// ClippedSwiglu's clamped halves, z = alpha a and the gate a sigmoid(z), in double.
+typedef struct {
+  double a, b, z, g;
+} clipped_exact_t;
+INLINE clipped_exact_t clipped_exact(float alpha, float limit, float a_limit, float A, float B) {
+  clipped_exact_t c;
+  c.a = A > a_limit ? (double)a_limit : (double)A;
+  c.b = B > limit ? (double)limit : (B < -limit ? -(double)limit : (double)B);
+  c.z = alpha == 0.0f ? 0.0 : (double)alpha * c.a;
+  c.g = c.z == -INFINITY ? copysign(0.0, c.a) : c.a * sigmoid_exact(c.z);
+  return c;
+}
 #endif
 
 #if (defined(STORAGE_F16) || defined(STORAGE_BF16)) && defined(cl_khr_fp64)
@@ -77,8 +96,8 @@ INLINE uint gelu_tanh_window(float input) {
   return input < 0.0f ? (uint)fma(fabs(v), 12.0f, 21.0f) : 21u;
 }
 
-// The backward operators' and ClippedSwiglu's oracles (cpu_reference/sigmoid.h, gelu.h,
-// clipped_swiglu.h), in double.
+// The backward operators' oracles (cpu_reference/sigmoid.h, gelu.h), in double (ClippedSwiglu's
+// are above).
 INLINE double silu_derivative_exact(double x) {
   if (isinf(x)) return x > 0.0 ? 1.0 : 0.0;
   const double s = sigmoid_exact(x);
@@ -98,24 +117,6 @@ INLINE double gelu_tanh_derivative_exact(double input) {
   return half_one_plus_t +
          x * (2.0 * half_one_plus_t * half_one_minus_t) * k * (1.0 + 3.0 * b * x * x);
 }
-INLINE double times_gate_exact(double v, double g, double a) {
-  if (g == 0.0 && isinf(v) && isfinite(a) && a != 0.0)
-    return (a < 0.0) == (v < 0.0) ? INFINITY : -INFINITY;
-  return v * g;
-}
-// ClippedSwiglu's clamped halves, z = alpha a and the gate a sigmoid(z), in double.
-typedef struct {
-  double a, b, z, g;
-} clipped_exact_t;
-INLINE clipped_exact_t clipped_exact(float alpha, float limit, float a_limit, float A, float B) {
-  clipped_exact_t c;
-  c.a = A > a_limit ? (double)a_limit : (double)A;
-  c.b = B > limit ? (double)limit : (B < -limit ? -(double)limit : (double)B);
-  c.z = alpha == 0.0f ? 0.0 : (double)alpha * c.a;
-  c.g = c.z == -INFINITY ? copysign(0.0, c.a) : c.a * sigmoid_exact(c.z);
-  return c;
-}
-
 // convert-inl.h's NearRoundingBoundaryWithin: a 16-bit rounding boundary within `bound_u` u
 // (u = 2^-24, the output's absolute error bound) of v, computed without subnormals (BF16: on the
 // magnitude scaled by 2^24, an F32 subnormal near unless an exact zero with a zero bound; F16: v

@@ -53,6 +53,8 @@ node (prim::PythonOp), under torch.fx.symbolic_trace as one call_function node.
                                           SwiGluQuant: (y int8 / FP8, scale); no gradient
     gelu_mul_quant(x, approximate='none', ...)
                                           GeluMulQuant, as swiglu_quant
+    clipped_swiglu_quant(x, alpha=1.702, limit=7.0, bias=1.0, interleaved=True, dtype='int8',
+                         ...)            ClippedSwigluQuant, as swiglu_quant
 
 plus torch_npu-named aliases (npu_swiglu, npu_gelu, npu_gelu_backward, npu_gelu_mul,
 npu_swiglu_quant, npu_clipped_swiglu, npu_moe_init_routing_v2, npu_moe_finalize_routing,
@@ -71,6 +73,8 @@ import torch as _torch
 import torch.fx as _fx
 
 import infiniop as _infiniop
+from infiniop._operator import check_bool as _check_bool
+from infiniop.clipped_swiglu import _check_real
 from infiniop.moe_aux_loss import score_function_code as _score_function_code
 
 from ._aux_loss import MoeAuxLossFunction as _MoeAuxLossFunction
@@ -101,6 +105,7 @@ __all__ = [
     "MoeZLossFunction",
     "SwiGluFunction",
     "clipped_swiglu",
+    "clipped_swiglu_quant",
     "gelu",
     "gelu_mul",
     "gelu_mul_quant",
@@ -423,8 +428,9 @@ def _gated_quant(function, operator, x, scale, smooth_scales, group_index, attri
         attributes = {**attributes,
                       "dtype": _infiniop.gated_quant.quant_dtype_name(attributes["dtype"]),
                       "scale_format": int(_infiniop.gated_quant.scale_format_code(
-                          attributes["scale_format"])),
-                      "activate_left": _activate_left(attributes["activate_left"])}
+                          attributes["scale_format"]))}
+        if "activate_left" in attributes:  # not ClippedSwigluQuant's
+            attributes["activate_left"] = _activate_left(attributes["activate_left"])
         y, s = getattr(_torch.ops.infiniop, operator)(
             x, scale, smooth_scales, group_index, **attributes,
             device=_traced_device(device, handle))
@@ -461,6 +467,21 @@ def gelu_mul_quant(x, *, approximate="none", dtype="int8", group_size=0, scale=N
                   "scale_format": scale_format, "activate_left": activate_left}
     return _gated_quant(_infiniop.gelu_mul_quant, "gelu_mul_quant", x, scale, smooth_scales,
                         group_index, attributes, device, handle)
+
+
+def clipped_swiglu_quant(x, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=True, dtype="int8",
+                         group_size=0, scale=None, scale_format="f32", smooth_scales=None,
+                         group_index=None, device="cpu", handle=None):
+    """(y, scale), as infiniop.clipped_swiglu_quant (swiglu_quant with ClippedSwiglu's gate,
+    clamp_mode 0); no gradient, as swiglu_quant."""
+    if _ops.REGISTERED and _ops.COMPILABLE and handle is None:  # the schema's floats and bool
+        alpha, limit, bias = (_check_real(n, v) for n, v in
+                              (("alpha", alpha), ("limit", limit), ("bias", bias)))
+        interleaved = _check_bool("interleaved", interleaved)
+    attributes = {"alpha": alpha, "limit": limit, "bias": bias, "interleaved": interleaved,
+                  "dtype": dtype, "group_size": group_size, "scale_format": scale_format}
+    return _gated_quant(_infiniop.clipped_swiglu_quant, "clipped_swiglu_quant", x, scale,
+                        smooth_scales, group_index, attributes, device, handle)
 
 
 from .npu import (  # noqa: E402  (the aliases build on the functions above)

@@ -45,12 +45,15 @@ torch.compile. Schemas cannot carry an infiniop.Handle, so these take device='cp
         bool activate_left=True, str device='cpu') -> (Tensor, Tensor?)
     torch.ops.infiniop.gelu_mul_quant(<swiglu_quant's>, str approximate='none',
         str device='cpu') -> (Tensor, Tensor?)
+    torch.ops.infiniop.clipped_swiglu_quant(<swiglu_quant's without activate_left>,
+        float alpha=1.702, float limit=7.0, float bias=1.0, bool interleaved=True,
+        str device='cpu') -> (Tensor, Tensor?)
         (y, the dynamic scale; None for a static scale, an input; dtype 'int8' or 'fp8';
         scale_format 0 F32, 1 UE8M0; no gradient: _quant)
 
 moe_expert_counts and moe_bias_update have no gradient: no Autograd kernel (autograd falls
-through to the CPU kernel), and their fake kernels are _compile_moe's. Nor have swiglu_quant and
-gelu_mul_quant (fake kernels: _quant's; from PyTorch 2.4 a backward through them raises).
+through to the CPU kernel), and their fake kernels are _compile_moe's. Nor have swiglu_quant,
+gelu_mul_quant and clipped_swiglu_quant (fake kernels: _quant's; from PyTorch 2.4 a backward through them raises).
 
 REGISTERED says whether it worked; REASON why not (an older torch without torch.library, or
 the namespace already defined by someone else in this process).

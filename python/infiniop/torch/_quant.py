@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""torch.ops.infiniop.swiglu_quant and gelu_mul_quant (infiniop.swiglu_quant, gelu_mul_quant):
+"""torch.ops.infiniop.swiglu_quant, gelu_mul_quant and clipped_swiglu_quant (infiniop's functions
+of those names):
 their schemas, CPU kernels and fake kernels, for _ops and _compile to register.
 
 Inference operators: a quantized output has no gradient. The CPU kernel is the functional API;
@@ -16,14 +17,18 @@ import torch
 import infiniop
 from infiniop.gated_quant import gated_quant_shapes, quant_dtype_name
 
-_ARGUMENTS = ("Tensor x, Tensor? scale=None, Tensor? smooth_scales=None, "
-              "Tensor? group_index=None, *, str dtype='int8', int group_size=0, "
-              "int scale_format=0, bool activate_left=True")
+_QUANT_ARGUMENTS = ("Tensor x, Tensor? scale=None, Tensor? smooth_scales=None, "
+                    "Tensor? group_index=None, *, str dtype='int8', int group_size=0, "
+                    "int scale_format=0")
+_ARGUMENTS = f"{_QUANT_ARGUMENTS}, bool activate_left=True"
 
 SCHEMAS = {
     "swiglu_quant": (f"swiglu_quant({_ARGUMENTS}, str device='cpu') -> (Tensor, Tensor?)"),
     "gelu_mul_quant": (f"gelu_mul_quant({_ARGUMENTS}, str approximate='none', "
                        "str device='cpu') -> (Tensor, Tensor?)"),
+    "clipped_swiglu_quant": (f"clipped_swiglu_quant({_QUANT_ARGUMENTS}, float alpha=1.702, "
+                             "float limit=7.0, float bias=1.0, bool interleaved=True, "
+                             "str device='cpu') -> (Tensor, Tensor?)"),
 }
 
 
@@ -47,7 +52,19 @@ def _gelu_mul_quant_cpu(x, scale=None, smooth_scales=None, group_index=None, *, 
     return y, None if scale is not None else s
 
 
-KERNELS = {"swiglu_quant": _swiglu_quant_cpu, "gelu_mul_quant": _gelu_mul_quant_cpu}
+def _clipped_swiglu_quant_cpu(x, scale=None, smooth_scales=None, group_index=None, *,
+                              dtype="int8", group_size=0, scale_format=0, alpha=1.702, limit=7.0,
+                              bias=1.0, interleaved=True, device="cpu"):
+    y, s = infiniop.clipped_swiglu_quant(x, alpha=alpha, limit=limit, bias=bias,
+                                         interleaved=interleaved, dtype=dtype,
+                                         group_size=group_size, scale=scale,
+                                         scale_format=scale_format, smooth_scales=smooth_scales,
+                                         group_index=group_index, device=device)
+    return y, None if scale is not None else s
+
+
+KERNELS = {"swiglu_quant": _swiglu_quant_cpu, "gelu_mul_quant": _gelu_mul_quant_cpu,
+           "clipped_swiglu_quant": _clipped_swiglu_quant_cpu}
 
 
 def _fake(x, scale=None, smooth_scales=None, group_index=None, *, dtype="int8", group_size=0,
@@ -60,7 +77,7 @@ def _fake(x, scale=None, smooth_scales=None, group_index=None, *, dtype="int8", 
     return y, None if scale is not None else x.new_empty(scale_shape, dtype=torch.float32)
 
 
-FAKE = {"swiglu_quant": _fake, "gelu_mul_quant": _fake}
+FAKE = {"swiglu_quant": _fake, "gelu_mul_quant": _fake, "clipped_swiglu_quant": _fake}
 
 
 def no_gradient(name):
