@@ -12,6 +12,7 @@
 #include "exact/quant.h"
 #include "exact/sigmoid.h"
 #include "ops/gated_quant.h"
+#include "ops/gated_quant_rows.h"
 
 namespace infiniop::cpu_reference {
 namespace {
@@ -37,9 +38,7 @@ void gatedQuant(const GatedQuantPlan &p, const GatedQuantData &d) {
   for (size_t r = 0; r < p.rows; ++r) {
     const ptrdiff_t e = quant::smoothRowOf(p, d.counts, r);
     if (e < 0) {  // past group_index's counts
-      for (size_t c = 0; c < p.half; ++c) y[p.y.offset(r, c)] = 0;
-      if (p.dynamic)
-        for (size_t g = 0; g < p.groups; ++g) scale[p.scale.offset(r, g)] = 0.0f;
+      quant::zeroRow(p, y, scale, r);
       continue;
     }
     for (size_t c = 0; c < p.half; ++c) {
@@ -48,21 +47,7 @@ void gatedQuant(const GatedQuantPlan &p, const GatedQuantData &d) {
             loadFloat(p.x, d.x, r, p.multiplierColumn(c)));
       z[c] = p.smooth ? a * smooth[p.smooth_scales.offset(static_cast<size_t>(e), c)] : a;
     }
-    for (size_t g = 0; g < p.groups; ++g) {
-      const size_t begin = g * p.group_size, end = begin + p.group_size;
-      float s = 0;
-      if (p.dynamic) {
-        double amax = 0;
-        for (size_t c = begin; c < end; ++c)
-          amax = std::isnan(z[c]) || std::isnan(amax) ? NAN : std::fmax(amax, std::fabs(z[c]));
-        s = exact::dynamicScale(amax, p.format, p.power_of_two);
-        scale[p.scale.offset(r, g)] = s;
-      } else {
-        s = scale[p.scale.offset(r, g)];
-      }
-      for (size_t c = begin; c < end; ++c)
-        y[p.y.offset(r, c)] = exact::quantizeByte(z[c] / s, p.format);
-    }
+    quant::quantizeRow(p, z.data(), y, scale, r);
   }
 }
 

@@ -170,6 +170,11 @@ INFINIOP_OPERATOR(GeluMulQuant,
                   (out("y"), out("scale"), in("x"), nullable(in("smooth_scales")),
                    nullable(in("group_index"))),
                   ("approximate", "activate_left", "quant_mode", "group_size", "scale_format"));
+INFINIOP_OPERATOR(DequantSwigluQuant,
+                  (out("y"), out("scale"), in("x"), nullable(in("weight_scale")),
+                   nullable(in("activation_scale")), nullable(in("bias")),
+                   nullable(in("smooth_scales")), nullable(in("group_index"))),
+                  ("activate_left", "quant_mode", "group_size", "scale_format"));
 #undef INFINIOP_OPERATOR
 
 // The V2 creates of ClippedSwiglu(Backward): the same descriptor and calls, one attribute more.
@@ -186,13 +191,14 @@ struct ClippedSwigluBackwardV2 : ClippedSwigluBackward {
 
 // Every operator type (a create function each), for the checks below and any consumer that
 // walks them all.
-using All = std::tuple<GeluBackward, Gelu, GeluBackwardV2, SwiGlu, SwiGluBackward, GeluMul,
-                       GeluMulBackward, ClippedSwiglu, ClippedSwigluV2, ClippedSwigluBackward,
-                       ClippedSwigluBackwardV2, MoeFinalizeRoutingV2, MoeFinalizeRoutingV2Grad,
-                       MoeInitRoutingV2, MoeInitRoutingV2Grad, MoeGatingTopKSoftmax,
-                       MoeGatingTopKSoftmaxGrad, MoeGatingTopK, MoeGatingTopKGrad, MoeExpertCounts,
-                       MoeBiasUpdate, MoeGatingWeights, MoeAuxLoss, MoeAuxLossGrad, MoeZLoss,
-                       MoeZLossGrad, MoeExpertCapacity, SwiGluQuant, GeluMulQuant>;
+using All =
+    std::tuple<GeluBackward, Gelu, GeluBackwardV2, SwiGlu, SwiGluBackward, GeluMul, GeluMulBackward,
+               ClippedSwiglu, ClippedSwigluV2, ClippedSwigluBackward, ClippedSwigluBackwardV2,
+               MoeFinalizeRoutingV2, MoeFinalizeRoutingV2Grad, MoeInitRoutingV2,
+               MoeInitRoutingV2Grad, MoeGatingTopKSoftmax, MoeGatingTopKSoftmaxGrad, MoeGatingTopK,
+               MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate, MoeGatingWeights, MoeAuxLoss,
+               MoeAuxLossGrad, MoeZLoss, MoeZLossGrad, MoeExpertCapacity, SwiGluQuant, GeluMulQuant,
+               DequantSwigluQuant>;
 
 // ---- attributes ------------------------------------------------------------------------------
 
