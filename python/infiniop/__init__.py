@@ -61,7 +61,8 @@ from .core import (
     parse_device,
 )
 from .enums import Device, DType, GeluApproximate, QuantMode, QuantScaleFormat, Status
-from .gated_quant import GeluMulQuant, SwiGluQuant, gelu_mul_quant, swiglu_quant
+from .gated_quant import (DequantSwigluQuant, GeluMulQuant, SwiGluQuant, dequant_swiglu_quant,
+                          gelu_mul_quant, swiglu_quant)
 from .gelu import Gelu, GeluBackwardV2, gelu, gelu_backward_v2
 from .gelu_backward import GeluBackward, gelu_backward
 from .gelu_mul import GeluMul, GeluMulBackward, gelu_mul, gelu_mul_backward
@@ -98,6 +99,7 @@ __all__ = [
     "ArrayView",
     "ClippedSwiglu",
     "ClippedSwigluBackward",
+    "DequantSwigluQuant",
     "Device",
     "DeviceInfo",
     "DType",
@@ -139,6 +141,7 @@ __all__ = [
     "clipped_swiglu_backward",
     "cpu_isa_name",
     "default_handle",
+    "dequant_swiglu_quant",
     "device_info",
     "devices",
     "expert_capacity",
