@@ -58,9 +58,10 @@ node (prim::PythonOp), under torch.fx.symbolic_trace as one call_function node.
 
 plus torch_npu-named aliases (npu_swiglu, npu_gelu, npu_gelu_backward, npu_gelu_mul,
 npu_swiglu_quant, npu_dequant_swiglu_quant, npu_clipped_swiglu, npu_moe_init_routing_v2,
-npu_moe_finalize_routing, npu_moe_gating_top_k_softmax, npu_moe_gating_top_k_softmax_v2, npu_moe_gating_top_k) with
-torch_npu's argument names and order, and, where torch.library allows it, the same operators as
-torch.ops.infiniop.<name> (see docs/python.md, section "infiniop.torch").
+npu_moe_finalize_routing, npu_moe_gating_top_k_softmax, npu_moe_gating_top_k_softmax_v2,
+npu_moe_gating_top_k) with torch_npu's argument names and order, and, where torch.library
+allows it, the same operators as torch.ops.infiniop.<name> (see docs/python.md, section
+"infiniop.torch").
 
 Every function also takes device= ('cpu', 'cpu_reference', 'opencl' or a Device) and handle= (an
 open infiniop.Handle, which then decides the device), keywords of the functional API. Tensors are

@@ -43,10 +43,10 @@ import infiniop
 
 from . import _autograd
 
-__all__ = ["npu_clipped_swiglu", "npu_dequant_swiglu_quant", "npu_gelu", "npu_gelu_backward", "npu_gelu_mul",
-           "npu_moe_finalize_routing", "npu_moe_gating_top_k", "npu_moe_gating_top_k_softmax",
-           "npu_moe_gating_top_k_softmax_v2", "npu_moe_init_routing_v2", "npu_swiglu",
-           "npu_swiglu_quant"]
+__all__ = ["npu_clipped_swiglu", "npu_dequant_swiglu_quant", "npu_gelu", "npu_gelu_backward",
+           "npu_gelu_mul", "npu_moe_finalize_routing", "npu_moe_gating_top_k",
+           "npu_moe_gating_top_k_softmax", "npu_moe_gating_top_k_softmax_v2",
+           "npu_moe_init_routing_v2", "npu_swiglu", "npu_swiglu_quant"]
 
 
 def _api():
