@@ -14,6 +14,7 @@
 #include "opencl/gather.h"
 #include "opencl/kernel_table.h"
 #include "opencl/program.h"
+#include "opencl/quant_program.h"
 #include "opencl/router_view.h"
 #include "opencl/runtime.h"
 #include "opencl/sources.h"
@@ -35,21 +36,10 @@ class DequantSwigluQuant final : public quant::DequantSwigluQuantRunner {
 
   infiniStatus_t init() {
     const DequantSwigluQuantPlan &p = plan_;
-    if (!hasFp64(handle_))
-      return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,
-                  std::string(op_) +
-                      ": the opencl device has no cl_khr_fp64; this operator needs double to "
-                      "give the reference's bytes and scales");
     // storage_t is a float bias's dtype (its load_value); F32 where the bias is none or INT32.
-    const infiniDtype_t storage = floatBias() ? p.bias.dtype : INFINI_DTYPE_F32;
-    const std::string options =
-        std::string("-cl-std=CL1.2 ") + storageOption(storage) + " -DEXACT_FORMULAS";
-    cl_program program = nullptr;
-    INFINIOP_CHECK(getProgram(
+    INFINIOP_CHECK(quantKernel(
         op_, handle_, {sources::common, sources::gated_quant, sources::dequant_swiglu_quant},
-        options, &program));
-    INFINIOP_CHECK(createKernel(op_, program, "dequant_swiglu_quant", kernel_.out()));
-    INFINIOP_CHECK(workGroupSize(op_, handle_, kernel_.get(), &group_));
+        floatBias() ? p.bias.dtype : INFINI_DTYPE_F32, "dequant_swiglu_quant", &kernel_, &group_));
     // The order of the .cl files' QVIEW_*.
     return uploadViewGeometry(op_, handle_,
                               {&p.x, &p.y, &p.scale, &p.smooth_scales, &p.group_index,

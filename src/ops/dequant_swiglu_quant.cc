@@ -152,24 +152,12 @@ extern "C" infiniStatus_t infiniopDequantSwigluQuant(
          operand("group_index", group_index, p.group_index), ws},
         p.dynamic ? 2 : 1, /*last_is_workspace=*/true));
     std::vector<int64_t> counts;
-    if (p.experts > 0) {
-      infiniop::moe_gating::HostCopy values;
-      INFINIOP_CHECK(values.read(kOp, desc->handle, stream, p.group_index, group_index));
-      INFINIOP_CHECK(quant::readCounts(kOp, p, values, &counts));
-    }
-    // Nothing to write: no rows, or no columns and no scale written.
-    if (p.rows == 0 || (p.half == 0 && (p.groups == 0 || !p.dynamic))) return infiniop::succeed();
-    quant::DequantSwigluQuantData data{};
-    data.y = y;
-    data.scale = scale;
-    data.x = x;
-    data.smooth_scales = smooth_scales;
-    data.group_index = group_index;
-    data.counts = counts.empty() ? nullptr : counts.data();
-    data.workspace = workspace;
-    data.weight_scale = weight_scale;
-    data.activation_scale = activation_scale;
-    data.bias = bias;
+    bool write = false;
+    INFINIOP_CHECK(quant::callCounts(kOp, desc->handle, stream, p, group_index, &counts, &write));
+    if (!write) return infiniop::succeed();
+    const quant::DequantSwigluQuantData data{
+        quant::callData(y, scale, x, smooth_scales, group_index, counts, workspace), weight_scale,
+        activation_scale, bias};
     INFINIOP_CHECK(desc->runner->run(data, stream));
     return infiniop::succeed();
   });

@@ -25,7 +25,6 @@ constexpr const char *kGeluMulQuant = "GeluMulQuant";
 
 using Descriptor =
     infiniop::moe_gating::RunnerDescriptor<quant::GatedQuantPlan, quant::GatedQuantRunner>;
-using HostValues = infiniop::moe_gating::HostCopy;
 
 checks::Operand operand(const char *name, const void *data, const infiniop::moe::RouterView &v) {
   return infiniop::moe_gating::routerOperand(name, data, v);
@@ -72,22 +71,11 @@ infiniStatus_t run(void *public_desc, const char *op, size_t workspace_size, voi
          operand("group_index", group_index, p.group_index), ws},
         p.dynamic ? 2 : 1, /*last_is_workspace=*/true));
     std::vector<int64_t> counts;
-    if (p.experts > 0) {
-      HostValues values;
-      INFINIOP_CHECK(values.read(op, desc->handle, stream, p.group_index, group_index));
-      INFINIOP_CHECK(quant::readCounts(op, p, values, &counts));
-    }
-    // Nothing to write: no rows, or no columns and no scale written (2^40 rows of 0 columns).
-    if (p.rows == 0 || (p.half == 0 && (p.groups == 0 || !p.dynamic))) return infiniop::succeed();
-    quant::GatedQuantData data{};
-    data.y = y;
-    data.scale = scale;
-    data.x = x;
-    data.smooth_scales = smooth;
-    data.group_index = group_index;
-    data.counts = counts.empty() ? nullptr : counts.data();
-    data.workspace = workspace;
-    INFINIOP_CHECK(desc->runner->run(data, stream));
+    bool write = false;
+    INFINIOP_CHECK(quant::callCounts(op, desc->handle, stream, p, group_index, &counts, &write));
+    if (write)
+      INFINIOP_CHECK(desc->runner->run(
+          quant::callData(y, scale, x, smooth, group_index, counts, workspace), stream));
     return infiniop::succeed();
   });
 }

@@ -127,4 +127,31 @@ infiniStatus_t readCounts(const char *op, const GatedQuantPlan &p,
   return INFINI_STATUS_SUCCESS;
 }
 
+infiniStatus_t callCounts(const char *op, infiniopHandle_t handle, void *stream,
+                          const GatedQuantPlan &p, const void *group_index,
+                          std::vector<int64_t> *counts, bool *write) {
+  counts->clear();
+  if (p.experts > 0) {
+    moe_gating::HostCopy values;
+    INFINIOP_CHECK(values.read(op, handle, stream, p.group_index, group_index));
+    INFINIOP_CHECK(readCounts(op, p, values, counts));
+  }
+  *write = p.rows > 0 && (p.half > 0 || (p.groups > 0 && p.dynamic));
+  return INFINI_STATUS_SUCCESS;
+}
+
+GatedQuantData callData(void *y, void *scale, const void *x, const void *smooth_scales,
+                        const void *group_index, const std::vector<int64_t> &counts,
+                        void *workspace) {
+  GatedQuantData data{};
+  data.y = y;
+  data.scale = scale;
+  data.x = x;
+  data.smooth_scales = smooth_scales;
+  data.group_index = group_index;
+  data.counts = counts.empty() ? nullptr : counts.data();
+  data.workspace = workspace;
+  return data;
+}
+
 }  // namespace infiniop::quant

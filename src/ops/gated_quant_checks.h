@@ -41,4 +41,16 @@ infiniStatus_t planGatedQuant(const moe_checks::Checker &check, const Tensor *y,
 infiniStatus_t readCounts(const char *op, const GatedQuantPlan &p,
                           const moe_gating::HostCopy &values, std::vector<int64_t> *counts);
 
+// A call's group_index counts, after its operand checks: read through the device and checked
+// into *counts (none without group_index); *write false where the call has nothing to write (no
+// rows, or no columns and no scale written: 2^40 rows of 0 columns).
+infiniStatus_t callCounts(const char *op, infiniopHandle_t handle, void *stream,
+                          const GatedQuantPlan &p, const void *group_index,
+                          std::vector<int64_t> *counts, bool *write);
+
+// The data of a call (counts: callCounts'; valid while it lives).
+GatedQuantData callData(void *y, void *scale, const void *x, const void *smooth_scales,
+                        const void *group_index, const std::vector<int64_t> &counts,
+                        void *workspace);
+
 }  // namespace infiniop::quant

@@ -9,9 +9,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <string>
 #include <cstdint>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "device_param.h"
 #include "index_values.h"
 #include "tensor_buffer.h"
 
@@ -201,6 +206,31 @@ inline void quantizeRow(const std::vector<Value> &z, size_t r, size_t G, size_t 
       }
     }
   }
+}
+
+// y's bytes and (dynamic) the scale's bits against the oracle's, where it decides; a static scale
+// unchanged (static_scale: its bytes before the call); the storage gaps of y and a dynamic scale
+// still poisoned (0xA5). inputs_of(i) describes y element i's inputs. Fatal failures: call
+// through ASSERT_NO_FATAL_FAILURE.
+inline void expectOracleBytes(const Expected &want, TensorBuffer &y, TensorBuffer &scale,
+                              bool dynamic, const std::vector<uint8_t> &static_scale,
+                              const std::function<std::string(size_t)> &inputs_of = {}) {
+  const size_t n = y.numel(), ns = scale.numel();
+  for (size_t i = 0; i < n; i += checkStride(n))
+    if (!want.y_skip[i])
+      ASSERT_EQ(int(byteAt(y, i)), int(want.y[i]))
+          << "y element " << i << " of " << n << (inputs_of ? inputs_of(i) : std::string());
+  if (dynamic) {
+    for (size_t i = 0; i < ns; ++i)
+      if (!want.scale_skip[i])
+        ASSERT_EQ(scaleBits(scale, i), bitsOf(want.scale[i]))
+            << "scale " << i << ": " << scale.get(i) << " want " << want.scale[i];
+  } else {
+    ASSERT_EQ(scale.storage(), static_scale) << "a static scale was written";
+  }
+  for (size_t k : gapBytes(y)) ASSERT_EQ(y.storage()[k], 0xA5) << "y gap byte " << k;
+  if (dynamic)
+    for (size_t k : gapBytes(scale)) ASSERT_EQ(scale.storage()[k], 0xA5) << "scale gap byte " << k;
 }
 
 }  // namespace infiniop_test::quant_oracle
