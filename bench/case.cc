@@ -36,9 +36,14 @@ float inputValue(size_t k, size_t i, float bound) {
 }
 
 // expanded_row_idx: a fixed shuffle of [0, n) (tokens land on distinct rows in expert order);
-// expert_idx: pseudo-random experts in [0, kMoeExperts), the routers' grads' in [0, experts).
+// expert_idx: pseudo-random experts in [0, kMoeExperts), the routers' grads' in [0, experts);
+// DequantSwigluQuant's accumulators.
 void fillIndex(Extent e, int32_t *p, size_t n, size_t experts) {
   std::mt19937 random(12345);
+  if (e == Extent::kAccumulators) {  // signed, up to 2^20 (an INT8 GEMM's partial sums)
+    for (size_t i = 0; i < n; ++i) p[i] = static_cast<int32_t>(random() % (1u << 21)) - (1 << 20);
+    return;
+  }
   if (e == Extent::kRowIndex) {
     std::iota(p, p + n, 0);
     std::shuffle(p, p + n, random);
@@ -101,11 +106,12 @@ Case::~Case() {
 
 std::vector<size_t> Case::shapeOf(Extent e, std::vector<size_t> base) {
   if (e == Extent::kSame) return base;
-  if (e == Extent::kDoubleLast) {
+  if (e == Extent::kDoubleLast || e == Extent::kAccumulators) {
     base.back() *= 2;
     return base;
   }
   if (e == Extent::kInt8 || e == Extent::kFp8) return base;
+  if (e == Extent::kChannelScales) return {2 * base.back()};
   if (e == Extent::kGroupScales || e == Extent::kTokenScales) {
     base.back() = e == Extent::kTokenScales ? 1 : quantGroups(base.back());
     return base;

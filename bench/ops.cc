@@ -284,6 +284,12 @@ const std::vector<OpInfo> &allOps() {
        {Extent::kFp8, Extent::kGroupScales},
        {S2},
        bindOpByShape<ops::ClippedSwigluQuant>(quantAttrs({1.702, 7.0, 1.0, 1, 1}, 0))},
+      // W8A8's activation: INT32 accumulators, weight_scale (2H), activation_scale (rows, 1),
+      // INT8 per token, activate_left 1 (no bias, smooth scales or group_index).
+      {"dequant_swiglu_quant_int8",
+       {Extent::kInt8, Extent::kTokenScales},                                  // y, scale;
+       {Extent::kAccumulators, Extent::kChannelScales, Extent::kTokenScales},  // x, w, s_a
+       bindOp<ops::DequantSwigluQuant>({1, 1, 0, 0})},
   };
   return ops;
 }

@@ -60,6 +60,9 @@ enum class Extent {
   kFp8,          // S, FP8 E4M3
   kGroupScales,  // S with its last dim / kQuantGroup (quantGroups), F32: per-group scales
   kTokenScales,  // S with its last dim 1, F32: per-token scales
+  // DequantSwigluQuant's inputs (kTokenScales is its activation_scale):
+  kAccumulators,   // S with its last dim doubled, INT32: x, signed accumulators
+  kChannelScales,  // (2 x S's last dim) F32: weight_scale
 };
 constexpr size_t kQuantGroup = 128;
 // Groups of kQuantGroup along a last dim of h elements (one per row where h is no multiple: the
@@ -81,7 +84,7 @@ inline bool isLoss(Extent e) {
 inline bool isIndex(Extent e) {
   return e == Extent::kRowIndex || e == Extent::kExpertIndex || e == Extent::kExpertCounts ||
          e == Extent::kGateIndex || e == Extent::kGateRowIndex || e == Extent::kGateExperts ||
-         e == Extent::kGateCounts;
+         e == Extent::kGateCounts || e == Extent::kAccumulators;
 }
 
 // An output compared bit for bit (exact by contract), of its own dtype.
@@ -99,6 +102,7 @@ inline infiniDtype_t extentDtype(Extent e, infiniDtype_t dtype) {
     case Extent::kGroupScales:
     case Extent::kTokenScales:
     case Extent::kLoss:
+    case Extent::kChannelScales:
       return INFINI_DTYPE_F32;
     default:
       return isIndex(e) ? INFINI_DTYPE_I32 : dtype;

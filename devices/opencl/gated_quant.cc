@@ -16,6 +16,7 @@
 #include "opencl/gather.h"
 #include "opencl/kernel_table.h"
 #include "opencl/program.h"
+#include "opencl/quant_program.h"
 #include "opencl/router_view.h"
 #include "opencl/runtime.h"
 #include "opencl/sources.h"
@@ -36,18 +37,8 @@ class GatedQuant final : public quant::GatedQuantRunner {
 
   infiniStatus_t init() {
     const GatedQuantPlan &p = plan_;
-    if (!hasFp64(handle_))
-      return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,
-                  std::string(op_) +
-                      ": the opencl device has no cl_khr_fp64; this operator needs double to "
-                      "give the reference's bytes and scales");
-    const std::string options =
-        std::string("-cl-std=CL1.2 ") + storageOption(p.dtype) + " -DEXACT_FORMULAS";
-    cl_program program = nullptr;
-    INFINIOP_CHECK(
-        getProgram(op_, handle_, {sources::common, sources::gated_quant}, options, &program));
-    INFINIOP_CHECK(createKernel(op_, program, "gated_quant", kernel_.out()));
-    INFINIOP_CHECK(workGroupSize(op_, handle_, kernel_.get(), &group_));
+    INFINIOP_CHECK(quantKernel(op_, handle_, {sources::common, sources::gated_quant}, p.dtype,
+                               "gated_quant", &kernel_, &group_));
     // The order of the .cl file's QVIEW_*.
     return uploadViewGeometry(op_, handle_,
                               {&p.x, &p.y, &p.scale, &p.smooth_scales, &p.group_index}, &geometry_);
@@ -106,6 +97,22 @@ static_assert(static_cast<int>(quant::GateActivation::silu) == 0 &&
               "kernels/gated_quant.cl's ACT_* values");
 
 }  // namespace
+
+infiniStatus_t quantKernel(const char *op, infiniopHandle_t handle,
+                           std::initializer_list<const char *> sources, infiniDtype_t storage,
+                           const char *name, KernelRef *kernel, size_t *group) {
+  if (!hasFp64(handle))
+    return fail(INFINI_STATUS_DEVICE_TYPE_NOT_SUPPORTED,
+                std::string(op) +
+                    ": the opencl device has no cl_khr_fp64; this operator needs double to "
+                    "give the reference's bytes and scales");
+  const std::string options =
+      std::string("-cl-std=CL1.2 ") + storageOption(storage) + " -DEXACT_FORMULAS";
+  cl_program program = nullptr;
+  INFINIOP_CHECK(getProgram(op, handle, sources, options, &program));
+  INFINIOP_CHECK(createKernel(op, program, name, kernel->out()));
+  return workGroupSize(op, handle, kernel->get(), group);
+}
 
 infiniStatus_t makeGatedQuantRunner(const char *op, infiniopHandle_t handle, const Plan &plan,
                                     std::unique_ptr<Runner> *runner) {

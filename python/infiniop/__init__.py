@@ -63,9 +63,11 @@ from .core import (
 from .enums import Device, DType, GeluApproximate, QuantMode, QuantScaleFormat, Status
 from .gated_quant import (
     ClippedSwigluQuant,
+    DequantSwigluQuant,
     GeluMulQuant,
     SwiGluQuant,
     clipped_swiglu_quant,
+    dequant_swiglu_quant,
     gelu_mul_quant,
     swiglu_quant,
 )
@@ -106,6 +108,7 @@ __all__ = [
     "ClippedSwiglu",
     "ClippedSwigluBackward",
     "ClippedSwigluQuant",
+    "DequantSwigluQuant",
     "Device",
     "DeviceInfo",
     "DType",
@@ -148,6 +151,7 @@ __all__ = [
     "cpu_isa_name",
     "clipped_swiglu_quant",
     "default_handle",
+    "dequant_swiglu_quant",
     "device_info",
     "devices",
     "expert_capacity",

@@ -453,6 +453,13 @@ _PROTOTYPES = {
     "infiniopGetClippedSwigluQuantWorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopClippedSwigluQuant": (_status, [_ptr, _ptr, _size] + [_ptr] * 5 + [_ptr]),
     "infiniopDestroyClippedSwigluQuantDescriptor": (_status, [_ptr]),
+    # ops/dequant_swiglu_quant.h: y, scale, x, weight_scale, activation_scale, bias,
+    # smooth_scales, group_index, then SwiGluQuant's attributes
+    "infiniopCreateDequantSwigluQuantDescriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 8 + [_int32, _enum, ctypes.c_int64, _enum]),
+    "infiniopGetDequantSwigluQuantWorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopDequantSwigluQuant": (_status, [_ptr, _ptr, _size] + [_ptr] * 8 + [_ptr]),
+    "infiniopDestroyDequantSwigluQuantDescriptor": (_status, [_ptr]),
     # ops/moe_finalize_routing_v2.h: out, expanded_x, expanded_row_idx, x1, x2, bias, scales,
     # expert_idx, then int64_t drop_pad_mode
     "infiniopCreateMoeFinalizeRoutingV2Descriptor": (

@@ -29,8 +29,9 @@ from ._operator import AttributeOperator, array_views, check_bool, check_dim, ch
 from .core import array_view, output
 from .enums import DType, GeluApproximate, QuantMode, QuantScaleFormat
 
-__all__ = ["ClippedSwigluQuant", "GeluMulQuant", "QuantMode", "QuantScaleFormat", "SwiGluQuant",
-           "clipped_swiglu_quant", "gelu_mul_quant", "quant_dtype", "quant_dtype_name",
+__all__ = ["ClippedSwigluQuant", "DequantSwigluQuant", "GeluMulQuant", "QuantMode",
+           "QuantScaleFormat", "SwiGluQuant", "clipped_swiglu_quant", "dequant_swiglu_quant",
+           "gelu_mul_quant", "quant_dtype", "quant_dtype_name",
            "swiglu_quant"]
 
 # dtype names -> the library's y dtype (ops/quant.h)
@@ -180,6 +181,20 @@ class ClippedSwigluQuant(SwiGluQuant):
         return checked, values + [int(checked[k]) for k in quant]
 
 
+class DequantSwigluQuant(SwiGluQuant):
+    """An infiniopDequantSwigluQuantDescriptor_t (docs/dequant_swiglu_quant.md):
+    DequantSwigluQuant(handle, y_desc, scale_desc, x_desc, weight_scale_desc=None,
+    activation_scale_desc=None, bias_desc=None, smooth_scales_desc=None, group_index_desc=None,
+    activate_left=1, quant_mode='dynamic', group_size=0, scale_format='f32'), or
+    DequantSwigluQuant.for_arrays(handle, y, scale, x, ...). Called as op(y, scale, x,
+    weight_scale, activation_scale, bias, smooth_scales, group_index)."""
+
+    _NAME = "DequantSwigluQuant"
+    _ARGUMENTS = ("y", "scale", "x", "weight_scale", "activation_scale", "bias", "smooth_scales",
+                  "group_index")
+    _OPTIONAL = ("weight_scale", "activation_scale", "bias", "smooth_scales", "group_index")
+
+
 # --------------------------------------------------------------------------------------------
 # Functions on arrays
 
@@ -199,7 +214,10 @@ def gated_quant_shapes(x_shape, group_size):
 
 def _gated_quant(cls, x, extra, dtype, group_size, scale, scale_format, smooth_scales,
                  group_index, activate_left, device, out, scale_out, handle, stage,
-                 key_extra=None):
+                 key_extra=None, inputs=None):
+    """inputs: the operator's own inputs between x and smooth_scales, by name (DequantSwigluQuant's
+    weight_scale, activation_scale, bias)."""
+    inputs = inputs or {}
     code = quant_dtype(dtype)
     dynamic = scale is None
     if not dynamic and scale_out is not None:
@@ -212,7 +230,7 @@ def _gated_quant(cls, x, extra, dtype, group_size, scale, scale_format, smooth_s
         group_size=group_size, scale_format=scale_format)[0]
     x_view = array_view(x, "x")
     views = array_views(x_view.kind, scale=scale, smooth_scales=smooth_scales,
-                        group_index=group_index)
+                        group_index=group_index, **inputs)
     y_shape, scale_shape = gated_quant_shapes(x_view.shape, attributes["group_size"])
     y, y_view = output(out, x, x_view, y_shape, _array_dtype(code, x_view.kind), "out")
     if code == DType.F8 and y_view.dtype == DType.U8:  # FP8's raw bytes
@@ -227,8 +245,9 @@ def _gated_quant(cls, x, extra, dtype, group_size, scale, scale_format, smooth_s
         s_view = views["scale"]
     names = [("y", "out" if out is not None else "y", out is not None),
              ("scale", "scale_out" if scale_out is not None else "scale", scale_out is not None)]
-    run(cls, [y_view, s_view, x_view, views["smooth_scales"], views["group_index"]], attributes,
-        device, handle, stage, key_extra(attributes) if key_extra else (), names=names)
+    run(cls, [y_view, s_view, x_view] + [views[name] for name in inputs]
+        + [views["smooth_scales"], views["group_index"]], attributes, device, handle, stage,
+        key_extra(attributes) if key_extra else (), names=names)
     return y, scale
 
 
@@ -282,3 +301,27 @@ def clipped_swiglu_quant(x, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=Tru
                         {"alpha": alpha, "limit": limit, "bias": bias, "interleaved": interleaved},
                         dtype, group_size, scale, scale_format, smooth_scales, group_index, None,
                         device, out, scale_out, handle, _stage, _zero_signs)
+
+
+def dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bias=None, dtype="int8",
+                         group_size=0, scale=None, scale_format="f32", smooth_scales=None,
+                         group_index=None, activate_left=True, device="cpu", out=None,
+                         scale_out=None, handle=None, _stage=None):
+    """(y, scale): swiglu_quant of the dequantized INT32 accumulators x (..., 2H) (int32, any
+    strides; docs/dequant_swiglu_quant.md): d = ((x + bias) * weight_scale) * activation_scale
+    (+ bias), each step one float64 rounding in that order, an int32 bias added to x exactly and
+    a float32 / float16 / bfloat16 one after the scales; then y = quantize(silu(d1) * d2 * m)
+    (activate_left True; d1 * silu(d2) * m for False).
+
+    weight_scale: (2H) float32, the weight's per-channel scale, or (E, 2H) with group_index (row
+    e for expert e's rows); None: 1. activation_scale: float32 of x's leading dims, with or
+    without a trailing 1 (the per-token scale); None: 1. bias: (2H) or (E, 2H), float32,
+    float16, bfloat16 or int32; None: no bias. Every other argument is swiglu_quant's: dtype,
+    group_size, scale (None: dynamic; else the static scale, y = z / scale), scale_format,
+    smooth_scales ((H), or (E, H) with group_index), group_index ((E) int64 counts; rows past
+    their sum get bytes 0 and dynamic scale 0), out, scale_out, device, handle."""
+    return _gated_quant(DequantSwigluQuant, x, {}, dtype, group_size, scale, scale_format,
+                        smooth_scales, group_index, activate_left, device, out, scale_out,
+                        handle, _stage, inputs={"weight_scale": weight_scale,
+                                                "activation_scale": activation_scale,
+                                                "bias": bias})

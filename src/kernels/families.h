@@ -5,6 +5,7 @@
 #pragma once
 
 #include "elementwise/host_runner.h"
+#include "ops/dequant_swiglu_quant.h"
 #include "ops/gated_quant.h"
 #include "ops/moe_aux_loss.h"
 #include "ops/moe_counts.h"

@@ -43,7 +43,8 @@
   X(MoeZLoss, moe_z_loss_grad)                      \
   X(GatedQuant, swiglu_quant)                       \
   X(GatedQuant, gelu_mul_quant)                     \
-  X(GatedQuant, clipped_swiglu_quant)
+  X(GatedQuant, clipped_swiglu_quant)               \
+  X(DequantSwigluQuant, dequant_swiglu_quant)
 // clang-format on
 
 namespace infiniop {

@@ -175,6 +175,11 @@ INFINIOP_OPERATOR(ClippedSwigluQuant,
                    nullable(in("group_index"))),
                   ("alpha", "limit", "bias", "interleaved", "quant_mode", "group_size",
                    "scale_format"));
+INFINIOP_OPERATOR(DequantSwigluQuant,
+                  (out("y"), out("scale"), in("x"), nullable(in("weight_scale")),
+                   nullable(in("activation_scale")), nullable(in("bias")),
+                   nullable(in("smooth_scales")), nullable(in("group_index"))),
+                  ("activate_left", "quant_mode", "group_size", "scale_format"));
 #undef INFINIOP_OPERATOR
 
 // The V2 creates of ClippedSwiglu(Backward): the same descriptor and calls, one attribute more.
@@ -198,7 +203,7 @@ using All =
                MoeInitRoutingV2Grad, MoeGatingTopKSoftmax, MoeGatingTopKSoftmaxGrad, MoeGatingTopK,
                MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate, MoeGatingWeights, MoeAuxLoss,
                MoeAuxLossGrad, MoeZLoss, MoeZLossGrad, MoeExpertCapacity, SwiGluQuant, GeluMulQuant,
-               ClippedSwigluQuant>;
+               ClippedSwigluQuant, DequantSwigluQuant>;
 
 // ---- attributes ------------------------------------------------------------------------------
 

@@ -111,9 +111,11 @@ bool lastDimFree(const std::string &op, const std::string &slot) {
 }
 
 // A float slot whose dtype is its own: the gated *Quant operators' x (F32, F16 or BF16 whatever
-// the F32 scales and the integer y).
+// the F32 scales and the integer y); DequantSwigluQuant's bias (F32, F16, BF16 or I32).
 bool dtypeFree(const std::string &op, const std::string &slot) {
-  return (op == "SwiGluQuant" || op == "GeluMulQuant" || op == "ClippedSwigluQuant") && slot == "x";
+  return ((op == "SwiGluQuant" || op == "GeluMulQuant" || op == "ClippedSwigluQuant") &&
+          slot == "x") ||
+         (op == "DequantSwigluQuant" && slot == "bias");
 }
 
 // Rows every operator has, derived from its slots.
@@ -523,6 +525,48 @@ void addOperatorRows(std::vector<Row> &rows) {
     add(op, "CountPastRowsAlone", K, P, "a `group_index` count 2^63 - 1",
         setValues("group_index", {0, INT64_MAX}));
   }
+  // DequantSwigluQuant: SwiGluQuant's rules on y, scale, smooth_scales and group_index (the
+  // same shared checks; a few rows here), and its own tensors. Configuration: y (2, 4) I8, scale
+  // (2, 2), x (2, 8) I32, weight_scale (2, 8), activation_scale (2, 1), bias (8) F32,
+  // smooth_scales (2, 4), group_index (2) = {1, 1}, dynamic, group_size 2.
+  const char *dq = "DequantSwigluQuant";
+  add(dq, "ActivateLeftTwo", C, P, "`activate_left` 2", setAttr(0, 2));
+  add(dq, "StaticUe8m0", C, P, "`scale_format` 1 (UE8M0) with `quant_mode` 0 (static)",
+      both(setAttr(1, 0), setAttr(3, 1)));
+  add(dq, "GroupSizeNotDividingH", C, S, "`group_size` 3, H = 4",
+      both(setAttr(2, 3), setShape("scale", {2, 1})));
+  add(dq, "XF32", C, T, "`x` F32 (INT32 accumulators are required)", setDtype("x", F32));
+  add(dq, "XI64", C, T, "`x` INT64", setDtype("x", I64));
+  add(dq, "XOddLastDim", C, S, "`x`'s last dim odd (2, 7)",
+      both(setShape("x", {2, 7}), setShape("y", {2, 3})));
+  add(dq, "YF16", C, T, "`y` F16 (I8 or F8 is required)", setDtype("y", INFINI_DTYPE_F16));
+  add(dq, "WeightScaleF16", C, T, "`weight_scale` F16 (F32 is required)",
+      setDtype("weight_scale", INFINI_DTYPE_F16));
+  add(dq, "WeightScaleNotEOr2H", C, S, "`weight_scale` (3, 8) with `group_index` (2)",
+      setShape("weight_scale", {3, 8}));
+  add(dq, "WeightScaleH", C, S, "`weight_scale` (4): H, not 2H", setShape("weight_scale", {4}));
+  add(dq, "WeightScaleEWithoutGroupIndex", C, S, "`weight_scale` (2, 8) without `group_index`",
+      both(dropDesc("group_index"), setShape("smooth_scales", {4})));
+  add(dq, "ActivationScaleF16", C, T, "`activation_scale` F16 (F32 is required)",
+      setDtype("activation_scale", INFINI_DTYPE_F16));
+  add(dq, "ActivationScaleRowsDiffer", C, S, "`activation_scale` (3, 1), `x` (2, 8)",
+      setShape("activation_scale", {3, 1}));
+  add(dq, "ActivationScaleNotOneColumn", C, S, "`activation_scale` (2, 2)",
+      setShape("activation_scale", {2, 2}));
+  add(dq, "BiasI8", C, T, "`bias` INT8 (F32, F16, BF16 or I32 is required)",
+      setDtype("bias", INFINI_DTYPE_I8));
+  add(dq, "BiasF64", C, T, "`bias` F64", setDtype("bias", INFINI_DTYPE_F64));
+  add(dq, "BiasH", C, S, "`bias` (4): H, not 2H", setShape("bias", {4}));
+  add(dq, "BiasENotGroupIndex", C, S, "`bias` (3, 8) with `group_index` (2)",
+      setShape("bias", {3, 8}));
+  add(dq, "GroupIndexChoosesNothing", C, P,
+      "`group_index` given, `smooth_scales` NULL, `weight_scale` and `bias` (2H)",
+      both(dropDesc("smooth_scales"), setShape("weight_scale", {8})));
+  add(dq, "SmoothNotEH", C, S, "`smooth_scales` (3, 4) with `group_index` (2)",
+      setShape("smooth_scales", {3, 4}));
+  add(dq, "CountNegative", K, P, "a `group_index` count -1", setValues("group_index", {-1, 1}));
+  add(dq, "CountsPastRows", K, P, "`group_index` counts 2, 1: 3 rows of 2",
+      setValues("group_index", {2, 1}));
   add("GeluMulQuant", "ApproximateTwo", C, P, "`approximate` 2", setAttr(0, 2));
   // ClippedSwigluQuant's alpha, limit, bias: ClippedSwiglu's rules.
   clippedAttributeRows("ClippedSwigluQuant", 0);

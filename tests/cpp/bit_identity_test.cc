@@ -1386,6 +1386,80 @@ void addClippedSwigluQuant(std::vector<Group> &groups) {
     }
 }
 
+// ---- DequantSwigluQuant: exact (docs/dequant_swiglu_quant.md), so cpu_reference joins its runs.
+// x (64, 2 x 1024) INT32 accumulators: 0, +-1, +-(2^31 - 1), INT32_MIN and signed values of every
+// magnitude; the float scales, biases and smooth scales MoE-like (mostly finite, a rare special);
+// INT8 and FP8, dynamic per token and per 128, UE8M0, static per 128 (the hostile static
+// scales); no bias, F32, BF16, F16 (per expert) and INT32 biases; weight_scale, bias and smooth
+// scales per expert with group_index counts 10, 0, 30, 15 (rows 55 to 63 past their sum).
+std::vector<int64_t> accumulators(uint64_t seed, size_t n) {
+  std::vector<int64_t> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t z = mix(seed, i);
+    switch (z % 8) {
+      case 0:
+        v[i] = (z >> 8) % 2 ? 2147483647 : -2147483647 - 1;
+        break;
+      case 1:
+        v[i] = static_cast<int64_t>((z >> 8) % 3) - 1;
+        break;
+      default: {  // a signed value of 2^0 .. 2^31 bits
+        const int bits = static_cast<int>((z >> 8) % 32);
+        const auto magnitude = static_cast<int64_t>((z >> 16) & ((uint64_t{1} << bits) - 1));
+        v[i] = (z >> 60) % 2 ? -magnitude : magnitude;
+      }
+    }
+  }
+  return v;
+}
+void addDequantSwigluQuant(std::vector<Group> &groups) {
+  constexpr auto I8 = INFINI_DTYPE_I8, F8 = INFINI_DTYPE_F8, F32 = INFINI_DTYPE_F32,
+                 I32 = INFINI_DTYPE_I32, NONE = INFINI_DTYPE_INVALID;
+  const size_t d = kElements / kRows, E = 4;
+  const char *op = "DequantSwigluQuant";
+  struct Variant {
+    const char *name;
+    infiniDtype_t y, bias;
+    double left, mode, group_size, format;
+    bool smooth, experts;
+  };
+  const Variant variants[] = {
+      {"Int8Token", I8, NONE, 1, 1, 0, 0, false, false},
+      {"Fp8Group128Ue8m0BiasF32", F8, F32, 0, 1, 128, 1, false, false},
+      {"Int8Group128BiasI32Smooth", I8, I32, 1, 1, 128, 0, true, false},
+      {"Fp8Static128BiasBF16", F8, INFINI_DTYPE_BF16, 1, 0, 128, 0, false, false},
+      {"Int8Group128PerExpertBiasF16", I8, INFINI_DTYPE_F16, 0, 1, 128, 0, true, true},
+      {"Fp8TokenPerExpertBiasI32", F8, I32, 1, 1, 0, 0, true, true},
+  };
+  for (const Variant &v : variants) {
+    const size_t G = v.group_size > 0 ? d / static_cast<size_t>(v.group_size) : 1;
+    const size_t rows = v.experts ? E : 1;
+    auto s = slotsOf(op);
+    give(s, "y", {kRows, d}, v.y);
+    give(s, "scale", {kRows, G}, F32);
+    give(s, "x", {kRows, 2 * d}, I32, accumulators(0x78, kRows * 2 * d));
+    give(s, "weight_scale", v.experts ? std::vector<size_t>{E, 2 * d} : std::vector<size_t>{2 * d},
+         F32);
+    give(s, "activation_scale", {kRows, 1}, F32);
+    if (v.bias != NONE) {
+      std::vector<size_t> shape =
+          v.experts ? std::vector<size_t>{E, 2 * d} : std::vector<size_t>{2 * d};
+      give(s, "bias", shape, v.bias,
+           v.bias == I32 ? accumulators(0x62, rows * 2 * d) : std::vector<int64_t>{});
+    }
+    if (v.smooth)
+      give(s, "smooth_scales", v.experts ? std::vector<size_t>{E, d} : std::vector<size_t>{d}, F32);
+    if (v.experts) give(s, "group_index", {E}, INFINI_DTYPE_I64, {10, 0, 30, 15});
+    groups.push_back({groupName(op, v.name, I32),
+                      op,
+                      s,
+                      {v.left, v.mode, v.group_size, v.format},
+                      Data::kMoe,
+                      quantized(d, v.group_size > 0 ? static_cast<size_t>(v.group_size) : d)});
+    if (v.mode == 0) groups.back().before_run = writeStaticScale;
+  }
+}
+
 const std::vector<Group> &groups() {
   static const std::vector<Group> all = [] {
     std::vector<Group> g;
@@ -1396,6 +1470,7 @@ const std::vector<Group> &groups() {
     addCounts(g);
     addCapacity(g);
     addGatedQuant(g);
+    addDequantSwigluQuant(g);
     addAuxLoss(g);
     addZLoss(g);
     addRelaxed(g);
@@ -1413,7 +1488,8 @@ const std::vector<Group> &groups() {
 // expert), so cpu_reference joins their runs too.
 bool correctlyRounded(const Group &g) {
   if (g.data == Data::kCounts) return true;
-  if (g.op == "SwiGluQuant" || g.op == "GeluMulQuant" || g.op == "ClippedSwigluQuant")
+  if (g.op == "SwiGluQuant" || g.op == "GeluMulQuant" || g.op == "ClippedSwigluQuant" ||
+      g.op == "DequantSwigluQuant")
     return true;  // exact bytes and scales
   const bool half = g.slots.front().dtype != INFINI_DTYPE_F32;
   return half && g.data == Data::kHostile;

@@ -191,6 +191,18 @@ const std::vector<OpSpec> &specs() {
                                      {{2, 4}, F32},
                                      {{2}, I64, {1, 1}}},
                                     {1.702, 7.0, 1.0, 1, 1, 2, 0}),
+      // y (INT8), scale (2 groups of 2), x (R = 2, 2H = 8) INT32, weight_scale (E = 2, 2H),
+      // activation_scale (R, 1), bias (2H) F32, smooth_scales (E, H), group_index (counts 1, 1);
+      // attrs: activate_left, quant_mode (dynamic), group_size, scale_format (F32).
+      make<ops::DequantSwigluQuant>({{{2, 4}, INFINI_DTYPE_I8},
+                                     {{2, 2}, F32},
+                                     {{2, 8}, I32},
+                                     {{2, 8}, F32},
+                                     {{2, 1}, F32},
+                                     {{8}, F32},
+                                     {{2, 4}, F32},
+                                     {{2}, I64, {1, 1}}},
+                                    {1, 1, 2, 0}),
   };
   static const std::vector<OpSpec> all = withClampAfter(base);
   return all;

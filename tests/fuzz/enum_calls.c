@@ -76,3 +76,16 @@ infiniStatus_t fuzzCreateClippedSwigluQuantDescriptor(
       handle, desc, y, scale, x, smooth_scales, group_index, alpha, limit, bias, interleaved,
       (infiniopQuantMode_t)quant_mode, group_size, (infiniopQuantScaleFormat_t)scale_format);
 }
+
+infiniStatus_t fuzzCreateDequantSwigluQuantDescriptor(
+    infiniopHandle_t handle, infiniopDequantSwigluQuantDescriptor_t *desc,
+    infiniopTensorDescriptor_t y, infiniopTensorDescriptor_t scale, infiniopTensorDescriptor_t x,
+    infiniopTensorDescriptor_t weight_scale, infiniopTensorDescriptor_t activation_scale,
+    infiniopTensorDescriptor_t bias, infiniopTensorDescriptor_t smooth_scales,
+    infiniopTensorDescriptor_t group_index, int32_t activate_left, int quant_mode,
+    int64_t group_size, int scale_format) {
+  return infiniopCreateDequantSwigluQuantDescriptor(
+      handle, desc, y, scale, x, weight_scale, activation_scale, bias, smooth_scales, group_index,
+      activate_left, (infiniopQuantMode_t)quant_mode, group_size,
+      (infiniopQuantScaleFormat_t)scale_format);
+}

@@ -75,6 +75,7 @@ ENUM_AS_INT(GeluMulBackward);
 ENUM_AS_INT(SwiGluQuant);
 ENUM_AS_INT(GeluMulQuant);
 ENUM_AS_INT(ClippedSwigluQuant);
+ENUM_AS_INT(DequantSwigluQuant);
 #undef ENUM_AS_INT
 
 namespace {
@@ -434,6 +435,7 @@ enum Op {
   kSwiGluQuant,         // SwiGluQuant, GeluMulQuant: exact (every byte of y, every scale's bits)
   kGeluMulQuant,        // (appended last, so that the earlier seeds keep their operator)
   kClippedSwigluQuant,  // exact, as SwiGluQuant (appended last too)
+  kDequantSwigluQuant,  // exact, as SwiGluQuant (appended last likewise)
   kOpCount
 };
 // The table's operator of each Op (ClippedSwiglu(Backward) with a clamp_mode: their V2, see
@@ -446,7 +448,8 @@ using FuzzOps =
                ops::MoeGatingTopKSoftmaxGrad, ops::MoeGatingTopK, ops::MoeGatingTopKGrad,
                ops::MoeExpertCounts, ops::MoeBiasUpdate, ops::MoeGatingWeights, ops::MoeAuxLoss,
                ops::MoeAuxLossGrad, ops::MoeZLoss, ops::MoeZLossGrad, ops::MoeExpertCapacity,
-               ops::SwiGluQuant, ops::GeluMulQuant, ops::ClippedSwigluQuant>;
+               ops::SwiGluQuant, ops::GeluMulQuant, ops::ClippedSwigluQuant,
+               ops::DequantSwigluQuant>;
 static_assert(std::tuple_size_v<FuzzOps> == kOpCount);
 
 // f(Op's type from the table).
@@ -470,15 +473,15 @@ const char *opName(Op op) {
 // mode's, for the elementwise operators (the MoE operators ignore the mode). The routers' K
 // (moe_gating) enters their own bound (compareRouter()); the expert-count operators are exact.
 // The aux losses: (E / 16 + T / 256 + 300) 2^-23 at the fuzzer's sizes (docs/moe_aux_loss.md).
-const double kBoundU[] = {4, 4, 4, 5, 6, 4, 6,   4,   6,  16, 16, 0, 16, 4,
-                          4, 4, 4, 0, 0, 4, 800, 800, 16, 16, 0,  0, 0,  0};
+const double kBoundU[] = {4, 4, 4, 5, 6, 4,   6,   4,  6,  16, 16, 0, 16, 4, 4,
+                          4, 4, 0, 0, 4, 800, 800, 16, 16, 0,  0,  0, 0,  0};
 static_assert(sizeof kBoundU / sizeof kBoundU[0] == kOpCount);
 bool isRouter(Op op) {
   return (op >= kRouterSoftmax && op <= kRouterTopKGrad) || op == kRouterWeights;
 }
 bool isExact(Op op) {
   return op == kExpertCounts || op == kBiasUpdate || op == kCapacity || op == kSwiGluQuant ||
-         op == kGeluMulQuant || op == kClippedSwigluQuant;
+         op == kGeluMulQuant || op == kClippedSwigluQuant || op == kDequantSwigluQuant;
 }
 constexpr double kRelaxedBoundU = 8;
 
@@ -774,7 +777,7 @@ void decodeGatedQuant(Input &in, Case &c, int fd) {
     c.f[2] = in.chance(200) ? 1.0f : fuzzFloat(in);    // bias
     c.flag = in.chance(128);                           // interleaved
   }
-  if (c.op == kSwiGluQuant || c.op == kClippedSwigluQuant) {
+  if (c.op == kSwiGluQuant || c.op == kClippedSwigluQuant || c.op == kDequantSwigluQuant) {
     c.approximate = mode;  // quant_mode: its first enum
     c.enums[1] = format;
   } else {
@@ -799,6 +802,42 @@ void decodeGatedQuant(Input &in, Case &c, int fd) {
   g.hi = static_cast<int64_t>(rows / E) + 1;  // sums mostly within the rows
   g.present = counts;
   c.t.push_back(g);
+}
+
+// DequantSwigluQuant (docs/dequant_swiglu_quant.md): SwiGluQuant's tensors and attributes
+// (decodeGatedQuant) with x INT32 accumulators of any value (else a float dtype), and
+// weight_scale (2H) or (E, 2H), activation_scale (lead...) or (lead..., 1), bias (2H) or (E, 2H)
+// of F32, F16, BF16 or INT32 (any value), each present or not.
+void decodeDequantSwigluQuant(Input &in, Case &c, int fd) {
+  decodeGatedQuant(in, c, fd);
+  Tensor &x = c.t[2];
+  if (in.chance(240)) {
+    x.dtype = INFINI_DTYPE_I32;
+    x.role = kIndex;
+    x.lo = INT32_MIN;
+    x.hi = INT32_MAX;
+  }
+  const std::vector<size_t> lead(x.shape.begin(), x.shape.end() - 1);
+  const size_t H2 = x.shape.back(), E = c.t[4].shape[0];
+  const auto columns = [&](bool per_expert) {
+    return per_expert ? std::vector<size_t>{E, H2} : std::vector<size_t>{H2};
+  };
+  Tensor w = makeT(kInput, columns(in.chance(64)), in.chance(240) ? INFINI_DTYPE_F32 : fd);
+  w.present = in.chance(192);
+  std::vector<size_t> rows = lead;
+  if (in.chance(128)) rows.push_back(1);
+  Tensor a = makeT(kInput, rows, in.chance(240) ? INFINI_DTYPE_F32 : fd);
+  a.present = in.chance(192);
+  static const int bias_dtypes[] = {INFINI_DTYPE_F32, INFINI_DTYPE_F16, INFINI_DTYPE_BF16,
+                                    INFINI_DTYPE_I32};
+  Tensor b = makeT(kInput, columns(in.chance(64)), bias_dtypes[in.pick(4)]);
+  if (b.dtype == INFINI_DTYPE_I32) {
+    b.role = kIndex;
+    b.lo = INT32_MIN;
+    b.hi = INT32_MAX;
+  }
+  b.present = in.chance(128);
+  c.t.insert(c.t.begin() + 3, {w, a, b});
 }
 
 // The aux losses (docs/moe_aux_loss.md): x (T, E) of any float dtype, logits now and then in
@@ -1041,6 +1080,9 @@ Case decode(Input &in) {
     case kGeluMulQuant:
     case kClippedSwigluQuant:
       decodeGatedQuant(in, c, fd);
+      break;
+    case kDequantSwigluQuant:
+      decodeDequantSwigluQuant(in, c, fd);
       break;
     default:
       break;

@@ -14,7 +14,8 @@ OPERATORS = ["gelu", "gelu_backward", "gelu_backward_v2", "gelu_mul", "gelu_mul_
              "moe_gating_top_k_softmax_grad", "moe_gating_top_k", "moe_gating_top_k_grad",
              "moe_expert_counts", "moe_bias_update", "moe_gating_weights",
              "moe_aux_loss", "moe_aux_loss_grad", "moe_z_loss", "moe_z_loss_grad",
-             "moe_expert_capacity", "swiglu_quant", "gelu_mul_quant", "clipped_swiglu_quant"]
+             "moe_expert_capacity", "swiglu_quant", "gelu_mul_quant", "clipped_swiglu_quant",
+             "dequant_swiglu_quant"]
 
 here = os.path.dirname(os.path.abspath(__file__))
 out = os.path.join(here, "corpus")

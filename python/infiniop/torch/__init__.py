@@ -55,12 +55,15 @@ node (prim::PythonOp), under torch.fx.symbolic_trace as one call_function node.
                                           GeluMulQuant, as swiglu_quant
     clipped_swiglu_quant(x, alpha=1.702, limit=7.0, bias=1.0, interleaved=True, dtype='int8',
                          ...)            ClippedSwigluQuant, as swiglu_quant
+    dequant_swiglu_quant(x, weight_scale=None, activation_scale=None, bias=None, ...)
+                                          DequantSwigluQuant (x int32), as swiglu_quant
 
 plus torch_npu-named aliases (npu_swiglu, npu_gelu, npu_gelu_backward, npu_gelu_mul,
-npu_swiglu_quant, npu_clipped_swiglu, npu_moe_init_routing_v2, npu_moe_finalize_routing,
-npu_moe_gating_top_k_softmax, npu_moe_gating_top_k_softmax_v2, npu_moe_gating_top_k) with
-torch_npu's argument names and order, and, where torch.library allows it, the same operators as
-torch.ops.infiniop.<name> (see docs/python.md, section "infiniop.torch").
+npu_swiglu_quant, npu_dequant_swiglu_quant, npu_clipped_swiglu, npu_moe_init_routing_v2,
+npu_moe_finalize_routing, npu_moe_gating_top_k_softmax, npu_moe_gating_top_k_softmax_v2,
+npu_moe_gating_top_k) with torch_npu's argument names and order, and, where torch.library
+allows it, the same operators as torch.ops.infiniop.<name> (see docs/python.md, section
+"infiniop.torch").
 
 Every function also takes device= ('cpu', 'cpu_reference', 'opencl' or a Device) and handle= (an
 open infiniop.Handle, which then decides the device), keywords of the functional API. Tensors are
@@ -106,6 +109,7 @@ __all__ = [
     "SwiGluFunction",
     "clipped_swiglu",
     "clipped_swiglu_quant",
+    "dequant_swiglu_quant",
     "gelu",
     "gelu_mul",
     "gelu_mul_quant",
@@ -120,6 +124,7 @@ __all__ = [
     "moe_init_routing_v2",
     "moe_z_loss",
     "npu_clipped_swiglu",
+    "npu_dequant_swiglu_quant",
     "npu_gelu",
     "npu_gelu_backward",
     "npu_gelu_mul",
@@ -418,10 +423,13 @@ def _activate_left(value):
 
 
 def _gated_quant(function, operator, x, scale, smooth_scales, group_index, attributes, device,
-                 handle):
+                 handle, inputs=None):
+    """inputs: the operator's own optional tensors, by name, in its schema's order before scale
+    (dequant_swiglu_quant's weight_scale, activation_scale, bias)."""
+    inputs = inputs or {}
     _check_tensor(x, "x")
     for value, name in ((scale, "scale"), (smooth_scales, "smooth_scales"),
-                        (group_index, "group_index")):
+                        (group_index, "group_index"), *((v, n) for n, v in inputs.items())):
         _check_tensor(value, name, optional=True)
     if (handle is None and _ops.REGISTERED and _ops.COMPILABLE
             and isinstance(device, (str, _torch.device))):
@@ -432,12 +440,13 @@ def _gated_quant(function, operator, x, scale, smooth_scales, group_index, attri
         if "activate_left" in attributes:  # not ClippedSwigluQuant's
             attributes["activate_left"] = _activate_left(attributes["activate_left"])
         y, s = getattr(_torch.ops.infiniop, operator)(
-            x, scale, smooth_scales, group_index, **attributes,
+            x, *inputs.values(), scale, smooth_scales, group_index, **attributes,
             device=_traced_device(device, handle))
         return y, scale if scale is not None else s
     # no gradient: the outputs come from the library, outside autograd
     return function(x.detach(), scale=scale, smooth_scales=smooth_scales,
-                    group_index=group_index, **attributes, device=device, handle=handle)
+                    group_index=group_index, **inputs, **attributes, device=device,
+                    handle=handle)
 
 
 def swiglu_quant(x, *, dtype="int8", group_size=0, scale=None, scale_format="f32",
@@ -484,8 +493,24 @@ def clipped_swiglu_quant(x, *, alpha=1.702, limit=7.0, bias=1.0, interleaved=Tru
                         smooth_scales, group_index, attributes, device, handle)
 
 
+def dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bias=None, dtype="int8",
+                         group_size=0, scale=None, scale_format="f32", smooth_scales=None,
+                         group_index=None, activate_left=True, device="cpu", handle=None):
+    """(y, scale), as infiniop.dequant_swiglu_quant (swiglu_quant of the INT32 accumulators x
+    dequantized: ((x + bias) * weight_scale) * activation_scale (+ bias)), as
+    torch.ops.infiniop.dequant_swiglu_quant where torch.library allows it; no gradient, as
+    swiglu_quant."""
+    attributes = {"dtype": dtype, "group_size": group_size, "scale_format": scale_format,
+                  "activate_left": activate_left}
+    return _gated_quant(_infiniop.dequant_swiglu_quant, "dequant_swiglu_quant", x, scale,
+                        smooth_scales, group_index, attributes, device, handle,
+                        inputs={"weight_scale": weight_scale,
+                                "activation_scale": activation_scale, "bias": bias})
+
+
 from .npu import (  # noqa: E402  (the aliases build on the functions above)
     npu_clipped_swiglu,
+    npu_dequant_swiglu_quant,
     npu_gelu,
     npu_gelu_backward,
     npu_gelu_mul,

@@ -50,10 +50,14 @@ torch.compile. Schemas cannot carry an infiniop.Handle, so these take device='cp
         str device='cpu') -> (Tensor, Tensor?)
         (y, the dynamic scale; None for a static scale, an input; dtype 'int8' or 'fp8';
         scale_format 0 F32, 1 UE8M0; no gradient: _quant)
+    torch.ops.infiniop.dequant_swiglu_quant(Tensor x, Tensor? weight_scale=None,
+        Tensor? activation_scale=None, Tensor? bias=None, <swiglu_quant's after x>)
+        -> (Tensor, Tensor?)  (x int32; as swiglu_quant)
 
 moe_expert_counts and moe_bias_update have no gradient: no Autograd kernel (autograd falls
 through to the CPU kernel), and their fake kernels are _compile_moe's. Nor have swiglu_quant,
-gelu_mul_quant and clipped_swiglu_quant (fake kernels: _quant's; from PyTorch 2.4 a backward through them raises).
+gelu_mul_quant, clipped_swiglu_quant and dequant_swiglu_quant (fake kernels: _quant's; from
+PyTorch 2.4 a backward through them raises).
 
 REGISTERED says whether it worked; REASON why not (an older torch without torch.library, or
 the namespace already defined by someone else in this process).

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""torch.ops.infiniop.swiglu_quant, gelu_mul_quant and clipped_swiglu_quant (infiniop's functions
-of those names):
-their schemas, CPU kernels and fake kernels, for _ops and _compile to register.
+"""torch.ops.infiniop.swiglu_quant, gelu_mul_quant, clipped_swiglu_quant and dequant_swiglu_quant
+(the functional API's of the same names): their schemas, CPU kernels and fake kernels, for _ops
+and _compile to register.
 
 Inference operators: a quantized output has no gradient. The CPU kernel is the functional API;
 on PyTorch 2.4 on, the autograd formula registered for them refuses a backward with a message
@@ -29,6 +29,10 @@ SCHEMAS = {
     "clipped_swiglu_quant": (f"clipped_swiglu_quant({_QUANT_ARGUMENTS}, float alpha=1.702, "
                              "float limit=7.0, float bias=1.0, bool interleaved=True, "
                              "str device='cpu') -> (Tensor, Tensor?)"),
+    "dequant_swiglu_quant": ("dequant_swiglu_quant(Tensor x, Tensor? weight_scale=None, "
+                             "Tensor? activation_scale=None, Tensor? bias=None, "
+                             f"{_ARGUMENTS.replace('Tensor x, ', '')}, str device='cpu') "
+                             "-> (Tensor, Tensor?)"),
 }
 
 
@@ -63,8 +67,20 @@ def _clipped_swiglu_quant_cpu(x, scale=None, smooth_scales=None, group_index=Non
     return y, None if scale is not None else s
 
 
+def _dequant_swiglu_quant_cpu(x, weight_scale=None, activation_scale=None, bias=None, scale=None,
+                              smooth_scales=None, group_index=None, *, dtype="int8", group_size=0,
+                              scale_format=0, activate_left=True, device="cpu"):
+    y, s = infiniop.dequant_swiglu_quant(
+        x, weight_scale=weight_scale, activation_scale=activation_scale, bias=bias, dtype=dtype,
+        group_size=group_size, scale=scale, scale_format=scale_format,
+        smooth_scales=smooth_scales, group_index=group_index, activate_left=activate_left,
+        device=device)
+    return y, None if scale is not None else s
+
+
 KERNELS = {"swiglu_quant": _swiglu_quant_cpu, "gelu_mul_quant": _gelu_mul_quant_cpu,
-           "clipped_swiglu_quant": _clipped_swiglu_quant_cpu}
+           "clipped_swiglu_quant": _clipped_swiglu_quant_cpu,
+           "dequant_swiglu_quant": _dequant_swiglu_quant_cpu}
 
 
 def _fake(x, scale=None, smooth_scales=None, group_index=None, *, dtype="int8", group_size=0,
@@ -77,7 +93,13 @@ def _fake(x, scale=None, smooth_scales=None, group_index=None, *, dtype="int8", 
     return y, None if scale is not None else x.new_empty(scale_shape, dtype=torch.float32)
 
 
-FAKE = {"swiglu_quant": _fake, "gelu_mul_quant": _fake, "clipped_swiglu_quant": _fake}
+def _dequant_fake(x, weight_scale=None, activation_scale=None, bias=None, scale=None,
+                  smooth_scales=None, group_index=None, *, dtype="int8", group_size=0, **_):
+    return _fake(x, scale, smooth_scales, group_index, dtype=dtype, group_size=group_size)
+
+
+FAKE = {"swiglu_quant": _fake, "gelu_mul_quant": _fake, "clipped_swiglu_quant": _fake,
+        "dequant_swiglu_quant": _dequant_fake}
 
 
 def no_gradient(name):

@@ -13,6 +13,10 @@ argument.
     npu_swiglu_quant(x, smooth_scales=None, offsets=None, group_index=None,
                      activate_left=False, quant_mode=0, group_list_type=0, dst_type=None)
                                                            -> swiglu_quant
+    npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bias=None,
+                             quant_scale=None, quant_offset=None, group_index=None,
+                             activate_left=False, quant_mode=0)
+                                                           -> dequant_swiglu_quant
     npu_clipped_swiglu(x, *, group_index=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0,
                        interleaved=True)                   -> clipped_swiglu
     npu_moe_finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales,
@@ -39,10 +43,10 @@ import infiniop
 
 from . import _autograd
 
-__all__ = ["npu_clipped_swiglu", "npu_gelu", "npu_gelu_backward", "npu_gelu_mul",
-           "npu_moe_finalize_routing", "npu_moe_gating_top_k", "npu_moe_gating_top_k_softmax",
-           "npu_moe_gating_top_k_softmax_v2", "npu_moe_init_routing_v2", "npu_swiglu",
-           "npu_swiglu_quant"]
+__all__ = ["npu_clipped_swiglu", "npu_dequant_swiglu_quant", "npu_gelu", "npu_gelu_backward",
+           "npu_gelu_mul", "npu_moe_finalize_routing", "npu_moe_gating_top_k",
+           "npu_moe_gating_top_k_softmax", "npu_moe_gating_top_k_softmax_v2",
+           "npu_moe_init_routing_v2", "npu_swiglu", "npu_swiglu_quant"]
 
 
 def _api():
@@ -127,6 +131,50 @@ def npu_swiglu_quant(x, smooth_scales=None, offsets=None, group_index=None, acti
     y, scale = _api().swiglu_quant(x, dtype=dtype, scale=scale, smooth_scales=smooth_scales,
                                    group_index=group_index, activate_left=bool(activate_left),
                                    device=device, handle=handle)
+    return y, scale.squeeze(-1)  # torch_npu's scale has x's leading dims (no trailing G = 1)
+
+
+def _shared_row(t):
+    """torch_npu's (1, N) per-group tensor of one group as the library's shared (N) one."""
+    return t.reshape(-1) if t is not None and t.dim() == 2 and t.shape[0] == 1 else t
+
+
+def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bias=None,
+                             quant_scale=None, quant_offset=None, group_index=None,
+                             activate_left=False, quant_mode=0, device="cpu", handle=None):
+    """torch_npu.npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None,
+    bias=None, quant_scale=None, quant_offset=None, group_index=None, activate_left=False,
+    quant_mode=0) -> (y, scale), on dequant_swiglu_quant per token, INT8 (no gradient).
+
+    x (TokensNum, 2H) int32; weight_scale (2H), (1, 2H) or (groupNum, 2H) float32 with
+    group_index; activation_scale (TokensNum) or (TokensNum, 1) float32; bias (2H) or
+    (groupNum, 2H) float32, float16, bfloat16 or int32; quant_scale (H), (1, H) or (groupNum, H)
+    float32, the smooth scales (CANN's multiplier in both modes); group_index (groupNum) counts
+    (torch_npu's count mode; rows past their sum get 0). quant_mode 1 (dynamic): scale
+    (TokensNum) = amax / 127 of each row's values; 0 (static): CANN's y = round(z *
+    quant_scale), the library's static scale 1.0, returned as ones. None for weight_scale or
+    activation_scale means 1 (torch_npu requires both for int32 x). quant_offset (asymmetric
+    zero points) is not supported: NotImplementedError."""
+    if quant_offset is not None:
+        raise NotImplementedError("quant_offset: asymmetric quantization (zero points) is not "
+                                  "supported; the library's INT8 is symmetric (pass "
+                                  "quant_offset=None)")
+    if quant_mode not in (0, 1):
+        raise ValueError(f"quant_mode={quant_mode!r}: 0 (static) or 1 (dynamic)")
+    _autograd._check_tensor(x, "x")
+    for value, name in ((weight_scale, "weight_scale"), (activation_scale, "activation_scale"),
+                        (bias, "bias"), (quant_scale, "quant_scale"),
+                        (group_index, "group_index")):
+        _autograd._check_tensor(value, name, optional=True)
+    if group_index is not None:
+        group_index = group_index.to(torch.int64)
+    scale = None
+    if quant_mode == 0:  # per token: one 1.0 broadcast to every row
+        scale = torch.ones((), dtype=torch.float32).expand(*x.shape[:-1], 1)
+    y, scale = _api().dequant_swiglu_quant(
+        x, weight_scale=_shared_row(weight_scale), activation_scale=activation_scale,
+        bias=_shared_row(bias), scale=scale, smooth_scales=_shared_row(quant_scale),
+        group_index=group_index, activate_left=bool(activate_left), device=device, handle=handle)
     return y, scale.squeeze(-1)  # torch_npu's scale has x's leading dims (no trailing G = 1)
 
 
