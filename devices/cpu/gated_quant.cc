@@ -548,11 +548,11 @@ template <class Act, class T>
 void Rows(const GatedQuantPlan &plan, const GatedQuantData &data, const QuantScratch &scratch,
           size_t first, size_t last) {
   const size_t H = plan.half, G = plan.groups;
-  // A large call's y rows are written with non-temporal stores from the scratch (as the
-  // elementwise operators' outputs are: docs/performance.md): plain stores would first read each
-  // line of y into the cache.
+  // A call moving streamMinBytes() (x read, y written) writes y's rows with non-temporal stores
+  // from the scratch, as the elementwise operators write their outputs (docs/performance.md):
+  // plain stores would first read each line of y into the cache.
   const bool stream = kStreamingStores && plan.y.col_stride == 1 &&
-                      plan.rows * H * (4 * sizeof(T) + 1) >= streamMinBytes();
+                      plan.rows * H * (2 * sizeof(T) + 1) >= streamMinBytes();
   for (size_t r = first; r < last; ++r) {
     const ptrdiff_t e = quant::smoothRowOf(plan, data.counts, r);
     auto *y = static_cast<uint8_t *>(data.y) + plan.y.rowOffset(r);
