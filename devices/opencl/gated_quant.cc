@@ -43,8 +43,8 @@ class GatedQuant final : public quant::GatedQuantRunner {
     const std::string options =
         std::string("-cl-std=CL1.2 ") + storageOption(p.dtype) + " -DEXACT_FORMULAS";
     cl_program program = nullptr;
-    INFINIOP_CHECK(
-        getProgram(op_, handle_, {sources::common, sources::gated_quant}, options, &program));
+    INFINIOP_CHECK(getProgram(op_, handle_, {sources::common, sources::quant, sources::gated_quant},
+                              options, &program));
     INFINIOP_CHECK(createKernel(op_, program, "gated_quant", kernel_.out()));
     INFINIOP_CHECK(workGroupSize(op_, handle_, kernel_.get(), &group_));
     // The order of the .cl file's QVIEW_*.

@@ -42,7 +42,8 @@
   X(MoeZLoss, moe_z_loss)                           \
   X(MoeZLoss, moe_z_loss_grad)                      \
   X(GatedQuant, swiglu_quant)                       \
-  X(GatedQuant, gelu_mul_quant)
+  X(GatedQuant, gelu_mul_quant)                     \
+  X(MoeInit, moe_init_routing_quant)
 // clang-format on
 
 namespace infiniop {
