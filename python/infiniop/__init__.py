@@ -87,8 +87,10 @@ from .moe_gating import (
 )
 from .moe_gating_weights import MoeGatingWeights, moe_gating_weights
 from .moe_init_routing import (
+    MoeInitRoutingQuantV2,
     MoeInitRoutingV2,
     MoeInitRoutingV2Grad,
+    moe_init_routing_quant_v2,
     moe_init_routing_v2,
     moe_init_routing_v2_grad,
 )
@@ -123,6 +125,7 @@ __all__ = [
     "MoeGatingTopKSoftmax",
     "MoeGatingTopKSoftmaxGrad",
     "MoeGatingWeights",
+    "MoeInitRoutingQuantV2",
     "MoeInitRoutingV2",
     "MoeInitRoutingV2Grad",
     "MoeZLoss",
@@ -167,6 +170,7 @@ __all__ = [
     "moe_gating_weights",
     "moe_z_loss",
     "moe_z_loss_grad",
+    "moe_init_routing_quant_v2",
     "moe_init_routing_v2",
     "moe_init_routing_v2_grad",
     "parse_device",
