@@ -45,24 +45,16 @@ gather::TableView floatTable(const Tensor *t) {
   return v;
 }
 
-// dynamic_quant_scale, one F32 per expanded row: (A) or (E, C), read as rows of one column.
+// dynamic_quant_scale, one F32 per expanded row: (A) or (E, C), read as rowView reads
+// expanded_x, with a last dim of one column.
 gather::RowView scaleRows(const Tensor *t) {
-  gather::RowView v;
-  if (!t) return v;
-  v.present = true;
-  v.span = infiniop::elementSpan(t->shape, t->strides);
-  v.cols = 1;
-  v.row_stride = t->strides.back();
-  if (t->ndim() == 2) {
-    v.block = t->shape[1];
-    v.block_stride = t->strides[0];
-    v.rows = t->shape[0] * t->shape[1];
-  } else {
-    v.rows = t->shape[0];
-    v.block = v.rows;
-  }
-  if (v.block == 0) v.block = 1;
-  return v;
+  if (!t) return {};
+  std::vector<size_t> shape = t->shape;
+  std::vector<ptrdiff_t> strides = t->strides;
+  shape.push_back(1);
+  strides.push_back(1);
+  const Tensor column(t->dtype, shape, strides);
+  return gather::rowView(&column);
 }
 
 // MoeInitRoutingQuantV2's checks beyond MoeInitRoutingV2's: the mode, expanded_x's format,
