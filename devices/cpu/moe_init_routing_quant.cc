@@ -3,7 +3,14 @@
 // row read once, split over threads by token), each value quantized in double by the reference's
 // operations in the same order (exact/quant.h), so every byte and scale is cpu_reference's on any
 // thread count. Where the row's bytes do not depend on the expert (static, or one smooth row)
-// they are computed once per token and copied to its K places.
+// they are computed once per token and copied to its K places. INT8 rows run in Highway vectors
+// of double: the same IEEE multiplications, additions and divisions, max of |z| (exact in any
+// order, NaN tracked apart), round to nearest even and the clamp, so the same bits; FP8's
+// encoding (exact/quant.h's frexp form) stays scalar.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/moe_init_routing_quant.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,9 +19,65 @@
 #include "core/dtype.h"
 #include "cpu/parallel.h"
 #include "exact/quant.h"
+#include "hwy/highway.h"
 #include "ops/moe_init_routing.h"
 
+HWY_BEFORE_NAMESPACE();
+namespace infiniop::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// One INT8 row of H values v (double, contiguous) into `bytes`: static (m NULL, dynamic false)
+// t = v scale + offset; dynamic z = v m (m contiguous F32, or NULL: 1) kept in z, s =
+// dynamicScale(amax), t = z / s. Returns s (1 where static). exact/quant.h's quantizeByte on
+// every t: NaN 0, else clamped to [-127, 127] and rounded to nearest even.
+float MoeQuantRowInt8(const double *v, const float *m, size_t H, bool dynamic, double scale,
+                      double offset, double *z, uint8_t *bytes) {
+  const hn::ScalableTag<double> d;
+  const hn::Rebind<float, decltype(d)> df;
+  const hn::Rebind<int32_t, decltype(d)> di32;
+  const hn::Rebind<int8_t, decltype(d)> di8;
+  const size_t N = hn::Lanes(d);
+  const auto lo = hn::Set(d, -127.0), hi = hn::Set(d, 127.0);
+  const auto store = [&](size_t c, decltype(lo) t) {
+    const auto rounded = hn::IfThenElseZero(hn::Eq(t, t), hn::Round(hn::Min(hn::Max(t, lo), hi)));
+    hn::StoreU(hn::DemoteTo(di8, hn::DemoteTo(di32, rounded)), di8,
+               reinterpret_cast<int8_t *>(bytes + c));
+  };
+  const auto format = exact::QuantFormat::int8;
+  size_t c = 0;
+  if (!dynamic) {
+    const auto vs = hn::Set(d, scale), vo = hn::Set(d, offset);
+    for (; c + N <= H; c += N) store(c, hn::Add(hn::Mul(hn::LoadU(d, v + c), vs), vo));
+    for (; c < H; ++c) bytes[c] = exact::quantizeByte(v[c] * scale + offset, format);
+    return 1.0f;
+  }
+  auto amax = hn::Zero(d);
+  auto nan = hn::FirstN(d, 0);
+  for (; c + N <= H; c += N) {
+    auto zc = hn::LoadU(d, v + c);
+    if (m) zc = hn::Mul(zc, hn::PromoteTo(d, hn::LoadU(df, m + c)));
+    hn::StoreU(zc, d, z + c);
+    nan = hn::Or(nan, hn::Not(hn::Eq(zc, zc)));  // Ne is ordered: false on NaN
+    amax = hn::Max(amax, hn::Abs(zc));
+  }
+  double a = hn::AllFalse(d, nan) ? hn::GetLane(hn::MaxOfLanes(d, amax)) : NAN;
+  for (; c < H; ++c) {
+    z[c] = m ? v[c] * m[c] : v[c];
+    a = std::isnan(z[c]) || std::isnan(a) ? NAN : std::fmax(a, std::fabs(z[c]));
+  }
+  const float s = exact::dynamicScale(a, format, false);
+  const auto vs = hn::Set(d, static_cast<double>(s));
+  for (c = 0; c + N <= H; c += N) store(c, hn::Div(hn::LoadU(d, z + c), vs));
+  for (; c < H; ++c) bytes[c] = exact::quantizeByte(z[c] / s, format);
+  return s;
+}
+
+}  // namespace infiniop::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 namespace infiniop::cpu {
+HWY_EXPORT(MoeQuantRowInt8);
 namespace {
 
 using Quant = moe::InitPlan::Quant;
@@ -45,6 +108,15 @@ float quantizeRow(const moe::InitPlan &p, const moe::InitData &data, const doubl
                   size_t smooth_row, double *z, uint8_t *bytes) {
   const Quant &q = p.quant;
   const size_t H = p.hidden;
+  // INT8 with a contiguous smooth row (or none): the vector path, the same bits.
+  if (q.format == exact::QuantFormat::int8 && (q.smooth_rows == 0 || q.smooth.col_stride == 1)) {
+    const float *m = q.dynamic && q.smooth_rows > 0
+                         ? static_cast<const float *>(data.scale) + q.smooth.offset(smooth_row, 0)
+                         : nullptr;
+    const double scale = q.dynamic ? 1.0 : static_cast<const float *>(data.scale)[0];
+    const double offset = q.dynamic ? 0.0 : static_cast<const float *>(data.offset)[0];
+    return HWY_DYNAMIC_DISPATCH(MoeQuantRowInt8)(v, m, H, q.dynamic, scale, offset, z, bytes);
+  }
   if (!q.dynamic) {
     const double scale = static_cast<const float *>(data.scale)[0];
     const double offset = static_cast<const float *>(data.offset)[0];
@@ -122,3 +194,4 @@ void moe_init_routing_quant(const moe::InitPlan &plan, const moe::InitData &data
 }
 
 }  // namespace infiniop::cpu
+#endif
