@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -117,6 +118,16 @@ std::string describe(const Case &c) {
          " smooth=" + std::to_string(static_cast<int>(c.smooth)) + " expert_idx " +
          infiniop::dtypeName(c.expert_dt) + " row_idx " + infiniop::dtypeName(c.row_dt) +
          " counts " + infiniop::dtypeName(c.count_dt) + (c.strided ? " strided" : "");
+}
+
+// A case of R tokens, K experts each of E, hidden size H (the other fields at their defaults).
+Case sized(size_t R, size_t K, size_t H, size_t E) {
+  Case c;
+  c.R = R;
+  c.K = K;
+  c.H = H;
+  c.E = E;
+  return c;
 }
 
 uint64_t mix(uint64_t z) {
@@ -288,6 +299,21 @@ uint32_t scaleBits(TensorBuffer &t, size_t i) {
   return bitsOf(t.get(i));
 }
 
+// The descriptors of `tensors` (NULL for NULL), and their destruction.
+using TensorList = std::initializer_list<TensorBuffer *>;
+std::vector<infiniopTensorDescriptor_t> descriptorsOf(TensorList tensors) {
+  std::vector<infiniopTensorDescriptor_t> d;
+  for (TensorBuffer *b : tensors) d.push_back(b ? b->descriptor() : nullptr);
+  return d;
+}
+void destroyAll(const std::vector<infiniopTensorDescriptor_t> &d) {
+  for (auto x : d)
+    if (x) infiniopDestroyTensorDescriptor(x);
+}
+void stage(DeviceMirror &m, TensorList tensors) {
+  for (TensorBuffer *b : tensors) m.add(b);
+}
+
 // Runs MoeInitRoutingQuantV2 on `h` with the tensors (outputs as they are).
 infiniStatus_t callQuant(infiniopHandle_t h, const Case &c, Tensors &t, std::string *error) {
   const bool dynamic = c.quant == kDynamic;
@@ -296,24 +322,20 @@ infiniStatus_t callQuant(infiniopHandle_t h, const Case &c, Tensors &t, std::str
   TensorBuffer *ds = dynamic ? &t.dynamic_scale : nullptr;
   TensorBuffer *counts = c.mode == 0 && c.count_flag ? &t.counts : nullptr;
   TensorBuffer *before = c.mode == 1 && c.before_flag ? &t.before : nullptr;
-  auto desc = [](TensorBuffer *b) { return b ? b->descriptor() : nullptr; };
-  std::vector<infiniopTensorDescriptor_t> d = {desc(&t.expanded_x), desc(&t.row_idx), desc(counts),
-                                               desc(before),        desc(ds),         desc(&t.x),
-                                               desc(&t.expert_idx), desc(scale),      desc(offset)};
+  const TensorList all = {&t.expanded_x, &t.row_idx,    counts, before, ds,
+                          &t.x,          &t.expert_idx, scale,  offset};
+  const auto d = descriptorsOf(all);
   infiniopMoeInitRoutingQuantV2Descriptor_t op = nullptr;
   infiniStatus_t status = infiniopCreateMoeInitRoutingQuantV2Descriptor(
       h, &op, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], c.active_num, c.capacity,
       static_cast<int64_t>(c.E), c.mode, c.count_flag, c.before_flag, c.quant);
-  for (auto x : d)
-    if (x) infiniopDestroyTensorDescriptor(x);
+  destroyAll(d);
   *error = infiniopGetLastError();
   if (status != INFINI_STATUS_SUCCESS) return status;
   size_t size = 0;
   EXPECT_EQ(infiniopGetMoeInitRoutingQuantV2WorkspaceSize(op, &size), INFINI_STATUS_SUCCESS);
   DeviceMirror m(h);
-  for (TensorBuffer *b :
-       {&t.expanded_x, &t.row_idx, counts, before, ds, &t.x, &t.expert_idx, scale, offset})
-    m.add(b);
+  stage(m, all);
   void *ws = m.scratch(size);
   status = infiniopMoeInitRoutingQuantV2(op, ws, size, m(&t.expanded_x), m(&t.row_idx), m(counts),
                                          m(before), m(ds), m(&t.x), m(&t.expert_idx), m(scale),
@@ -332,20 +354,18 @@ infiniStatus_t callPlain(infiniopHandle_t h, const Case &c, Tensors &t, TensorBu
   TensorBuffer expanded(ex_shape, c.dtype);
   TensorBuffer *cnt = c.mode == 0 && c.count_flag ? &counts : nullptr;
   TensorBuffer *bef = c.mode == 1 && c.before_flag ? &before : nullptr;
-  auto desc = [](TensorBuffer *b) { return b ? b->descriptor() : nullptr; };
-  std::vector<infiniopTensorDescriptor_t> d = {
-      desc(&expanded), desc(&row_idx), desc(cnt), desc(bef), desc(&t.x), desc(&t.expert_idx)};
+  const TensorList all = {&expanded, &row_idx, cnt, bef, &t.x, &t.expert_idx};
+  const auto d = descriptorsOf(all);
   infiniopMoeInitRoutingV2Descriptor_t op = nullptr;
   infiniStatus_t status = infiniopCreateMoeInitRoutingV2Descriptor(
       h, &op, d[0], d[1], d[2], d[3], d[4], d[5], c.active_num, c.capacity,
       static_cast<int64_t>(c.E), c.mode, c.count_flag, c.before_flag);
-  for (auto x : d)
-    if (x) infiniopDestroyTensorDescriptor(x);
+  destroyAll(d);
   if (status != INFINI_STATUS_SUCCESS) return status;
   size_t size = 0;
   EXPECT_EQ(infiniopGetMoeInitRoutingV2WorkspaceSize(op, &size), INFINI_STATUS_SUCCESS);
   DeviceMirror m(h);
-  for (TensorBuffer *b : {&expanded, &row_idx, cnt, bef, &t.x, &t.expert_idx}) m.add(b);
+  stage(m, all);
   void *ws = m.scratch(size);
   status = infiniopMoeInitRoutingV2(op, ws, size, m(&expanded), m(&row_idx), m(cnt), m(bef),
                                     m(&t.x), m(&t.expert_idx), nullptr);
@@ -449,13 +469,9 @@ TEST_P(MoeInitRoutingQuant, ByHand) {
   };
   for (infiniDtype_t format : {I8, F8})
     for (const Row &k : rows) {
-      Case c;
+      Case c = sized(1, 1, 1, 1);
       c.quant = k.quant;
       c.format = format;
-      c.R = 1;
-      c.K = 1;
-      c.H = 1;
-      c.E = 1;
       c.scale = k.scale;
       c.offset = k.offset;
       Tensors t = makeTensors(c);
@@ -471,13 +487,9 @@ TEST_P(MoeInitRoutingQuant, ByHand) {
     }
   // Dynamic, one row [127, 63.5, -0.5, 1.5]: s = 1, bytes 127, 64 (63.5 tie to even), -0 -> 0,
   // 2; FP8: s = 127/448 rounded to F32.
-  Case c;
+  Case c = sized(1, 1, 4, 1);
   c.quant = kDynamic;
   c.smooth = Smooth::none;
-  c.R = 1;
-  c.K = 1;
-  c.H = 4;
-  c.E = 1;
   Tensors t = makeTensors(c);
   const float x[] = {127.0f, 63.5f, -0.5f, 1.5f};
   for (size_t i = 0; i < 4; ++i) t.x.set(i, x[i]);
@@ -506,15 +518,11 @@ TEST_P(MoeInitRoutingQuant, StaticOffsets) {
   for (infiniDtype_t format : {I8, F8})
     for (auto [scale, offset] :
          {std::pair{0.75f, 0.5f}, {2.0f, -3.25f}, {-0.5f, 100.0f}, {0.001f, 0.0f}, {3.0f, 1e-3f}}) {
-      Case c;
+      Case c = sized(9, 3, 37, 5);
       c.quant = kStatic;
       c.format = format;
       c.scale = scale;
       c.offset = offset;
-      c.R = 9;
-      c.K = 3;
-      c.H = 37;
-      c.E = 5;
       c.seed = 11;
       expectCase(c);
     }
@@ -523,13 +531,9 @@ TEST_P(MoeInitRoutingQuant, StaticOffsets) {
 TEST_P(MoeInitRoutingQuant, DynamicSmoothScales) {
   for (infiniDtype_t format : {I8, F8})
     for (Smooth smooth : {Smooth::none, Smooth::one, Smooth::per_expert}) {
-      Case c;
+      Case c = sized(11, 3, 41, 6);
       c.format = format;
       c.smooth = smooth;
-      c.R = 11;
-      c.K = 3;
-      c.H = 41;
-      c.E = 6;
       c.seed = 3 + static_cast<uint64_t>(smooth);
       expectCase(c);
     }
@@ -539,17 +543,13 @@ TEST_P(MoeInitRoutingQuant, EveryDtypeAndIndexDtype) {
   for (infiniDtype_t dtype : kFloatDtypes)
     for (infiniDtype_t index : {I32, I64})
       for (infiniopQuantMode_t quant : {kStatic, kDynamic}) {
-        Case c;
+        Case c = sized(7, 2, 19, 4);
         c.dtype = dtype;
         c.quant = quant;
         c.expert_dt = index;
         c.row_dt = index == I32 ? I64 : I32;
         c.count_dt = index;
         c.format = dtype == F16 ? F8 : I8;
-        c.R = 7;
-        c.K = 2;
-        c.H = 19;
-        c.E = 4;
         expectCase(c);
       }
 }
@@ -557,11 +557,7 @@ TEST_P(MoeInitRoutingQuant, EveryDtypeAndIndexDtype) {
 TEST_P(MoeInitRoutingQuant, DroplessActiveNum) {
   for (int64_t active : {0, 5, 14, 40})
     for (int64_t flag : {0, 1, 2}) {
-      Case c;
-      c.R = 7;
-      c.K = 2;
-      c.H = 9;
-      c.E = 3;
+      Case c = sized(7, 2, 9, 3);
       c.active_num = active;
       c.count_flag = flag;
       c.format = flag == 1 ? F8 : I8;
@@ -573,13 +569,9 @@ TEST_P(MoeInitRoutingQuant, DropPadCapacity) {
   for (int64_t capacity : {1, 2, 5, 30})
     for (infiniopQuantMode_t quant : {kStatic, kDynamic})
       for (bool before : {false, true}) {
-        Case c;
+        Case c = sized(8, 2, 13, 4);
         c.mode = 1;
         c.quant = quant;
-        c.R = 8;
-        c.K = 2;
-        c.H = 13;
-        c.E = 4;
         c.capacity = capacity;
         c.before_flag = before;
         c.format = capacity % 2 ? I8 : F8;
@@ -590,13 +582,9 @@ TEST_P(MoeInitRoutingQuant, DropPadCapacity) {
 TEST_P(MoeInitRoutingQuant, NanAndInfinityRows) {
   for (infiniDtype_t format : {I8, F8})
     for (infiniopQuantMode_t quant : {kStatic, kDynamic}) {
-      Case c;
+      Case c = sized(6, 2, 10, 3);
       c.quant = quant;
       c.format = format;
-      c.R = 6;
-      c.K = 2;
-      c.H = 10;
-      c.E = 3;
       Tensors t = makeTensors(c);
       fillInputs(c, t);
       t.x.set(0 * c.H + 3, NAN);
@@ -610,14 +598,10 @@ TEST_P(MoeInitRoutingQuant, NanAndInfinityRows) {
 
 TEST_P(MoeInitRoutingQuant, Strided) {
   for (int64_t mode : {0, 1}) {
-    Case c;
+    Case c = sized(10, 2, 17, 4);
     c.mode = mode;
     c.capacity = 3;
     c.strided = true;
-    c.R = 10;
-    c.K = 2;
-    c.H = 17;
-    c.E = 4;
     c.format = mode ? F8 : I8;
     expectCase(c);
   }
@@ -625,13 +609,9 @@ TEST_P(MoeInitRoutingQuant, Strided) {
 
 TEST_P(MoeInitRoutingQuant, ThreadedSize) {
   for (int64_t mode : {0, 1}) {
-    Case c;
+    Case c = sized(256, 4, 300, 16);
     c.mode = mode;
     c.capacity = 70;
-    c.R = 256;
-    c.K = 4;
-    c.H = 300;
-    c.E = 16;
     c.format = mode ? F8 : I8;
     c.dtype = BF16;
     expectCase(c);
