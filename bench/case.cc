@@ -134,11 +134,15 @@ std::vector<size_t> Case::shapeOf(Extent e, std::vector<size_t> base) {
     case Extent::kTokens:
       return {R, H};
     case Extent::kExpanded:
+    case Extent::kExpandedInt8:
       return {R * K, H};
+    case Extent::kExpandedScales:
+      return {R * K};
     case Extent::kTopk:
     case Extent::kExpertIndex:
       return {R, K};
     case Extent::kBias:
+    case Extent::kExpertScales:
       return {kMoeExperts, H};
     case Extent::kExpertCounts:
       return {kMoeExperts};

@@ -159,6 +159,15 @@ const std::vector<OpInfo> &allOps() {
        {Extent::kTokens, Extent::kExpertIndex},  // expanded_row_idx, counts' cumsum; x, expert_idx
        bindOp<ops::MoeInitRoutingV2>({0, 0, kMoeExperts, 0, 1, 0}),
        {4096, 8, 4096}},
+      // The same routing quantized: dynamic INT8 per expanded row with (E, H) smooth scales
+      // (CANN's MoeInitRoutingQuantV2 for W8A8 experts). The before-capacity output (NULL's place
+      // filled, unused in mode 0) precedes the dynamic scales.
+      {"moe_init_routing_quant_v2_int8",
+       {Extent::kExpandedInt8, Extent::kRowIndex, Extent::kExpertCounts, Extent::kExpertCounts,
+        Extent::kExpandedScales},  // expanded_x, row_idx, cumsum, (before), scales;
+       {Extent::kTokens, Extent::kExpertIndex, Extent::kExpertScales},  // x, expert_idx, scale
+       bindOp<ops::MoeInitRoutingQuantV2>({0, 0, kMoeExperts, 0, 1, 0, 1}),
+       {4096, 8, 4096}},
       {"moe_init_routing_grad",
        {Extent::kTokens},                       // grad_x;
        {Extent::kExpanded, Extent::kRowIndex},  // grad_expanded_x, expanded_row_idx

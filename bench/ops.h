@@ -63,6 +63,10 @@ enum class Extent {
   // DequantSwigluQuant's inputs (kTokenScales is its activation_scale):
   kAccumulators,   // S with its last dim doubled, INT32: x, signed accumulators
   kChannelScales,  // (2 x S's last dim) F32: weight_scale
+  // MoeInitRoutingQuantV2's (R x K x H as the MoE operators read S):
+  kExpandedInt8,    // (R*K, H) INT8: expanded_x
+  kExpandedScales,  // (R*K) F32: its dynamic scales
+  kExpertScales,    // (E, H) F32: the smooth scales, an input
 };
 constexpr size_t kQuantGroup = 128;
 // Groups of kQuantGroup along a last dim of h elements (one per row where h is no multiple: the
@@ -90,17 +94,20 @@ inline bool isIndex(Extent e) {
 // An output compared bit for bit (exact by contract), of its own dtype.
 inline bool isQuant(Extent e) {
   return e == Extent::kInt8 || e == Extent::kFp8 || e == Extent::kGroupScales ||
-         e == Extent::kTokenScales;
+         e == Extent::kTokenScales || e == Extent::kExpandedInt8 || e == Extent::kExpandedScales;
 }
 // The dtype of a tensor of extent e in a case of dtype `dtype`.
 inline infiniDtype_t extentDtype(Extent e, infiniDtype_t dtype) {
   switch (e) {
     case Extent::kInt8:
+    case Extent::kExpandedInt8:
       return INFINI_DTYPE_I8;
     case Extent::kFp8:
       return INFINI_DTYPE_F8;
     case Extent::kGroupScales:
     case Extent::kTokenScales:
+    case Extent::kExpandedScales:
+    case Extent::kExpertScales:
     case Extent::kLoss:
     case Extent::kChannelScales:
       return INFINI_DTYPE_F32;

@@ -38,7 +38,8 @@ class DequantSwigluQuant final : public quant::DequantSwigluQuantRunner {
     const DequantSwigluQuantPlan &p = plan_;
     // storage_t is a float bias's dtype (its load_value); F32 where the bias is none or INT32.
     INFINIOP_CHECK(quantKernel(
-        op_, handle_, {sources::common, sources::gated_quant, sources::dequant_swiglu_quant},
+        op_, handle_,
+        {sources::common, sources::quant, sources::gated_quant, sources::dequant_swiglu_quant},
         floatBias() ? p.bias.dtype : INFINI_DTYPE_F32, "dequant_swiglu_quant", &kernel_, &group_));
     // The order of the .cl files' QVIEW_*.
     return uploadViewGeometry(op_, handle_,

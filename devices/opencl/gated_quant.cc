@@ -37,7 +37,8 @@ class GatedQuant final : public quant::GatedQuantRunner {
 
   infiniStatus_t init() {
     const GatedQuantPlan &p = plan_;
-    INFINIOP_CHECK(quantKernel(op_, handle_, {sources::common, sources::gated_quant}, p.dtype,
+    INFINIOP_CHECK(quantKernel(op_, handle_,
+                               {sources::common, sources::quant, sources::gated_quant}, p.dtype,
                                "gated_quant", &kernel_, &group_));
     // The order of the .cl file's QVIEW_*.
     return uploadViewGeometry(op_, handle_,

@@ -96,8 +96,10 @@ from .moe_gating import (
 )
 from .moe_gating_weights import MoeGatingWeights, moe_gating_weights
 from .moe_init_routing import (
+    MoeInitRoutingQuantV2,
     MoeInitRoutingV2,
     MoeInitRoutingV2Grad,
+    moe_init_routing_quant_v2,
     moe_init_routing_v2,
     moe_init_routing_v2_grad,
 )
@@ -134,6 +136,7 @@ __all__ = [
     "MoeGatingTopKSoftmax",
     "MoeGatingTopKSoftmaxGrad",
     "MoeGatingWeights",
+    "MoeInitRoutingQuantV2",
     "MoeInitRoutingV2",
     "MoeInitRoutingV2Grad",
     "MoeZLoss",
@@ -180,6 +183,7 @@ __all__ = [
     "moe_gating_weights",
     "moe_z_loss",
     "moe_z_loss_grad",
+    "moe_init_routing_quant_v2",
     "moe_init_routing_v2",
     "moe_init_routing_v2_grad",
     "parse_device",

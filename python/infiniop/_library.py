@@ -484,6 +484,15 @@ _PROTOTYPES = {
     "infiniopGetMoeInitRoutingV2WorkspaceSize": (_status, [_ptr, _psize]),
     "infiniopMoeInitRoutingV2": (_status, [_ptr, _ptr, _size] + [_ptr] * 6 + [_ptr]),
     "infiniopDestroyMoeInitRoutingV2Descriptor": (_status, [_ptr]),
+    # ops/moe_init_routing_quant_v2.h: expanded_x, expanded_row_idx,
+    # expert_tokens_count_or_cumsum, expert_tokens_before_capacity, dynamic_quant_scale, x,
+    # expert_idx, scale, offset, then MoeInitRoutingV2's attributes and infiniopQuantMode_t
+    # quant_mode
+    "infiniopCreateMoeInitRoutingQuantV2Descriptor": (
+        _status, [_ptr, _pptr] + [_ptr] * 9 + [ctypes.c_int64] * 5 + [ctypes.c_bool, _enum]),
+    "infiniopGetMoeInitRoutingQuantV2WorkspaceSize": (_status, [_ptr, _psize]),
+    "infiniopMoeInitRoutingQuantV2": (_status, [_ptr, _ptr, _size] + [_ptr] * 9 + [_ptr]),
+    "infiniopDestroyMoeInitRoutingQuantV2Descriptor": (_status, [_ptr]),
     # ops/moe_init_routing_v2_grad.h: grad_x, grad_expanded_x, expanded_row_idx, then int64_t
     # top_k, drop_pad_mode, active_num
     "infiniopCreateMoeInitRoutingV2GradDescriptor": (

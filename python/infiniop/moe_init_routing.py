@@ -30,14 +30,16 @@ expert_num, expert_capacity).
 """
 
 import functools
+import sys
 
 from ._dispatch import output_names, run
 from ._operator import (NullableOperator, array_views, check_bool, check_int64, expanded_shape,
                         index_dtype_of, split_out)
 from .core import array_view, check_out, output
+from .enums import DType
 
-__all__ = ["MoeInitRoutingV2", "MoeInitRoutingV2Grad", "moe_init_routing_v2",
-           "moe_init_routing_v2_grad"]
+__all__ = ["MoeInitRoutingQuantV2", "MoeInitRoutingV2", "MoeInitRoutingV2Grad",
+           "moe_init_routing_quant_v2", "moe_init_routing_v2", "moe_init_routing_v2_grad"]
 
 
 def _init_attributes(*attributes):
@@ -90,6 +92,36 @@ class MoeInitRoutingV2(NullableOperator):
                                    expert_tokens_count_or_cumsum_flag,
                                    expert_tokens_before_capacity_flag)
         return checked, list(checked.values())  # the C order: the dict's
+
+
+class MoeInitRoutingQuantV2(NullableOperator):
+    """An infiniopMoeInitRoutingQuantV2Descriptor_t: MoeInitRoutingQuantV2(handle, expanded_x_desc,
+    expanded_row_idx_desc, counts_desc, before_capacity_desc, dynamic_quant_scale_desc, x_desc,
+    expert_idx_desc, scale_desc, offset_desc, expert_num=..., ..., quant_mode='dynamic') (the
+    nullable descriptors may be None), or MoeInitRoutingQuantV2.for_arrays(handle, ...). Call it
+    as op(expanded_x, expanded_row_idx, counts, before_capacity, dynamic_quant_scale, x,
+    expert_idx, scale, offset) (absent ones as None or left out)."""
+
+    _NAME = "MoeInitRoutingQuantV2"
+    _ARGUMENTS = ("expanded_x", "expanded_row_idx", "expert_tokens_count_or_cumsum",
+                  "expert_tokens_before_capacity", "dynamic_quant_scale", "x", "expert_idx",
+                  "scale", "offset")
+    _OPTIONAL = ("expert_tokens_count_or_cumsum", "expert_tokens_before_capacity",
+                 "dynamic_quant_scale", "scale", "offset")
+    _OUTPUTS = ("expanded_x", "expanded_row_idx", "expert_tokens_count_or_cumsum",
+                "expert_tokens_before_capacity", "dynamic_quant_scale")
+
+    @classmethod
+    def _attributes(cls, *, expert_num, active_num=0, expert_capacity=0, drop_pad_mode=0,
+                    expert_tokens_count_or_cumsum_flag=0,
+                    expert_tokens_before_capacity_flag=False, quant_mode="dynamic"):
+        from .gated_quant import QUANT_MODES, QuantMode, _parse
+
+        checked = {**_init_attributes(active_num, expert_capacity, expert_num, drop_pad_mode,
+                                      expert_tokens_count_or_cumsum_flag,
+                                      expert_tokens_before_capacity_flag),
+                   "quant_mode": _parse(QuantMode, quant_mode, "quant_mode", QUANT_MODES)}
+        return checked, [int(v) for v in checked.values()]  # the C order: the dict's
 
 
 class MoeInitRoutingV2Grad(NullableOperator):
@@ -179,6 +211,89 @@ def moe_init_routing_v2(x, expert_idx, *, expert_num, active_num=0, expert_capac
     run(MoeInitRoutingV2, views + [x_view, idx_view], attributes, device, handle, _stage,
         names=names, record=_record)
     return expanded_x, row_idx, counts, before
+
+
+def _as_array(value, like_view, like, name):
+    """A static scale or offset: an array as given, or a number as a (1,) float32 array of
+    like's kind."""
+    if value is None or hasattr(value, "shape"):
+        return value
+    if like_view.kind == "torch":
+        return sys.modules["torch"].tensor([float(value)], dtype=sys.modules["torch"].float32)
+    import numpy as np
+
+    return np.array([float(value)], dtype=np.float32)
+
+
+def moe_init_routing_quant_v2(x, expert_idx, *, expert_num, quant_mode="dynamic", dtype="int8",
+                              scale=None, offset=None, active_num=0, expert_capacity=0,
+                              drop_pad_mode=0, expert_tokens_count_or_cumsum_flag=0,
+                              expert_tokens_before_capacity_flag=False, index_dtype=None,
+                              device="cpu", out=None, handle=None, _stage=None):
+    """(expanded_x, expanded_row_idx, counts or None, before_capacity or None,
+    dynamic_quant_scale or None): moe_init_routing_v2 with expanded_x quantized per row
+    (MoeInitRoutingQuantV2, docs/moe_init_routing_quant.md; CANN's aclnnMoeInitRoutingQuantV2).
+
+    The routing outputs and every attribute are moe_init_routing_v2's. quant_mode 'static' (0):
+    expanded_x = round(v * scale + offset), scale and offset (1,) float32 (or numbers), in
+    float64 with one rounding for the sum; dynamic_quant_scale is None. 'dynamic' (1, the
+    default): z = v * m, m = scale[e] (scale (expert_num, H) float32), scale[0] ((1, H)) or 1
+    (scale None; offset must be None); each expanded row's scale s = amax / qmax of its exact |z|
+    rounded to F32 (at least 2^-126; a NaN in the row gives NaN) is returned as
+    dynamic_quant_scale ((A,) dropless, (expert_num, expert_capacity) drop/pad; unfilled slots 0)
+    and expanded_x = round(z / s). Bytes rounded once to nearest even and saturated: dtype int8
+    (qmax 127) or FP8 E4M3 ('fp8', torch.float8_e4m3fn, qmax 448; uint8 bytes where PyTorch has
+    no float8, and for NumPy). Exact: the same bytes and scales on every device. out: None or a
+    tuple (expanded_x, expanded_row_idx, counts, before_capacity, dynamic_quant_scale) of where
+    to write (None entries allocated). index_dtype, device, handle: as moe_init_routing_v2.
+    """
+    from .gated_quant import QuantMode, _array_dtype, quant_dtype
+
+    attributes = MoeInitRoutingQuantV2._attributes(
+        expert_num=expert_num, active_num=active_num, expert_capacity=expert_capacity,
+        drop_pad_mode=drop_pad_mode,
+        expert_tokens_count_or_cumsum_flag=expert_tokens_count_or_cumsum_flag,
+        expert_tokens_before_capacity_flag=expert_tokens_before_capacity_flag,
+        quant_mode=quant_mode)[0]
+    code = quant_dtype(dtype)
+    x_view = array_view(x, "x")
+    scale = _as_array(scale, x_view, x, "scale")
+    offset = _as_array(offset, x_view, x, "offset")
+    views = array_views(x_view.kind, expert_idx=expert_idx, scale=scale, offset=offset)
+    idx_view = views["expert_idx"]
+    index_dtype = index_dtype_of(index_dtype, expert_idx, x_view.kind)
+    expanded_x, row_idx, counts, before, dynamic_scale = split_out(out, 5)
+    hidden = x_view.shape[-1] if x_view.shape else 0
+    total = idx_view.numel
+    mode = attributes["drop_pad_mode"]
+    experts = max(attributes["expert_num"], 0)
+    shape = expanded_shape(mode, experts, attributes["expert_capacity"], attributes["active_num"],
+                           total, hidden)
+    expanded_x, expanded_view = output(expanded_x, x, x_view, shape,
+                                       _array_dtype(code, x_view.kind), "out[0]")
+    if code == DType.F8 and expanded_view.dtype == DType.U8:  # FP8's raw bytes
+        expanded_view = expanded_view._replace(dtype=DType.F8)
+    row_idx, row_view = output(row_idx, expert_idx, idx_view, (total,), index_dtype, "out[1]")
+    counts_view = before_view = scale_view = None
+    if counts is not None or (mode == 0
+                              and attributes["expert_tokens_count_or_cumsum_flag"] in (1, 2)):
+        counts, counts_view = output(counts, expert_idx, idx_view, (experts,), index_dtype,
+                                     "out[2]")
+    if before is not None or (mode == 1 and attributes["expert_tokens_before_capacity_flag"]):
+        before, before_view = output(before, expert_idx, idx_view, (experts,), index_dtype,
+                                     "out[3]")
+    if dynamic_scale is not None or attributes["quant_mode"] == QuantMode.DYNAMIC:
+        f32 = sys.modules["torch"].float32 if x_view.kind == "torch" else "float32"
+        dynamic_scale, scale_view = output(dynamic_scale, x, x_view, shape[:-1], f32, "out[4]")
+    given = split_out(out, 5)
+    names = []
+    for index, (c_name, like) in enumerate(zip(MoeInitRoutingQuantV2._OUTPUTS,
+                                               _OUTPUT_LIKE + ("x",))):
+        names += output_names(given[index], like, c_name, out_name=f"out[{index}]")
+    run(MoeInitRoutingQuantV2,
+        [expanded_view, row_view, counts_view, before_view, scale_view, x_view, idx_view,
+         views["scale"], views["offset"]], attributes, device, handle, _stage, names=names)
+    return expanded_x, row_idx, counts, before, dynamic_scale
 
 
 def moe_init_routing_v2_grad(grad_expanded_x, expanded_row_idx, *, top_k, drop_pad_mode=0,

@@ -44,7 +44,8 @@
   X(GatedQuant, swiglu_quant)                       \
   X(GatedQuant, gelu_mul_quant)                     \
   X(GatedQuant, clipped_swiglu_quant)               \
-  X(DequantSwigluQuant, dequant_swiglu_quant)
+  X(DequantSwigluQuant, dequant_swiglu_quant)       \
+  X(MoeInit, moe_init_routing_quant)
 // clang-format on
 
 namespace infiniop {

@@ -9,7 +9,9 @@
 #include <memory>
 #include <vector>
 
+#include "exact/quant.h"
 #include "kernels/host_family.h"
+#include "kernels/list.h"
 #include "gather/views.h"
 #include "infiniop/handle.h"
 
@@ -27,17 +29,36 @@ struct InitPlan : Plan {
   // prefix sums) and expert_tokens_before_capacity (counts).
   gather::IndexView counts, before_capacity;
   bool cumsum = false;
+  // MoeInitRoutingQuantV2 (kernel moe_init_routing_quant): expanded_x's rows are quantized from
+  // x's values instead of copied (docs/moe_init_routing_quant.md); the routing is the same.
+  struct Quant {
+    infiniDtype_t dtype = INFINI_DTYPE_INVALID;  // x's: F32, F16 or BF16
+    exact::QuantFormat format = exact::QuantFormat::int8;
+    bool dynamic = false;
+    // Dynamic: the smooth scale m of (expert e, column c) at smooth.offset(smooth_rows > 1 ? e :
+    // 0, c); smooth_rows 0: m = 1. dynamic_scale: one F32 per expanded row (rowOffset(d)).
+    size_t smooth_rows = 0;
+    gather::TableView smooth;
+    gather::RowView dynamic_scale;
+  } quant;
+  bool quantized() const { return kernel == KernelId::moe_init_routing_quant; }
 };
 struct InitData {
   void *expanded_x, *row_index, *counts, *before_capacity;
   const void *x;
   void *workspace;
+  // MoeInitRoutingQuantV2's: dynamic_quant_scale (dynamic), scale (static: (1); dynamic: the
+  // smooth scales or NULL) and offset (static, (1)); NULL for MoeInitRoutingV2.
+  void *dynamic_scale;
+  const void *scale, *offset;
 };
 // The sort's result, in host memory: the value of expanded_row_idx at each position r*K + k
 // (-1: dropped) and the positions per expert (before capacity). Values fit INT32.
 struct InitRouting {
   std::vector<int32_t> row_index;
   std::vector<int32_t> counts;
+  // The expert of each position r*K + k: only where a quantized plan has (E, H) smooth scales.
+  std::vector<int32_t> experts;
 };
 
 // The index outputs of host memory from the sort's values.

@@ -127,6 +127,14 @@ INFINIOP_OPERATOR(MoeInitRoutingV2,
                    nullable(out("expert_tokens_before_capacity")), in("x"), in("expert_idx")),
                   ("active_num", "expert_capacity", "expert_num", "drop_pad_mode",
                    "expert_tokens_count_or_cumsum_flag", "expert_tokens_before_capacity_flag"));
+// dynamic_quant_scale is written (quant_mode 1): an output slot; scale and offset are read.
+INFINIOP_OPERATOR(
+    MoeInitRoutingQuantV2,
+    (out("expanded_x"), out("expanded_row_idx"), nullable(out("expert_tokens_count_or_cumsum")),
+     nullable(out("expert_tokens_before_capacity")), nullable(out("dynamic_quant_scale")), in("x"),
+     in("expert_idx"), nullable(in("scale")), nullable(in("offset"))),
+    ("active_num", "expert_capacity", "expert_num", "drop_pad_mode",
+     "expert_tokens_count_or_cumsum_flag", "expert_tokens_before_capacity_flag", "quant_mode"));
 INFINIOP_OPERATOR(MoeInitRoutingV2Grad,
                   (out("grad_x"), in("grad_expanded_x"), in("expanded_row_idx")),
                   ("top_k", "drop_pad_mode", "active_num"));
@@ -203,7 +211,7 @@ using All =
                MoeInitRoutingV2Grad, MoeGatingTopKSoftmax, MoeGatingTopKSoftmaxGrad, MoeGatingTopK,
                MoeGatingTopKGrad, MoeExpertCounts, MoeBiasUpdate, MoeGatingWeights, MoeAuxLoss,
                MoeAuxLossGrad, MoeZLoss, MoeZLossGrad, MoeExpertCapacity, SwiGluQuant, GeluMulQuant,
-               ClippedSwigluQuant, DequantSwigluQuant>;
+               ClippedSwigluQuant, DequantSwigluQuant, MoeInitRoutingQuantV2>;
 
 // ---- attributes ------------------------------------------------------------------------------
 

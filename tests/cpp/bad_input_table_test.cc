@@ -113,7 +113,8 @@ bool lastDimFree(const std::string &op, const std::string &slot) {
 // A float slot whose dtype is its own: the gated *Quant operators' x (F32, F16 or BF16 whatever
 // the F32 scales and the integer y); DequantSwigluQuant's bias (F32, F16, BF16 or I32).
 bool dtypeFree(const std::string &op, const std::string &slot) {
-  return ((op == "SwiGluQuant" || op == "GeluMulQuant" || op == "ClippedSwigluQuant") &&
+  return ((op == "SwiGluQuant" || op == "GeluMulQuant" || op == "ClippedSwigluQuant" ||
+           op == "MoeInitRoutingQuantV2") &&
           slot == "x") ||
          (op == "DequantSwigluQuant" && slot == "bias");
 }
@@ -567,6 +568,50 @@ void addOperatorRows(std::vector<Row> &rows) {
   add(dq, "CountNegative", K, P, "a `group_index` count -1", setValues("group_index", {-1, 1}));
   add(dq, "CountsPastRows", K, P, "`group_index` counts 2, 1: 3 rows of 2",
       setValues("group_index", {2, 1}));
+  // MoeInitRoutingQuantV2: MoeInitRoutingV2's checks (a few of its rows again), then the quant
+  // part's. Configuration: dynamic, scale (3, 4) = (E, H), offset absent, dynamic_quant_scale (2).
+  const char *iq = "MoeInitRoutingQuantV2";
+  const auto give = [](const char *slot) {
+    return [slot](const OpSpec &op, Broken &s) { s.null_desc[slotIndex(op, slot)] = false; };
+  };
+  const Apply to_static = both(setAttr(6, 0), setShape("scale", {1}));
+  add(iq, "ModeTwo", C, P, "`drop_pad_mode` 2", setAttr(3, 2));
+  add(iq, "ExpertNumZero", C, P, "`expert_num` 0", setAttr(2, 0));
+  add(iq, "ExpertIdxOutOfRange", K, P, "`expert_idx` value `expert_num`",
+      setValues("expert_idx", {3, 0}));
+  add(iq, "QuantModeTwo", C, P, "`quant_mode` 2 (0 static, 1 dynamic)", setAttr(6, 2));
+  add(iq, "QuantModeNegative", C, P, "`quant_mode` -1", setAttr(6, -1));
+  add(iq, "StaticWithoutScale", C, P, "`quant_mode` 0 (static) with `scale` NULL",
+      both(both(setAttr(6, 0), dropDesc("scale")), give("offset")));
+  add(iq, "StaticWithoutOffset", C, P, "`quant_mode` 0 (static) with `offset` NULL", to_static);
+  add(iq, "StaticScaleNotOne", C, S, "`quant_mode` 0 with `scale` (3, 4) (static: (1))",
+      both(setAttr(6, 0), give("offset")));
+  add(iq, "StaticOffsetNotOne", C, S, "`quant_mode` 0 with `offset` (2)",
+      both(both(to_static, give("offset")), setShape("offset", {2})));
+  add(iq, "StaticScaleF16", C, T, "`quant_mode` 0 with `scale` F16 (F32 is required)",
+      both(both(to_static, give("offset")), setDtype("scale", INFINI_DTYPE_F16)));
+  add(iq, "StaticOffsetBF16", C, T, "`quant_mode` 0 with `offset` BF16 (F32 is required)",
+      both(both(to_static, give("offset")), setDtype("offset", INFINI_DTYPE_BF16)));
+  add(iq, "DynamicWithOffset", C, P, "`quant_mode` 1 (dynamic) with `offset` given",
+      give("offset"));
+  add(iq, "DynamicScaleOutMissing", C, N, "`quant_mode` 1 with `dynamic_quant_scale` NULL",
+      dropDesc("dynamic_quant_scale"));
+  add(iq, "DynamicScaleOutShape", C, S, "`dynamic_quant_scale` (3) with A = 2",
+      setShape("dynamic_quant_scale", {3}));
+  add(iq, "DynamicScaleOutRankTwo", C, S, "`dynamic_quant_scale` (2, 1) in dropless mode (A)",
+      setShape("dynamic_quant_scale", {2, 1}));
+  add(iq, "DynamicScaleOutF16", C, T, "`dynamic_quant_scale` F16 (F32 is required)",
+      setDtype("dynamic_quant_scale", INFINI_DTYPE_F16));
+  add(iq, "SmoothRowsNotEOrOne", C, S, "`scale` (2, 4) with `expert_num` 3 ((E, H) or (1, H))",
+      setShape("scale", {2, 4}));
+  add(iq, "SmoothRankOne", C, S, "`scale` (4) in `quant_mode` 1", setShape("scale", {4}));
+  add(iq, "SmoothColumnsNotH", C, S, "`scale` (3, 5) with H = 4", setShape("scale", {3, 5}));
+  add(iq, "SmoothF16", C, T, "`scale` F16 in `quant_mode` 1 (F32 is required)",
+      setDtype("scale", INFINI_DTYPE_F16));
+  add(iq, "ExpandedXF32", C, T, "`expanded_x` F32 (I8 or F8 is required)",
+      setDtype("expanded_x", F32));
+  add(iq, "ExpandedXU8", C, T, "`expanded_x` U8", setDtype("expanded_x", INFINI_DTYPE_U8));
+  add(iq, "XI8", C, T, "`x` INT8", setDtype("x", INFINI_DTYPE_I8));
   add("GeluMulQuant", "ApproximateTwo", C, P, "`approximate` 2", setAttr(0, 2));
   // ClippedSwigluQuant's alpha, limit, bias: ClippedSwiglu's rules.
   clippedAttributeRows("ClippedSwigluQuant", 0);

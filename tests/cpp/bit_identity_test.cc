@@ -1460,6 +1460,66 @@ void addDequantSwigluQuant(std::vector<Group> &groups) {
   }
 }
 
+// ---- MoeInitRoutingQuantV2: exact (docs/moe_init_routing_quant.md: each byte and dynamic scale
+// of the real values of an expanded row), so cpu_reference joins their runs. MoeInitRoutingV2's
+// routing (kT tokens, kK experts each of kE, capacity kC, active_num kActive) over MoE-like x in
+// every x dtype; dynamic with (E, H), (1, H) and no smooth scales, static (scale and offset from
+// the same data), INT8 and FP8, both modes; one hostile group (NaN, inf rows: NaN scales).
+void addInitRoutingQuant(std::vector<Group> &groups) {
+  constexpr auto I8 = INFINI_DTYPE_I8, F8 = INFINI_DTYPE_F8, F32 = INFINI_DTYPE_F32;
+  const char *op = "MoeInitRoutingQuantV2";
+  const size_t RK = kT * kK;
+  const auto experts = expertIds(RK, 0xE1);
+  struct Variant {
+    const char *name;
+    infiniDtype_t y, idx;
+    double mode, drop_pad;
+    size_t smooth_rows;  // dynamic: 0, 1 or kE
+    Data data;
+  };
+  const Variant variants[] = {
+      {"Dynamic_Int8_SmoothEH_Cumsum", I8, INFINI_DTYPE_I32, 1, 0, kE, Data::kMoe},
+      {"Dynamic_Fp8_Smooth1H_Active", F8, INFINI_DTYPE_I64, 1, 0, 1, Data::kMoe},
+      {"Dynamic_Int8_NoSmooth_Capacity", I8, INFINI_DTYPE_I32, 1, 1, 0, Data::kMoe},
+      {"Dynamic_Fp8_SmoothEH_Capacity_Hostile", F8, INFINI_DTYPE_I64, 1, 1, kE, Data::kHostile},
+      {"Static_Int8_Count", I8, INFINI_DTYPE_I64, 0, 0, 0, Data::kMoe},
+      {"Static_Fp8_Capacity", F8, INFINI_DTYPE_I32, 0, 1, 0, Data::kMoe},
+  };
+  for (infiniDtype_t t : kFloatDtypes)
+    for (const Variant &v : variants) {
+      const bool drop_pad = v.drop_pad != 0, dynamic = v.mode != 0;
+      const bool active = !drop_pad && v.smooth_rows == 1;
+      std::vector<size_t> rows =
+          drop_pad ? std::vector<size_t>{kE, kC} : std::vector<size_t>{active ? kActive : RK};
+      std::vector<size_t> expanded = rows;
+      expanded.push_back(kH);
+      auto s = slotsOf(op);
+      give(s, "expanded_x", expanded, v.y);
+      give(s, "expanded_row_idx", {RK}, v.idx);
+      if (drop_pad)
+        give(s, "expert_tokens_before_capacity", {kE}, v.idx);
+      else
+        give(s, "expert_tokens_count_or_cumsum", {kE}, v.idx);
+      if (dynamic) give(s, "dynamic_quant_scale", rows, F32);
+      give(s, "x", {kT, kH}, t);
+      give(s, "expert_idx", {kT, kK}, v.idx, experts);
+      if (!dynamic) {
+        give(s, "scale", {1}, F32);
+        give(s, "offset", {1}, F32);
+      } else if (v.smooth_rows > 0) {
+        give(s, "scale", {v.smooth_rows, kH}, F32);
+      }
+      const double count_flag = drop_pad ? 0 : active ? 1 : 2;
+      groups.push_back({groupName(op, v.name, t, v.idx),
+                        op,
+                        s,
+                        {active ? static_cast<double>(kActive) : 0, drop_pad ? kC : 0, kE,
+                         v.drop_pad, count_flag, drop_pad ? 1.0 : 0.0, v.mode},
+                        v.data,
+                        initTerms()});
+    }
+}
+
 const std::vector<Group> &groups() {
   static const std::vector<Group> all = [] {
     std::vector<Group> g;
@@ -1475,6 +1535,7 @@ const std::vector<Group> &groups() {
     addZLoss(g);
     addRelaxed(g);
     addClippedSwigluQuant(g);
+    addInitRoutingQuant(g);
     return g;
   }();
   return all;
@@ -1489,7 +1550,7 @@ const std::vector<Group> &groups() {
 bool correctlyRounded(const Group &g) {
   if (g.data == Data::kCounts) return true;
   if (g.op == "SwiGluQuant" || g.op == "GeluMulQuant" || g.op == "ClippedSwigluQuant" ||
-      g.op == "DequantSwigluQuant")
+      g.op == "DequantSwigluQuant" || g.op == "MoeInitRoutingQuantV2")
     return true;  // exact bytes and scales
   const bool half = g.slots.front().dtype != INFINI_DTYPE_F32;
   return half && g.data == Data::kHostile;

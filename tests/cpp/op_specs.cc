@@ -203,6 +203,19 @@ const std::vector<OpSpec> &specs() {
                                      {{2, 4}, F32},
                                      {{2}, I64, {1, 1}}},
                                     {1, 1, 2, 0}),
+      // MoeInitRoutingV2's configuration quantized, dynamic with (E, H) smooth scales:
+      // expanded_x (INT8), expanded_row_idx, counts, before (absent), dynamic_quant_scale (A),
+      // x, expert_idx, scale (E = 3, H), offset (static only: absent); attrs: V2's, quant_mode.
+      make<ops::MoeInitRoutingQuantV2>({{{2, 4}, INFINI_DTYPE_I8},
+                                        {{2}, I32},
+                                        {{3}, I64},
+                                        {{3}, I64, {}, true},
+                                        {{2}, F32},
+                                        {{2, 4}, F32},
+                                        {{2, 1}, I32, {2, 0}},
+                                        {{3, 4}, F32},
+                                        {{1}, F32, {}, true}},
+                                       {0, 0, 3, 0, 1, 0, 1}),
   };
   static const std::vector<OpSpec> all = withClampAfter(base);
   return all;

@@ -89,3 +89,18 @@ infiniStatus_t fuzzCreateDequantSwigluQuantDescriptor(
       activate_left, (infiniopQuantMode_t)quant_mode, group_size,
       (infiniopQuantScaleFormat_t)scale_format);
 }
+
+infiniStatus_t fuzzCreateMoeInitRoutingQuantV2Descriptor(
+    infiniopHandle_t handle, infiniopMoeInitRoutingQuantV2Descriptor_t *desc,
+    infiniopTensorDescriptor_t expanded_x, infiniopTensorDescriptor_t expanded_row_idx,
+    infiniopTensorDescriptor_t counts, infiniopTensorDescriptor_t before_capacity,
+    infiniopTensorDescriptor_t dynamic_quant_scale, infiniopTensorDescriptor_t x,
+    infiniopTensorDescriptor_t expert_idx, infiniopTensorDescriptor_t scale,
+    infiniopTensorDescriptor_t offset, int64_t active_num, int64_t expert_capacity,
+    int64_t expert_num, int64_t drop_pad_mode, int64_t counts_flag, bool before_capacity_flag,
+    int quant_mode) {
+  return infiniopCreateMoeInitRoutingQuantV2Descriptor(
+      handle, desc, expanded_x, expanded_row_idx, counts, before_capacity, dynamic_quant_scale, x,
+      expert_idx, scale, offset, active_num, expert_capacity, expert_num, drop_pad_mode,
+      counts_flag, before_capacity_flag, (infiniopQuantMode_t)quant_mode);
+}

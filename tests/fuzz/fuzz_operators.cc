@@ -76,6 +76,7 @@ ENUM_AS_INT(SwiGluQuant);
 ENUM_AS_INT(GeluMulQuant);
 ENUM_AS_INT(ClippedSwigluQuant);
 ENUM_AS_INT(DequantSwigluQuant);
+ENUM_AS_INT(MoeInitRoutingQuantV2);
 #undef ENUM_AS_INT
 
 namespace {
@@ -436,6 +437,7 @@ enum Op {
   kGeluMulQuant,        // (appended last, so that the earlier seeds keep their operator)
   kClippedSwigluQuant,  // exact, as SwiGluQuant (appended last too)
   kDequantSwigluQuant,  // exact, as SwiGluQuant (appended last likewise)
+  kMoeInitQuant,        // MoeInitRoutingQuantV2: exact, as SwiGluQuant (bytes, scales, indices)
   kOpCount
 };
 // The table's operator of each Op (ClippedSwiglu(Backward) with a clamp_mode: their V2, see
@@ -449,7 +451,7 @@ using FuzzOps =
                ops::MoeExpertCounts, ops::MoeBiasUpdate, ops::MoeGatingWeights, ops::MoeAuxLoss,
                ops::MoeAuxLossGrad, ops::MoeZLoss, ops::MoeZLossGrad, ops::MoeExpertCapacity,
                ops::SwiGluQuant, ops::GeluMulQuant, ops::ClippedSwigluQuant,
-               ops::DequantSwigluQuant>;
+               ops::DequantSwigluQuant, ops::MoeInitRoutingQuantV2>;
 static_assert(std::tuple_size_v<FuzzOps> == kOpCount);
 
 // f(Op's type from the table).
@@ -474,14 +476,15 @@ const char *opName(Op op) {
 // (moe_gating) enters their own bound (compareRouter()); the expert-count operators are exact.
 // The aux losses: (E / 16 + T / 256 + 300) 2^-23 at the fuzzer's sizes (docs/moe_aux_loss.md).
 const double kBoundU[] = {4, 4, 4, 5, 6, 4,   6,   4,  6,  16, 16, 0, 16, 4, 4,
-                          4, 4, 0, 0, 4, 800, 800, 16, 16, 0,  0,  0, 0,  0};
+                          4, 4, 0, 0, 4, 800, 800, 16, 16, 0,  0,  0, 0,  0, 0};
 static_assert(sizeof kBoundU / sizeof kBoundU[0] == kOpCount);
 bool isRouter(Op op) {
   return (op >= kRouterSoftmax && op <= kRouterTopKGrad) || op == kRouterWeights;
 }
 bool isExact(Op op) {
   return op == kExpertCounts || op == kBiasUpdate || op == kCapacity || op == kSwiGluQuant ||
-         op == kGeluMulQuant || op == kClippedSwigluQuant || op == kDequantSwigluQuant;
+         op == kGeluMulQuant || op == kClippedSwigluQuant || op == kDequantSwigluQuant ||
+         op == kMoeInitQuant;
 }
 constexpr double kRelaxedBoundU = 8;
 
@@ -740,6 +743,52 @@ void decodeCapacity(Input &in, Case &c, int fd) {
   weights.present = weighted;
   weights.coarse = in.chance(96);
   c.t.push_back(weights);
+}
+
+// MoeInitRoutingV2's sizes and attributes (MoeInitRoutingQuantV2's too): R, H, K, E, C, the
+// mode, active_num (i[0..4]) and the before-capacity flag.
+struct InitShape {
+  size_t R, H, K, E, C, rows;
+  int64_t mode;
+  std::vector<size_t> rowsShape() const {
+    return mode == 1 ? std::vector<size_t>{E, C} : std::vector<size_t>{rows};
+  }
+  std::vector<size_t> expanded() const {
+    std::vector<size_t> s = rowsShape();
+    s.push_back(H);
+    return s;
+  }
+};
+InitShape decodeInitAttributes(Input &in, Case &c) {
+  InitShape r{};
+  r.R = in.pick(6), r.H = in.pick(7), r.K = in.pick(4) + 1, r.E = in.pick(5) + 1,
+  r.C = in.pick(5) + 1;
+  r.mode = fuzzInt(in, static_cast<int64_t>(in.pick(2)));
+  const int64_t active = in.chance(128) ? 0 : static_cast<int64_t>(in.pick(r.R * r.K + 2));
+  r.rows = active > 0 && static_cast<size_t>(active) < r.R * r.K ? active : r.R * r.K;
+  c.i[0] = fuzzInt(in, active);
+  c.i[1] = fuzzInt(in, static_cast<int64_t>(r.C));
+  c.i[2] = fuzzInt(in, static_cast<int64_t>(r.E));
+  c.i[3] = r.mode;
+  c.i[4] = fuzzInt(in, static_cast<int64_t>(in.pick(3)));  // count_or_cumsum flag
+  c.flag = in.chance(128);
+  return r;
+}
+// After expanded_x: expanded_row_idx, the two counts, `scales` (MoeInitRoutingQuantV2's
+// dynamic_quant_scale, where given), x and expert_idx.
+void pushInitRest(Input &in, Case &c, const InitShape &r, int fd, Tensor *scales = nullptr) {
+  c.t.push_back(makeT(kOutIndex, {r.R * r.K}, fuzzIndexDtype(in)));
+  Tensor cnt = makeT(kOutIndex, {r.E}, fuzzIndexDtype(in));
+  cnt.present = c.i[4] != 0 || in.chance(32);
+  c.t.push_back(cnt);
+  Tensor cap = makeT(kOutIndex, {r.E}, fuzzIndexDtype(in));
+  cap.present = c.flag || in.chance(32);
+  c.t.push_back(cap);
+  if (scales) c.t.push_back(*scales);
+  c.t.push_back(makeT(kInput, {r.R, r.H}, fd));
+  Tensor eidx = makeT(kIndex, {r.R, r.K}, fuzzIndexDtype(in));
+  eidx.hi = static_cast<int64_t>(r.E);
+  c.t.push_back(eidx);
 }
 
 // SwiGluQuant, GeluMulQuant, ClippedSwigluQuant (docs/swiglu_quant.md): x (lead..., 2H) of any
@@ -1010,30 +1059,33 @@ Case decode(Input &in) {
       break;
     }
     case kMoeInit: {
-      const size_t R = in.pick(6), H = in.pick(7), K = in.pick(4) + 1, E = in.pick(5) + 1,
-                   C = in.pick(5) + 1;
-      const int64_t mode = fuzzInt(in, static_cast<int64_t>(in.pick(2)));
-      const int64_t active = in.chance(128) ? 0 : static_cast<int64_t>(in.pick(R * K + 2));
-      const size_t rows = active > 0 && static_cast<size_t>(active) < R * K ? active : R * K;
-      c.i[0] = fuzzInt(in, active);
-      c.i[1] = fuzzInt(in, static_cast<int64_t>(C));
-      c.i[2] = fuzzInt(in, static_cast<int64_t>(E));
-      c.i[3] = mode;
-      c.i[4] = fuzzInt(in, static_cast<int64_t>(in.pick(3)));  // count_or_cumsum flag
-      c.flag = in.chance(128);
-      c.t.push_back(makeT(
-          kOutput, mode == 1 ? std::vector<size_t>{E, C, H} : std::vector<size_t>{rows, H}, fd));
-      c.t.push_back(makeT(kOutIndex, {R * K}, fuzzIndexDtype(in)));
-      Tensor cnt = makeT(kOutIndex, {E}, fuzzIndexDtype(in));
-      cnt.present = c.i[4] != 0 || in.chance(32);
-      c.t.push_back(cnt);
-      Tensor cap = makeT(kOutIndex, {E}, fuzzIndexDtype(in));
-      cap.present = c.flag || in.chance(32);
-      c.t.push_back(cap);
-      c.t.push_back(makeT(kInput, {R, H}, fd));
-      Tensor eidx = makeT(kIndex, {R, K}, fuzzIndexDtype(in));
-      eidx.hi = static_cast<int64_t>(E);
-      c.t.push_back(eidx);
+      const InitShape r = decodeInitAttributes(in, c);
+      c.t.push_back(makeT(kOutput, r.expanded(), fd));
+      pushInitRest(in, c, r, fd);
+      break;
+    }
+    case kMoeInitQuant: {  // MoeInitRoutingV2's call, quantized (docs/moe_init_routing_quant.md)
+      const InitShape r = decodeInitAttributes(in, c);
+      const int quant = in.chance(240) ? static_cast<int>(in.pick(2)) : static_cast<int>(in.u32());
+      c.approximate = quant;  // quant_mode: its one enum
+      c.t.push_back(
+          makeT(kOutput, r.expanded(),
+                in.chance(240) ? (in.chance(128) ? INFINI_DTYPE_I8 : INFINI_DTYPE_F8) : fd));
+      Tensor scales = makeT(kOutput, r.rowsShape(), in.chance(240) ? INFINI_DTYPE_F32 : fd);
+      scales.present = quant != 0 || in.chance(32);
+      pushInitRest(in, c, r, fd, &scales);
+      Tensor &x = c.t[5];
+      x.coarse = in.chance(64);  // ties of the rounding
+      // scale: static (1); dynamic (E, H), (1, H) or none. offset: static (1).
+      const size_t smooth_rows = in.chance(128) ? r.E : 1;
+      Tensor scale =
+          makeT(kInput, quant == 0 ? std::vector<size_t>{1} : std::vector<size_t>{smooth_rows, r.H},
+                INFINI_DTYPE_F32);
+      scale.present = quant == 0 ? in.chance(250) : in.chance(170);
+      c.t.push_back(scale);
+      Tensor offset = makeT(kInput, {1}, INFINI_DTYPE_F32);
+      offset.present = quant == 0 ? in.chance(250) : in.chance(8);
+      c.t.push_back(offset);
       break;
     }
     case kMoeInitGrad: {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Writes the seed corpus of tests/fuzz/fuzz_operators.cc into tests/fuzz/corpus/: for each of
-the 28 operators (the input's first byte), one input of zeros past it (contiguous F32, default
+the 30 operators (the input's first byte), one input of zeros past it (contiguous F32, default
 attributes), one of small bytes (small shapes, valid data) and one of random bytes (anything),
 deterministic. libFuzzer grows it from there; re-run after changing the decoder."""
 import os
@@ -15,7 +15,7 @@ OPERATORS = ["gelu", "gelu_backward", "gelu_backward_v2", "gelu_mul", "gelu_mul_
              "moe_expert_counts", "moe_bias_update", "moe_gating_weights",
              "moe_aux_loss", "moe_aux_loss_grad", "moe_z_loss", "moe_z_loss_grad",
              "moe_expert_capacity", "swiglu_quant", "gelu_mul_quant", "clipped_swiglu_quant",
-             "dequant_swiglu_quant"]
+             "dequant_swiglu_quant", "moe_init_routing_quant_v2"]
 
 here = os.path.dirname(os.path.abspath(__file__))
 out = os.path.join(here, "corpus")

@@ -938,3 +938,198 @@ def test_binding_argument_errors():
                      infiniop.DType.I32):
         got = infiniop.moe_init_routing_v2(x, eidx, expert_num=2, index_dtype=spelling)
         assert got[1].dtype == torch.int32
+
+
+# ----------------------------------------------------------------------------------------------
+# MoeInitRoutingQuantV2: the same routing, expanded_x quantized per row (a float64 oracle: the
+# routing by reference_init, the bytes by test_gated_quant's INT8 / e4m3fn encoders)
+
+from test_gated_quant import dynamic_scale, fp8_bytes, int8_bytes  # noqa: E402
+
+QUANT_QMAX = {"int8": 127.0, "fp8": 448.0}
+
+
+def quant_oracle(x, expert_idx, mode, experts, quant, qdtype, scale=None, offset=None,
+                 capacity=0, active_num=0):
+    """(expanded_x bytes as uint8, dynamic scales (rows,) float32 or None) in float64: static
+    y = x scale + offset; dynamic z = x m (m the row's expert's smooth row, row 0, or 1),
+    s = amax / qmax to F32, y = z / s; unfilled slots 0 with scale 0."""
+    _, _, _, gather = reference_init(x, expert_idx, mode, experts, capacity, active_num)
+    flat = expert_idx.reshape(-1).long()
+    order = torch.argsort(flat, stable=True)
+    rows = gather.numel()
+    if mode == 0:
+        expert = flat[order[:rows]]
+    else:
+        expert = torch.arange(rows) // max(capacity, 1)
+    filled = gather >= 0
+    v = x.double()[gather.clamp(min=0)]
+    if quant == "static":
+        t = v * scale.double() + offset.double()
+        s = None
+    else:
+        if scale is None:
+            z = v
+        else:
+            m = scale.double()
+            z = v * (m[expert] if m.shape[0] > 1 else m[0])
+        amax = z.abs().amax(-1) if z.shape[-1] else torch.zeros(rows, dtype=torch.float64)
+        s = dynamic_scale(amax, QUANT_QMAX[qdtype], False)
+        t = z / s.double()[:, None]
+        s = torch.where(filled, s, torch.zeros_like(s))
+    q = (fp8_bytes(t) if qdtype == "fp8" else int8_bytes(t)).clone()
+    q[~filled] = 0
+    shape = (experts, capacity, x.shape[-1]) if mode == 1 else (rows, x.shape[-1])
+    return q.reshape(shape), None if s is None else s.reshape(shape[:-1])
+
+
+def quant_case(seed, r, k, hidden, experts, dtype, index=torch.int32):
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(r, hidden, generator=g, dtype=torch.float64)
+         * torch.pow(10.0, torch.randint(-3, 3, (r, 1), generator=g).double())).to(dtype)
+    ids = torch.randint(0, experts, (r, k), generator=g).to(index)
+    return x, ids, g
+
+
+QUANT_CASES = [  # (quant, smooth rows: 0 none, 1 (1, H), 2 (E, H), mode)
+    ("static", 0, 0), ("static", 0, 1), ("dynamic", 0, 0), ("dynamic", 1, 0),
+    ("dynamic", 2, 0), ("dynamic", 2, 1), ("dynamic", 1, 1)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("qdtype", ["int8", "fp8"])
+@pytest.mark.parametrize("dtype_name", list(TORCH_DTYPES))
+@pytest.mark.parametrize("case", QUANT_CASES, ids=lambda c: f"{c[0]}-smooth{c[1]}-mode{c[2]}")
+def test_quant_forward(device, qdtype, dtype_name, case):
+    """Every byte and scale as the float64 oracle's, the index and count outputs as
+    moe_init_routing_v2's, on every device the same bits as cpu_reference."""
+    quant, smooth, mode = case
+    r, k, hidden, experts = 13, 3, 37, 5
+    x, ids, g = quant_case(7, r, k, hidden, experts, TORCH_DTYPES[dtype_name],
+                           torch.int64 if mode else torch.int32)
+    capacity, active = (4, 0) if mode else (0, 30)
+    scale = offset = None
+    if quant == "static":
+        scale, offset = torch.tensor([0.75]), torch.tensor([-2.5])
+    elif smooth:
+        scale = torch.rand(experts if smooth == 2 else 1, hidden, generator=g) * 2 - 0.5
+    flags = ({"expert_tokens_before_capacity_flag": True} if mode
+             else {"expert_tokens_count_or_cumsum_flag": 1})
+    got = infiniop.moe_init_routing_quant_v2(
+        x, ids, expert_num=experts, quant_mode=quant, dtype=qdtype, scale=scale, offset=offset,
+        active_num=active, expert_capacity=capacity, drop_pad_mode=mode, **flags, **on(device))
+    want_q, want_s = quant_oracle(x, ids, mode, experts, quant, qdtype, scale, offset, capacity,
+                                  active)
+    assert torch.equal(got[0].view(torch.uint8), want_q), "expanded_x bytes"
+    if quant == "static":
+        assert got[4] is None
+    else:
+        assert torch.equal(got[4].view(torch.int32), want_s.view(torch.int32)), "scales"
+    plain = infiniop.moe_init_routing_v2(x, ids, expert_num=experts, active_num=active,
+                                         expert_capacity=capacity, drop_pad_mode=mode, **flags)
+    for a, b in zip(got[1:4], plain[1:4]):
+        assert (a is None and b is None) or same_bits(a, b), "routing outputs differ from V2's"
+    if device != "cpu_reference":
+        ref = infiniop.moe_init_routing_quant_v2(
+            x, ids, expert_num=experts, quant_mode=quant, dtype=qdtype, scale=scale,
+            offset=offset, active_num=active, expert_capacity=capacity, drop_pad_mode=mode,
+            **flags, device="cpu_reference")
+        for a, b in zip(got, ref):
+            assert (a is None and b is None) or torch.equal(a.view(torch.uint8),
+                                                            b.view(torch.uint8))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_quant_by_hand(device):
+    """Ties after the offset round to even, saturation, -0, NaN / inf; a NaN row's scale."""
+    x = torch.tensor([[1.0, 3.0, 100.0, -300.0, float("nan"), float("inf"), -0.0, 0.25]])
+    ids = torch.zeros(1, 1, dtype=torch.int32)
+    y = infiniop.moe_init_routing_quant_v2(x, ids, expert_num=1, quant_mode="static",
+                                           scale=2.0, offset=0.5, **on(device))[0]
+    # 2.5 -> 2, 6.5 -> 6, 200.5 -> 127, -599.5 -> -127, NaN -> 0, inf -> 127, 0.5 -> 0, 1
+    # (FP8 below: 1, 3, 100 a tie -> 96 (even), -300 -> -288, NaN, inf -> 448, -0, 0.25)
+    assert y.tolist() == [[2, 6, 127, -127, 0, 127, 0, 1]]
+    y = infiniop.moe_init_routing_quant_v2(x, ids, expert_num=1, quant_mode="static",
+                                           dtype="fp8", scale=1.0, offset=-0.0, **on(device))[0]
+    assert y.view(torch.uint8).tolist() == [[0x38, 0x44, 0x6C, 0xF9, 0x7F, 0x7E, 0x80, 0x28]]
+    y, _, _, _, s = infiniop.moe_init_routing_quant_v2(
+        torch.tensor([[127.0, 63.5, -0.5], [1.0, float("nan"), 2.0]]), ids.repeat(2, 1),
+        expert_num=1, **on(device))
+    assert y.tolist() == [[127, 64, 0], [0, 0, 0]]
+    assert s.view(torch.int32).tolist() == [0x3F800000, 0x7FC00000]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_quant_errors(device):
+    x, ids = torch.randn(4, 8), torch.zeros(4, 2, dtype=torch.int32)
+    for kwargs, status in [({"quant_mode": "static", "scale": 1.0}, Status.BAD_PARAM),
+                           ({"offset": 1.0}, Status.BAD_PARAM),
+                           ({"scale": torch.ones(2, 8)}, Status.BAD_TENSOR_SHAPE),
+                           ({"scale": torch.ones(3, 8, dtype=torch.float16)},
+                            Status.BAD_TENSOR_DTYPE),
+                           ({"quant_mode": 2}, Status.BAD_PARAM)]:
+        expect_error(status, infiniop.moe_init_routing_quant_v2, x, ids, expert_num=3,
+                     **kwargs, **on(device))
+    with pytest.raises(InfiniopError, match="expert_idx value 3"):
+        infiniop.moe_init_routing_quant_v2(x, ids + 3, expert_num=3, **on(device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_npu_quant_modes(device):
+    """npu_moe_init_routing_v2: quant_mode 1 (dynamic, expanded_scale the row scales) and 0 with
+    offset (static, expanded_scale None) as the library's; no quant arguments: unquantized."""
+    import infiniop.torch as itorch
+
+    x, ids, g = quant_case(3, 6, 2, 16, 4, torch.bfloat16)
+    smooth = torch.rand(4, 16, generator=g) + 0.5
+    ex, idx, counts, es = itorch.npu_moe_init_routing_v2(
+        x, ids, scale=smooth, expert_num=4, quant_mode=1, expert_tokens_num_flag=True,
+        expert_tokens_num_type=1, row_idx_type=1, **on(device))
+    want = infiniop.moe_init_routing_quant_v2(x, ids, expert_num=4, scale=smooth,
+                                              expert_tokens_count_or_cumsum_flag=2)
+    assert torch.equal(ex, want[0]) and torch.equal(es, want[4]) and torch.equal(idx, want[1])
+    assert torch.equal(counts, want[2].long())
+    ex, idx, _, es = itorch.npu_moe_init_routing_v2(
+        x, ids, scale=torch.tensor([0.5]), offset=torch.tensor([1.0]), expert_num=4,
+        quant_mode=0, **on(device))
+    want = infiniop.moe_init_routing_quant_v2(x, ids, expert_num=4, quant_mode="static",
+                                              scale=0.5, offset=1.0)
+    gather = torch.empty_like(want[1])
+    gather[want[1].long()] = torch.arange(want[1].numel(), dtype=want[1].dtype)
+    assert es is None and torch.equal(ex, want[0]) and torch.equal(idx, gather)
+    ex, _, _, es = itorch.npu_moe_init_routing_v2(x, ids, expert_num=4, **on(device))
+    assert ex.dtype == torch.bfloat16 and es is None
+    assert torch.equal(ex, infiniop.moe_init_routing_v2(x, ids, expert_num=4)[0])
+    with pytest.raises(NotImplementedError, match="quant_mode"):
+        itorch.npu_moe_init_routing_v2(x, ids, expert_num=4, quant_mode=2)
+
+
+COMPILABLE_QUANT = pytest.mark.skipif(
+    not (torch_ops_registered := __import__("infiniop.torch._ops", fromlist=["_ops"])).REGISTERED
+    or not torch_ops_registered.COMPILABLE, reason="torch.library custom ops unavailable")
+
+
+@COMPILABLE_QUANT
+def test_quant_torch_op_and_compile():
+    import infiniop.torch as itorch
+
+    x, ids = torch.randn(8, 32), torch.randint(0, 4, (8, 2))
+    torch.library.opcheck(torch.ops.infiniop.moe_init_routing_quant_v2, (x, ids),
+                          {"expert_num": 4, "device": "cpu_reference"},
+                          test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(torch.ops.infiniop.moe_init_routing_quant_v2,
+                          (x, ids, torch.tensor([0.5]), torch.tensor([0.25])),
+                          {"expert_num": 4, "quant_mode": 0, "dtype": "fp8", "drop_pad_mode": 1,
+                           "expert_capacity": 3, "device": "cpu_reference"},
+                          test_utils=("test_schema", "test_faketensor"))
+
+    def f(x, ids):
+        return itorch.moe_init_routing_quant_v2(x, ids, expert_num=4, dtype="fp8",
+                                                expert_tokens_count_or_cumsum_flag=1,
+                                                device="cpu_reference")
+
+    torch._dynamo.reset()
+    eager, compiled = f(x, ids), torch.compile(f, fullgraph=True)(x, ids)
+    torch._dynamo.reset()
+    for a, b in zip(eager, compiled):
+        assert (a is None and b is None) or torch.equal(a.view(torch.uint8), b.view(torch.uint8))

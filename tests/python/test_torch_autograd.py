@@ -593,7 +593,7 @@ def test_argument_errors_name_the_argument(call, name):
 
 
 @pytest.mark.parametrize("kwargs, name", [
-    ({"offset": torch.zeros(1)}, "offset"), ({"quant_mode": 1}, "quant_mode"),
+    ({"offset": torch.zeros(1), "quant_mode": -1}, "offset"), ({"quant_mode": 2}, "quant_mode"),
     ({"active_expert_range": [1, 3]}, "active_expert_range"), ({"expert_num": -1}, "expert_num"),
     ({"drop_pad_mode": 1, "expert_capacity": 2}, "row_idx_type")])
 def test_npu_moe_init_unsupported(kwargs, name):

@@ -2,7 +2,9 @@
 // MoeInitRoutingV2 (src/ops/moe_init_routing.h), built after gather.cl with -DELEMENT_T=uint or
 // ushort (and -DVEC16_T=uint16 or ushort16): rows move as raw bits. The host sorted the positions
 // and staged the results in the workspace as INT32: the destination row of every position (`dest`),
-// and the per-expert values of the count outputs.
+// and the per-expert values of the count outputs. MoeInitRoutingQuantV2 builds it after `common`,
+// gather.cl and quant.cl with -DQUANT, -DELEMENT_T=uchar (-DVEC16_T=uchar16: the padding zeroes
+// bytes) and x's -DSTORAGE_*: its rows are quantized by moe_init_quant_rows instead of moved.
 typedef VEC16_T vec16_t;
 
 // Work-item (c, r) moves columns [c * CHUNK, (c + 1) * CHUNK) of token r's row to its K places:
@@ -67,3 +69,59 @@ __kernel void moe_init_index64(__global long *out, long index, long step,
   const ulong i = get_global_id(0);
   out[index + (long)i * step] = (long)values[values_index + i];
 }
+
+#ifdef QUANT
+// devices/cpu_reference/moe_init_routing.cc's moe_init_routing_quant, the same double operations in
+// the same order. Work-item p (global id 0) writes expanded row dest[p] (if kept and active) from
+// token p / topk: static y = v scale + offset; dynamic z = v m (m from smooth row `experts[p]`
+// where smooth_rows > 1, row 0 where 1, else 1), s from the exact amax, y = z / s.
+INLINE double smooth_value(const __global storage_t *x, long src, row_view_t x_v,
+                           const __global float *smooth, table_view_t smooth_v, ulong smooth_rows,
+                           ulong row, ulong c) {
+  const double v = (double)load_value(x, at(src, x_v, c));
+  return smooth_rows == 0 ? v : v * (double)smooth[table_element(smooth_v, row, c)];
+}
+
+__kernel void moe_init_quant_rows(__global uchar *expanded, row_view_t expanded_v,
+                                  const __global storage_t *x, row_view_t x_v,
+                                  const __global int *staged, ulong dest_index, ulong experts_index,
+                                  ulong topk, ulong rows, ulong hidden, const __global float *scale,
+                                  table_view_t scale_v, const __global float *offset,
+                                  ulong offset_index, __global float *dynamic_scales,
+                                  row_view_t dynamic_v, uint fp8, uint dynamic, ulong smooth_rows) {
+  const ulong p = get_global_id(0);
+  const int d = staged[dest_index + p];
+  if (d < 0 || (ulong)d >= rows) return;  // dropped, inactive
+  const long src = row_base(x_v, p / topk), dst = row_base(expanded_v, (ulong)d);
+  if (!dynamic) {  // v scale is exact in double, the sum rounded once
+    const double sc = (double)scale[table_element(scale_v, 0, 0)];
+    const double off = (double)offset[offset_index];
+    for (ulong c = 0; c < hidden; ++c)
+      expanded[at(dst, expanded_v, c)] =
+          quantize_byte((double)load_value(x, at(src, x_v, c)) * sc + off, fp8);
+    return;
+  }
+  const ulong row = smooth_rows > 1 ? (ulong)staged[experts_index + p] : 0;
+  double amax = 0.0;
+  for (ulong c = 0; c < hidden; ++c) {
+    const double z = smooth_value(x, src, x_v, scale, scale_v, smooth_rows, row, c);
+    amax = isnan(z) || isnan(amax) ? (double)NAN : fmax(amax, fabs(z));
+  }
+  const float s = dynamic_scale(amax, fp8, 0);
+  dynamic_scales[row_base(dynamic_v, (ulong)d)] = s;
+  for (ulong c = 0; c < hidden; ++c) {
+    const double z = smooth_value(x, src, x_v, scale, scale_v, smooth_rows, row, c);
+    expanded[at(dst, expanded_v, c)] = quantize_byte(z / (double)s, fp8);
+  }
+}
+
+// The dynamic scale of slot s of expert e (row d = e * capacity + s, global id 0) is 0 where
+// s >= counts[e]: the capacity nobody filled (moe_init_padding zeroes its bytes).
+__kernel void moe_init_quant_padding(__global float *dynamic_scales, row_view_t dynamic_v,
+                                     const __global int *counts, ulong counts_index,
+                                     ulong capacity) {
+  const ulong d = get_global_id(0);
+  const uint e = (uint)d / (uint)capacity, s = (uint)d - e * (uint)capacity;
+  if ((long)s >= (long)counts[counts_index + e]) dynamic_scales[row_base(dynamic_v, d)] = 0.0f;
+}
+#endif

@@ -57,6 +57,11 @@ node (prim::PythonOp), under torch.fx.symbolic_trace as one call_function node.
                          ...)            ClippedSwigluQuant, as swiglu_quant
     dequant_swiglu_quant(x, weight_scale=None, activation_scale=None, bias=None, ...)
                                           DequantSwigluQuant (x int32), as swiglu_quant
+    moe_init_routing_quant_v2(x, expert_idx, expert_num=..., quant_mode='dynamic',
+                              dtype='int8', scale=None, offset=None, ...)
+                                          MoeInitRoutingQuantV2: moe_init_routing_v2's outputs
+                                          with expanded_x int8 / FP8, then the dynamic scales
+                                          or None; no gradient
 
 plus torch_npu-named aliases (npu_swiglu, npu_gelu, npu_gelu_backward, npu_gelu_mul,
 npu_swiglu_quant, npu_dequant_swiglu_quant, npu_clipped_swiglu, npu_moe_init_routing_v2,
@@ -121,6 +126,7 @@ __all__ = [
     "moe_gating_top_k",
     "moe_gating_top_k_softmax",
     "moe_gating_weights",
+    "moe_init_routing_quant_v2",
     "moe_init_routing_v2",
     "moe_z_loss",
     "npu_clipped_swiglu",
@@ -506,6 +512,39 @@ def dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bias=No
                         smooth_scales, group_index, attributes, device, handle,
                         inputs={"weight_scale": weight_scale,
                                 "activation_scale": activation_scale, "bias": bias})
+
+
+def moe_init_routing_quant_v2(x, expert_idx, *, expert_num, quant_mode="dynamic", dtype="int8",
+                              scale=None, offset=None, active_num=0, expert_capacity=0,
+                              drop_pad_mode=0, expert_tokens_count_or_cumsum_flag=0,
+                              expert_tokens_before_capacity_flag=False, index_dtype=None,
+                              device="cpu", handle=None):
+    """(expanded_x, expanded_row_idx, counts or None, before_capacity or None,
+    dynamic_quant_scale or None), as infiniop.moe_init_routing_quant_v2 (moe_init_routing_v2
+    with expanded_x quantized per row), as torch.ops.infiniop.moe_init_routing_quant_v2 where
+    torch.library allows it (torch.compile traces it). An inference operator: no gradient."""
+    _check_tensor(x, "x")
+    _check_tensor(expert_idx, "expert_idx")
+    for value, name in ((scale, "scale"), (offset, "offset")):
+        if not isinstance(value, (int, float)):
+            _check_tensor(value, name, optional=True)
+    attributes = {"expert_num": expert_num, "active_num": active_num,
+                  "expert_capacity": expert_capacity, "drop_pad_mode": drop_pad_mode,
+                  "expert_tokens_count_or_cumsum_flag": expert_tokens_count_or_cumsum_flag,
+                  "expert_tokens_before_capacity_flag": expert_tokens_before_capacity_flag}
+    tensors = all(v is None or isinstance(v, _torch.Tensor) for v in (scale, offset))
+    if (handle is None and tensors and _ops.REGISTERED and _ops.COMPILABLE
+            and isinstance(device, (str, _torch.device))):
+        gq = _infiniop.gated_quant
+        mode = int(gq._parse(gq.QuantMode, quant_mode, "quant_mode", gq.QUANT_MODES))
+        return _torch.ops.infiniop.moe_init_routing_quant_v2(
+            x, expert_idx, scale, offset, **attributes, quant_mode=mode,
+            dtype=gq.quant_dtype_name(dtype), index_dtype=_traced_index_dtype(index_dtype),
+            device=_traced_device(device, handle))
+    # no gradient: the outputs come from the library, outside autograd
+    return _infiniop.moe_init_routing_quant_v2(
+        x.detach(), expert_idx, **attributes, quant_mode=quant_mode, dtype=dtype, scale=scale,
+        offset=offset, index_dtype=index_dtype, device=device, handle=handle)
 
 
 from .npu import (  # noqa: E402  (the aliases build on the functions above)

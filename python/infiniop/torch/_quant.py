@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""torch.ops.infiniop.swiglu_quant, gelu_mul_quant, clipped_swiglu_quant and dequant_swiglu_quant
-(the functional API's of the same names): their schemas, CPU kernels and fake kernels, for _ops
-and _compile to register.
+"""torch.ops.infiniop.swiglu_quant, gelu_mul_quant, clipped_swiglu_quant, dequant_swiglu_quant
+and moe_init_routing_quant_v2 (the functional API's of the same names): their schemas, CPU
+kernels and fake kernels, for _ops and _compile to register.
 
 Inference operators: a quantized output has no gradient. The CPU kernel is the functional API;
 on PyTorch 2.4 on, the autograd formula registered for them refuses a backward with a message
@@ -15,6 +15,7 @@ given, as the functional API does.
 import torch
 
 import infiniop
+from infiniop._operator import expanded_shape, index_dtype_of
 from infiniop.gated_quant import gated_quant_shapes, quant_dtype_name
 
 _QUANT_ARGUMENTS = ("Tensor x, Tensor? scale=None, Tensor? smooth_scales=None, "
@@ -33,6 +34,13 @@ SCHEMAS = {
                              "Tensor? activation_scale=None, Tensor? bias=None, "
                              f"{_ARGUMENTS.replace('Tensor x, ', '')}, str device='cpu') "
                              "-> (Tensor, Tensor?)"),
+    # quant_mode 0 static (scale, offset (1)), 1 dynamic (scale (E, H), (1, H) or None).
+    "moe_init_routing_quant_v2": (
+        "moe_init_routing_quant_v2(Tensor x, Tensor expert_idx, Tensor? scale=None, "
+        "Tensor? offset=None, *, int expert_num, int quant_mode=1, str dtype='int8', "
+        "int active_num=0, int expert_capacity=0, int drop_pad_mode=0, "
+        "int expert_tokens_count_or_cumsum_flag=0, bool expert_tokens_before_capacity_flag=False, "
+        "str? index_dtype=None, str device='cpu') -> (Tensor, Tensor, Tensor?, Tensor?, Tensor?)"),
 }
 
 
@@ -83,6 +91,24 @@ KERNELS = {"swiglu_quant": _swiglu_quant_cpu, "gelu_mul_quant": _gelu_mul_quant_
            "dequant_swiglu_quant": _dequant_swiglu_quant_cpu}
 
 
+def _moe_init_routing_quant_cpu(x, expert_idx, scale=None, offset=None, *, expert_num,
+                                quant_mode=1, dtype="int8", active_num=0, expert_capacity=0,
+                                drop_pad_mode=0, expert_tokens_count_or_cumsum_flag=0,
+                                expert_tokens_before_capacity_flag=False, index_dtype=None,
+                                device="cpu"):
+    return infiniop.moe_init_routing_quant_v2(
+        x, expert_idx, expert_num=expert_num, quant_mode=quant_mode, dtype=dtype, scale=scale,
+        offset=offset, active_num=active_num, expert_capacity=expert_capacity,
+        drop_pad_mode=drop_pad_mode,
+        expert_tokens_count_or_cumsum_flag=expert_tokens_count_or_cumsum_flag,
+        expert_tokens_before_capacity_flag=expert_tokens_before_capacity_flag,
+        index_dtype=index_dtype, device=device)
+
+
+KERNELS = {"swiglu_quant": _swiglu_quant_cpu, "gelu_mul_quant": _gelu_mul_quant_cpu,
+           "moe_init_routing_quant_v2": _moe_init_routing_quant_cpu}
+
+
 def _fake(x, scale=None, smooth_scales=None, group_index=None, *, dtype="int8", group_size=0,
           **_):
     """y and the dynamic scale as the functional API allocates them (contiguous); y's dtype:
@@ -100,6 +126,31 @@ def _dequant_fake(x, weight_scale=None, activation_scale=None, bias=None, scale=
 
 FAKE = {"swiglu_quant": _fake, "gelu_mul_quant": _fake, "clipped_swiglu_quant": _fake,
         "dequant_swiglu_quant": _dequant_fake}
+
+
+def _fake_init_quant(x, expert_idx, scale=None, offset=None, *, expert_num, quant_mode=1,
+                     dtype="int8", active_num=0, expert_capacity=0, drop_pad_mode=0,
+                     expert_tokens_count_or_cumsum_flag=0,
+                     expert_tokens_before_capacity_flag=False, index_dtype=None, **_):
+    """The outputs as the functional API allocates them (contiguous)."""
+    total = expert_idx.numel()
+    index = index_dtype_of(index_dtype, expert_idx, "torch")
+    shape = expanded_shape(drop_pad_mode, expert_num, expert_capacity, active_num, total,
+                           x.shape[-1])
+    y_dtype = torch.int8 if quant_dtype_name(dtype) == "int8" else torch.float8_e4m3fn
+    counts = before = scales = None
+    if drop_pad_mode == 0 and expert_tokens_count_or_cumsum_flag in (1, 2):
+        counts = expert_idx.new_empty((expert_num,), dtype=index)
+    if drop_pad_mode == 1 and expert_tokens_before_capacity_flag:
+        before = expert_idx.new_empty((expert_num,), dtype=index)
+    if quant_mode == 1:
+        scales = x.new_empty(shape[:-1], dtype=torch.float32)
+    return (x.new_empty(shape, dtype=y_dtype), expert_idx.new_empty((total,), dtype=index),
+            counts, before, scales)
+
+
+FAKE = {"swiglu_quant": _fake, "gelu_mul_quant": _fake,
+        "moe_init_routing_quant_v2": _fake_init_quant}
 
 
 def no_gradient(name):

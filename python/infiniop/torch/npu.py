@@ -26,7 +26,9 @@ argument.
                             expert_capacity=-1, expert_num=-1, drop_pad_mode=0,
                             expert_tokens_num_type=0, expert_tokens_num_flag=False,
                             quant_mode=0, active_expert_range=[], row_idx_type=0)
-                                                           -> moe_init_routing_v2
+                                                           -> moe_init_routing_v2 (quant_mode
+                                                              1, or 0 with offset:
+                                                              moe_init_routing_quant_v2)
     npu_moe_gating_top_k_softmax(x, finished=None, k=1)  -> moe_gating_top_k_softmax
                                                               (renorm 0)
     npu_moe_gating_top_k_softmax_v2(x, k, finished=None, renorm=0,
@@ -230,7 +232,7 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
                             device="cpu", handle=None):
     """torch_npu.npu_moe_init_routing_v2(x, expert_idx, *, ...) -> (expanded_x, expanded_row_idx,
     expert_token_cumsum_or_count, expanded_scale), on moe_init_routing_v2 (expanded_x is
-    differentiable with respect to x).
+    differentiable with respect to x) or, quantized, moe_init_routing_quant_v2 (no gradient).
 
     active_num -1 (or >= R*K): every row, the library's 0. expert_capacity -1: 0 (dropless).
     expert_num: required (torch_npu's -1 has no meaning here). expert_tokens_num_flag True
@@ -240,16 +242,26 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
     None. row_idx_type 1: expanded_row_idx is the scatter index (expanded_x[idx[p]] = x[p // K],
     the library's, what moe_finalize_routing_v2 and npu_moe_finalize_routing read); 0 (torch_npu's
     default): the gather index (expanded_x[i] = x[idx[i] // K]), its inverse permutation, dropless
-    only. scale (R,) float32: expanded_scale[i] = scale[source row of i] (dropless; not
-    differentiable); None without scale. Not supported (NotImplementedError): offset, quant_mode
-    1 (quantization), active_expert_range other than [] or [0, expert_num], row_idx_type 0 or
-    scale with drop_pad_mode 1.
+    only.
+    quant_mode (torch_npu's: -1 none, 0 static, 1 dynamic; its default 0, which its current
+    versions do not support, keeps the unquantized behaviour for a call without offset):
+    -1, or 0 without offset: not quantized; scale (R,) float32 gives expanded_scale[i] =
+        scale[source row of i] (dropless; not differentiable); None without scale.
+    0 with offset: static, expanded_x int8 = round(x * scale + offset) (scale and offset (1,)
+        float32, float64 arithmetic); expanded_scale None.
+    1: dynamic, expanded_x int8 = round(x * m / s) with m = scale[expert] (scale (E, H) or
+        (1, H) float32; None: 1), s = amax / 127 of each expanded row (offset must be None);
+        expanded_scale the s of each expanded row, (A,) or, in drop_pad_mode 1, (E * C,) with 0
+        for the unfilled slots.
+    Not supported (NotImplementedError): active_expert_range other than [] or [0, expert_num],
+    row_idx_type 0 or an unquantized scale with drop_pad_mode 1, other quant_mode values.
     """
-    if offset is not None:
-        raise NotImplementedError("offset: quantization is not supported (pass offset=None)")
-    if quant_mode not in (0, -1):
-        raise NotImplementedError(f"quant_mode={quant_mode!r}: quantization is not supported "
-                                  "(0 or -1: none)")
+    if quant_mode not in (-1, 0, 1):
+        raise NotImplementedError(f"quant_mode={quant_mode!r}: -1 (none), 0 (static: scale and "
+                                  "offset) or 1 (dynamic) are supported")
+    quant = {1: "dynamic", 0: "static" if offset is not None else None}.get(quant_mode)
+    if quant_mode == -1 and offset is not None:
+        raise ValueError("offset is read in quant_mode 0 (static) only")
     if isinstance(expert_num, int) and not isinstance(expert_num, bool) and expert_num == -1:
         raise ValueError("expert_num: the number of experts is required (torch_npu's default -1 "
                          "is not supported)")
@@ -264,8 +276,9 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
     _autograd._check_tensor(x, "x")
     _autograd._check_tensor(expert_idx, "expert_idx")
     _autograd._check_tensor(scale, "scale", optional=True)
-    if drop_pad_mode == 1 and (row_idx_type == 0 or scale is not None):
-        what = "row_idx_type=0 (gather)" if row_idx_type == 0 else "scale"
+    _autograd._check_tensor(offset, "offset", optional=True)
+    if drop_pad_mode == 1 and (row_idx_type == 0 or (scale is not None and quant is None)):
+        what = "row_idx_type=0 (gather)" if row_idx_type == 0 else "an unquantized scale"
         raise NotImplementedError(f"{what} is supported in drop_pad_mode 0 only")
     total = expert_idx.numel()
     if active_num == -1 or (isinstance(active_num, int) and active_num >= total):
@@ -278,10 +291,16 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
             flags["expert_tokens_before_capacity_flag"] = True
         else:  # the library's flag: 1 cumsum, 2 count
             flags["expert_tokens_count_or_cumsum_flag"] = 1 if expert_tokens_num_type == 0 else 2
-    expanded_x, row_idx, counts, before = _api().moe_init_routing_v2(
-        x, expert_idx, expert_num=expert_num, active_num=active_num,
-        expert_capacity=expert_capacity, drop_pad_mode=drop_pad_mode, **flags, device=device,
-        handle=handle)
+    if quant is None:
+        expanded_x, row_idx, counts, before = _api().moe_init_routing_v2(
+            x, expert_idx, expert_num=expert_num, active_num=active_num,
+            expert_capacity=expert_capacity, drop_pad_mode=drop_pad_mode, **flags, device=device,
+            handle=handle)
+    else:
+        expanded_x, row_idx, counts, before, dynamic_scale = _api().moe_init_routing_quant_v2(
+            x, expert_idx, expert_num=expert_num, quant_mode=quant, dtype="int8", scale=scale,
+            offset=offset, active_num=active_num, expert_capacity=expert_capacity,
+            drop_pad_mode=drop_pad_mode, **flags, device=device, handle=handle)
     numbers = None
     if expert_tokens_num_flag:
         numbers = (before if drop_pad_mode == 1 else counts).to(torch.int64)
@@ -290,7 +309,9 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
         if expert_tokens_num_type == 2:  # from the counts (the library's flag 2 in mode 0)
             numbers = _key_value(numbers, expert_num)
     expanded_scale = None
-    if scale is not None:
+    if quant == "dynamic":
+        expanded_scale = dynamic_scale.reshape(-1)
+    elif scale is not None and quant is None:
         with torch.no_grad():
             k = expert_idx.shape[-1] if expert_idx.dim() else 1
             expanded_scale = torch.empty(total, dtype=scale.dtype)
