@@ -18,14 +18,16 @@ Two float64 references, on the library's ids (the router is tested on its own):
   dequantization ((acc w) s_a) in that order). The library's quantized bytes and scales must
   equal it exactly (xq, xs, hq, hs): both are the float64 values of the same formulas
   (docs/quantization.md). Its output then differs from the library's only by the F32 roundings
-  of h and of the combine: max |got - ref| <= 2^-20 max |ref| (EMULATED_TOLERANCE; measured
-  below 2^-22).
+  of h and of the combine: max |got - ref| <= 2^-20 max |ref| (EMULATED_TOLERANCE, a few F32
+  roundings of sums of T K terms; measured 2^-23.4 at most, every device and seed).
 - real: the layer in float64 without activation quantization (the dequantized weights
   W1q W1s and W2q W2s, which are the layer's weights). The library's output must lie within the
   quantization error: two per-token INT8 roundings, each at most 1/2 of a step of 1/127 of its
-  row's amax, through two matmuls: max |got - ref| <= 2^-4 max |ref| (REAL_TOLERANCE, a
-  loose bound of that error; measured about 2^-7).
-The output is the same bits on every device (cpu, cpu_reference, opencl).
+  row's amax (2^-8 of it), each carried through a matmul: max |got - ref| <= 2^-5 max |ref|
+  (REAL_TOLERANCE; measured 2^-6.2 on every device and seed: the exact check is the emulated
+  one, this one says the quantized layer is the layer).
+Every step's output is the same bits on cpu and opencl; the exact steps (the routing's indices
+and counts, every quantized byte and scale) on cpu_reference too.
 """
 
 import pytest
@@ -37,7 +39,7 @@ from helpers import DEVICES, OPENCL_AVAILABLE, on, rng_for
 
 T, H, E, K, I = 48, 64, 4, 2, 32
 EMULATED_TOLERANCE = 2.0 ** -20
-REAL_TOLERANCE = 2.0 ** -4
+REAL_TOLERANCE = 2.0 ** -5
 
 
 def signed(rng, shape, low=-6.0, high=1.0, zeros=0.05):
@@ -93,7 +95,8 @@ def library_layer(p, device):
     expert = torch.repeat_interleave(torch.arange(E), counts.to(torch.int64))  # dropless: sorted
     w2s = p["W2s"][expert]
     h = (acc2.to(torch.float32) * w2s) * hs.reshape(-1, 1)
-    out = infiniop.moe_finalize_routing_v2(h, row_idx, scales=w, expert_idx=ids, **lib)
+    out = infiniop.moe_finalize_routing_v2(h, row_idx, scales=w, expert_idx=ids, drop_pad_mode=2,
+                                           **lib)  # 2: dropless, row_idx in row layout (r*K + k)
     return {"ids": ids, "w": w, "xq": xq, "xs": xs.reshape(-1), "hq": hq, "hs": hs.reshape(-1),
             "counts": counts, "row_idx": row_idx, "out": out}
 
@@ -164,15 +167,22 @@ def test_w8a8_layer(device, seed):
     assert error <= REAL_TOLERANCE, f"{device}: out vs float64: {error:.3g}"
 
 
+# The layer's exact steps: the routing's indices and counts and every quantized byte and scale.
+# The router's F32 weights and the combine's F32 sums are the same bits on the cpu device's
+# targets and opencl (their fixed operation order, docs/devices.md); cpu_reference computes them
+# in double and rounds once, so only the exact steps are compared with it.
+EXACT = ("ids", "counts", "row_idx", "xq", "xs", "hq", "hs")
+
+
 def test_w8a8_layer_devices_agree():
-    """The same bits on every device, each step's outputs and the layer's."""
+    """Every step's outputs the same bits on cpu and opencl, the exact ones on cpu_reference."""
     p = make_layer(2)
     available = [d.name for d in infiniop.devices() if d.host_memory]
     available += ["opencl"] if OPENCL_AVAILABLE else []
     assert len(available) >= 2, available
     runs = {device: library_layer(p, device) for device in available}
     bits = lambda t: t.view(torch.uint8) if t.is_floating_point() else t  # noqa: E731
-    (first, reference), *others = runs.items()
-    for device, run in others:
-        for name, value in run.items():
-            assert torch.equal(bits(value), bits(reference[name])), f"{device} vs {first}: {name}"
+    for device, run in runs.items():
+        names = EXACT if device == "cpu_reference" else run
+        for name in names:
+            assert torch.equal(bits(run[name]), bits(runs["cpu"][name])), f"{device} vs cpu: {name}"
