@@ -9,6 +9,7 @@
 
 #include "cpu/activation_table.h"
 #include "ops/clipped_swiglu.h"
+#include "ops/gated_quant.h"
 
 namespace infiniop::cpu {
 
@@ -20,5 +21,10 @@ struct ClippedGateTables {
 
 // Thread-safe; the tables live until the process ends.
 ClippedGateTables clippedGateTables(const ClippedSwigluAttributes &attributes, bool bf16);
+
+// ClippedSwigluQuant for 16-bit x through gated_quant.cc's F32 pipeline, with this plan's gate
+// table (clippedGateTables(plan.clipped, BF16 or not).gate, not null).
+void clippedSwigluQuantTabled(const quant::GatedQuantPlan &plan, const quant::GatedQuantData &data,
+                              const float *gate);
 
 }  // namespace infiniop::cpu
