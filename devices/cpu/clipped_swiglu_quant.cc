@@ -37,10 +37,7 @@ struct TabulatedClippedSwiglu {
   void operator()(double &y, float A, float B) const {
     // A is a 16-bit value, so its bits come back exactly (a NaN's may not, and any NaN gives NaN)
     const uint32_t bits = bf16 ? bitsOf(A) >> 16 : f16FromF32(A);
-    const double limit = at.limit;
-    const double a = A > at.a_limit ? at.a_limit : A;
-    const double b = B > limit ? limit : (B < -limit ? -limit : B);
-    y = exact::timesGate(b + at.bias, gate[bits], a);
+    y = exact::clippedFromGate(at, A, B, gate[bits]);
   }
 };
 
@@ -64,8 +61,8 @@ void rows(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d, const 
 void clipped_swiglu_quant(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d) {
   const bool bf16 = p.dtype == INFINI_DTYPE_BF16;
   if (bf16 || p.dtype == INFINI_DTYPE_F16) {
-    const float *table = clippedGateTables(p.clipped, bf16).gate;
-    if (table != nullptr) return clippedSwigluQuantTabled(p, d, table);
+    const ClippedGateTables tables = clippedGateTables(p.clipped, bf16);
+    if (tables.gate != nullptr) return clippedSwigluQuantTabled(p, d, tables);
   }
   if ((!bf16 && p.dtype != INFINI_DTYPE_F16) || p.rows * p.half < kTableMinValues)
     return rows(p, d, exact::ClippedSwiglu{p.clipped});

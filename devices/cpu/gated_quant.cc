@@ -57,10 +57,10 @@ struct QuantScratch {
   float *x, *p, *smooth;
   int32_t *window;
   uint8_t *bytes;
-  uint64_t *marks;     // 2 (H + 2): LaneMarks' space
-  float *top, *scale;  // per group (G): step 1's largest |p m|, the scale
-  bool *unsure;        // per group: whether step 1 left a lane unsure
-  const float *gate;   // ClippedSwigluQuant's gate table (clipped_gate_table.h), else null
+  uint64_t *marks;         // 2 (H + 2): LaneMarks' space
+  float *top, *scale;      // per group (G): step 1's largest |p m|, the scale
+  bool *unsure;            // per group: whether step 1 left a lane unsure
+  ClippedGateTables gate;  // ClippedSwigluQuant's (clipped_gate_table.h), else null
 };
 }  // namespace infiniop::cpu
 #endif
@@ -117,23 +117,28 @@ constexpr bool kClipped = std::is_same_v<Act, ClippedActivation>;
 // One row's inputs: x1 (the activation's input) and x2, contiguous, in x's storage type T (the
 // row itself, or a copy where x's columns are strided or interleaved), the smooth row (null:
 // m = 1), the factor table with its pairs (16-bit x; clipped: the gate, lo null), and clipped's
-// attributes.
+// attributes and double gate by A's bits.
 template <class T>
 struct RowInputs {
   const T *x1, *x2;
   const float *m;
   FactorTable table;
   const ClippedSwigluAttributes *clipped = nullptr;
+  const double *exact_gate = nullptr;
 };
 
 // z_c in double as the reference computes it: z = a m.
 template <class Act, class T>
 double ExactValue(const RowInputs<T> &in, size_t c) {
   double a = 0;
-  if constexpr (kClipped<Act>)
-    exact::ClippedSwiglu{*in.clipped}(a, AsFloat(in.x1[c]), AsFloat(in.x2[c]));
-  else
+  if constexpr (kClipped<Act>) {  // the reference's gate from the table: no exponential
+    uint16_t bits;
+    std::memcpy(&bits, in.x1 + c, sizeof bits);
+    a = exact::clippedFromGate(*in.clipped, AsFloat(in.x1[c]), AsFloat(in.x2[c]),
+                               in.exact_gate[bits]);
+  } else {
     exact::Gated<Act::kExact>()(a, AsFloat(in.x1[c]), AsFloat(in.x2[c]));
+  }
   return in.m ? a * in.m[c] : a;
 }
 
@@ -660,8 +665,9 @@ void Rows(const GatedQuantPlan &plan, const GatedQuantData &data, const QuantScr
         in.m = scratch.smooth;
       }
       if constexpr (kClipped<Act>) {
-        in.table = FactorTable{scratch.gate, nullptr};
+        in.table = FactorTable{scratch.gate.gate, nullptr};
         in.clipped = &plan.clipped;
+        in.exact_gate = scratch.gate.exact;
       } else if constexpr (!std::is_same_v<T, float>) {
         in.table = factorTable<Act::kExact, IsBf16<T>()>();
       }
@@ -764,7 +770,7 @@ HWY_EXPORT(GatedQuantTables);
 
 namespace {
 void gatedQuant(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d,
-                const float *gate = nullptr) {
+                const ClippedGateTables &gate = {}) {
   HWY_DYNAMIC_DISPATCH(GatedQuantTables)(p);
   // Every thread's rows, allocated before the threads start.
   const size_t H = p.half, G = p.groups;
@@ -806,8 +812,8 @@ void gelu_mul_quant(const quant::GatedQuantPlan &p, const quant::GatedQuantData 
   gatedQuant(p, d);
 }
 void clippedSwigluQuantTabled(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d,
-                              const float *gate) {
-  gatedQuant(p, d, gate);
+                              const ClippedGateTables &tables) {
+  gatedQuant(p, d, tables);
 }
 }  // namespace infiniop::cpu
 #endif
