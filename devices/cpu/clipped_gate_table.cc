@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "exact/clipped_swiglu.h"
@@ -27,19 +28,22 @@ struct GateKey {
 struct GateSet {
   GateKey key;
   std::unique_ptr<float[]> data;  // the gate, then the slope
+  std::unique_ptr<double[]> exact;
 };
 
-std::unique_ptr<float[]> build(const ClippedSwigluAttributes &at, bool bf16) {
+GateSet build(const GateKey &key, const ClippedSwigluAttributes &at, bool bf16) {
   std::unique_ptr<float[]> t(new float[2 * kTableEntries]);
+  std::unique_ptr<double[]> exact(new double[kTableEntries]);
   for (uint32_t bits = 0; bits < kTableEntries; ++bits) {
     const float A = bf16 ? tableInput<true>(bits) : tableInput<false>(bits);
     const exact::Clipped c(at, A, 0.0f);
     const double gate = at.clamp_mode == 1 && A > at.a_pass ? double{at.limit} : c.g;
     t[bits] = factorEntry(A, gate);
+    exact[bits] = c.g;
     // The slope passes where A <= a_pass; elsewhere the kernels mask dA to 0.
     t[kTableEntries + bits] = A <= at.a_pass ? factorEntry(A, c.slope()) : 0.0f;
   }
-  return t;
+  return {key, std::move(t), std::move(exact)};
 }
 
 }  // namespace
@@ -50,10 +54,10 @@ ClippedGateTables clippedGateTables(const ClippedSwigluAttributes &at, bool bf16
   const GateKey key{at.alpha, at.limit, at.a_limit, at.a_pass, at.clamp_mode, bf16};
   std::lock_guard<std::mutex> lock(mutex);
   for (const GateSet &s : sets)
-    if (s.key == key) return {s.data.get(), s.data.get() + kTableEntries};
+    if (s.key == key) return {s.data.get(), s.data.get() + kTableEntries, s.exact.get()};
   if (sets.size() >= kMaxClippedGateSets) return {};
-  sets.push_back({key, build(at, bf16)});
-  return {sets.back().data.get(), sets.back().data.get() + kTableEntries};
+  sets.push_back(build(key, at, bf16));
+  return {sets.back().data.get(), sets.back().data.get() + kTableEntries, sets.back().exact.get()};
 }
 
 }  // namespace infiniop::cpu

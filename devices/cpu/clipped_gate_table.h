@@ -9,6 +9,7 @@
 
 #include "cpu/activation_table.h"
 #include "ops/clipped_swiglu.h"
+#include "ops/gated_quant.h"
 
 namespace infiniop::cpu {
 
@@ -16,9 +17,17 @@ constexpr int kMaxClippedGateSets = 16;
 
 struct ClippedGateTables {
   const float *gate = nullptr, *slope = nullptr;
+  // The reference's double gate g itself (exact::Clipped's, no clamp_mode 1 clamp): the exact
+  // values ClippedSwigluQuant's near lanes and scale candidates take, with no exponential.
+  const double *exact = nullptr;
 };
 
 // Thread-safe; the tables live until the process ends.
 ClippedGateTables clippedGateTables(const ClippedSwigluAttributes &attributes, bool bf16);
+
+// ClippedSwigluQuant for 16-bit x through gated_quant.cc's F32 pipeline, with this plan's gate
+// tables (clippedGateTables(plan.clipped, BF16 or not), not null).
+void clippedSwigluQuantTabled(const quant::GatedQuantPlan &plan, const quant::GatedQuantData &data,
+                              const ClippedGateTables &tables);
 
 }  // namespace infiniop::cpu

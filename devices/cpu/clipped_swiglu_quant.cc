@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// ClippedSwigluQuant on the cpu device (docs/swiglu_quant.md): every value z in double as
-// cpu_reference computes it (exact/clipped_swiglu.h's ClippedSwiglu, clamp_mode 0, times the
-// smooth scale), its group's scale and its byte from exact/quant.h (ops/gated_quant_exact.h), a
-// range of rows per thread. The bytes and scales are therefore the reference's on every target
-// and thread count. A 16-bit x of many elements first tabulates the gate g(A) = a sigmoid(alpha a)
-// of every 16-bit A, the reference's own double (exact::Clipped); each value is then the same
-// double operations on it, (b + bias) g, with no exponential per element.
+// ClippedSwigluQuant on the cpu device (docs/swiglu_quant.md). 16-bit x whose attribute set has a
+// gate table (clipped_gate_table.h) takes gated_quant.cc's F32 pipeline (the gate table's F32
+// value, its proven window and near test, the reference's double where near). The rest comes
+// here: every value z in double as cpu_reference computes it (exact/clipped_swiglu.h's
+// ClippedSwiglu, clamp_mode 0, times the smooth scale), its group's scale and its byte from
+// exact/quant.h (ops/gated_quant_exact.h), a range of rows per thread. The bytes and scales are
+// therefore the reference's on every target and thread count. A 16-bit x of many elements (an
+// attribute set beyond the gate tables') first tabulates the gate g(A) = a sigmoid(alpha a) of
+// every 16-bit A, the reference's own double (exact::Clipped); each value is then the same double
+// operations on it, (b + bias) g, with no exponential per element.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -13,6 +16,7 @@
 
 #include "core/dtype.h"
 #include "cpu/activation_table.h"
+#include "cpu/clipped_gate_table.h"
 #include "cpu/parallel.h"
 #include "exact/clipped_swiglu.h"
 #include "ops/gated_quant.h"
@@ -33,10 +37,7 @@ struct TabulatedClippedSwiglu {
   void operator()(double &y, float A, float B) const {
     // A is a 16-bit value, so its bits come back exactly (a NaN's may not, and any NaN gives NaN)
     const uint32_t bits = bf16 ? bitsOf(A) >> 16 : f16FromF32(A);
-    const double limit = at.limit;
-    const double a = A > at.a_limit ? at.a_limit : A;
-    const double b = B > limit ? limit : (B < -limit ? -limit : B);
-    y = exact::timesGate(b + at.bias, gate[bits], a);
+    y = exact::clippedFromGate(at, A, B, gate[bits]);
   }
 };
 
@@ -59,6 +60,10 @@ void rows(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d, const 
 
 void clipped_swiglu_quant(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d) {
   const bool bf16 = p.dtype == INFINI_DTYPE_BF16;
+  if (bf16 || p.dtype == INFINI_DTYPE_F16) {
+    const ClippedGateTables tables = clippedGateTables(p.clipped, bf16);
+    if (tables.gate != nullptr) return clippedSwigluQuantTabled(p, d, tables);
+  }
   if ((!bf16 && p.dtype != INFINI_DTYPE_F16) || p.rows * p.half < kTableMinValues)
     return rows(p, d, exact::ClippedSwiglu{p.clipped});
   std::vector<double> gate(kTableEntries);

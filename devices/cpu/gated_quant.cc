@@ -1,17 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
-// SwiGluQuant and GeluMulQuant on the cpu device (docs/swiglu_quant.md, docs/quantization.md).
+// SwiGluQuant and GeluMulQuant on the cpu device (docs/swiglu_quant.md, docs/quantization.md), and
+// ClippedSwigluQuant for 16-bit x where its attribute set has a gate table (clipped_gate_table.h;
+// else, and for F32 x, clipped_swiglu_quant.cc computes every value in double).
 // Each byte is the reference's (exact/quant.h on the double value), decided as correctly rounded
 // maths libraries decide (Ziv): an F32 value with a proven bound per lane, a test of whether a
 // rounding boundary of the output grid lies within that bound, and the reference's double for
 // the lanes where one does. A row at a time per thread, then a group of it at a time:
 //   1. GroupValues: pm_c = p_c m_c, p_c the activation in F32 (16-bit x: the factor tables,
-//      within 4 F32 steps; F32 x: the activation's fast path, its window in steps per lane), NaN
-//      where the bound does not hold (non-finite, tiny, the far-left tails), a signed 0 where
-//      the value is exactly 0 (x1, x2 or m is 0).
+//      within 4 F32 steps; clipped: G(A) (b + bias), within 6; F32 x: the activation's fast path,
+//      its window in steps per lane), NaN where the bound does not hold (non-finite, tiny, the
+//      far-left tails), a signed 0 where the value is exactly 0 (x1, x2 or m is 0; clipped: A,
+//      or b + bias, is 0).
 //   2. GroupScale (dynamic): amax is the largest exact |z_c| = |a_c m_c|, and it lies among the
 //      lanes whose |pm_c| is within 2^-8 of the largest, or NaN: those take a finer value (the
 //      tables' hi + lo pair, else the double), and the scale is exact/quant.h's from their
-//      largest; where that scale's rounding is near, from the doubles, as the reference's.
+//      largest (clipped: the double); where that scale's rounding is near, from the doubles.
 //   3. QuantizeGroup: t = pm (1 / s) within 2w + 8 steps (w: p's window; three roundings), its
 //      byte where no boundary (a half-integer, an FP8 midpoint) is that near, the double's
 //      elsewhere.
@@ -30,10 +33,12 @@
 #include <memory>
 #include <type_traits>
 
+#include "cpu/clipped_gate_table.h"
 #include "cpu/gated-inl.h"
 #include "cpu/parallel.h"
 #include "cpu/softmax_row-inl.h"
 #include "cpu/table-inl.h"
+#include "exact/clipped_swiglu.h"
 #include "exact/gated.h"
 #include "exact/quant.h"
 #include "hwy/cache_control.h"
@@ -52,9 +57,10 @@ struct QuantScratch {
   float *x, *p, *smooth;
   int32_t *window;
   uint8_t *bytes;
-  uint64_t *marks;     // 2 (H + 2): LaneMarks' space
-  float *top, *scale;  // per group (G): step 1's largest |p m|, the scale
-  bool *unsure;        // per group: whether step 1 left a lane unsure
+  uint64_t *marks;         // 2 (H + 2): LaneMarks' space
+  float *top, *scale;      // per group (G): step 1's largest |p m|, the scale
+  bool *unsure;            // per group: whether step 1 left a lane unsure
+  ClippedGateTables gate;  // ClippedSwigluQuant's (clipped_gate_table.h), else null
 };
 }  // namespace infiniop::cpu
 #endif
@@ -101,22 +107,64 @@ float AsFloat(T v) {
   return std::is_same_v<T, hwy::bfloat16_t> ? f32FromBf16(bits) : f32FromF16(bits);
 }
 
+// ClippedSwigluQuant's gate (clamp_mode 0) as the pipeline's activation: p = G(A) (b + bias),
+// G the gate table's F32 entry (the reference's double g rounded), b = clamp(B, -limit, limit)
+// exact, b + bias one F32 rounding. 16-bit x only: no F32 path, no pairs (hi only).
+struct ClippedActivation {};
+template <class Act>
+constexpr bool kClipped = std::is_same_v<Act, ClippedActivation>;
+
 // One row's inputs: x1 (the activation's input) and x2, contiguous, in x's storage type T (the
-// row itself, or a copy where x's columns are strided), the smooth row (null: m = 1), and the
-// factor table with its pairs (16-bit x).
+// row itself, or a copy where x's columns are strided or interleaved), the smooth row (null:
+// m = 1), the factor table with its pairs (16-bit x; clipped: the gate, lo null), and clipped's
+// attributes and double gate by A's bits.
 template <class T>
 struct RowInputs {
   const T *x1, *x2;
   const float *m;
   FactorTable table;
+  const ClippedSwigluAttributes *clipped = nullptr;
+  const double *exact_gate = nullptr;
 };
 
 // z_c in double as the reference computes it: z = a m.
 template <class Act, class T>
 double ExactValue(const RowInputs<T> &in, size_t c) {
   double a = 0;
-  exact::Gated<Act::kExact>()(a, AsFloat(in.x1[c]), AsFloat(in.x2[c]));
+  if constexpr (kClipped<Act>) {  // the reference's gate from the table: no exponential
+    uint16_t bits;
+    std::memcpy(&bits, in.x1 + c, sizeof bits);
+    a = exact::clippedFromGate(*in.clipped, AsFloat(in.x1[c]), AsFloat(in.x2[c]),
+                               in.exact_gate[bits]);
+  } else {
+    exact::Gated<Act::kExact>()(a, AsFloat(in.x1[c]), AsFloat(in.x2[c]));
+  }
   return in.m ? a * in.m[c] : a;
+}
+
+// The factor the table's entry multiplies: x2 itself, or clipped's b + bias (b = clamp(B), exact;
+// the sum one F32 rounding, relative even where subnormal: such a sum is exact). The clamp as
+// exact/clipped_swiglu.h's, by compares, so that a NaN B passes; limit, bias: Set once by the
+// caller (not reloaded per vector).
+template <class Act, class V>
+HWY_INLINE V Multiplier(V x2, V limit, V bias) {
+  if constexpr (kClipped<Act>) {
+    const V neg = hn::Neg(limit);
+    const V b = hn::IfThenElse(hn::Gt(x2, limit), limit, hn::IfThenElse(hn::Lt(x2, neg), neg, x2));
+    return hn::Add(b, bias);
+  } else {
+    (void)limit;
+    (void)bias;
+    return x2;
+  }
+}
+template <class D>
+HWY_INLINE hn::Vec<D> ClippedLimit(D d, const ClippedSwigluAttributes *at) {
+  return hn::Set(d, at ? at->limit : 0.0f);
+}
+template <class D>
+HWY_INLINE hn::Vec<D> ClippedBias(D d, const ClippedSwigluAttributes *at) {
+  return hn::Set(d, at ? at->bias : 0.0f);
 }
 
 // Step 1 for the common group of 16-bit x: whole vectors whose every |p m| lies in [kSmallest,
@@ -124,7 +172,7 @@ double ExactValue(const RowInputs<T> &in, size_t c) {
 // the largest and smallest |p m| as integers (their bits order as the values do, and a NaN's lie
 // above every finite's): no test per vector. Returns the largest |p m|, or -1 where a lane is
 // outside those bounds (the caller then takes the group vector by vector, rewriting pm_out).
-template <bool kSmooth, class T>
+template <class Act, bool kSmooth, class T>
 HWY_INLINE float TabledGroupValues(const RowInputs<T> &in, size_t begin, size_t end,
                                    float *HWY_RESTRICT pm_out) {
   const hn::ScalableTag<float> d;
@@ -137,11 +185,13 @@ HWY_INLINE float TabledGroupValues(const RowInputs<T> &in, size_t begin, size_t 
   const T *HWY_RESTRICT x2 = in.x2;
   const float *HWY_RESTRICT m = in.m;
   const float *HWY_RESTRICT hi = in.table.hi;
+  const auto limit = ClippedLimit(d, in.clipped), bias = ClippedBias(d, in.clipped);
   auto largest = hn::Zero(di);
   auto smallest = hn::Set(di, std::numeric_limits<int32_t>::max());
   for (size_t c = begin; c < end; c += N) {
     const auto index = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(du16, bits1 + c)));
-    auto pm = hn::Mul(hn::GatherIndex(d, hi, index), LoadF32(d, x2 + c));
+    auto pm =
+        hn::Mul(hn::GatherIndex(d, hi, index), Multiplier<Act>(LoadF32(d, x2 + c), limit, bias));
     if constexpr (kSmooth) pm = hn::Mul(pm, hn::LoadU(d, m + c));
     hn::StoreU(pm, d, pm_out + c);
     const auto a = hn::BitCast(di, hn::Abs(pm));
@@ -178,10 +228,11 @@ float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_ou
   const T *storage = nullptr;
   const auto sign = hn::Set(di, static_cast<int32_t>(0x80000000u));
   const auto huge = hn::Set(d, 3.4028235e38f), zero = hn::Zero(d), one = hn::Set(d, 1.0f);
+  const auto limit = ClippedLimit(d, in.clipped), bias = ClippedBias(d, in.clipped);
   if constexpr (kTabled) {
     if ((end - begin) % N == 0) {
-      const float top = in.m ? TabledGroupValues<true>(in, begin, end, pm_out)
-                             : TabledGroupValues<false>(in, begin, end, pm_out);
+      const float top = in.m ? TabledGroupValues<Act, true>(in, begin, end, pm_out)
+                             : TabledGroupValues<Act, false>(in, begin, end, pm_out);
       if (top >= 0.0f) {
         *any_unsure = false;
         return top;
@@ -193,8 +244,10 @@ float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_ou
   // One vector at element c (whole: pm_out and window have kPad to spare). The loop below takes
   // the whole ones and the group's last part once after it, so that no call (a copy) sits in
   // the loop: a call clobbers every vector register, and the loop then reloads its constants.
-  const auto vector = [&](size_t c, hn::Vec<decltype(d)> x1, hn::Vec<decltype(d)> x2)
+  // x2: the factor (clipped: b + bias), whose 0 makes an exact zero.
+  const auto vector = [&](size_t c, hn::Vec<decltype(d)> x1, hn::Vec<decltype(d)> x2_in)
       __attribute__((always_inline)) {
+    const auto x2 = Multiplier<Act>(x2_in, limit, bias);
     auto value = hn::Zero(d);
     auto unsure = hn::FirstN(d, 0);
     if constexpr (kTabled) {
@@ -249,8 +302,12 @@ float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_ou
 }
 
 // p's window in F32 steps where it is one for every lane (0: per lane, in window[]).
+// Clipped: G (b + bias) has three roundings (the entry's and the sum's, u each relative, the
+// product's half a step): below 2.5 steps of the exact value, 5 across a binade boundary (the
+// steps below it are half as large), one to spare: kTableProductWindow + 2 (table-inl.h).
 template <class Act, class T>
-constexpr int32_t kFixedWindow = !std::is_same_v<T, float>                ? kTableProductWindow
+constexpr int32_t kFixedWindow = kClipped<Act>                            ? kTableProductWindow + 2
+                                 : !std::is_same_v<T, float>              ? kTableProductWindow
                                  : std::is_same_v<Act, SiluActivation>    ? 10
                                  : std::is_same_v<Act, GeluErfActivation> ? 12
                                                                           : 0;
@@ -317,7 +374,7 @@ float GroupScale(const GatedQuantPlan &plan, const RowInputs<T> &in, const float
   constexpr float kReach = kFixedWindow < Act, T >> 0 ? 0x1p-16f : 0x1p-8f;
   static_assert(kFixedWindow<Act, T> <= 12);
   const auto threshold = hn::Set(d, top * (1.0f - kReach));
-  constexpr bool kPairs = !std::is_same_v<T, float>;
+  constexpr bool kPairs = !std::is_same_v<T, float> && !kClipped<Act>;  // clipped: the double
   bool from_pairs = kPairs;
   double amax = 0;
   const auto take = [&](double z) {
@@ -544,6 +601,27 @@ inline void StreamRow(uint8_t *HWY_RESTRICT y, const uint8_t *HWY_RESTRICT bytes
   std::memcpy(y + c, bytes + c, n - c);
 }
 
+// The interleaved row (x1 x2 x1 x2 ...) of 2n 16-bit values as x1[n] and x2[n]: whole vectors,
+// then the rest.
+template <class T>
+void Deinterleave(const T *row, size_t n, T *HWY_RESTRICT x1, T *HWY_RESTRICT x2) {
+  const hn::ScalableTag<uint16_t> d16;
+  const size_t N = hn::Lanes(d16);
+  const auto *in = reinterpret_cast<const uint16_t *>(row);
+  auto *out1 = reinterpret_cast<uint16_t *>(x1), *out2 = reinterpret_cast<uint16_t *>(x2);
+  size_t c = 0;
+  for (; c + N <= n; c += N) {
+    hn::Vec<decltype(d16)> even, odd;
+    hn::LoadInterleaved2(d16, in + 2 * c, even, odd);
+    hn::StoreU(even, d16, out1 + c);
+    hn::StoreU(odd, d16, out2 + c);
+  }
+  for (; c < n; ++c) {
+    out1[c] = in[2 * c];
+    out2[c] = in[2 * c + 1];
+  }
+}
+
 template <class Act, class T>
 void Rows(const GatedQuantPlan &plan, const GatedQuantData &data, const QuantScratch &scratch,
           size_t first, size_t last) {
@@ -568,19 +646,31 @@ void Rows(const GatedQuantPlan &plan, const GatedQuantData &data, const QuantScr
         for (size_t g = 0; g < G; ++g) scale_at(g) = 0.0f;
     } else {
       const T *row = static_cast<const T *>(data.x) + plan.x.rowOffset(r);
-      if (plan.x.col_stride != 1) {  // a contiguous copy of the row
-        T *copy = reinterpret_cast<T *>(scratch.x);
-        for (size_t c = 0; c < 2 * H; ++c)
-          copy[c] = row[static_cast<ptrdiff_t>(c) * plan.x.col_stride];
-        row = copy;
-      }
       RowInputs<T> in{row + plan.gateColumn(0), row + plan.multiplierColumn(0), nullptr,
                       FactorTable{nullptr, nullptr}};
+      if (plan.x.col_stride != 1 || plan.interleaved) {  // x1 and x2 copied contiguous
+        T *copy = reinterpret_cast<T *>(scratch.x);
+        if (plan.x.col_stride == 1)
+          Deinterleave(row, H, copy, copy + H);
+        else
+          for (size_t c = 0; c < H; ++c) {
+            copy[c] = row[static_cast<ptrdiff_t>(plan.gateColumn(c)) * plan.x.col_stride];
+            copy[H + c] = row[static_cast<ptrdiff_t>(plan.multiplierColumn(c)) * plan.x.col_stride];
+          }
+        in.x1 = copy;
+        in.x2 = copy + H;
+      }
       if (plan.smooth) {
         LoadRowVec(plan.smooth_scales, data.smooth_scales, static_cast<size_t>(e), scratch.smooth);
         in.m = scratch.smooth;
       }
-      if constexpr (!std::is_same_v<T, float>) in.table = factorTable<Act::kExact, IsBf16<T>()>();
+      if constexpr (kClipped<Act>) {
+        in.table = FactorTable{scratch.gate.gate, nullptr};
+        in.clipped = &plan.clipped;
+        in.exact_gate = scratch.gate.exact;
+      } else if constexpr (!std::is_same_v<T, float>) {
+        in.table = factorTable<Act::kExact, IsBf16<T>()>();
+      }
       // Each step for every group of the row before the next, so that each step's loops keep
       // their constants in registers from group to group.
       bool row_unsure = false;
@@ -643,8 +733,10 @@ void GatedQuantRows(const GatedQuantPlan &plan, const GatedQuantData &data,
       return RowsOf<GeluErfActivation>(plan, data, scratch, first, last);
     case quant::GateActivation::gelu_tanh:
       return RowsOf<GeluTanhActivation>(plan, data, scratch, first, last);
-    case quant::GateActivation::clipped:  // its own kernel: clipped_swiglu_quant.cc
-      return;
+    case quant::GateActivation::clipped:  // 16-bit x with a gate table only
+      if (plan.dtype == INFINI_DTYPE_BF16)
+        return Rows<ClippedActivation, hwy::bfloat16_t>(plan, data, scratch, first, last);
+      return Rows<ClippedActivation, hwy::float16_t>(plan, data, scratch, first, last);
   }
 }
 
@@ -663,7 +755,7 @@ void GatedQuantTables(const GatedQuantPlan &plan) {
       return build(GeluErfActivation());
     case quant::GateActivation::gelu_tanh:
       return build(GeluTanhActivation());
-    case quant::GateActivation::clipped:
+    case quant::GateActivation::clipped:  // the caller's gate table
       return;
   }
 }
@@ -677,7 +769,8 @@ HWY_EXPORT(GatedQuantRows);
 HWY_EXPORT(GatedQuantTables);
 
 namespace {
-void gatedQuant(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d) {
+void gatedQuant(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d,
+                const ClippedGateTables &gate = {}) {
   HWY_DYNAMIC_DISPATCH(GatedQuantTables)(p);
   // Every thread's rows, allocated before the threads start.
   const size_t H = p.half, G = p.groups;
@@ -705,7 +798,8 @@ void gatedQuant(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d) 
                          marks.get() + k * 2 * (H + 2),
                          groups,
                          groups + G,
-                         unsure.get() + k * G};
+                         unsure.get() + k * G,
+                         gate};
     run(p, d, scratch, first, last);
   });
 }
@@ -716,6 +810,10 @@ void swiglu_quant(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d
 }
 void gelu_mul_quant(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d) {
   gatedQuant(p, d);
+}
+void clippedSwigluQuantTabled(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d,
+                              const ClippedGateTables &tables) {
+  gatedQuant(p, d, tables);
 }
 }  // namespace infiniop::cpu
 #endif

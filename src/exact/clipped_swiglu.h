@@ -42,6 +42,15 @@ struct Clipped {
   double slope() const { return siluDerivative(z); }
 };
 
+// clamp_mode 0's value of (A, B) from A's gate g (Clipped's double, e.g. tabulated by A's bits):
+// ClippedSwiglu's clamps and timesGate on the same doubles.
+inline double clippedFromGate(const ClippedSwigluAttributes &at, float A, float B, double g) {
+  const double limit = at.limit;
+  const double a = A > at.a_limit ? at.a_limit : A;
+  const double b = B > limit ? limit : (B < -limit ? -limit : B);
+  return timesGate(b + at.bias, g, a);
+}
+
 struct ClippedSwiglu : ClippedSwigluAttributes {
   static constexpr int kOutputs = 1, kInputs = 2;  // y <- (A, B)
   void operator()(double &y, float A, float B) const {

@@ -768,6 +768,61 @@ TEST_P(GatedQuant, ClippedByHand) {
   }
 }
 
+TEST_P(GatedQuant, ClippedSixteenBitEdges) {
+  // 16-bit x (the cpu device's gate-table path): b + bias exactly 0 (B = -bias, +-0), A = +-0,
+  // A and B beyond the limit, gates far left (F32-subnormal or 0 in float64: the double decides),
+  // NaN and infinities, ordinary values; both splits, contiguous and with x's columns strided,
+  // with and without smooth scales.
+  const float edges[] = {0.0f,   -0.0f, -1.0f,  1.0f,     7.0f,      -7.0f,    7.5f,
+                         -8.0f,  100.f, -60.0f, -100.0f,  -500.0f,   -3e4f,    0.5f,
+                         -0.75f, 3.0f,  NAN,    INFINITY, -INFINITY, 2.0f / 3, -1.25f};
+  const size_t n = sizeof edges / sizeof edges[0];
+  for (infiniDtype_t xd : {BF16, F16})
+    for (infiniDtype_t yd : {I8, F8})
+      for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kDynamic, kUe8m0},
+                                  std::pair{kStatic, kScaleF32}})
+        for (int64_t gs : {int64_t{0}, int64_t{8}})
+          for (bool interleaved : {true, false}) {
+            const Config c{Act::clipped, 1, mode, gs, format, 1.702f, 7.0f, 1.0f, interleaved};
+            // every (A, B) pair of edges, wherever the split puts them: 21 x 21 = 441 pairs in 28
+            // rows of 16 (the rest ordinary)
+            TensorBuffer x({28, 32}, xd), xs({28, 32}, {80, 2}, xd), smooth({16}, F32);
+            const auto value = [&](size_t i) {
+              const size_t r = i / 32, col = i % 32;
+              const size_t h = interleaved ? col / 2 : col % 16, pair = r * 16 + h;
+              const bool is_b = interleaved ? col % 2 == 1 : col >= 16;
+              if (pair >= n * n) return signedValue(3, i, 5.0f);
+              return is_b ? edges[pair % n] : edges[pair / n];
+            };
+            x.fill(value);
+            xs.fill(value);
+            smooth.fill([](size_t i) { return 0.25f + 0.5f * static_cast<float>(i % 3); });
+            expectShape(c, x, yd, "16-bit edges " + std::string(infiniop::dtypeName(xd)));
+            expectShape(c, xs, yd, "16-bit edges, column stride 2");
+            expectShape(c, x, yd, "16-bit edges, smooth", &smooth);
+          }
+}
+
+TEST_P(GatedQuant, ClippedManyAttributeSets) {
+  // More attribute sets than the cpu device keeps gate tables for (clipped_gate_table.h's 16):
+  // those beyond take its double path, the same bytes.
+  for (int k = 0; k < 24; ++k)
+    for (infiniDtype_t xd : {BF16, F16}) {
+      const Config c{Act::clipped,
+                     1,
+                     kDynamic,
+                     16,
+                     kScaleF32,
+                     0.25f + 0.125f * static_cast<float>(k),
+                     4.0f + static_cast<float>(k % 5),
+                     k % 3 == 0 ? 0.0f : -0.5f,
+                     k % 2 == 0};
+      TensorBuffer x({4, 64}, xd);
+      x.fill([&](size_t i) { return signedValue(300 + static_cast<uint64_t>(k), i, 12.0f); });
+      expectShape(c, x, k % 2 ? I8 : F8, "attribute set " + std::to_string(k));
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, GatedQuant, ::testing::ValuesIn(allDeviceParams()),
                          [](const ::testing::TestParamInfo<DeviceParam> &info) {
                            return deviceParamName(info.param);
