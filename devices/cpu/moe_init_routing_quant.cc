@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <atomic>
 #include <vector>
 
 #include "core/dtype.h"
@@ -147,11 +148,9 @@ void storeRow(const moe::InitPlan &p, const moe::InitData &data, size_t row, con
 }
 
 // Tokens [first, last): each token's quantized row to the rows its positions were sorted to.
+// v, z (H doubles each) and bytes (H): scratch of the caller's.
 void quantTokens(const moe::InitPlan &p, const moe::InitData &data, const moe::InitRouting &routing,
-                 size_t first, size_t last) {
-  const size_t H = p.hidden;
-  std::vector<double> v(H), z(H);
-  std::vector<uint8_t> bytes(H);
+                 size_t first, size_t last, double *v, double *z, uint8_t *bytes) {
   const bool per_expert = p.quant.dynamic && p.quant.smooth_rows > 1;
   for (size_t r = first; r < last; ++r) {
     bool loaded = false, quantized = false;
@@ -160,36 +159,46 @@ void quantTokens(const moe::InitPlan &p, const moe::InitData &data, const moe::I
       const size_t position = r * p.topk + k;
       const int64_t d = routing.row_index[position];
       if (d < 0 || static_cast<size_t>(d) >= p.expanded_x.rows) continue;  // dropped, inactive
-      if (!loaded) loadRow(p, data.x, r, v.data());
+      if (!loaded) loadRow(p, data.x, r, v);
       loaded = true;
       if (per_expert || !quantized)
-        s = quantizeRow(p, data, v.data(), per_expert ? routing.experts[position] : 0, z.data(),
-                        bytes.data());
+        s = quantizeRow(p, data, v, per_expert ? routing.experts[position] : 0, z, bytes);
       quantized = true;
-      storeRow(p, data, static_cast<size_t>(d), bytes.data(), s);
+      storeRow(p, data, static_cast<size_t>(d), bytes, s);
     }
   }
 }
 
 // Experts [first, last): their capacity slots beyond the tokens they got, zero with scale 0.
+// zeros: H zero bytes.
 void quantPadding(const moe::InitPlan &p, const moe::InitData &data,
-                  const moe::InitRouting &routing, size_t first, size_t last) {
-  const std::vector<uint8_t> zeros(p.hidden, 0);
+                  const moe::InitRouting &routing, size_t first, size_t last,
+                  const uint8_t *zeros) {
   for (size_t e = first; e < last; ++e)
     for (size_t slot = std::min<size_t>(routing.counts[e], p.capacity); slot < p.capacity; ++slot)
-      storeRow(p, data, e * p.capacity + slot, zeros.data(), 0.0f);
+      storeRow(p, data, e * p.capacity + slot, zeros, 0.0f);
 }
 
 }  // namespace
 
 void moe_init_routing_quant(const moe::InitPlan &plan, const moe::InitData &data,
                             const moe::InitRouting &routing) {
+  // Every thread's scratch, allocated before anything is written (a failed allocation then
+  // fails the call with its outputs untouched).
+  const size_t H = plan.hidden, ranges = static_cast<size_t>(std::max(1, callThreads()));
+  std::vector<double> values(2 * H * ranges);
+  std::vector<uint8_t> bytes(H * (ranges + 1));  // the last H: the padding's zeros
+  std::atomic<size_t> next{0};
   // A quantized element costs a few dozen cycles: weight the split by it.
-  parallelRanges(plan.tokens, 16 * plan.topk * plan.hidden + 1,
-                 [&](size_t first, size_t last) { quantTokens(plan, data, routing, first, last); });
+  parallelRanges(plan.tokens, 16 * plan.topk * H + 1, [&](size_t first, size_t last) {
+    const size_t k = next.fetch_add(1) % ranges;
+    quantTokens(plan, data, routing, first, last, values.data() + 2 * H * k,
+                values.data() + 2 * H * k + H, bytes.data() + H * k);
+  });
   if (plan.capacity == 0) return;
-  parallelRanges(plan.experts, plan.capacity * plan.hidden / 4 + 1, [&](size_t first, size_t last) {
-    quantPadding(plan, data, routing, first, last);
+  const uint8_t *zeros = bytes.data() + H * ranges;
+  parallelRanges(plan.experts, plan.capacity * H / 4 + 1, [&](size_t first, size_t last) {
+    quantPadding(plan, data, routing, first, last, zeros);
   });
 }
 

@@ -29,14 +29,16 @@ class GatherRunner final : public HostRunnerBase<FamilyRunner, Family> {
   size_t workspace_size_;
 };
 
-// MoeInitRoutingV2: the index outputs from the host's sort, then the device's rows.
+// MoeInitRoutingV2: the device's rows, then the index outputs from the host's sort (in that
+// order: a kernel whose scratch cannot be allocated fails before it writes, and then nothing of
+// the call is written).
 class InitRunner final : public HostRunnerBase<moe::InitRunner, MoeInit> {
  public:
   using HostRunnerBase::HostRunnerBase;
   infiniStatus_t run(const moe::InitData &data, const moe::InitRouting &routing,
                      void *) const override {
-    moe::writeInitIndices(plan_, data, routing);
     kernel_(plan_, data, routing);
+    moe::writeInitIndices(plan_, data, routing);
     return INFINI_STATUS_SUCCESS;
   }
 };

@@ -86,11 +86,6 @@ def _dequant_swiglu_quant_cpu(x, weight_scale=None, activation_scale=None, bias=
     return y, None if scale is not None else s
 
 
-KERNELS = {"swiglu_quant": _swiglu_quant_cpu, "gelu_mul_quant": _gelu_mul_quant_cpu,
-           "clipped_swiglu_quant": _clipped_swiglu_quant_cpu,
-           "dequant_swiglu_quant": _dequant_swiglu_quant_cpu}
-
-
 def _moe_init_routing_quant_cpu(x, expert_idx, scale=None, offset=None, *, expert_num,
                                 quant_mode=1, dtype="int8", active_num=0, expert_capacity=0,
                                 drop_pad_mode=0, expert_tokens_count_or_cumsum_flag=0,
@@ -106,6 +101,8 @@ def _moe_init_routing_quant_cpu(x, expert_idx, scale=None, offset=None, *, exper
 
 
 KERNELS = {"swiglu_quant": _swiglu_quant_cpu, "gelu_mul_quant": _gelu_mul_quant_cpu,
+           "clipped_swiglu_quant": _clipped_swiglu_quant_cpu,
+           "dequant_swiglu_quant": _dequant_swiglu_quant_cpu,
            "moe_init_routing_quant_v2": _moe_init_routing_quant_cpu}
 
 
@@ -122,10 +119,6 @@ def _fake(x, scale=None, smooth_scales=None, group_index=None, *, dtype="int8", 
 def _dequant_fake(x, weight_scale=None, activation_scale=None, bias=None, scale=None,
                   smooth_scales=None, group_index=None, *, dtype="int8", group_size=0, **_):
     return _fake(x, scale, smooth_scales, group_index, dtype=dtype, group_size=group_size)
-
-
-FAKE = {"swiglu_quant": _fake, "gelu_mul_quant": _fake, "clipped_swiglu_quant": _fake,
-        "dequant_swiglu_quant": _dequant_fake}
 
 
 def _fake_init_quant(x, expert_idx, scale=None, offset=None, *, expert_num, quant_mode=1,
@@ -149,8 +142,8 @@ def _fake_init_quant(x, expert_idx, scale=None, offset=None, *, expert_num, quan
             counts, before, scales)
 
 
-FAKE = {"swiglu_quant": _fake, "gelu_mul_quant": _fake,
-        "moe_init_routing_quant_v2": _fake_init_quant}
+FAKE = {"swiglu_quant": _fake, "gelu_mul_quant": _fake, "clipped_swiglu_quant": _fake,
+        "dequant_swiglu_quant": _dequant_fake, "moe_init_routing_quant_v2": _fake_init_quant}
 
 
 def no_gradient(name):
