@@ -5,19 +5,21 @@
 // Each byte is the reference's (exact/quant.h on the double value), decided as correctly rounded
 // maths libraries decide (Ziv): an F32 value with a proven bound per lane, a test of whether a
 // rounding boundary of the output grid lies within that bound, and the reference's double for
-// the lanes where one does. A row at a time per thread, then a group of it at a time:
+// the lanes where one does. A row at a time per thread, each step over every group of the row
+// before the next (so that each step's loops keep their constants in registers):
 //   1. GroupValues: pm_c = p_c m_c, p_c the activation in F32 (16-bit x: the factor tables,
 //      within 4 F32 steps; clipped: G(A) (b + bias), within 6; F32 x: the activation's fast path,
 //      its window in steps per lane), NaN where the bound does not hold (non-finite, tiny, the
 //      far-left tails), a signed 0 where the value is exactly 0 (x1, x2 or m is 0; clipped: A,
 //      or b + bias, is 0).
 //   2. GroupScale (dynamic): amax is the largest exact |z_c| = |a_c m_c|, and it lies among the
-//      lanes whose |pm_c| is within 2^-8 of the largest, or NaN: those take a finer value (the
-//      tables' hi + lo pair, else the double), and the scale is exact/quant.h's from their
-//      largest (clipped: the double); where that scale's rounding is near, from the doubles.
-//   3. QuantizeGroup: t = pm (1 / s) within 2w + 8 steps (w: p's window; three roundings), its
+//      lanes whose |pm_c| is within 2^-16 (fixed windows; 2^-8 per-lane ones) of the largest, or
+//      NaN: those take a finer value (the tables' hi + lo pair, else the double), and the scale
+//      is exact/quant.h's from their largest (clipped: the double); where that scale's rounding
+//      is near, from the doubles.
+//   3. QuantizeRow: t = pm (1 / s) within 2w + 8 steps (w: p's window; three roundings), its
 //      byte where no boundary (a half-integer, an FP8 midpoint) is that near, the double's
-//      elsewhere.
+//      after the row's last group.
 // The bytes and scales are therefore the reference's on every target and thread count; nothing
 // but the speed depends on the F32 arithmetic.
 #undef HWY_TARGET_INCLUDE
