@@ -101,6 +101,10 @@ void rows(const DequantSwigluQuantPlan &p, const DequantSwigluQuantData &data, s
   const auto *activation = static_cast<const float *>(data.activation_scale);
   const auto *smooth = static_cast<const float *>(data.smooth_scales);
   const size_t H = p.half, n = 2 * H;
+  if (H == 0) {  // no values: x and y may be NULL, and no row pointer into them is formed
+    quant::scaleOnlyRows(p, data.counts, scale, first, last);
+    return;
+  }
   const bool bias_f = data.bias && !p.bias_int;
   Scratch s(H);
   const auto dequant = HWY_DYNAMIC_DISPATCH(DequantRow);

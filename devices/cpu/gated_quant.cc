@@ -46,6 +46,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "ops/gated_quant.h"
+#include "ops/gated_quant_rows.h"
 
 #ifndef INFINIOP_CPU_GATED_QUANT_SCRATCH
 #define INFINIOP_CPU_GATED_QUANT_SCRATCH  // once, not per target
@@ -773,6 +774,10 @@ HWY_EXPORT(GatedQuantTables);
 namespace {
 void gatedQuant(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d,
                 const ClippedGateTables &gate = {}) {
+  if (p.half == 0) {  // no values: x and y may be NULL, and no row pointer into them is formed
+    quant::scaleOnlyRows(p, d.counts, static_cast<float *>(d.scale), 0, p.rows);
+    return;
+  }
   HWY_DYNAMIC_DISPATCH(GatedQuantTables)(p);
   // Every thread's rows, allocated before the threads start.
   const size_t H = p.half, G = p.groups;

@@ -46,4 +46,15 @@ inline void quantizeRow(const GatedQuantPlan &p, const double *z, uint8_t *y, fl
   }
 }
 
+// Rows [first, last) of a call with no values (H = 0, so x and y may be NULL): only the scales,
+// as quantizeRow and zeroRow write them (dynamic: an empty group's).
+inline void scaleOnlyRows(const GatedQuantPlan &p, const int64_t *counts, float *scale,
+                          size_t first, size_t last) {
+  for (size_t r = first; r < last; ++r)
+    if (smoothRowOf(p, counts, r) < 0)
+      zeroRow(p, nullptr, scale, r);
+    else
+      quantizeRow(p, nullptr, nullptr, scale, r);
+}
+
 }  // namespace infiniop::quant

@@ -65,6 +65,7 @@ struct Operands {
   TensorBuffer *y, *scale, *x;
   TensorBuffer *weight = nullptr, *activation = nullptr, *bias = nullptr, *smooth = nullptr,
                *group_index = nullptr;
+  bool empty_as_null = false;  // pass NULL for tensors of no elements (the C ABI allows it)
 };
 
 // ---- the oracle --------------------------------------------------------------------------------
@@ -148,9 +149,12 @@ infiniStatus_t callOp(infiniopHandle_t handle, const Config &c, Operands &o, std
        {o.y, o.scale, o.x, o.weight, o.activation, o.bias, o.smooth, o.group_index})
     device.add(t);
   void *ws = device.scratch(size);
-  status = infiniopDequantSwigluQuant(op, ws, size, device(o.y), device(o.scale), device(o.x),
-                                      device(o.weight), device(o.activation), device(o.bias),
-                                      device(o.smooth), device(o.group_index), nullptr);
+  const auto arg = [&](TensorBuffer *t) -> void * {
+    return t && o.empty_as_null && t->numel() == 0 ? nullptr : device(t);
+  };
+  status = infiniopDequantSwigluQuant(op, ws, size, arg(o.y), arg(o.scale), arg(o.x), arg(o.weight),
+                                      arg(o.activation), arg(o.bias), arg(o.smooth),
+                                      arg(o.group_index), nullptr);
   *error = infiniopGetLastError();
   device.download();
   EXPECT_EQ(infiniopDestroyDequantSwigluQuantDescriptor(op), INFINI_STATUS_SUCCESS);
@@ -474,6 +478,10 @@ TEST_P(DequantSwigluQuant, ZeroRows) {
     // H = 0, per token: each row's empty group gets 2^-126.
     TensorBuffer e({3, 0}, I32), y({3, 0}, F8), scale({3, 1}, F32);
     expectOracle(c, {&y, &scale, &e}, "H = 0");
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(scaleBits(scale, i), 0x00800000u);
+    Operands null_xy{&y, &scale, &e};  // NULL x and y: no row pointer may be formed from them
+    null_xy.empty_as_null = true;
+    expectOracle(c, null_xy, "H = 0, NULL x and y");
     for (size_t i = 0; i < 3; ++i) EXPECT_EQ(scaleBits(scale, i), 0x00800000u);
   }
 }

@@ -90,6 +90,7 @@ std::string describe(const Config &c) {
 // The tensors of one call; smooth and group_index may be NULL.
 struct Operands {
   TensorBuffer *y, *scale, *x, *smooth, *group_index;
+  bool empty_as_null = false;  // pass NULL for tensors of no elements (the C ABI allows it)
 };
 
 // ---- the oracle --------------------------------------------------------------------------------
@@ -222,13 +223,15 @@ infiniStatus_t callOp(infiniopHandle_t handle, const Config &c, Operands &o, std
   device.add(o.smooth);
   device.add(o.group_index);
   void *ws = device.scratch(size);
-  status = silu   ? infiniopSwiGluQuant(silu, ws, size, device(o.y), device(o.scale), device(o.x),
-                                        device(o.smooth), device(o.group_index), nullptr)
-           : gelu ? infiniopGeluMulQuant(gelu, ws, size, device(o.y), device(o.scale), device(o.x),
-                                         device(o.smooth), device(o.group_index), nullptr)
-                  : infiniopClippedSwigluQuant(clipped, ws, size, device(o.y), device(o.scale),
-                                               device(o.x), device(o.smooth), device(o.group_index),
-                                               nullptr);
+  const auto arg = [&](TensorBuffer *t) -> void * {
+    return t && o.empty_as_null && t->numel() == 0 ? nullptr : device(t);
+  };
+  status = silu   ? infiniopSwiGluQuant(silu, ws, size, arg(o.y), arg(o.scale), arg(o.x),
+                                        arg(o.smooth), arg(o.group_index), nullptr)
+           : gelu ? infiniopGeluMulQuant(gelu, ws, size, arg(o.y), arg(o.scale), arg(o.x),
+                                         arg(o.smooth), arg(o.group_index), nullptr)
+                  : infiniopClippedSwigluQuant(clipped, ws, size, arg(o.y), arg(o.scale), arg(o.x),
+                                               arg(o.smooth), arg(o.group_index), nullptr);
   *error = infiniopGetLastError();
   device.download();
   if (silu) EXPECT_EQ(infiniopDestroySwiGluQuantDescriptor(silu), INFINI_STATUS_SUCCESS);
@@ -690,6 +693,15 @@ TEST_P(GatedQuant, ZeroRowsAndEmptyH) {
       TensorBuffer e({3, 0}, F32), y({3, 0}, yd), scale({3, 1}, F32);
       expectOracle(c, {&y, &scale, &e, nullptr, nullptr}, "H = 0");
       for (size_t i = 0; i < 3; ++i) EXPECT_EQ(scaleBits(scale, i), 0x00800000u);
+      // The same with 16-bit x (the cpu device's vector path) and NULL x and y: no row pointer
+      // may be formed from them (a fuzz finding, with interleaved x).
+      for (infiniDtype_t xd : {F16, BF16}) {
+        TensorBuffer e16({3, 0}, xd);
+        Operands null_xy{&y, &scale, &e16, nullptr, nullptr};
+        null_xy.empty_as_null = true;
+        expectOracle(c, null_xy, "H = 0, NULL x and y");
+        for (size_t i = 0; i < 3; ++i) EXPECT_EQ(scaleBits(scale, i), 0x00800000u);
+      }
       Config ue = c;
       ue.format = kUe8m0;
       expectOracle(ue, {&y, &scale, &e, nullptr, nullptr}, "H = 0 UE8M0");
