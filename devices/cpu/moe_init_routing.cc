@@ -104,6 +104,7 @@ HWY_EXPORT(MoeInitPadding);
 
 void moe_init_routing(const moe::InitPlan &plan, const moe::InitData &data,
                       const moe::InitRouting &routing) {
+  if (plan.hidden == 0) return;  // no bytes to move (and x, expanded_x may be NULL)
   // The bytes the call moves: x read, expanded_x written.
   const size_t row_bytes = plan.hidden * plan.element_size;
   const bool stream = (plan.tokens + plan.expanded_x.rows) * row_bytes >= streamMinBytes();

@@ -139,10 +139,13 @@ float quantizeRow(const moe::InitPlan &p, const moe::InitData &data, const doubl
 
 void storeRow(const moe::InitPlan &p, const moe::InitData &data, size_t row, const uint8_t *bytes,
               float s) {
-  if (p.expanded_x.col_stride == 1)
+  if (p.hidden == 0) {
+    // no bytes to store (and expanded_x may be NULL): no pointer into it
+  } else if (p.expanded_x.col_stride == 1) {
     std::memcpy(byteAt(p.expanded_x, data.expanded_x, row, 0), bytes, p.hidden);
-  else
+  } else {
     for (size_t c = 0; c < p.hidden; ++c) *byteAt(p.expanded_x, data.expanded_x, row, c) = bytes[c];
+  }
   if (p.quant.dynamic)
     static_cast<float *>(data.dynamic_scale)[p.quant.dynamic_scale.rowOffset(row)] = s;
 }

@@ -106,6 +106,7 @@ struct Case {
   infiniDtype_t expert_dt = I32, row_dt = I32, count_dt = I32;
   float scale = 0.75f, offset = 0.5f;  // static
   bool strided = false;                // x column-major, expanded_x padded, 1-D outputs stride 2
+  bool empty_as_null = false;          // NULL for tensors of no elements (the C ABI allows it)
   uint64_t seed = 1;
 };
 
@@ -337,9 +338,12 @@ infiniStatus_t callQuant(infiniopHandle_t h, const Case &c, Tensors &t, std::str
   DeviceMirror m(h);
   stage(m, all);
   void *ws = m.scratch(size);
-  status = infiniopMoeInitRoutingQuantV2(op, ws, size, m(&t.expanded_x), m(&t.row_idx), m(counts),
-                                         m(before), m(ds), m(&t.x), m(&t.expert_idx), m(scale),
-                                         m(offset), nullptr);
+  const auto arg = [&](TensorBuffer *b) -> void * {
+    return b && c.empty_as_null && b->numel() == 0 ? nullptr : m(b);
+  };
+  status = infiniopMoeInitRoutingQuantV2(op, ws, size, arg(&t.expanded_x), arg(&t.row_idx),
+                                         arg(counts), arg(before), arg(ds), arg(&t.x),
+                                         arg(&t.expert_idx), arg(scale), arg(offset), nullptr);
   *error = infiniopGetLastError();
   m.download();
   EXPECT_EQ(infiniopDestroyMoeInitRoutingQuantV2Descriptor(op), INFINI_STATUS_SUCCESS);
@@ -367,8 +371,11 @@ infiniStatus_t callPlain(infiniopHandle_t h, const Case &c, Tensors &t, TensorBu
   DeviceMirror m(h);
   stage(m, all);
   void *ws = m.scratch(size);
-  status = infiniopMoeInitRoutingV2(op, ws, size, m(&expanded), m(&row_idx), m(cnt), m(bef),
-                                    m(&t.x), m(&t.expert_idx), nullptr);
+  const auto arg = [&](TensorBuffer *b) -> void * {
+    return b && c.empty_as_null && b->numel() == 0 ? nullptr : m(b);
+  };
+  status = infiniopMoeInitRoutingV2(op, ws, size, arg(&expanded), arg(&row_idx), arg(cnt), arg(bef),
+                                    arg(&t.x), arg(&t.expert_idx), nullptr);
   m.download();
   EXPECT_EQ(infiniopDestroyMoeInitRoutingV2Descriptor(op), INFINI_STATUS_SUCCESS);
   return status;
@@ -620,15 +627,17 @@ TEST_P(MoeInitRoutingQuant, ThreadedSize) {
 
 TEST_P(MoeInitRoutingQuant, EmptyShapes) {
   for (auto [R, K, H] : {std::tuple<size_t, size_t, size_t>{0, 2, 8}, {3, 0, 8}, {3, 2, 0}})
-    for (int64_t mode : {0, 1}) {
-      Case c;
-      c.mode = mode;
-      c.capacity = 2;
-      c.R = R;
-      c.K = K;
-      c.H = H;
-      expectCase(c);
-    }
+    for (int64_t mode : {0, 1})
+      for (bool empty_as_null : {false, true}) {  // NULL: no pointer into them may be formed
+        Case c;
+        c.mode = mode;
+        c.capacity = 2;
+        c.R = R;
+        c.K = K;
+        c.H = H;
+        c.empty_as_null = empty_as_null;
+        expectCase(c);
+      }
 }
 
 // Out-of-range expert ids: BAD_PARAM at the call, nothing written.
