@@ -170,6 +170,14 @@ HWY_INLINE hn::Vec<D> ClippedBias(D d, const ClippedSwigluAttributes *at) {
   return hn::Set(d, at ? at->bias : 0.0f);
 }
 
+// A prefetch of the line 4 KiB past p, which the loop reads soon: the hardware prefetcher alone
+// left a call over rows from memory 5-6% slower (BF16 at 16M, AMD Zen 4; the distance mattered
+// little from 2 to 8 KiB). An address, not a pointer into x: it may lie past x's end.
+template <class T>
+HWY_INLINE void PrefetchAhead(const T *p) {
+  hwy::Prefetch(reinterpret_cast<const char *>(reinterpret_cast<uintptr_t>(p) + 4096));
+}
+
 // Step 1 for the common group of 16-bit x: whole vectors whose every |p m| lies in [kSmallest,
 // F32's max] (no lane unsure, none an exact zero). The bounds are checked once after the loop, on
 // the largest and smallest |p m| as integers (their bits order as the values do, and a NaN's lie
@@ -180,8 +188,6 @@ HWY_INLINE float TabledGroupValues(const RowInputs<T> &in, size_t begin, size_t 
                                    float *HWY_RESTRICT pm_out) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
-  const hn::RebindToUnsigned<decltype(d)> du;
-  const hn::Rebind<uint16_t, decltype(d)> du16;
   const size_t N = hn::Lanes(d);
   // Local copies: the stores to pm_out may not alias them, so they stay in registers.
   const auto *HWY_RESTRICT bits1 = reinterpret_cast<const uint16_t *>(in.x1);
@@ -192,9 +198,10 @@ HWY_INLINE float TabledGroupValues(const RowInputs<T> &in, size_t begin, size_t 
   auto largest = hn::Zero(di);
   auto smallest = hn::Set(di, std::numeric_limits<int32_t>::max());
   for (size_t c = begin; c < end; c += N) {
-    const auto index = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(du16, bits1 + c)));
+    PrefetchAhead(bits1 + c);
+    PrefetchAhead(x2 + c);
     auto pm =
-        hn::Mul(hn::GatherIndex(d, hi, index), Multiplier<Act>(LoadF32(d, x2 + c), limit, bias));
+        hn::Mul(LookupCodes(d, hi, bits1 + c), Multiplier<Act>(LoadF32(d, x2 + c), limit, bias));
     if constexpr (kSmooth) pm = hn::Mul(pm, hn::LoadU(d, m + c));
     hn::StoreU(pm, d, pm_out + c);
     const auto a = hn::BitCast(di, hn::Abs(pm));
@@ -790,7 +797,7 @@ void gatedQuant(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d,
   const std::unique_ptr<int32_t[]> windows(new int32_t[per * ranges]);
   const std::unique_ptr<uint8_t[]> bytes(new uint8_t[per * ranges]);
   const std::unique_ptr<uint64_t[]> marks(new uint64_t[2 * (H + 2) * ranges]);
-  const std::unique_ptr<bool[]> unsure(new bool[G * ranges + 1]);
+  const std::unique_ptr<bool[]> unsure(new bool[(G + 64) * ranges + 1]);
   std::atomic<size_t> next{0};
   const auto run = &HWY_DYNAMIC_DISPATCH(GatedQuantRows);
   parallelRanges(p.rows, 8 * H, [&](size_t first, size_t last) {
@@ -805,7 +812,7 @@ void gatedQuant(const quant::GatedQuantPlan &p, const quant::GatedQuantData &d,
                          marks.get() + k * 2 * (H + 2),
                          groups,
                          groups + G,
-                         unsure.get() + k * G,
+                         unsure.get() + k * (G + 64),
                          gate};
     run(p, d, scratch, first, last);
   });
