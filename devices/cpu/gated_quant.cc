@@ -178,14 +178,27 @@ HWY_INLINE void PrefetchAhead(const T *p) {
   hwy::Prefetch(reinterpret_cast<const char *>(reinterpret_cast<uintptr_t>(p) + 4096));
 }
 
-// Step 1 for the common group of 16-bit x: whole vectors whose every |p m| lies in [kSmallest,
-// F32's max] (no lane unsure, none an exact zero). The bounds are checked once after the loop, on
-// the largest and smallest |p m| as integers (their bits order as the values do, and a NaN's lie
-// above every finite's): no test per vector. Returns the largest |p m|, or -1 where a lane is
-// outside those bounds (the caller then takes the group vector by vector, rewriting pm_out).
+// |p m|'s bounds for the F32 path without a test per lane: [kSmallest, F32's max], checked on
+// the bits of the largest and smallest |p m| as integers (their bits order as the values do, and
+// a NaN's lie above every finite's).
+template <class T>
+bool InBounds(int32_t largest_bits, int32_t smallest_bits) {
+  const auto bits = [](float v) {
+    int32_t b;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+  };
+  return largest_bits <= bits(3.4028235e38f) && smallest_bits >= bits(kSmallest<T>);
+}
+
+// Step 1 for the common row of 16-bit x: groups of whole vectors, every |p m| in bounds (no lane
+// unsure, none an exact zero). One loop over the row's groups (its constants stay in registers),
+// the bounds checked once after it: no test per vector, nor per group. top[g]: each group's
+// largest |p m|. Returns whether the row is in bounds; where not, the caller takes the groups
+// that are not (GroupInBounds) vector by vector, rewriting their pm_out.
 template <class Act, bool kSmooth, class T>
-HWY_INLINE float TabledGroupValues(const RowInputs<T> &in, size_t begin, size_t end,
-                                   float *HWY_RESTRICT pm_out) {
+HWY_INLINE bool TabledRowValues(const RowInputs<T> &in, size_t groups, size_t group_size,
+                                float *HWY_RESTRICT pm_out, float *HWY_RESTRICT top) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const size_t N = hn::Lanes(d);
@@ -195,30 +208,43 @@ HWY_INLINE float TabledGroupValues(const RowInputs<T> &in, size_t begin, size_t 
   const float *HWY_RESTRICT m = in.m;
   const float *HWY_RESTRICT hi = in.table.hi;
   const auto limit = ClippedLimit(d, in.clipped), bias = ClippedBias(d, in.clipped);
+  auto row_largest = hn::Zero(di);
+  auto smallest = hn::Set(di, std::numeric_limits<int32_t>::max());
+  for (size_t g = 0, c = 0; g < groups; ++g) {
+    auto largest = hn::Zero(di);
+    for (const size_t end = c + group_size; c < end; c += N) {
+      PrefetchAhead(bits1 + c);
+      PrefetchAhead(x2 + c);
+      auto pm =
+          hn::Mul(LookupCodes(d, hi, bits1 + c), Multiplier<Act>(LoadF32(d, x2 + c), limit, bias));
+      if constexpr (kSmooth) pm = hn::Mul(pm, hn::LoadU(d, m + c));
+      hn::StoreU(pm, d, pm_out + c);
+      const auto a = hn::BitCast(di, hn::Abs(pm));
+      largest = hn::Max(largest, a);
+      smallest = hn::Min(smallest, a);
+    }
+    const int32_t high = hn::GetLane(hn::MaxOfLanes(di, largest));
+    std::memcpy(&top[g], &high, sizeof high);
+    row_largest = hn::Max(row_largest, largest);
+  }
+  return InBounds<T>(hn::GetLane(hn::MaxOfLanes(di, row_largest)),
+                     hn::GetLane(hn::MinOfLanes(di, smallest)));
+}
+
+// Whether the group [begin, end) of TabledRowValues' pm (whole vectors) is in bounds.
+template <class T>
+bool GroupInBounds(const float *pm, size_t begin, size_t end) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
   auto largest = hn::Zero(di);
   auto smallest = hn::Set(di, std::numeric_limits<int32_t>::max());
-  for (size_t c = begin; c < end; c += N) {
-    PrefetchAhead(bits1 + c);
-    PrefetchAhead(x2 + c);
-    auto pm =
-        hn::Mul(LookupCodes(d, hi, bits1 + c), Multiplier<Act>(LoadF32(d, x2 + c), limit, bias));
-    if constexpr (kSmooth) pm = hn::Mul(pm, hn::LoadU(d, m + c));
-    hn::StoreU(pm, d, pm_out + c);
-    const auto a = hn::BitCast(di, hn::Abs(pm));
+  for (size_t c = begin; c < end; c += hn::Lanes(d)) {
+    const auto a = hn::BitCast(di, hn::Abs(hn::LoadU(d, pm + c)));
     largest = hn::Max(largest, a);
     smallest = hn::Min(smallest, a);
   }
-  const int32_t high = hn::GetLane(hn::MaxOfLanes(di, largest));
-  const int32_t low = hn::GetLane(hn::MinOfLanes(di, smallest));
-  const auto bits = [](float v) {
-    int32_t b;
-    std::memcpy(&b, &v, sizeof b);
-    return b;
-  };
-  if (high > bits(3.4028235e38f) || low < bits(kSmallest<T>)) return -1.0f;
-  float top;
-  std::memcpy(&top, &high, sizeof top);
-  return top;
+  return InBounds<T>(hn::GetLane(hn::MaxOfLanes(di, largest)),
+                     hn::GetLane(hn::MinOfLanes(di, smallest)));
 }
 
 // Step 1 for one group [begin, end): pm[c] = p_c m_c, p_c the activation in F32 (16-bit x: from the
@@ -239,16 +265,6 @@ float GroupValues(const RowInputs<T> &in, size_t begin, size_t end, float *pm_ou
   const auto sign = hn::Set(di, static_cast<int32_t>(0x80000000u));
   const auto huge = hn::Set(d, 3.4028235e38f), zero = hn::Zero(d), one = hn::Set(d, 1.0f);
   const auto limit = ClippedLimit(d, in.clipped), bias = ClippedBias(d, in.clipped);
-  if constexpr (kTabled) {
-    if ((end - begin) % N == 0) {
-      const float top = in.m ? TabledGroupValues<Act, true>(in, begin, end, pm_out)
-                             : TabledGroupValues<Act, false>(in, begin, end, pm_out);
-      if (top >= 0.0f) {
-        *any_unsure = false;
-        return top;
-      }
-    }
-  }
   auto largest = hn::Zero(d);
   auto unsure_lanes = hn::FirstN(d, 0);
   // One vector at element c (whole: pm_out and window have kPad to spare). The loop below takes
@@ -429,7 +445,12 @@ float GroupScale(const GatedQuantPlan &plan, const RowInputs<T> &in, const float
       const auto low = static_cast<int64_t>(mantissa & ((uint64_t{1} << 29) - 1));
       near = near || std::llabs(low - (int64_t{1} << 28)) < (int64_t{1} << 13);
     }
-    if (!near) return exact::dynamicScale(amax, plan.format, plan.power_of_two);
+    // Not near: q is inside F32's normal range, and the F32 scale is q rounded once, as
+    // exact::dynamicScale has it (without its division again).
+    if (!near) {
+      return plan.power_of_two ? exact::dynamicScale(amax, plan.format, true)
+                               : static_cast<float>(q);
+    }
     amax = 0;
     candidates.ForEach([&](size_t c) { take(ExactValue<Act, T>(in, c)); });
   }
@@ -449,7 +470,11 @@ HWY_INLINE auto Fp8MidpointNear(VI bits, VI w) {
 }
 
 // Step 3's test and bytes for one vector of t = p m / s (as t = pm r): the lanes near a rounding
-// boundary of the grid (within `steps` F32 steps of t), and the bytes of the others.
+// boundary of the grid (within `steps` F32 steps of t), and the bytes of the others. t is first
+// clamped to the largest magnitude, 127 or 448, where no boundary lies: every value beyond rounds
+// to it with saturation (FP8: 464, between 448 and the missing 480, included), and a clamped lane
+// is far from every boundary. So one sequence serves every lane but NaN (the caller's, which
+// min/max order per target), with no test for the common vector.
 template <QuantFormat kFormat, class D, class V, class VI>
 HWY_INLINE auto NearAndCodes(D d, V t, VI steps, VI *codes) {
   const hn::RebindToSigned<D> di;
@@ -459,65 +484,26 @@ HWY_INLINE auto NearAndCodes(D d, V t, VI steps, VI *codes) {
     *codes = hn::ConvertTo(di, rounded);
     // |t - round(t)| is exact below 2^23; its distance to 1/2 against the bound (a step of t
     // is at most 2^-23 |t|).
-    const V a = hn::Abs(t);
-    const V bound = hn::Mul(hn::Mul(a, hn::ConvertTo(d, steps)), hn::Set(d, 0x1p-23f));
-    const V gap = hn::Sub(hn::Set(d, 0.5f), hn::Abs(hn::Sub(t, rounded)));
-    return hn::And(hn::Lt(a, hn::Set(d, 128.0f)), hn::Le(gap, bound));
+    const V bound =
+        hn::Mul(hn::Abs(clamped), hn::Mul(hn::ConvertTo(d, steps), hn::Set(d, 0x1p-23f)));
+    const V gap = hn::Sub(hn::Set(d, 0.5f), hn::Abs(hn::Sub(clamped, rounded)));
+    return hn::Le(gap, bound);
   } else {
     // FP8 E4M3's midpoints are the F32 values whose low 20 bits are 0x80000, from 2^-6 on; below,
     // |t| + 2^-6 puts the subnormals' (spacing 2^-9, the spacing at 2^-6) there, its rounding
-    // within one more step. 464 (between 448 and the missing 480) saturates either way.
-    const V a = hn::Abs(t);
+    // within one more step, and its code 8 above theirs.
+    const V a = hn::Min(hn::Abs(t), hn::Set(d, 448.0f));
     const V smallest_normal = hn::Set(d, 0x1p-6f);
     const auto sub = hn::Lt(a, smallest_normal);
-    const VI shifted = hn::BitCast(di, hn::IfThenElse(sub, hn::Add(a, smallest_normal), a));
-    const VI w = hn::Add(steps, hn::Set(di, 1));
-    const auto near =
-        hn::And(hn::RebindMask(d, Fp8MidpointNear(shifted, w)), hn::Lt(a, hn::Set(d, 456.0f)));
-    // Rounded by adding half the kept step and truncating (no tie is left but in near lanes).
-    const V clamped = hn::Min(a, hn::Set(d, 448.0f));
-    const VI bits =
-        hn::BitCast(di, hn::IfThenElse(sub, hn::Add(clamped, smallest_normal), clamped));
+    const VI bits = hn::BitCast(di, hn::IfThenElse(sub, hn::Add(a, smallest_normal), a));
     const VI base =
         hn::IfThenElse(hn::RebindMask(di, sub), hn::Set(di, 121 << 3), hn::Set(di, 120 << 3));
+    // Rounded by adding half the kept step and truncating (no tie is left but in near lanes).
     const VI code = hn::Sub(hn::ShiftRight<20>(hn::Add(bits, hn::Set(di, 0x80000))), base);
-    const VI sign =
-        hn::ShiftRight<24>(hn::And(hn::BitCast(di, t), hn::Set(di, int32_t(0x80000000u))));
-    *codes = hn::Or(code, hn::And(sign, hn::Set(di, 0x80)));
-    return near;
+    // The sign bit (t's bit 31) to the byte's bit 7.
+    *codes = hn::OrAnd(code, hn::ShiftRight<24>(hn::BitCast(di, t)), hn::Set(di, 0x80));
+    return hn::RebindMask(d, Fp8MidpointNear(bits, hn::Add(steps, hn::Set(di, 1))));
   }
-}
-
-// NearAndCodes, first for the common vector whose every |t| lies inside the grid's plain part
-// (FP8: below 456, where 448, the largest, rounds to itself; INT8: below 127): the test and the
-// bytes there in fewer operations; the whole of it for any other vector.
-template <QuantFormat kFormat, class D, class V, class VI>
-HWY_INLINE auto FastOrFullNear(D d, V t, VI steps, VI *codes) {
-  const hn::RebindToSigned<D> di;
-  const V a = hn::Abs(t);
-  if constexpr (kFormat == QuantFormat::int8) {
-    if (HWY_LIKELY(hn::AllTrue(d, hn::Lt(a, hn::Set(d, 127.0f))))) {
-      const V rounded = hn::Round(t);
-      *codes = hn::ConvertTo(di, rounded);
-      const V bound = hn::Mul(hn::Mul(a, hn::ConvertTo(d, steps)), hn::Set(d, 0x1p-23f));
-      return hn::Le(hn::Sub(hn::Set(d, 0.5f), hn::Abs(hn::Sub(t, rounded))), bound);
-    }
-  } else {
-    if (HWY_LIKELY(hn::AllTrue(d, hn::Lt(a, hn::Set(d, 456.0f))))) {
-      // Below 2^-6, |t| + 2^-6 puts the subnormals' midpoints where the normals' are (see
-      // NearAndCodes), and its code is 8 above theirs.
-      const auto sub = hn::Lt(a, hn::Set(d, 0x1p-6f));
-      const VI bits = hn::BitCast(di, hn::IfThenElse(sub, hn::Add(a, hn::Set(d, 0x1p-6f)), a));
-      const VI w = hn::Add(steps, hn::Set(di, 1));
-      const VI base =
-          hn::IfThenElse(hn::RebindMask(di, sub), hn::Set(di, 121 << 3), hn::Set(di, 120 << 3));
-      const VI code = hn::Sub(hn::ShiftRight<20>(hn::Add(bits, hn::Set(di, 0x80000))), base);
-      const VI sign = hn::And(hn::ShiftRight<24>(hn::BitCast(di, t)), hn::Set(di, 0x80));
-      *codes = hn::Or(code, sign);
-      return hn::RebindMask(d, Fp8MidpointNear(bits, w));
-    }
-  }
-  return NearAndCodes<kFormat>(d, t, steps, codes);
 }
 
 // Whether the F32 path takes a group of scale s: a normal F32 (1 / s then is one too).
@@ -550,7 +536,7 @@ void QuantizeRow(const RowInputs<T> &in, const float *pm, const int32_t *window,
     const auto w = kFixed ? hn::Set(di, kFixed) : hn::LoadU(di, window + c);
     const auto steps = hn::Add(hn::Add(w, w), hn::Set(di, 8));
     hn::Vec<decltype(di)> codes;
-    auto open = FastOrFullNear<kFormat>(d, t, steps, &codes);
+    auto open = NearAndCodes<kFormat>(d, t, steps, &codes);
     if constexpr (decltype(check_nan)::value) open = hn::Or(open, hn::IsNaN(v));
     // Every code is a byte's already (INT8's in [-127, 127] as two's complement; a lane the
     // oracle takes may hold anything): its low byte, with no saturation to do.
@@ -684,10 +670,19 @@ void Rows(const GatedQuantPlan &plan, const GatedQuantData &data, const QuantScr
       // Each step for every group of the row before the next, so that each step's loops keep
       // their constants in registers from group to group.
       bool row_unsure = false;
+      bool tabled = false, row_in_bounds = false;  // TabledRowValues' top[g] and pm, and its test
+      if constexpr (!std::is_same_v<T, float>) {
+        tabled = plan.group_size % hn::Lanes(hn::ScalableTag<float>()) == 0;
+        if (tabled)
+          row_in_bounds =
+              in.m ? TabledRowValues<Act, true>(in, G, plan.group_size, scratch.p, scratch.top)
+                   : TabledRowValues<Act, false>(in, G, plan.group_size, scratch.p, scratch.top);
+      }
       for (size_t g = 0; g < G; ++g) {
         const size_t begin = g * plan.group_size, end = begin + plan.group_size;
         bool unsure = false;
-        scratch.top[g] = GroupValues<Act, T>(in, begin, end, scratch.p, scratch.window, &unsure);
+        if (!row_in_bounds && !(tabled && GroupInBounds<T>(scratch.p, begin, end)))
+          scratch.top[g] = GroupValues<Act, T>(in, begin, end, scratch.p, scratch.window, &unsure);
         scratch.unsure[g] = unsure;
         row_unsure = row_unsure || unsure;
       }
