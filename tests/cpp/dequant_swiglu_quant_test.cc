@@ -25,6 +25,7 @@
 #include "device_param.h"
 #include "index_values.h"
 #include "quant_oracle.h"
+#include "quant_names.h"
 #include "tensor_buffer.h"
 
 namespace infiniop_test {
@@ -32,17 +33,7 @@ namespace {
 
 using namespace quant_oracle;  // NOLINT: the oracle's formats
 
-constexpr auto F32 = INFINI_DTYPE_F32;
-constexpr auto F16 = INFINI_DTYPE_F16;
-constexpr auto BF16 = INFINI_DTYPE_BF16;
-constexpr auto I32 = INFINI_DTYPE_I32;
-constexpr auto I8 = INFINI_DTYPE_I8;
-constexpr auto F8 = INFINI_DTYPE_F8;
-constexpr auto I64 = INFINI_DTYPE_I64;
-constexpr auto kDynamic = INFINIOP_QUANT_DYNAMIC;
-constexpr auto kStatic = INFINIOP_QUANT_STATIC;
-constexpr auto kScaleF32 = INFINIOP_QUANT_SCALE_F32;
-constexpr auto kUe8m0 = INFINIOP_QUANT_SCALE_UE8M0;
+using namespace quant_names;  // NOLINT: the dtypes' and attributes' short names
 constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t kI32Min = std::numeric_limits<int32_t>::min();
 
@@ -149,12 +140,10 @@ infiniStatus_t callOp(infiniopHandle_t handle, const Config &c, Operands &o, std
        {o.y, o.scale, o.x, o.weight, o.activation, o.bias, o.smooth, o.group_index})
     device.add(t);
   void *ws = device.scratch(size);
-  const auto arg = [&](TensorBuffer *t) -> void * {
-    return t && o.empty_as_null && t->numel() == 0 ? nullptr : device(t);
-  };
-  status = infiniopDequantSwigluQuant(op, ws, size, arg(o.y), arg(o.scale), arg(o.x), arg(o.weight),
-                                      arg(o.activation), arg(o.bias), arg(o.smooth),
-                                      arg(o.group_index), nullptr);
+  device.passEmptyAsNull(o.empty_as_null);
+  status = infiniopDequantSwigluQuant(op, ws, size, device(o.y), device(o.scale), device(o.x),
+                                      device(o.weight), device(o.activation), device(o.bias),
+                                      device(o.smooth), device(o.group_index), nullptr);
   *error = infiniopGetLastError();
   device.download();
   EXPECT_EQ(infiniopDestroyDequantSwigluQuantDescriptor(op), INFINI_STATUS_SUCCESS);

@@ -44,8 +44,12 @@ class DeviceMirror {
 
   // The device address of a host address inside (or just past) an added region; NULL stays NULL.
   void *operator()(const void *host) const;
-  void *operator()(TensorBuffer &t) const { return (*this)(t.data()); }
-  void *operator()(TensorBuffer *t) const { return t ? (*this)(t->data()) : nullptr; }
+  void *operator()(TensorBuffer &t) const {
+    return empty_as_null_ && t.numel() == 0 ? nullptr : (*this)(t.data());
+  }
+  void *operator()(TensorBuffer *t) const { return t ? (*this)(*t) : nullptr; }
+  // From now on a tensor of no elements gives NULL (which the C ABI allows), not its address.
+  void passEmptyAsNull(bool on) { empty_as_null_ = on; }
 
   // Host to device, every region (after the host changed them, e.g. poison()).
   void upload();
@@ -65,6 +69,7 @@ class DeviceMirror {
   infiniopHandle_t handle_;
   std::vector<Region> regions_;
   std::vector<void *> scratch_;
+  bool empty_as_null_ = false;
 };
 
 }  // namespace infiniop_test

@@ -33,6 +33,7 @@
 #include "device_param.h"
 #include "index_values.h"
 #include "quant_oracle.h"
+#include "quant_names.h"
 #include "tensor_buffer.h"
 
 namespace infiniop_test {
@@ -43,16 +44,7 @@ using namespace quant_oracle;  // NOLINT: the oracle's formats
 using infiniop::bitsOf;
 using infiniop::floatOf;
 
-constexpr auto F32 = INFINI_DTYPE_F32;
-constexpr auto F16 = INFINI_DTYPE_F16;
-constexpr auto BF16 = INFINI_DTYPE_BF16;
-constexpr auto I8 = INFINI_DTYPE_I8;
-constexpr auto F8 = INFINI_DTYPE_F8;
-constexpr auto I64 = INFINI_DTYPE_I64;
-constexpr auto kDynamic = INFINIOP_QUANT_DYNAMIC;
-constexpr auto kStatic = INFINIOP_QUANT_STATIC;
-constexpr auto kScaleF32 = INFINIOP_QUANT_SCALE_F32;
-constexpr auto kUe8m0 = INFINIOP_QUANT_SCALE_UE8M0;
+using namespace quant_names;  // NOLINT: the dtypes' and attributes' short names
 
 enum class Act { silu, gelu_erf, gelu_tanh, clipped };
 
@@ -223,15 +215,14 @@ infiniStatus_t callOp(infiniopHandle_t handle, const Config &c, Operands &o, std
   device.add(o.smooth);
   device.add(o.group_index);
   void *ws = device.scratch(size);
-  const auto arg = [&](TensorBuffer *t) -> void * {
-    return t && o.empty_as_null && t->numel() == 0 ? nullptr : device(t);
-  };
-  status = silu   ? infiniopSwiGluQuant(silu, ws, size, arg(o.y), arg(o.scale), arg(o.x),
-                                        arg(o.smooth), arg(o.group_index), nullptr)
-           : gelu ? infiniopGeluMulQuant(gelu, ws, size, arg(o.y), arg(o.scale), arg(o.x),
-                                         arg(o.smooth), arg(o.group_index), nullptr)
-                  : infiniopClippedSwigluQuant(clipped, ws, size, arg(o.y), arg(o.scale), arg(o.x),
-                                               arg(o.smooth), arg(o.group_index), nullptr);
+  device.passEmptyAsNull(o.empty_as_null);
+  status = silu   ? infiniopSwiGluQuant(silu, ws, size, device(o.y), device(o.scale), device(o.x),
+                                        device(o.smooth), device(o.group_index), nullptr)
+           : gelu ? infiniopGeluMulQuant(gelu, ws, size, device(o.y), device(o.scale), device(o.x),
+                                         device(o.smooth), device(o.group_index), nullptr)
+                  : infiniopClippedSwigluQuant(clipped, ws, size, device(o.y), device(o.scale),
+                                               device(o.x), device(o.smooth), device(o.group_index),
+                                               nullptr);
   *error = infiniopGetLastError();
   device.download();
   if (silu) EXPECT_EQ(infiniopDestroySwiGluQuantDescriptor(silu), INFINI_STATUS_SUCCESS);

@@ -32,6 +32,7 @@
 #include "index_values.h"
 #include "infiniop/ops/moe_init_routing_quant_v2.h"
 #include "infiniop/ops/moe_init_routing_v2.h"
+#include "quant_names.h"
 #include "tensor_buffer.h"
 
 namespace infiniop_test {
@@ -40,15 +41,7 @@ namespace {
 using infiniop::bitsOf;
 using infiniop::floatOf;
 
-constexpr auto F32 = INFINI_DTYPE_F32;
-constexpr auto F16 = INFINI_DTYPE_F16;
-constexpr auto BF16 = INFINI_DTYPE_BF16;
-constexpr auto I8 = INFINI_DTYPE_I8;
-constexpr auto F8 = INFINI_DTYPE_F8;
-constexpr auto I32 = INFINI_DTYPE_I32;
-constexpr auto I64 = INFINI_DTYPE_I64;
-constexpr auto kStatic = INFINIOP_QUANT_STATIC;
-constexpr auto kDynamic = INFINIOP_QUANT_DYNAMIC;
+using namespace quant_names;  // NOLINT: the dtypes' and attributes' short names
 
 // How close (relative) to a midpoint the oracle does not decide: a few long double ulps, 16 times.
 constexpr long double kTolerance = 0x1p-56L;
@@ -338,12 +331,10 @@ infiniStatus_t callQuant(infiniopHandle_t h, const Case &c, Tensors &t, std::str
   DeviceMirror m(h);
   stage(m, all);
   void *ws = m.scratch(size);
-  const auto arg = [&](TensorBuffer *b) -> void * {
-    return b && c.empty_as_null && b->numel() == 0 ? nullptr : m(b);
-  };
-  status = infiniopMoeInitRoutingQuantV2(op, ws, size, arg(&t.expanded_x), arg(&t.row_idx),
-                                         arg(counts), arg(before), arg(ds), arg(&t.x),
-                                         arg(&t.expert_idx), arg(scale), arg(offset), nullptr);
+  m.passEmptyAsNull(c.empty_as_null);
+  status = infiniopMoeInitRoutingQuantV2(op, ws, size, m(&t.expanded_x), m(&t.row_idx), m(counts),
+                                         m(before), m(ds), m(&t.x), m(&t.expert_idx), m(scale),
+                                         m(offset), nullptr);
   *error = infiniopGetLastError();
   m.download();
   EXPECT_EQ(infiniopDestroyMoeInitRoutingQuantV2Descriptor(op), INFINI_STATUS_SUCCESS);
@@ -371,11 +362,9 @@ infiniStatus_t callPlain(infiniopHandle_t h, const Case &c, Tensors &t, TensorBu
   DeviceMirror m(h);
   stage(m, all);
   void *ws = m.scratch(size);
-  const auto arg = [&](TensorBuffer *b) -> void * {
-    return b && c.empty_as_null && b->numel() == 0 ? nullptr : m(b);
-  };
-  status = infiniopMoeInitRoutingV2(op, ws, size, arg(&expanded), arg(&row_idx), arg(cnt), arg(bef),
-                                    arg(&t.x), arg(&t.expert_idx), nullptr);
+  m.passEmptyAsNull(c.empty_as_null);
+  status = infiniopMoeInitRoutingV2(op, ws, size, m(&expanded), m(&row_idx), m(cnt), m(bef),
+                                    m(&t.x), m(&t.expert_idx), nullptr);
   m.download();
   EXPECT_EQ(infiniopDestroyMoeInitRoutingV2Descriptor(op), INFINI_STATUS_SUCCESS);
   return status;
