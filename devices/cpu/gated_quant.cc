@@ -170,12 +170,15 @@ HWY_INLINE hn::Vec<D> ClippedBias(D d, const ClippedSwigluAttributes *at) {
   return hn::Set(d, at ? at->bias : 0.0f);
 }
 
-// A prefetch of the line 4 KiB past p, which the loop reads soon: the hardware prefetcher alone
-// left a call over rows from memory 5-6% slower (BF16 at 16M, AMD Zen 4; the distance mattered
-// little from 2 to 8 KiB). An address, not a pointer into x: it may lie past x's end.
+// Prefetches of the next row's x, one vector of step 3 at a time: a row's 2 H values of T from
+// next_row (an address, not a pointer into x: the last row's is its own), element c of step 3
+// taking bytes [2 c, 2 (c + N)) sizeof(T) of it. Steps 2 and 3 load no x, so its lines arrive
+// while they compute. Prefetching 4 KiB ahead within step 1's loop instead, where step 1 alone
+// waits on memory, was about 5% slower on one thread (BF16 at 16M, AMD Zen 4; the same on two).
 template <class T>
-HWY_INLINE void PrefetchAhead(const T *p) {
-  hwy::Prefetch(reinterpret_cast<const char *>(reinterpret_cast<uintptr_t>(p) + 4096));
+HWY_INLINE void PrefetchNextRow(uintptr_t next_row, size_t c, size_t N) {
+  for (size_t o = 2 * sizeof(T) * c; o < 2 * sizeof(T) * (c + N); o += 64)
+    hwy::Prefetch(reinterpret_cast<const char *>(next_row + o));
 }
 
 // |p m|'s bounds for the F32 path without a test per lane: [kSmallest, F32's max], checked on
@@ -213,8 +216,6 @@ HWY_INLINE bool TabledRowValues(const RowInputs<T> &in, size_t groups, size_t gr
   for (size_t g = 0, c = 0; g < groups; ++g) {
     auto largest = hn::Zero(di);
     for (const size_t end = c + group_size; c < end; c += N) {
-      PrefetchAhead(bits1 + c);
-      PrefetchAhead(x2 + c);
       auto pm =
           hn::Mul(LookupCodes(d, hi, bits1 + c), Multiplier<Act>(LoadF32(d, x2 + c), limit, bias));
       if constexpr (kSmooth) pm = hn::Mul(pm, hn::LoadU(d, m + c));
@@ -375,6 +376,32 @@ double PairValue(const RowInputs<T> &in, size_t c) {
   return in.m ? v * in.m[c] : v;
 }
 
+// The dynamic scale from amax, a largest |z| from the factor pairs (within 2^-46 of the
+// reference's): the reference's unless amax / qmax lies within 2^-40 of where the scale's
+// rounding changes (an F32 midpoint, or a power of two for UE8M0), or outside the scale's clamps;
+// there (and for an amax not finite and positive) returns false, and the reference's doubles
+// decide.
+inline bool PairScale(const GatedQuantPlan &plan, double amax, float *scale) {
+  if (!(std::isfinite(amax) && amax > 0)) return false;
+  const double q = amax / exact::quantMax(plan.format);
+  uint64_t bits;
+  std::memcpy(&bits, &q, sizeof bits);
+  const uint64_t mantissa = bits & ((uint64_t{1} << 52) - 1);
+  bool near = !(q >= 0x1p-126 && q < 0x1p127);  // the scale's clamps
+  if (plan.power_of_two) {                      // just above a power of two, or just below the next
+    near = near || mantissa < (uint64_t{1} << 12) ||
+           mantissa > (uint64_t{1} << 52) - (uint64_t{1} << 12);
+  } else {  // F32's midpoints in q's binade: the low 29 of 52 mantissa bits are 2^28
+    const auto low = static_cast<int64_t>(mantissa & ((uint64_t{1} << 29) - 1));
+    near = near || std::llabs(low - (int64_t{1} << 28)) < (int64_t{1} << 13);
+  }
+  if (near) return false;
+  // q is inside F32's normal range, and the F32 scale is q rounded once, as exact::dynamicScale
+  // has it (without its division again).
+  *scale = plan.power_of_two ? exact::dynamicScale(amax, plan.format, true) : static_cast<float>(q);
+  return true;
+}
+
 // Step 2: the dynamic scale of the group [begin, end) from pm (step 1's).
 // top, any_unsure: GroupValues'.
 template <class Act, class T>
@@ -401,6 +428,28 @@ float GroupScale(const GatedQuantPlan &plan, const RowInputs<T> &in, const float
   static_assert(kFixedWindow<Act, T> <= 12);
   const auto threshold = hn::Set(d, top * (1.0f - kReach));
   constexpr bool kPairs = !std::is_same_v<T, float> && !kClipped<Act>;  // clipped: the double
+  if constexpr (kPairs) {
+    // The common group (whole vectors, no lane unsure) with one candidate, found without a
+    // branch per vector: each group's candidate lies anywhere in it, and a branch on where cost
+    // a misprediction or more a group.
+    if (!any_unsure && (end - begin) % N == 0 && end <= size_t{INT32_MAX}) {
+      const hn::RebindToSigned<decltype(d)> di;
+      auto index = hn::Iota(di, static_cast<int32_t>(begin));
+      auto where = hn::Zero(di);
+      size_t count = 0;
+      for (size_t c = begin; c < end; c += N) {
+        const auto candidate = hn::Ge(hn::Abs(hn::LoadU(d, pm + c)), threshold);
+        count += hn::CountTrue(d, candidate);
+        where = hn::IfThenElse(hn::RebindMask(di, candidate), index, where);
+        index = hn::Add(index, hn::Set(di, static_cast<int32_t>(N)));
+      }
+      float scale;
+      if (HWY_LIKELY(count == 1)) {
+        const auto c = static_cast<size_t>(hn::GetLane(hn::MaxOfLanes(di, where)));
+        if (PairScale(plan, std::fabs(PairValue<T>(in, c)), &scale)) return scale;
+      }
+    }
+  }
   bool from_pairs = kPairs;
   double amax = 0;
   const auto take = [&](double z) {
@@ -430,27 +479,8 @@ float GroupScale(const GatedQuantPlan &plan, const RowInputs<T> &in, const float
     take(z);
   });
   if (from_pairs && std::isfinite(amax) && amax > 0) {
-    // The pairs' z is within 2^-46 of the reference's: its scale is the reference's unless
-    // amax / qmax lies within 2^-40 of where the scale's rounding changes (an F32 midpoint, or a
-    // power of two for UE8M0); there the reference's doubles decide.
-    const double q = amax / exact::quantMax(plan.format);
-    uint64_t bits;
-    std::memcpy(&bits, &q, sizeof bits);
-    const uint64_t mantissa = bits & ((uint64_t{1} << 52) - 1);
-    bool near = !(q >= 0x1p-126 && q < 0x1p127);  // the scale's clamps: the doubles decide
-    if (plan.power_of_two) {  // just above a power of two, or just below the next
-      near = near || mantissa < (uint64_t{1} << 12) ||
-             mantissa > (uint64_t{1} << 52) - (uint64_t{1} << 12);
-    } else {  // F32's midpoints in q's binade: the low 29 of 52 mantissa bits are 2^28
-      const auto low = static_cast<int64_t>(mantissa & ((uint64_t{1} << 29) - 1));
-      near = near || std::llabs(low - (int64_t{1} << 28)) < (int64_t{1} << 13);
-    }
-    // Not near: q is inside F32's normal range, and the F32 scale is q rounded once, as
-    // exact::dynamicScale has it (without its division again).
-    if (!near) {
-      return plan.power_of_two ? exact::dynamicScale(amax, plan.format, true)
-                               : static_cast<float>(q);
-    }
+    float scale;
+    if (PairScale(plan, amax, &scale)) return scale;
     amax = 0;
     candidates.ForEach([&](size_t c) { take(ExactValue<Act, T>(in, c)); });
   }
@@ -517,8 +547,8 @@ inline bool F32PathScale(float s) {
 // that no call sits in the loops (a call clobbers every vector register).
 template <class Act, class T, QuantFormat kFormat>
 void QuantizeRow(const RowInputs<T> &in, const float *pm, const int32_t *window, bool unsure,
-                 const float *s, size_t groups, size_t group_size, uint8_t *bytes,
-                 uint64_t *marks) {
+                 const float *s, size_t groups, size_t group_size, uint8_t *bytes, uint64_t *marks,
+                 uintptr_t next_row) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const hn::RebindToUnsigned<decltype(d)> du32;
@@ -553,6 +583,7 @@ void QuantizeRow(const RowInputs<T> &in, const float *pm, const int32_t *window,
       for (size_t c = begin; c < begin + whole; c += N) {
         hn::Vec<decltype(du8)> packed;
         const auto open = vector(c, r, check_nan, packed);
+        PrefetchNextRow<T>(next_row, c, N);
         hn::StoreU(packed, du8, bytes + c);
         if (HWY_UNLIKELY(!hn::AllFalse(d, open))) oracle_lanes.Add(d, open, c);
       }
@@ -696,14 +727,19 @@ void Rows(const GatedQuantPlan &plan, const GatedQuantData &data, const QuantScr
           scratch.scale[g] = scale_at(g);
         }
       }
+      const uintptr_t next_row =
+          reinterpret_cast<uintptr_t>(row) + (r + 1 < last && plan.x.col_stride == 1
+                                                  ? plan.x.rowOffset(r + 1) - plan.x.rowOffset(r)
+                                                  : 0) *
+                                                 sizeof(T);
       if (plan.format == QuantFormat::int8)
         QuantizeRow<Act, T, QuantFormat::int8>(in, scratch.p, scratch.window, row_unsure,
                                                scratch.scale, G, plan.group_size, bytes,
-                                               scratch.marks);
+                                               scratch.marks, next_row);
       else
         QuantizeRow<Act, T, QuantFormat::fp8_e4m3>(in, scratch.p, scratch.window, row_unsure,
                                                    scratch.scale, G, plan.group_size, bytes,
-                                                   scratch.marks);
+                                                   scratch.marks, next_row);
     }
     if (bytes == y) continue;
     if (plan.y.col_stride == 1)

@@ -563,6 +563,32 @@ TEST_P(GatedQuant, ExactMidpointsTieToEven) {
       }
 }
 
+TEST_P(GatedQuant, ScaleCandidatesOfWholeGroups) {
+  // Groups of 128 (whole vectors on every target). The cpu device takes a group's scale from its
+  // one candidate for amax (the lane of the largest |p m|) where it has one; these rows take its
+  // other ways too. Row 0: random, one candidate a group. Row 1: group 0 two candidates of equal
+  // |z| and either sign; group 1 silu(64) 7 = 448 (1 - 1.6e-28), whose UE8M0 FP8 scale is just
+  // below a power of two (the doubles decide). Row 2: group 0 every lane equal (128 candidates),
+  // group 1 all zeros (scale 0).
+  constexpr size_t H = 256;
+  for (infiniDtype_t xd : {BF16, F16})
+    for (infiniDtype_t yd : {I8, F8})
+      for (auto format : {kScaleF32, kUe8m0})
+        for (Act act : {Act::silu, Act::gelu_erf}) {
+          TensorBuffer x({3, 2 * H}, xd);
+          x.fill([&](size_t i) {
+            const size_t r = i / (2 * H), col = i % (2 * H), h = col % H;
+            const bool gate = col < H;
+            if (r == 0) return signedValue(7, i, 10.0f);
+            if (r == 2) return h < 128 ? (gate ? 2.0f : 3.0f) : 0.0f;
+            if (h == 5 || h == 77 || h == 130) return gate ? 64.0f : (h == 77 ? -7.0f : 7.0f);
+            return gate ? signedValue(8, i, 4.0f) : 1.0f;
+          });
+          const Config c{act, 1, kDynamic, 128, format};
+          expectShape(c, x, yd, "scale candidates " + std::string(infiniop::dtypeName(xd)));
+        }
+}
+
 TEST_P(GatedQuant, FarTailOverZeroScale) {
   // A far-left gate input whose float64 activation underflows to -0 (silu from about -710,
   // gelu erf from about -38.5, gelu tanh from about -20) gives 0 / 0, NaN's byte (0, 0x7F); where
