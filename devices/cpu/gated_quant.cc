@@ -38,6 +38,7 @@
 #include "cpu/clipped_gate_table.h"
 #include "cpu/gated-inl.h"
 #include "cpu/parallel.h"
+#include "cpu/quant_bytes-inl.h"
 #include "cpu/softmax_row-inl.h"
 #include "cpu/table-inl.h"
 #include "exact/clipped_swiglu.h"
@@ -428,28 +429,6 @@ float GroupScale(const GatedQuantPlan &plan, const RowInputs<T> &in, const float
   static_assert(kFixedWindow<Act, T> <= 12);
   const auto threshold = hn::Set(d, top * (1.0f - kReach));
   constexpr bool kPairs = !std::is_same_v<T, float> && !kClipped<Act>;  // clipped: the double
-  if constexpr (kPairs) {
-    // The common group (whole vectors, no lane unsure) with one candidate, found without a
-    // branch per vector: each group's candidate lies anywhere in it, and a branch on where cost
-    // a misprediction or more a group.
-    if (!any_unsure && (end - begin) % N == 0 && end <= size_t{INT32_MAX}) {
-      const hn::RebindToSigned<decltype(d)> di;
-      auto index = hn::Iota(di, static_cast<int32_t>(begin));
-      auto where = hn::Zero(di);
-      size_t count = 0;
-      for (size_t c = begin; c < end; c += N) {
-        const auto candidate = hn::Ge(hn::Abs(hn::LoadU(d, pm + c)), threshold);
-        count += hn::CountTrue(d, candidate);
-        where = hn::IfThenElse(hn::RebindMask(di, candidate), index, where);
-        index = hn::Add(index, hn::Set(di, static_cast<int32_t>(N)));
-      }
-      float scale;
-      if (HWY_LIKELY(count == 1)) {
-        const auto c = static_cast<size_t>(hn::GetLane(hn::MaxOfLanes(di, where)));
-        if (PairScale(plan, std::fabs(PairValue<T>(in, c)), &scale)) return scale;
-      }
-    }
-  }
   bool from_pairs = kPairs;
   double amax = 0;
   const auto take = [&](double z) {
@@ -485,60 +464,6 @@ float GroupScale(const GatedQuantPlan &plan, const RowInputs<T> &in, const float
     candidates.ForEach([&](size_t c) { take(ExactValue<Act, T>(in, c)); });
   }
   return exact::dynamicScale(amax, plan.format, plan.power_of_two);
-}
-
-// Whether F32 bits lie within w (integer steps) of an FP8 E4M3 midpoint's, whose low 20 bits are
-// 0x80000: ((bits + w) << 12) puts the distance in the top 20 bits, offset by 2^31 so that the
-// near ones are the smallest signed values. Three operations, wrapping as integers do.
-template <class VI>
-HWY_INLINE auto Fp8MidpointNear(VI bits, VI w) {
-  const hn::DFromV<VI> di;
-  const VI at = hn::ShiftLeft<12>(hn::Add(bits, w));
-  const VI limit = hn::Add(hn::ShiftLeft<12>(hn::Add(hn::Add(w, w), hn::Set(di, 1))),
-                           hn::Set(di, std::numeric_limits<int32_t>::min()));
-  return hn::Lt(at, limit);
-}
-
-// Step 3's test and bytes for one vector of t = p m / s (as t = pm r): the lanes near a rounding
-// boundary of the grid (within `steps` F32 steps of t), and the bytes of the others. t is first
-// clamped to the largest magnitude, 127 or 448, where no boundary lies: every value beyond rounds
-// to it with saturation (FP8: 464, between 448 and the missing 480, included), and a clamped lane
-// is far from every boundary. So one sequence serves every lane, with no test for the common
-// vector; a NaN lane's code depends on the target's min/max, and the caller marks it open.
-template <QuantFormat kFormat, class D, class V, class VI>
-HWY_INLINE auto NearAndCodes(D d, V t, VI steps, VI *codes) {
-  const hn::RebindToSigned<D> di;
-  if constexpr (kFormat == QuantFormat::int8) {
-    const V clamped = hn::Min(hn::Max(t, hn::Set(d, -127.0f)), hn::Set(d, 127.0f));
-    const V rounded = hn::Round(clamped);
-    *codes = hn::ConvertTo(di, rounded);
-    // |t - round(t)| is exact below 2^23; its distance to 1/2 against the bound (a step of t
-    // is at most 2^-23 |t|).
-    const V bound =
-        hn::Mul(hn::Abs(clamped), hn::Mul(hn::ConvertTo(d, steps), hn::Set(d, 0x1p-23f)));
-    const V gap = hn::Sub(hn::Set(d, 0.5f), hn::Abs(hn::Sub(clamped, rounded)));
-    return hn::Le(gap, bound);
-  } else {
-    // FP8 E4M3's midpoints are the F32 values whose low 20 bits are 0x80000, from 2^-6 on; below,
-    // |t| + 2^-6 puts the subnormals' (spacing 2^-9, the spacing at 2^-6) there, its rounding
-    // within one more step, and its code 8 above theirs.
-    const V a = hn::Min(hn::Abs(t), hn::Set(d, 448.0f));
-    const V smallest_normal = hn::Set(d, 0x1p-6f);
-    const auto sub = hn::Lt(a, smallest_normal);
-    const VI bits = hn::BitCast(di, hn::IfThenElse(sub, hn::Add(a, smallest_normal), a));
-    const VI base =
-        hn::IfThenElse(hn::RebindMask(di, sub), hn::Set(di, 121 << 3), hn::Set(di, 120 << 3));
-    // Rounded by adding half the kept step and truncating (no tie is left but in near lanes).
-    const VI code = hn::Sub(hn::ShiftRight<20>(hn::Add(bits, hn::Set(di, 0x80000))), base);
-    // The sign bit (t's bit 31) to the byte's bit 7.
-    *codes = hn::OrAnd(code, hn::ShiftRight<24>(hn::BitCast(di, t)), hn::Set(di, 0x80));
-    return hn::RebindMask(d, Fp8MidpointNear(bits, hn::Add(steps, hn::Set(di, 1))));
-  }
-}
-
-// Whether the F32 path takes a group of scale s: a normal F32 (1 / s then is one too).
-inline bool F32PathScale(float s) {
-  return std::fabs(s) >= 0x1p-126f && std::fabs(s) <= 3.4028235e38f;
 }
 
 // Step 3 for a row: bytes[c] for every group g, with scale s[g] (H = groups * group_size bytes).

@@ -564,12 +564,12 @@ TEST_P(GatedQuant, ExactMidpointsTieToEven) {
 }
 
 TEST_P(GatedQuant, ScaleCandidatesOfWholeGroups) {
-  // Groups of 128 (whole vectors on every target). The cpu device takes a group's scale from its
-  // one candidate for amax (the lane of the largest |p m|) where it has one; these rows take its
-  // other ways too. Row 0: random, one candidate a group. Row 1: group 0 two candidates of equal
-  // |z| and either sign; group 1 silu(64) 7 = 448 (1 - 1.6e-28), whose UE8M0 FP8 scale is just
-  // below a power of two (the doubles decide). Row 2: group 0 every lane equal (128 candidates),
-  // group 1 all zeros (scale 0).
+  // Groups of 128 (whole vectors on every target). The cpu device takes a group's dynamic scale
+  // from finer values of its amax candidates (the lanes within 2^-16 of the largest |p m|) and
+  // checks that scale's rounding. Row 0: random, one candidate a group. Row 1: group 0 two
+  // candidates of equal |z| and either sign; group 1 silu(64) 7 = 448 (1 - 1.6e-28), whose UE8M0
+  // FP8 scale is just below a power of two (the doubles decide). Row 2: group 0 every lane equal
+  // (128 candidates), group 1 all zeros (scale 0).
   constexpr size_t H = 256;
   for (infiniDtype_t xd : {BF16, F16})
     for (infiniDtype_t yd : {I8, F8})
