@@ -410,6 +410,49 @@ TEST_P(DequantSwigluQuant, NanAndInfinities) {
     expectShape(c, {nullptr, nullptr, &big, &wb}, I8, "huge values, dynamic");
 }
 
+TEST_P(DequantSwigluQuant, SiluRegions) {
+  // The cpu device's fast values and where it leaves them to the reference's (its kernel's
+  // comment): gates far left (d1 <= -710: exp(-d1) overflows in double, silu -0), between -710
+  // and -700 (the reference's value), near -700 (z below 2^-1000 for a small multiplier), right
+  // of 37.5 (1 + e^-d1 rounds to 1) and around the exp's clamp at 40, exact zeros (d1, d2 or a
+  // smooth scale 0, either sign), and ordinary values; H = 20 so that groups of 4, 10 and 20 end
+  // inside a vector on every target. d = x itself (no scales): integer gates.
+  const size_t R = 4, H = 20;
+  TensorBuffer x({R, 2 * H}, I32), smooth({H}, F32);
+  for (size_t r = 0; r < R; ++r)
+    for (size_t c = 0; c < H; ++c) {
+      const auto i = static_cast<int64_t>(c);
+      int64_t gate = 0, multiplier = 0;
+      switch (r) {
+        case 0:  // -720 ... -701, multipliers of either sign
+          gate = -720 + i, multiplier = (c % 2 ? -3 : 5) * (1 + i);
+          break;
+        case 1:  // -700 ... -681: silu about 7e-302 and up, times 1 or 2
+          gate = -700 + i, multiplier = c % 3 == 0 ? -1 : 2;
+          break;
+        case 2:  // 30 ... 49, and zeros
+          gate = c % 5 == 0 ? 0 : 30 + i, multiplier = c % 7 == 0 ? 0 : (c % 2 ? 9 : -11);
+          break;
+        default:
+          gate = static_cast<int64_t>(signedValue(81, c, 12.0f)),
+          multiplier = static_cast<int64_t>(signedValue(82, c, 100.0f));
+      }
+      setInt(x, r * 2 * H + c, gate);
+      setInt(x, r * 2 * H + H + c, multiplier);
+    }
+  smooth.fill([](size_t i) { return i % 6 == 1 ? -0.0f : (i % 6 == 4 ? 0.0f : 0.5f + i); });
+  for (infiniDtype_t yd : {I8, F8})
+    for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kDynamic, kUe8m0},
+                                std::pair{kStatic, kScaleF32}})
+      for (int64_t gs : {int64_t{0}, int64_t{4}, int64_t{10}})
+        for (int32_t left : {0, 1}) {
+          const Config c{left, mode, gs, format};
+          expectShape(c, {nullptr, nullptr, &x}, yd, "silu regions");
+          expectShape(c, {nullptr, nullptr, &x, nullptr, nullptr, nullptr, &smooth}, yd,
+                      "silu regions, smooth");
+        }
+}
+
 TEST_P(DequantSwigluQuant, Layouts) {
   for (infiniDtype_t yd : {I8, F8})
     for (auto [mode, format] : {std::pair{kDynamic, kScaleF32}, std::pair{kStatic, kScaleF32}})
