@@ -8,8 +8,8 @@
 //      are the reference's d, bit for bit;
 //   2. z = silu(d1) d2 m in double lanes with an exp within 2^-45.5 where the reference's is the
 //      C library's: within 2^-45 (relative) of the reference's z (FastValues); the reference's
-//      own z (exact/dequant.h) where that bound does not hold (a non-finite operand, d1 below
-//      -700, a tiny non-zero z);
+//      own z (exact/dequant.h) where that bound is not proven (a non-finite z, d1 in (-710, -700),
+//      a tiny non-zero product);
 //   3. each group's dynamic scale from the reference's z of its amax candidates (the lanes within
 //      2^-40 of the largest |z|), so exact/quant.h's scale of the reference's amax;
 //   4. each byte from t = z / s in F32 (quant_bytes-inl.h) where no rounding boundary lies
@@ -38,9 +38,11 @@
 #ifndef INFINIOP_CPU_DEQUANT_ROW_STEPS
 #define INFINIOP_CPU_DEQUANT_ROW_STEPS  // once, not per target
 namespace infiniop::cpu {
-// One row's inputs and outputs for steps 2-4: d1 and d2 (H each, contiguous), the smooth row m
-// (null: 1), z (H + kPad), the bytes (H + kPad) and the group scales s (G: written where dynamic,
-// read where static).
+constexpr size_t kPad = 64;
+// One row's inputs and outputs for steps 2-4: d1 and d2 (H each, contiguous, readable kPad past
+// their ends: the vector loops load whole vectors), the smooth row m (null: 1; H + kPad), z
+// (H + kPad), the bytes (H + kPad) and the group scales s (G: written where dynamic, read where
+// static). kPad: SVE's widest vector of doubles (32 lanes) and more.
 struct RowSteps {
   const double *gate, *multiplier;
   const float *m;
@@ -90,12 +92,12 @@ void DequantRow(const int32_t *x, const double *bias_i, const double *w, double 
 #if HWY_HAVE_FLOAT64
 // exp(-g) for g >= -700 within 2^-45.5 (relative) where exp(-g) >= 2^-57, else below 2^-57 (g
 // above 40 is taken as 40: 1 + e then rounds to 1, as the reference's 1 + exp(-g) does from
-// g = 37.5 on). -g = n ln2 + t, n = round(-g / ln2) by adding 1.5 2^52 (whose ulp is 1), |t| <=
-// ln2 / 2: n ln2_hi is exact (ln2_hi has 32 bits, |n| < 2^10) and so is -g - n ln2_hi (Sterbenz:
-// within a factor of 2 for n != 0), t's rounding and ln2_lo's truncation are below 2^-53; e^t by
-// its Taylor polynomial of degree 11 (the remainder below |t|^12 / 12! e^|t| < 2^-46 e^t),
-// Horner's roundings below 2^-49, the scale 2^n exact. With Highway's Exp (within 1 ulp: more than
-// the bytes need) the call took 11% longer on Zen 4 (AVX3; 0.4 ns an element more).
+// g = 36.8 on: e^-g below 2^-53). -g = n ln2 + t, n = round(-g / ln2) by adding 1.5 2^52 (whose ulp
+// is 1), |t| <= ln2 / 2: n ln2_hi is exact (ln2_hi has 32 bits, |n| < 2^10) and so is -g - n ln2_hi
+// (Sterbenz: within a factor of 2 for n != 0), t's rounding and ln2_lo's truncation are below
+// 2^-53; e^t by its Taylor polynomial of degree 11 (the remainder below |t|^12 / 12! e^|t| < 2^-46
+// e^t), Horner's roundings below 2^-49, the scale 2^n exact. With Highway's Exp (within 1 ulp: more
+// than the bytes need) the call took 11% longer on Zen 4 (AVX3; 0.4 ns an element more).
 template <class D, class V>
 HWY_INLINE V ExpOfMinus(D d, V g) {
   const hn::RebindToSigned<D> di;
@@ -126,30 +128,32 @@ constexpr double kFarLeft = -710.0;
 // are within 2^-45.4 of each other, 1 + e within that (relative, as e / (1 + e) < 1), and the
 // next four roundings (1 / (1 + e), g s, b silu, z m) add an ulp each at most. g >= -700 keeps
 // every silu(g) for g != 0 normal (above 7e-302); at or below kFarLeft z is the reference's
-// signed zero; between the two, the reference's value. So is a z below 2^-1000 (its roundings
-// are not relative there), but for an exact zero (g, b or m 0: the same IEEE zero), and where an
-// operand is not finite.
+// signed zero; between the two, the reference's value. So is a lane whose b silu or z is below
+// 2^-1000 (the roundings are not relative there), but for an exact zero (g, b or m 0: the same
+// IEEE zero), and one whose z is not finite.
 void FastValues(const RowSteps &row, size_t H) {
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;
   const size_t N = hn::Lanes(dd);
   const auto one = hn::Set(dd, 1.0), left = hn::Set(dd, -700.0), far_left = hn::Set(dd, kFarLeft);
   const auto tiny = hn::Set(dd, 0x1p-1000), huge = hn::Set(dd, HUGE_VAL);
-  // z of the vector at c (stored whole: z has kPad to spare); returns the lanes that need more
-  // (a tiny or non-finite z, which every non-finite operand gives, or d1 in (kFarLeft, -700)):
-  // few mask operations, as Zen 4 runs one a cycle.
+  // z of the vector at c (stored whole: z has kPad to spare); returns the lanes that need more:
+  // a non-finite z (which a non-finite operand gives, but for d1 = -inf: the far left's zero, the
+  // reference's), d1 in (kFarLeft, -700), or b silu or z below 2^-1000 (their roundings are not
+  // relative there, and m may scale such a product back up). Few mask operations, as Zen 4 runs
+  // one a cycle.
   const auto vector = [&](size_t c, hn::Vec<decltype(dd)> g, hn::Vec<decltype(dd)> b)
       __attribute__((always_inline)) {
     const auto m = row.m ? hn::PromoteTo(dd, hn::LoadU(df, row.m + c)) : one;
     const auto sigmoid = hn::Div(one, hn::Add(one, ExpOfMinus(dd, hn::Max(g, left))));
     // Far left the reference's exp(-g) overflows: sigmoid 0, silu -0, z = (b -0) m.
     const auto far = hn::Le(g, far_left);
-    const auto z =
-        hn::Mul(hn::Mul(b, hn::IfThenElse(far, hn::Set(dd, -0.0), hn::Mul(g, sigmoid))), m);
+    const auto a = hn::Mul(b, hn::IfThenElse(far, hn::Set(dd, -0.0), hn::Mul(g, sigmoid)));
+    const auto z = hn::Mul(a, m);
     hn::StoreU(z, dd, row.z + c);
-    const auto a = hn::Abs(z);
-    return hn::Not(
-        hn::And(hn::Lt(a, huge), hn::Or(far, hn::And(hn::Ge(g, left), hn::Ge(a, tiny)))));
+    const auto smaller = hn::Min(hn::Abs(a), hn::Abs(z));
+    return hn::Not(hn::And(hn::Lt(hn::Abs(z), huge),
+                           hn::Or(far, hn::And(hn::Ge(g, left), hn::Ge(smaller, tiny)))));
   };
   // The lanes left: an exact zero (g, b or m 0, all finite) is the same IEEE zero as the
   // reference's; the others take the reference's z.
@@ -290,8 +294,7 @@ using quant::DequantSwigluQuantPlan;
 
 // One thread's rows: x's row (contiguous), the current expert's weight scales and biases as
 // doubles (1 and 0 where absent) and smooth row, the dequantized row, its H values and bytes
-// (kPad to spare: whole vectors past a group's end), and its group scales.
-constexpr size_t kPad = 64;
+// (RowSteps' kPad to spare), and its group scales.
 struct Scratch {
   std::vector<int32_t> x;
   std::vector<double> w, bias_i, bias_f, d, z;
@@ -304,7 +307,7 @@ struct Scratch {
         w(2 * H, 1.0),
         bias_i(2 * H, 0.0),
         bias_f(2 * H, 0.0),
-        d(2 * H),
+        d(2 * H + kPad),
         z(H + kPad),
         m(H + kPad),
         s(G),
