@@ -352,18 +352,14 @@ class LaneMarks {
   explicit LaneMarks(uint64_t *space) : space_(space) {}
   template <class D, class M>
   HWY_INLINE void Add(D d, M mask, size_t c) {
-    uint8_t bytes[8] = {};
-    hn::StoreMaskBits(d, mask, bytes);
-    std::memcpy(space_ + 2 * count_ + 1, bytes, sizeof(uint64_t));
     space_[2 * count_] = c;
+    space_[2 * count_ + 1] = MaskBits(d, mask);
     ++count_;
   }
   // body(element) for each marked lane, in order.
   template <class Body>
   void ForEach(const Body &body) const {
-    for (size_t i = 0; i < count_; ++i)
-      for (uint64_t bits = space_[2 * i + 1]; bits; bits &= bits - 1)
-        body(space_[2 * i] + hwy::Num0BitsBelowLS1Bit_Nonzero64(bits));
+    for (size_t i = 0; i < count_; ++i) ForEachBit(space_[2 * i], space_[2 * i + 1], body);
   }
 
  private:

@@ -79,15 +79,27 @@ inline bool F32PathScale(float s) {
   return std::fabs(s) >= 0x1p-126f && std::fabs(s) <= 3.4028235e38f;
 }
 
-// body(c + i) for each lane i that `lanes` holds of the vector at c, in order: the lanes a vector
-// loop leaves to the oracle (at most 64 lanes: SVE's widest F32 vectors).
-template <class D, class M, class Body>
-HWY_INLINE void ForEachLane(D d, M lanes, size_t c, const Body &body) {
+// A mask's lanes as bits, lane i at bit i (at most 64 lanes: SVE's widest F32 vectors).
+template <class D, class M>
+HWY_INLINE uint64_t MaskBits(D d, M lanes) {
   uint8_t bytes[8] = {};
   hn::StoreMaskBits(d, lanes, bytes);
   uint64_t bits;
   std::memcpy(&bits, bytes, sizeof bits);
+  return bits;
+}
+
+// body(c + i) for each bit i of `bits`, in order.
+template <class Body>
+HWY_INLINE void ForEachBit(size_t c, uint64_t bits, const Body &body) {
   for (; bits; bits &= bits - 1) body(c + hwy::Num0BitsBelowLS1Bit_Nonzero64(bits));
+}
+
+// body(c + i) for each lane i that `lanes` holds of the vector at c, in order: the lanes a vector
+// loop leaves to the oracle.
+template <class D, class M, class Body>
+HWY_INLINE void ForEachLane(D d, M lanes, size_t c, const Body &body) {
+  ForEachBit(c, MaskBits(d, lanes), body);
 }
 
 }  // namespace infiniop::cpu::HWY_NAMESPACE
